@@ -1,0 +1,56 @@
+"""One exception hierarchy for everything a file can do wrong.
+
+Every rejection of an input names the rule it broke (a stable id such as ``string.length``), the field path in
+the schema's own names (``metadata_kv[9].value``) and the byte offset where the problem was found. Parsing and
+validation raise nothing else: see ``guarded`` in :mod:`gguf_construct.formats.base`.
+"""
+
+from __future__ import annotations
+
+
+class FormatError(ValueError):
+    """The bytes are not a valid file of the expected format."""
+
+    def __init__(self, rule: str, message: str, *, path: str = "", offset: int | None = None) -> None:
+        self.rule = rule
+        self.path = path
+        self.offset = offset
+        self.message = message
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        """One line: rule, field, offset, message."""
+        where = []
+        if self.path:
+            where.append(self.path)
+        if self.offset is not None:
+            where.append(f"offset {self.offset}")
+        return f"[{self.rule}] {' at '.join(where) + ': ' if where else ''}{self.message}"
+
+
+class UnknownFormatError(FormatError):
+    """The bytes are not any format this package knows."""
+
+
+class TruncatedError(FormatError):
+    """A count, length or offset points past the end of the data."""
+
+
+class LimitError(FormatError):
+    """A configured limit (nesting depth, string or array size) was exceeded."""
+
+
+class InvalidValueError(FormatError):
+    """A field holds a value the format forbids (bad UTF-8, a bool of 2, a zero dimension)."""
+
+
+class UnsupportedTypeError(FormatError):
+    """An unknown, removed or version-inappropriate value type or tensor type."""
+
+
+class LayoutError(FormatError):
+    """Tensor data placement is wrong: misaligned, overlapping, outside the file, or inconsistent."""
+
+
+class DuplicateError(FormatError):
+    """A key or tensor name occurs twice."""

@@ -1,0 +1,128 @@
+"""What every format schema shares: a zero-copy stream over a buffer, and turning any failure into a FormatError.
+
+Stock construct fields read small ``bytes`` copies through ``BufferStream.read``; the hot pieces in
+:mod:`.fields` look at ``BufferStream.view`` directly, so large arrays and tensor data are never copied.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import struct
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import construct
+
+from ..errors import FormatError, LimitError, TruncatedError
+
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+
+
+class BufferStream:
+    """A read-only, seekable stream over a memoryview."""
+
+    def __init__(self, data: Any) -> None:
+        view = data if isinstance(data, memoryview) else memoryview(data)
+        if view.ndim != 1 or view.format != "B":
+            view = view.cast("B")
+        self.view = view
+        self.size = len(view)
+        self.pos = 0
+
+    def read(self, n: int = -1) -> bytes:
+        end = self.size if n is None or n < 0 else min(self.size, self.pos + n)
+        out = bytes(self.view[self.pos : end])
+        self.pos = end
+        return out
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = (0, self.pos, self.size)[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.size - self.pos)
+
+    def need(self, n: int, rule: str, what: str, path: str) -> None:
+        """Raise TruncatedError unless ``n`` more bytes are present."""
+        if n > self.size - self.pos:
+            raise TruncatedError(
+                rule, f"{what} needs {n} bytes but only {self.remaining} remain", path=readable_path(path), offset=self.pos
+            )
+
+
+def as_stream(stream: Any) -> BufferStream:
+    """The BufferStream behind ``stream``; other streams are read into memory once."""
+    if isinstance(stream, BufferStream):
+        return stream
+    return BufferStream(stream.read())
+
+
+def map_file(path: str | os.PathLike[str]) -> memoryview:
+    """Memory-map a file read-only (an empty file gives an empty view)."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return memoryview(b"")
+        return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+
+
+_PATH_PART = re.compile(r"\s*->\s*")
+
+
+def readable_path(path: str) -> str:
+    """construct's ``(parsing) -> metadata_kv -> [9] -> value`` as ``metadata_kv[9].value``."""
+    out = ""
+    for part in _PATH_PART.split(path or ""):
+        if not part or part.startswith("("):
+            continue
+        if part.startswith("["):
+            out += part
+        else:
+            out += ("." if out else "") + part
+    return out
+
+
+T = TypeVar("T")
+
+
+def guarded(action: Callable[[], T], stream: BufferStream | None, rule: str = "parse") -> T:
+    """Run a parse, turning construct's and Python's low-level exceptions into FormatError.
+
+    The schema checks every count and length before it reads, so these conversions are a safety net: a
+    FormatError with rule ``internal.*`` means a check is missing, and the fuzz tests treat it as a bug.
+    """
+    offset = stream.pos if stream is not None else None
+    try:
+        return action()
+    except FormatError:
+        raise
+    except construct.StreamError as e:
+        raise TruncatedError(f"{rule}.truncated", str(e).splitlines()[-1], path=readable_path(e.path or ""), offset=offset) from None
+    except construct.ConstructError as e:
+        raise FormatError(f"{rule}.invalid", str(e).splitlines()[-1], path=readable_path(e.path or ""), offset=offset) from None
+    except RecursionError:
+        raise LimitError("internal.recursion", "nesting too deep", offset=offset) from None
+    except MemoryError:
+        raise LimitError("internal.memory", "out of memory", offset=offset) from None
+    except (struct.error, IndexError, KeyError, ValueError, TypeError, OverflowError, UnicodeError) as e:
+        raise FormatError(f"internal.{type(e).__name__}", str(e), offset=offset) from None
+
+
+def context_path(path: str, index: int | str) -> str:
+    """Extend a construct path with an array index or a field name."""
+    return f"{path} -> [{index}]" if isinstance(index, int) else f"{path} -> {index}"

@@ -1,0 +1,503 @@
+"""Custom construct fields for the hot and the hostile parts of a schema.
+
+Each class is a ``construct.Construct`` used inside ordinary declarations, with vectorised or tight-loop
+``_parse``/``_build``: numeric arrays become numpy views of the input (no copy), string arrays become lazy
+``StringArray`` views (one scan of the lengths, decoding on access), tensor data stays a memoryview. Every count
+and length is checked against the bytes left before anything is allocated.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from construct import Construct, Container, SizeofError, evaluate
+from construct.core import EnumIntegerString
+
+from ..errors import InvalidValueError, LimitError, TruncatedError, UnsupportedTypeError
+from ..tables import VALUE_TYPES, ValueType
+from .base import BufferStream, as_stream, context_path, readable_path
+
+#: Arrays of arrays deeper than this are rejected (the spec sets no bound; ggml allows no nesting at all).
+MAX_ARRAY_DEPTH = 16
+#: Longest string accepted (ggml's GGUF_MAX_STRING_LENGTH is 1 GiB); lengths are also bounded by the bytes left.
+MAX_STRING_LENGTH = 1 << 30
+
+
+def count_format(order: str, wide: bool) -> struct.Struct:
+    """The packed count/length field: u64 from GGUF v2 on, u32 in v1."""
+    return struct.Struct(order + ("Q" if wide else "I"))
+
+
+def value_type_name(vt: Any) -> str | None:
+    """The name of a value type given as id, name or enum string; None when unknown."""
+    try:
+        return VALUE_TYPES.lookup(vt).name
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def enum_value_type(vt_id: int) -> Any:
+    """A value type id as construct's Enum would parse it (an int that prints as its name)."""
+    vt = VALUE_TYPES.get(vt_id)
+    return EnumIntegerString.new(vt_id, vt.name) if vt else vt_id
+
+
+class StringArray(Sequence[str]):
+    """A GGUF string array, decoded on access: the bodies' offsets into the source buffer are all it keeps."""
+
+    __slots__ = ("_view", "_starts", "_ends", "_region", "_layout", "path")
+
+    def __init__(self, view: memoryview, starts: np.ndarray, ends: np.ndarray, region: tuple[int, int], layout: tuple[str, bool], path: str = ""):
+        self._view = view
+        self._starts = starts
+        self._ends = ends
+        self._region = region  # (first length field, end of last body): the array's exact encoded bytes
+        self._layout = layout  # (byte order, wide counts) of that encoding
+        self.path = path
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def _decode(self, i: int) -> str:
+        s, e = int(self._starts[i]), int(self._ends[i])
+        try:
+            return str(self._view[s:e], "utf-8")
+        except UnicodeDecodeError as err:
+            raise InvalidValueError(
+                "string.utf8", f"invalid UTF-8 ({err.reason})", path=f"{self.path}[{i}]", offset=s + err.start
+            ) from None
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self._decode(j) for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("StringArray index out of range")
+        return self._decode(i)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tolist())
+
+    def tolist(self) -> list[str]:
+        """Every string, decoded (strict UTF-8)."""
+        view = self._view
+        try:
+            return [str(view[s:e], "utf-8") for s, e in zip(self._starts.tolist(), self._ends.tolist())]
+        except UnicodeDecodeError:
+            return [self._decode(i) for i in range(len(self))]  # re-run to name the bad element
+
+    def lengths(self) -> np.ndarray:
+        """The byte length of every string, without decoding."""
+        return self._ends - self._starts
+
+    def offsets(self) -> np.ndarray:
+        """The absolute byte offset of every string body in the source."""
+        return self._starts
+
+    def encoded(self, order: str, wide: bool) -> memoryview | bytes:
+        """The array's elements encoded for (order, wide): the source bytes themselves when the layout matches."""
+        if (order, wide) == self._layout:
+            return self._view[self._region[0] : self._region[1]]
+        return encode_strings(self.tolist(), order, wide)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StringArray):
+            return len(self) == len(other) and bytes(self.encoded(*self._layout)) == bytes(other.encoded(*self._layout))
+        if isinstance(other, (list, tuple)):
+            return self.tolist() == list(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        raise TypeError("StringArray is unhashable")
+
+    def __repr__(self) -> str:
+        n = len(self)
+        head = ", ".join(repr(self[i]) for i in range(min(n, 3)))
+        return f"StringArray([{head}{', ...' if n > 3 else ''}], n={n})"
+
+
+def encode_strings(items: Sequence[str | bytes], order: str, wide: bool) -> bytes:
+    """Length-prefixed UTF-8 strings, back to back."""
+    pack = count_format(order, wide).pack
+    parts = []
+    for s in items:
+        b = s.encode("utf-8") if isinstance(s, str) else bytes(s)
+        parts.append(pack(len(b)))
+        parts.append(b)
+    return b"".join(parts)
+
+
+def scan_strings(stream: BufferStream, n: int, order: str, wide: bool, path: str) -> tuple[np.ndarray, np.ndarray]:
+    """Walk ``n`` length-prefixed strings from the stream's position; return body starts and ends.
+
+    Each position depends on the one before, so the exact walk is a loop (``_scan_loop``). For u64 lengths a
+    vectorised speculation does most of the work first (``_scan_speculative``); it only ever returns positions
+    it has proven, and leaves the rest, and every error, to the loop.
+    """
+    starts = np.empty(n, dtype=np.int64)
+    ends = np.empty(n, dtype=np.int64)
+    done = _scan_speculative(stream, n, order, starts, ends) if wide and n > 64 else 0
+    _scan_loop(stream, n, done, order, wide, path, starts, ends)
+    return starts, ends
+
+
+def _scan_loop(stream: BufferStream, n: int, first: int, order: str, wide: bool, path: str, starts: np.ndarray, ends: np.ndarray) -> None:
+    fmt = count_format(order, wide)
+    width = fmt.size
+    unpack = fmt.unpack_from
+    view, pos, size = stream.view, stream.pos, stream.size
+    for i in range(first, n):
+        if pos + width > size:
+            stream.pos = pos
+            raise TruncatedError("array.truncated", f"string {i} of {n}: length field past the end", path=readable_path(path), offset=pos)
+        (length,) = unpack(view, pos)
+        pos += width
+        if length > size - pos:
+            raise TruncatedError(
+                "string.length", f"string {i} of {n} claims {length} bytes, {size - pos} remain", path=readable_path(path), offset=pos - width
+            )
+        starts[i] = pos
+        pos += length
+        ends[i] = pos
+    stream.pos = pos
+
+
+def _short_string_candidates(view: memoryview, pos: int, window: int, order: str) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in ``[pos, pos + window - 8]`` holding a u64 below 256, and that value.
+
+    Read as four phase-shifted u32 views (zero-copy, vectorised): a u64 is below 256 when its high word is 0
+    and its low word is below 256.
+    """
+    mask = np.zeros(window - 7, dtype=bool)
+    for phase in range(4):
+        count = (window - phase) // 4
+        if count < 2:
+            continue
+        words = np.frombuffer(view, dtype=order + "u4", count=count, offset=pos + phase)
+        lo, hi = (words[:-1], words[1:]) if order == "<" else (words[1:], words[:-1])
+        lane = mask[phase::4]
+        k = min(len(lane), len(lo))
+        lane[:k] = (hi[:k] == 0) & (lo[:k] < 256)
+    cand = np.flatnonzero(mask)
+    raw = np.frombuffer(view, dtype=np.uint8, count=window, offset=pos)
+    lens = raw[cand + (0 if order == "<" else 7)].astype(np.int64)
+    return cand, lens
+
+
+def _scan_speculative(stream: BufferStream, n: int, order: str, starts: np.ndarray, ends: np.ndarray) -> int:
+    """Find string positions for u64 lengths with numpy; return how many were proven (from the first).
+
+    Short strings (length < 256, nearly every token and merge) have seven zero bytes after the length byte;
+    the positions that look like that are candidates, and every true position of a short string is one. From
+    a true position, a run of candidates where each one's end is the next one's start is proven by induction.
+    Where the run breaks, the true next position is the known end of the last proven string: a long string
+    there is read exactly, a false candidate (seven zeros inside a body) is stepped over. What cannot be
+    proven is left to the exact loop, which also reports every error.
+    """
+    view, size = stream.view, stream.size
+    unpack = struct.Struct(order + "Q").unpack_from
+    done, pos = 0, stream.pos
+    while done < n:
+        window = min(size - pos, max(1 << 16, (n - done) * 32))
+        if window < 16:
+            break
+        cand, lens = _short_string_candidates(view, pos, window, order)
+        nxt = cand + 8 + lens
+        breaks = np.append(np.flatnonzero(nxt[:-1] != cand[1:]), len(cand) - 1)
+        cur, limit = 0, size - pos
+        while done < n:
+            i = int(np.searchsorted(cand, cur))
+            if i == len(cand) or cand[i] != cur:
+                if cur + 8 > window - 8:
+                    break  # near the window's end: start a new window here
+                (length,) = unpack(view, pos + cur)
+                if length > limit - cur - 8:
+                    stream.pos = pos + cur
+                    return done  # the loop reports it
+                starts[done] = pos + cur + 8
+                cur += 8 + length
+                ends[done] = pos + cur
+                done += 1
+                continue
+            b = int(breaks[np.searchsorted(breaks, i)])
+            take = min(b - i + 1, n - done)
+            seg = nxt[i : i + take]
+            if int(seg[-1]) > limit:  # a body past the end of the file: stop before it
+                take = int(np.searchsorted(seg, limit, side="right"))
+                seg = seg[:take]
+                if take == 0:
+                    stream.pos = pos + cur
+                    return done
+            starts[done : done + take] = cand[i : i + take] + (pos + 8)
+            ends[done : done + take] = seg + pos
+            done += take
+            cur = int(seg[-1])
+        if cur == 0:
+            break
+        pos += cur
+    stream.pos = pos if done == 0 else int(ends[done - 1])
+    return done
+
+
+class GGUFString(Construct):
+    """``gguf_string_t``: a count-sized length, then that many bytes of UTF-8 (no terminator)."""
+
+    def __init__(self, order: str, wide: bool):
+        super().__init__()
+        self.fmt = count_format(order, wide)
+
+    def _parse(self, stream, context, path):
+        s = as_stream(stream)
+        s.need(self.fmt.size, "string.truncated", "string length", path)
+        start = s.pos
+        (length,) = self.fmt.unpack_from(s.view, start)
+        s.pos += self.fmt.size
+        s.need(length, "string.length", f"string of {length} bytes", path)
+        if length > MAX_STRING_LENGTH:
+            raise LimitError("string.limit", f"string of {length} bytes exceeds {MAX_STRING_LENGTH}", path=readable_path(path), offset=start)
+        body = s.view[s.pos : s.pos + length]
+        try:
+            text = str(body, "utf-8")
+        except UnicodeDecodeError as err:
+            raise InvalidValueError("string.utf8", f"invalid UTF-8 ({err.reason})", path=readable_path(path), offset=s.pos + err.start) from None
+        s.pos += length
+        return text
+
+    def _build(self, obj, stream, context, path):
+        data = obj.encode("utf-8") if isinstance(obj, str) else bytes(obj)
+        stream.write(self.fmt.pack(len(data)))
+        stream.write(data)
+        return obj
+
+    def _sizeof(self, context, path):
+        raise SizeofError("a string has no fixed size", path=path)
+
+
+class MetadataValue(Construct):
+    """``gguf_metadata_value_t``: a scalar, a string or an array, chosen by the sibling ``value_type``.
+
+    Arrays parse to ``Container(type, len, array)`` as in the spec: ``array`` is a read-only numpy view for
+    fixed-size element types, a ``StringArray`` for strings and a list of such containers for nested arrays.
+    """
+
+    def __init__(self, type_expr: Any, order: str, wide: bool):
+        super().__init__()
+        self.type_expr = type_expr
+        self.order = order
+        self.wide = wide
+        self.count = count_format(order, wide)
+        self.u32 = struct.Struct(order + "I")
+        self.string = GGUFString(order, wide)
+        # v1 knew value types 0-9 only; 64-bit scalars arrived with v2.
+        self.known = {vt.id: vt for vt in VALUE_TYPES.values() if wide or vt.since == 1}
+        self.scalars = {
+            vt.id: struct.Struct(order + {"u1": "B", "i1": "b", "u2": "H", "i2": "h", "u4": "I", "i4": "i", "f4": "f", "u8": "Q", "i8": "q", "f8": "d", "?": "B"}[vt.numpy])
+            for vt in self.known.values()
+            if vt.numpy
+        }
+
+    # -- parsing -------------------------------------------------------------------------------------
+    def _type(self, vt: Any, stream: BufferStream, path: str, at: int) -> ValueType:
+        vid = int(vt)
+        found = self.known.get(vid)
+        if found is None:
+            why = "is not defined before GGUF v2" if vid in VALUE_TYPES else "is unknown"
+            raise UnsupportedTypeError("value.type", f"value type {vid} {why}", path=readable_path(path), offset=at)
+        return found
+
+    def _parse(self, stream, context, path):
+        s = as_stream(stream)
+        vt = self._type(evaluate(self.type_expr, context), s, path, s.pos - 4)
+        return self._parse_value(s, vt, path, 0)
+
+    def _parse_value(self, s: BufferStream, vt: ValueType, path: str, depth: int) -> Any:
+        if vt.name == "str":
+            return self.string._parse(s, None, path)
+        if vt.name == "arr":
+            return self._parse_array(s, path, depth + 1)
+        fmt = self.scalars[vt.id]
+        s.need(fmt.size, "value.truncated", f"{vt.name} value", path)
+        (value,) = fmt.unpack_from(s.view, s.pos)
+        s.pos += fmt.size
+        if vt.name == "bool" and value in (0, 1):
+            value = bool(value)  # any other byte stays an int so that it builds back; validation rejects it
+        elif vt.name == "f32" and value != value:
+            value = F32(value, self.u32.unpack_from(s.view, s.pos - 4)[0])
+        return value
+
+    def _parse_array(self, s: BufferStream, path: str, depth: int) -> Container:
+        if depth > MAX_ARRAY_DEPTH:
+            raise LimitError("array.depth", f"arrays nested deeper than {MAX_ARRAY_DEPTH}", path=readable_path(path), offset=s.pos)
+        at = s.pos
+        s.need(4 + self.count.size, "array.truncated", "array header", path)
+        (etype_id,) = self.u32.unpack_from(s.view, at)
+        (n,) = self.count.unpack_from(s.view, at + 4)
+        etype = self._type(etype_id, s, context_path(path, "type"), at)
+        s.pos = at + 4 + self.count.size
+        apath = context_path(path, "array")
+        min_size = etype.size or (self.count.size if etype.name == "str" else 4 + self.count.size)
+        if n * min_size > s.remaining:
+            raise TruncatedError(
+                "array.length", f"{n} elements of {etype.name} need at least {n * min_size} bytes, {s.remaining} remain", path=readable_path(path), offset=at + 4
+            )
+        if etype.numpy:
+            dtype = np.dtype(self.order + etype.numpy) if etype.size > 1 else np.dtype(etype.numpy)
+            array = np.frombuffer(s.view, dtype=dtype, count=n, offset=s.pos)
+            array.flags.writeable = False
+            s.pos += n * etype.size
+        elif etype.name == "str":
+            region_start = s.pos
+            starts, ends = scan_strings(s, n, self.order, self.wide, apath)
+            array = StringArray(s.view, starts, ends, (region_start, s.pos), (self.order, self.wide), readable_path(apath))
+        else:
+            array = [self._parse_array(s, context_path(apath, i), depth + 1) for i in range(n)]
+        return Container(type=enum_value_type(etype.id), len=n, array=array)
+
+    # -- building ------------------------------------------------------------------------------------
+    def _build(self, obj, stream, context, path):
+        vt_id = value_type_id(evaluate(self.type_expr, context))
+        self._build_value(obj, self.known[vt_id], stream, path)
+        return obj
+
+    def _build_value(self, obj: Any, vt: ValueType, stream: Any, path: str) -> None:
+        if vt.name == "str":
+            self.string._build(obj, stream, None, path)
+        elif vt.name == "arr":
+            self._build_array(obj, stream, path)
+        elif isinstance(obj, F32):
+            stream.write(self.u32.pack(obj.bits))
+        else:
+            stream.write(self.scalars[vt.id].pack(obj))
+
+    def _build_array(self, obj: Any, stream: Any, path: str) -> None:
+        etype = self.known[value_type_id(obj["type"])]
+        items = obj["array"]
+        n = len(items)
+        stream.write(self.u32.pack(etype.id))
+        stream.write(self.count.pack(n))
+        if etype.numpy:
+            dtype = np.dtype(self.order + etype.numpy) if etype.size > 1 else np.dtype(etype.numpy)
+            data = np.asarray(items, dtype=dtype) if not isinstance(items, np.ndarray) else items.astype(dtype, copy=False)
+            stream.write(np.ascontiguousarray(data).data.cast("B") if n else b"")
+        elif etype.name == "str":
+            stream.write(items.encoded(self.order, self.wide) if isinstance(items, StringArray) else encode_strings(items, self.order, self.wide))
+        else:
+            for i, inner in enumerate(items):
+                self._build_array(inner, stream, context_path(path, i))
+
+    def _sizeof(self, context, path):
+        raise SizeofError("a metadata value has no fixed size", path=path)
+
+
+def value_type_id(vt: Any) -> int:
+    """A value type given as id, enum string or name, as its id."""
+    if isinstance(vt, (int, EnumIntegerString)):
+        return int(vt)
+    return VALUE_TYPES.lookup(vt).id
+
+
+class F32(float):
+    """A float32 NaN that remembers its bit pattern: a Python float may not keep a NaN's payload."""
+
+    __slots__ = ("bits",)
+
+    def __new__(cls, value: float, bits: int) -> F32:
+        out = super().__new__(cls, value)
+        out.bits = bits
+        return out
+
+
+class CheckedArray(Construct):
+    """``T items[count]`` where ``count`` comes from the file: checked against the bytes left before parsing.
+
+    ``min_size`` is the fewest bytes one item can take; a count larger than ``remaining // min_size`` cannot
+    be honest and is rejected before any allocation.
+    """
+
+    def __init__(self, count: Any, subcon: Construct, min_size: int, rule: str):
+        super().__init__()
+        self.count = count
+        self.subcon = subcon
+        self.min_size = min_size
+        self.rule = rule
+
+    def _parse(self, stream, context, path):
+        s = as_stream(stream)
+        n = evaluate(self.count, context)
+        if n * self.min_size > s.remaining:
+            raise TruncatedError(
+                self.rule, f"count {n} needs at least {n * self.min_size} bytes, {s.remaining} remain", path=readable_path(path), offset=s.pos
+            )
+        out = []
+        parse = self.subcon._parsereport
+        for i in range(n):
+            context._index = i
+            out.append(parse(s, context, context_path(path, i)))
+        return out
+
+    def _build(self, obj, stream, context, path):
+        for i, item in enumerate(obj):
+            context._index = i
+            self.subcon._build(item, stream, context, context_path(path, i))
+        return obj
+
+    def _sizeof(self, context, path):
+        raise SizeofError("a counted array has no fixed size", path=path)
+
+
+class AlignPadding(Construct):
+    """Zero bytes up to the next multiple of ``alignment`` (none when ``enabled`` is false).
+
+    Parses to the padding bytes themselves, so that a file with non-zero padding still builds back exactly;
+    builds the given bytes when their length is right, zeros otherwise.
+    """
+
+    def __init__(self, alignment: Any, enabled: Any = True, rule: str = "padding"):
+        super().__init__()
+        self.alignment = alignment
+        self.enabled = enabled
+        self.rule = rule
+
+    def _size(self, pos: int, context: Any) -> int:
+        if not evaluate(self.enabled, context):
+            return 0
+        alignment = evaluate(self.alignment, context)
+        if alignment < 1:
+            raise InvalidValueError("alignment.zero", "general.alignment is 0", offset=pos)
+        return (-pos) % alignment
+
+    def _parse(self, stream, context, path):
+        s = as_stream(stream)
+        n = self._size(s.pos, context)
+        s.need(n, self.rule, f"{n} bytes of alignment padding", path)
+        return s.read(n)
+
+    def _build(self, obj, stream, context, path):
+        n = self._size(stream.tell(), context)
+        stream.write(bytes(obj) if obj is not None and len(obj) == n else b"\0" * n)
+        return obj
+
+    def _sizeof(self, context, path):
+        raise SizeofError("padding depends on the position", path=path)
+
+
+class Remainder(Construct):
+    """All bytes to the end of the input, as a zero-copy memoryview (tensor data is never copied on read)."""
+
+    def _parse(self, stream, context, path):
+        s = as_stream(stream)
+        out = s.view[s.pos :]
+        s.pos = s.size
+        return out
+
+    def _build(self, obj, stream, context, path):
+        stream.write(obj)
+        return obj
+
+    def _sizeof(self, context, path):
+        raise SizeofError("the remainder has no fixed size", path=path)

@@ -1,0 +1,245 @@
+"""GGUF v1, v2 and v3 as a construct declaration, in the spec's own field names.
+
+``GGUF`` parses a whole file into a ``Container``::
+
+    magic, version, tensor_count, metadata_kv_count,
+    metadata_kv[]: {key, value_type, value}          # arrays: value = {type, len, array}
+    tensor_infos[]: {name, n_dimensions, dimensions, type, offset}
+    alignment (computed), _padding, data_offset (computed), tensor_data (memoryview), byte_order
+
+and builds such a container back to bytes. v1 stores counts, lengths and dimensions as u32 (u64 from v2) and
+has no 64-bit value types. The byte order is detected as ggml does it (a big-endian version word read
+little-endian has its low 16 bits zero) or forced with ``byte_order="big"|"little"``.
+
+Building computes what the caller may leave out: the counts, ``n_dimensions``, tensor offsets (the running
+sum of padded sizes, as ggml and gguf-py lay them out), the padding after the tensor infos and between tensors.
+``tensor_data`` may be the raw section (written as is) or left out, in which case each tensor info's ``data``
+(bytes-like or numpy) is laid out at its offset.
+"""
+
+from __future__ import annotations
+
+import struct
+from functools import cache
+from typing import Any
+
+import numpy as np
+from construct import (
+    Computed,
+    Const,
+    Construct,
+    Container,
+    Enum,
+    Int32ub,
+    Int32ul,
+    Int64ub,
+    Int64ul,
+    Rebuild,
+    SizeofError,
+    Struct,
+    Tell,
+    len_,
+    this,
+)
+
+from ..errors import InvalidValueError, LayoutError, UnknownFormatError, UnsupportedTypeError
+from ..tables import GGML_TYPES, VALUE_TYPES
+from .base import BufferStream, as_stream, guarded, map_file
+from .fields import AlignPadding, CheckedArray, GGUFString, MetadataValue, value_type_id
+
+MAGIC = b"GGUF"
+VERSIONS = (1, 2, 3)
+DEFAULT_ALIGNMENT = 32
+ORDERS = {"little": "<", "big": ">"}
+
+
+def align_offset(offset: int, alignment: int) -> int:
+    """The spec's ``align_offset``: the next multiple of ``alignment`` at or after ``offset``."""
+    return offset + (alignment - offset % alignment) % alignment
+
+
+def alignment_of(metadata_kv: list[Any]) -> int:
+    """``general.alignment`` when it is a u32, else the default 32 (validation reports a mistyped key)."""
+    for kv in metadata_kv:
+        if kv["key"] == "general.alignment" and value_type_id(kv["value_type"]) == VALUE_TYPES.lookup("u32").id:
+            return int(kv["value"])
+    return DEFAULT_ALIGNMENT
+
+
+def tensor_nbytes(dimensions: list[int], ggml_type: Any) -> int:
+    """Bytes of tensor data: whole blocks of ``ggml_type`` for ``prod(dimensions)`` elements."""
+    try:
+        t = GGML_TYPES.lookup(ggml_type)
+    except (KeyError, ValueError, TypeError):
+        raise UnsupportedTypeError("tensor.type", f"unknown ggml type {ggml_type!r}") from None
+    if t.removed:
+        raise UnsupportedTypeError("tensor.type", f"ggml type {t.id} ({t.name}) has been removed from ggml")
+    n = 1
+    for d in dimensions:
+        n *= int(d)
+    return t.nbytes(n)
+
+
+def lay_out(tensor_infos: list[Any], alignment: int) -> list[Container]:
+    """Tensor infos with every missing offset filled in: each tensor starts where the previous padded one ends."""
+    out, offset = [], 0
+    missing = [ti.get("offset") is None for ti in tensor_infos]
+    if any(missing) and not all(missing):
+        raise ValueError("give every tensor offset or none (then all are computed)")
+    for ti in tensor_infos:
+        ti = Container(ti)
+        if missing[0]:
+            ti["offset"] = offset
+        offset = align_offset(int(ti["offset"]) + tensor_nbytes(ti["dimensions"], ti["type"]), alignment)
+        out.append(ti)
+    return out
+
+
+class TensorDataSection(Construct):
+    """``uint8_t tensor_data[]``: everything after the padding, as a zero-copy memoryview.
+
+    Built from a bytes-like object verbatim, or (when the object is None) from each tensor info's ``data``,
+    placed at its offset with zero padding between tensors and after the last one.
+    """
+
+    def _parse(self, stream, context, path):
+        s = as_stream(stream)
+        out = s.view[s.pos :]
+        s.pos = s.size
+        return out
+
+    def _build(self, obj, stream, context, path):
+        if obj is not None:
+            stream.write(obj)
+            return obj
+        infos, alignment = context.tensor_infos, context.alignment
+        base, written = stream.tell(), 0
+        for ti in sorted(infos, key=lambda t: int(t["offset"])):
+            gap = int(ti["offset"]) - written
+            if gap < 0:
+                raise LayoutError("tensor.overlap", f"tensor {ti['name']!r} overlaps the one before it")
+            stream.write(b"\0" * gap)
+            data = tensor_bytes(ti.get("data"))
+            expected = tensor_nbytes(ti["dimensions"], ti["type"])
+            if len(data) != expected:
+                raise ValueError(f"tensor {ti['name']!r}: {len(data)} bytes of data, its shape and type need {expected}")
+            stream.write(data)
+            written = int(ti["offset"]) + expected
+        if infos:
+            stream.write(b"\0" * (align_offset(written, alignment) - written))
+        assert stream.tell() - base == (align_offset(written, alignment) if infos else 0)
+        return obj
+
+    def _sizeof(self, context, path):
+        raise SizeofError("tensor data has no fixed size", path=path)
+
+
+def tensor_bytes(data: Any) -> memoryview:
+    """A tensor's data source (bytes-like or numpy array) as a flat byte view, copying only if not contiguous."""
+    if data is None:
+        raise ValueError("a tensor has no data to write")
+    if isinstance(data, np.ndarray):
+        return memoryview(np.ascontiguousarray(data)).cast("B")
+    view = memoryview(data)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+@cache
+def gguf_layout(order: str, wide: bool) -> Struct:
+    """The declaration of one GGUF layout: ``order`` is ``<`` or ``>``; ``wide`` means u64 counts (v2, v3)."""
+    U32 = Int32ul if order == "<" else Int32ub
+    U64 = Int64ul if order == "<" else Int64ub
+    count = U64 if wide else U32
+    width = count.sizeof()
+    string = GGUFString(order, wide)
+    value_type = Enum(U32, **{vt.name: vt.id for vt in VALUE_TYPES.values()})
+    ggml_type = Enum(U32, **{t.name: t.id for t in GGML_TYPES.values()})
+
+    gguf_metadata_kv_t = Struct(
+        "_offset" / Tell,
+        "key" / string,
+        "value_type" / value_type,
+        "value" / MetadataValue(this.value_type, order, wide),
+    )
+    gguf_tensor_info_t = Struct(
+        "_offset" / Tell,
+        "name" / string,
+        "n_dimensions" / Rebuild(U32, len_(this.dimensions)),
+        "dimensions" / CheckedArray(this.n_dimensions, count, width, "tensor.n_dims"),
+        "type" / ggml_type,
+        "offset" / U64,
+    )
+    return Struct(
+        "magic" / Const(MAGIC),
+        "version" / U32,
+        "tensor_count" / Rebuild(count, len_(this.tensor_infos)),
+        "metadata_kv_count" / Rebuild(count, len_(this.metadata_kv)),
+        "metadata_kv" / CheckedArray(this.metadata_kv_count, gguf_metadata_kv_t, width + 4 + 1, "header.n_kv"),
+        "tensor_infos" / CheckedArray(this.tensor_count, gguf_tensor_info_t, width + 4 + 4 + 8, "header.n_tensors"),
+        "alignment" / Computed(lambda ctx: alignment_of(ctx.metadata_kv)),
+        # Files without tensors end right after the tensor infos (ggml and gguf-py write no padding then).
+        "_padding" / AlignPadding(this.alignment, this.tensor_count > 0, "data.padding"),
+        "data_offset" / Tell,
+        "tensor_data" / TensorDataSection(),
+    )
+
+
+def detect_byte_order(head: bytes) -> str:
+    """'big' when the version word read little-endian has its low 16 bits zero (ggml's test), else 'little'."""
+    (version,) = struct.unpack_from("<I", head, 4)
+    return "big" if version & 0xFFFF == 0 else "little"
+
+
+class GGUFConstruct(Construct):
+    """A whole GGUF file, any version, either byte order: picks the layout from the header and delegates."""
+
+    def _header(self, s: BufferStream, context: Any) -> tuple[str, int]:
+        s.need(8, "header.truncated", "magic and version", "")
+        head = bytes(s.view[s.pos : s.pos + 8])
+        if head[:4] != MAGIC:
+            raise UnknownFormatError("header.magic", f"magic is {head[:4]!r}, not b'GGUF'", path="magic", offset=s.pos)
+        order = context.get("byte_order") or detect_byte_order(head)
+        if order not in ORDERS:
+            raise ValueError(f"byte_order must be 'little' or 'big', not {order!r}")
+        (version,) = struct.unpack_from(ORDERS[order] + "I", head, 4)
+        if version not in VERSIONS:
+            raise UnsupportedTypeError("header.version", f"version {version} is not 1, 2 or 3", path="version", offset=s.pos + 4)
+        return order, version
+
+    def _parse(self, stream, context, path):
+        s = as_stream(stream)
+        order, version = self._header(s, context)
+        obj = gguf_layout(ORDERS[order], version >= 2)._parsereport(s, context, path)
+        obj["byte_order"] = order
+        return obj
+
+    def _build(self, obj, stream, context, path):
+        order = obj.get("byte_order") or context.get("byte_order") or "little"
+        version = int(obj.get("version", 3))
+        if version not in VERSIONS:
+            raise ValueError(f"cannot build GGUF version {version}")
+        infos = obj.get("tensor_infos", [])
+        alignment = alignment_of(obj.get("metadata_kv", []))
+        if obj.get("tensor_data") is None and alignment < 1:
+            raise InvalidValueError("alignment.zero", "general.alignment is 0")
+        obj = Container(obj, version=version, magic=MAGIC, tensor_infos=lay_out(infos, alignment) if infos else [])
+        obj.setdefault("tensor_data", None)
+        obj.setdefault("metadata_kv", [])
+        gguf_layout(ORDERS[order], version >= 2)._build(obj, stream, context, path)
+        return obj
+
+    def _sizeof(self, context, path):
+        raise SizeofError("a GGUF file has no fixed size", path=path)
+
+    def parse(self, data: Any, **contextkw: Any) -> Container:
+        """Parse a whole file held in memory (bytes, bytearray, memoryview, mmap); tensor data is not copied."""
+        s = BufferStream(data)
+        return guarded(lambda: self.parse_stream(s, **contextkw), s)
+
+    def parse_file(self, filename: Any, **contextkw: Any) -> Container:
+        """Parse a file through a read-only memory map."""
+        return self.parse(map_file(filename), **contextkw)
+
+
+#: The GGUF file format (v1–v3, little- and big-endian).
+GGUF = GGUFConstruct()
