@@ -1,6 +1,31 @@
-"""gguf-construct: GGUF and the formats before it, declared as construct schemas."""
+"""gguf-construct: GGUF and the model formats before it, declared as construct schemas.
 
-from .errors import FormatError
+- ``GGUF``: the schema (``GGUF.parse(data)``, ``GGUF.build(container)``, ``GGUF.parse_file(path)``).
+- ``load(path)``: a memory-mapped, lazy ``GGUFFile`` to read, edit and ``save``.
+- ``validate_file(path, profile)``: every rule a file breaks, as ``Issue`` records.
+- ``detect(data)`` / ``schema_for(data)``: which format, which schema.
+- ``FormatError`` and its subclasses: the only exceptions raised for bad input.
+"""
+
+from .api import GGUFFile, MetadataField, TensorInfo, from_bytes, load, new
+from .errors import (
+    DuplicateError,
+    FormatError,
+    InvalidValueError,
+    LayoutError,
+    LimitError,
+    TruncatedError,
+    UnknownFormatError,
+    UnsupportedTypeError,
+)
+from .formats.detect import detect, schema_for
 from .formats.gguf import GGUF
+from .validation import Issue, check, validate_bytes, validate_file
 
-__all__ = ["GGUF", "FormatError"]
+__version__ = "0.1.0"
+
+__all__ = [
+    "GGUF", "GGUFFile", "MetadataField", "TensorInfo", "Issue", "FormatError", "DuplicateError", "InvalidValueError",
+    "LayoutError", "LimitError", "TruncatedError", "UnknownFormatError", "UnsupportedTypeError", "check", "detect",
+    "from_bytes", "load", "new", "schema_for", "validate_bytes", "validate_file",
+]  # fmt: skip

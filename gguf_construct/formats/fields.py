@@ -257,7 +257,7 @@ class GGUFString(Construct):
         start = s.pos
         (length,) = self.fmt.unpack_from(s.view, start)
         s.pos += self.fmt.size
-        s.need(length, "string.length", f"string of {length} bytes", path)
+        s.need(length, "string.length", "the string", path)
         if length > MAX_STRING_LENGTH:
             raise LimitError("string.limit", f"string of {length} bytes exceeds {MAX_STRING_LENGTH}", path=readable_path(path), offset=start)
         body = s.view[s.pos : s.pos + length]
@@ -459,6 +459,7 @@ class AlignPadding(Construct):
 
     def __init__(self, alignment: Any, enabled: Any = True, rule: str = "padding"):
         super().__init__()
+        self.flagbuildnone = True
         self.alignment = alignment
         self.enabled = enabled
         self.rule = rule

@@ -1,0 +1,171 @@
+"""``load()`` and ``GGUFFile``: a memory-mapped, lazy GGUF file that can be edited and saved.
+
+Opening parses the header, the metadata and the tensor infos through the ``GGUF`` schema; arrays stay lazy and
+tensor data stays in the memory map. ``save`` builds the same schema into a temporary file beside the target,
+streaming each tensor's bytes from the map, then renames it into place: a failure never leaves a partial file
+and the input is never modified.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from construct import Container
+
+from ..errors import FormatError
+from ..formats.base import map_file
+from ..formats.gguf import GGUF
+from .metadata import Metadata
+from .tensors import Tensors
+
+
+class GGUFFile:
+    """A parsed GGUF file. ``metadata`` and ``tensors`` are live views that ``save`` writes back."""
+
+    def __init__(self, container: Container, source: memoryview | None = None, path: str | None = None):
+        self._container = container
+        self._view = source
+        self.path = path
+        infos = [Container(ti) for ti in container.get("tensor_infos", [])]
+        data = container.get("tensor_data")
+        sources = [data[int(ti["offset"]) : int(ti["offset"]) + _nbytes_or_zero(ti)] if data is not None else None for ti in infos]
+        self._kvs = list(container.get("metadata_kv", []))
+        self.metadata = Metadata(self._kvs)
+        self.tensors = Tensors(infos, sources, self.byte_order)
+
+    # -- header facts --------------------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        return int(self._container["version"])
+
+    @property
+    def byte_order(self) -> str:
+        return self._container.get("byte_order", "little")
+
+    @property
+    def alignment(self) -> int:
+        return int(self._container.get("alignment", 32))
+
+    @property
+    def data_offset(self) -> int:
+        """Where the tensor data section starts, from the start of the file."""
+        return int(self._container.get("data_offset", 0))
+
+    @property
+    def container(self) -> Container:
+        """The schema's parse result this file was opened from."""
+        return self._container
+
+    # -- writing -------------------------------------------------------------------------------------
+    def to_container(self, *, version: int | None = None, byte_order: str | None = None) -> Container:
+        """The schema container ``save`` builds: current metadata and tensors, offsets left to the schema."""
+        order = byte_order or self.byte_order
+        version = self.version if version is None else version
+        if order != self.byte_order and len(self.tensors):
+            raise NotImplementedError("changing the byte order of tensor data needs the dequantization backend")
+        if version == 1:
+            _check_v1(self)
+        infos = []
+        for info, source in zip(self.tensors._infos, self.tensors._sources):
+            infos.append(Container(name=info["name"], dimensions=list(info["dimensions"]), type=info["type"], offset=None, data=_in_order(source, order)))
+        return Container(version=version, byte_order=order, metadata_kv=list(self._kvs), tensor_infos=infos, tensor_data=None)
+
+    def save(self, path: str | os.PathLike[str], *, version: int | None = None, byte_order: str | None = None) -> None:
+        """Write the file atomically: build into a temporary file beside ``path``, then rename it over ``path``."""
+        obj = self.to_container(version=version, byte_order=byte_order)
+        write_atomic(path, lambda f: GGUF.build_stream(obj, f))
+
+    def close(self) -> None:
+        """Drop the references to the memory map (it is unmapped once no view of it is left)."""
+        self._view = None
+
+    def __enter__(self) -> GGUFFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"GGUFFile(v{self.version}, {self.byte_order}-endian, {len(self.metadata)} keys, {len(self.tensors)} tensors)"
+
+
+def _nbytes_or_zero(ti: Container) -> int:
+    from ..formats.gguf import tensor_nbytes
+
+    try:
+        return tensor_nbytes(ti["dimensions"], ti["type"])
+    except FormatError:
+        return 0
+
+
+def _in_order(source: Any, order: str) -> Any:
+    """A numpy source converted to the file's byte order (raw bytes are taken as already in it)."""
+    if isinstance(source, np.ndarray) and source.dtype.itemsize > 1:
+        return np.ascontiguousarray(source, dtype=source.dtype.newbyteorder("<" if order == "little" else ">"))
+    return source
+
+
+def _check_v1(f: GGUFFile) -> None:
+    for field in f.metadata.fields():
+        if field.type in ("u64", "i64", "f64") or field.array_type in ("u64", "i64", "f64"):
+            raise ValueError(f"GGUF v1 has no {field.type_label} values ({field.key})")
+
+
+def write_atomic(path: str | os.PathLike[str], write: Any) -> None:
+    """Call ``write(fileobj)`` on a temporary file in ``path``'s folder, then rename it to ``path``."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    try:
+        os.fchmod(fd, _new_file_mode(target))
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _new_file_mode(target: Path) -> int:
+    """The mode a plain ``open(target, 'w')`` would give: the existing file's, else 0o666 less the umask."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None) -> GGUFFile:
+    """Open a GGUF file through a read-only memory map.
+
+    ``strict`` runs validation (``profile`` 'spec' or 'ggml') and raises the first error as a FormatError;
+    without it only what the structure needs is checked and string arrays are decoded when read.
+    """
+    view = map_file(path)
+    container = GGUF.parse(view, **({"byte_order": byte_order} if byte_order else {}))
+    if strict:
+        from ..validation import check, raise_first
+
+        raise_first(check(container, len(view), profile=profile))
+    return GGUFFile(container, view, os.fspath(path))
+
+
+def from_bytes(data: Any, *, strict: bool = True, profile: str = "spec") -> GGUFFile:
+    """Like ``load`` for a file already in memory."""
+    container = GGUF.parse(data)
+    if strict:
+        from ..validation import check, raise_first
+
+        raise_first(check(container, len(memoryview(data)), profile=profile))
+    return GGUFFile(container, None, None)
+
+
+def new(*, version: int = 3, byte_order: str = "little") -> GGUFFile:
+    """An empty GGUF file to fill with ``metadata`` and ``tensors`` and ``save``."""
+    return GGUFFile(Container(version=version, byte_order=byte_order, metadata_kv=[], tensor_infos=[], tensor_data=None, alignment=32))

@@ -1,0 +1,142 @@
+"""Tensor infos as an ordered mapping name → ``TensorInfo`` with zero-copy data views.
+
+A tensor added from a numpy array takes its ggml type from the dtype and its ggml shape from the array's shape
+reversed (ggml lists ne0, the fastest-varying dimension, first). Raw bytes need an explicit type and shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+from construct import Container
+
+from ..formats.gguf import tensor_bytes, tensor_nbytes
+from ..tables import GGML_TYPES, GGMLType
+
+_DTYPE_TYPES = {"f4": "f32", "f2": "f16", "f8": "f64", "i1": "i8", "i2": "i16", "i4": "i32", "i8": "i64"}
+
+
+class TensorInfo:
+    """One tensor: name, shape (ggml order), type, offset (relative to the data section), nbytes, data."""
+
+    __slots__ = ("_info", "_data", "byte_order")
+
+    def __init__(self, info: Container, data: Any, byte_order: str):
+        self._info = info
+        self._data = data
+        self.byte_order = byte_order
+
+    @property
+    def name(self) -> str:
+        return self._info["name"]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Dimensions in ggml order: ne0 (contiguous) first."""
+        return tuple(int(d) for d in self._info["dimensions"])
+
+    @property
+    def type(self) -> GGMLType:
+        return GGML_TYPES.lookup(self._info["type"])
+
+    @property
+    def offset(self) -> int:
+        """Offset of the data from the start of the data section, as in the file (None for a new tensor)."""
+        off = self._info.get("offset")
+        return None if off is None else int(off)
+
+    @property
+    def n_elements(self) -> int:
+        return int(np.prod(self.shape, dtype=object)) if self.shape else 1
+
+    @property
+    def nbytes(self) -> int:
+        return tensor_nbytes(self.shape, self._info["type"])
+
+    @property
+    def data(self) -> np.ndarray:
+        """The tensor's bytes as a read-only uint8 numpy array (a view of the memory map: nothing is copied)."""
+        out = np.frombuffer(tensor_bytes(self._data), dtype=np.uint8)
+        out.flags.writeable = False
+        return out
+
+    def to_numpy(self, dtype: Any = np.float32) -> np.ndarray:
+        """The values, dequantized and shaped in numpy order (ggml's shape reversed)."""
+        from ..quants import dequantize
+
+        values = dequantize(self.data, self.type, byte_order=self.byte_order, dtype=dtype)
+        return values.reshape(self.shape[::-1])
+
+    def __repr__(self) -> str:
+        return f"TensorInfo({self.name!r}, shape={list(self.shape)}, type={self.type.name}, offset={self.offset}, nbytes={self.nbytes})"
+
+
+def tensor_from(name: str, data: Any, ggml_type: Any = None, shape: Any = None) -> tuple[Container, Any]:
+    """A new tensor info and its data source, from a numpy array or raw bytes with a ggml type and shape."""
+    if isinstance(data, np.ndarray) and ggml_type is None:
+        kind = data.dtype.newbyteorder("=").str[1:]
+        if kind not in _DTYPE_TYPES:
+            raise ValueError(f"no ggml type for numpy dtype {data.dtype}: give ggml_type and raw bytes")
+        ggml_type = _DTYPE_TYPES[kind]
+        shape = shape or tuple(reversed(data.shape)) or (1,)
+        data = np.ascontiguousarray(data)
+    t = GGML_TYPES.lookup(ggml_type)
+    if shape is None:
+        raise ValueError("raw tensor data needs a shape (ggml order, ne0 first)")
+    shape = [int(d) for d in shape]
+    if not 1 <= len(shape) <= 4 or any(d < 1 for d in shape):
+        raise ValueError(f"shape {shape}: 1 to 4 dimensions, each at least 1")
+    if shape[0] % t.block_size:
+        raise ValueError(f"ne0 = {shape[0]} is not a multiple of {t.name}'s block size {t.block_size}")
+    size = len(tensor_bytes(data))
+    if size != tensor_nbytes(shape, t.id):
+        raise ValueError(f"{name}: {size} bytes given, shape {shape} of {t.name} needs {tensor_nbytes(shape, t.id)}")
+    return Container(name=name, dimensions=shape, type=t.name, offset=None), data
+
+
+class Tensors(Mapping[str, TensorInfo]):
+    """The file's tensors in file order; ``add``, ``replace`` and ``del`` edit what ``save`` writes."""
+
+    def __init__(self, infos: list[Container], sources: list[Any], byte_order: str):
+        self._infos = infos
+        self._sources = sources
+        self._order = byte_order
+
+    def _find(self, name: str) -> int:
+        for i, info in enumerate(self._infos):
+            if info["name"] == name:
+                return i
+        raise KeyError(name)
+
+    def __getitem__(self, name: str) -> TensorInfo:
+        i = self._find(name)
+        return TensorInfo(self._infos[i], self._sources[i], self._order)
+
+    def __iter__(self) -> Iterator[str]:
+        return (info["name"] for info in self._infos)
+
+    def __len__(self) -> int:
+        return len(self._infos)
+
+    def add(self, name: str, data: Any, ggml_type: Any = None, shape: Any = None) -> None:
+        """Append a tensor (numpy array, or bytes with ``ggml_type`` and ``shape``); numeric arrays are
+        converted to the file's byte order when saved."""
+        if name in self:
+            raise KeyError(f"tensor {name!r} exists: use replace()")
+        info, source = tensor_from(name, data, ggml_type, shape)
+        self._infos.append(info)
+        self._sources.append(source)
+
+    def replace(self, name: str, data: Any, ggml_type: Any = None, shape: Any = None) -> None:
+        i = self._find(name)
+        self._infos[i], self._sources[i] = tensor_from(name, data, ggml_type, shape)
+
+    def __delitem__(self, name: str) -> None:
+        i = self._find(name)
+        del self._infos[i]
+        del self._sources[i]
+
+    def __repr__(self) -> str:
+        return f"Tensors({len(self)})"

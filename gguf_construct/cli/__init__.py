@@ -1,0 +1,1 @@
+"""The ``gguf-construct`` command line."""

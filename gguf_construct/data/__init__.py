@@ -1,0 +1,52 @@
+"""A small GGUF file shipped with the package, for the quick start and for tests.
+
+``example.gguf`` is a two-layer toy model in llama's layout (random weights, a 16-token vocabulary) written by
+``build_example``; a test rebuilds it and checks that the shipped bytes are identical.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+EXAMPLE = Path(__file__).resolve().parent / "example.gguf"
+
+
+def example_path() -> Path:
+    """Where the shipped example file is."""
+    return EXAMPLE
+
+
+def build_example(path: str | Path) -> None:
+    """Write the example model to ``path`` (deterministic: the same bytes every time)."""
+    from ..api.file import new
+
+    rng = np.random.default_rng(20261121)
+    n_embd, n_vocab, n_layer, n_ff = 64, 16, 2, 128
+    f = new()
+    meta = f.metadata
+    meta["general.architecture"] = "llama"
+    meta["general.name"] = "gguf-construct example"
+    meta["general.file_type"] = 1
+    meta["llama.context_length"] = 256
+    meta["llama.embedding_length"] = n_embd
+    meta["llama.block_count"] = n_layer
+    meta["llama.feed_forward_length"] = n_ff
+    meta["llama.rope.dimension_count"] = 16
+    meta["llama.attention.head_count"] = 4
+    meta["llama.attention.layer_norm_rms_epsilon"] = 1e-5
+    meta["tokenizer.ggml.model"] = "llama"
+    tokens = ["<unk>", "<s>", "</s>", "▁the", "▁a", "▁model", "▁file", "▁in", "▁GGUF", "s", "e", "▁is", "▁small", ".", "\n", "▁é"]
+    meta["tokenizer.ggml.tokens"] = tokens
+    meta["tokenizer.ggml.scores"] = np.linspace(0, -15, n_vocab, dtype=np.float32)
+    meta["tokenizer.ggml.token_type"] = np.array([2, 3, 3] + [1] * (n_vocab - 3), dtype=np.int32)
+    meta["tokenizer.ggml.bos_token_id"] = 1
+    meta["tokenizer.ggml.eos_token_id"] = 2
+    f.tensors.add("token_embd.weight", rng.standard_normal((n_vocab, n_embd)).astype(np.float16))
+    for i in range(n_layer):
+        f.tensors.add(f"blk.{i}.attn_norm.weight", np.ones(n_embd, dtype=np.float32))
+        f.tensors.add(f"blk.{i}.attn_q.weight", (rng.standard_normal((n_embd, n_embd)) * 0.1).astype(np.float16))
+        f.tensors.add(f"blk.{i}.ffn_up.weight", (rng.standard_normal((n_ff, n_embd)) * 0.1).astype(np.float16))
+    f.tensors.add("output_norm.weight", np.ones(n_embd, dtype=np.float32))
+    f.save(path)

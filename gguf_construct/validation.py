@@ -1,0 +1,302 @@
+"""Validation of a parsed GGUF file against the spec ('spec') or what ggml's C reader demands ('ggml').
+
+The schema already rejects what makes a file unreadable (bad magic, unknown version or value type, counts and
+lengths past the end, nesting too deep, invalid UTF-8 in keys and string values). ``check`` applies the rules a
+readable file can still break, and returns every finding as an ``Issue`` naming its rule, field path and byte
+offset. The 'ggml' profile adds ggml's own rules: no v1, no nested arrays, tensor names shorter than 64 bytes,
+a power-of-two alignment and tensor offsets equal to the running sum of padded sizes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from construct import Container
+
+from . import errors
+from .formats.base import map_file
+from .formats.fields import StringArray, value_type_id
+from .formats.gguf import GGUF, align_offset
+from .tables import GGML_TYPES, VALUE_TYPES, standard_key
+
+PROFILES = ("spec", "ggml")
+INT64_MAX = 2**63 - 1
+GGML_MAX_DIMS = 4
+KEY_SEGMENT = re.compile(r"[a-z0-9_]+\Z")
+
+# Which exception class each rule's family raises (first matching prefix or suffix wins).
+_ERROR_CLASSES: list[tuple[str, type[errors.FormatError]]] = [
+    ("header.magic", errors.UnknownFormatError),
+    (".duplicate", errors.DuplicateError),
+    ("tensor.offset", errors.LayoutError),
+    ("tensor.bounds", errors.LayoutError),
+    ("tensor.overlap", errors.LayoutError),
+    ("data.", errors.LayoutError),
+    (".type", errors.UnsupportedTypeError),
+    ("header.version", errors.UnsupportedTypeError),
+    ("array.nested", errors.UnsupportedTypeError),
+    ("array.depth", errors.LimitError),
+]
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One finding: an 'error' makes the file invalid under the profile, a 'warning' does not."""
+
+    rule: str
+    message: str
+    path: str = ""
+    offset: int | None = None
+    severity: str = "error"
+
+    def error(self) -> errors.FormatError:
+        """This finding as the FormatError subclass for its rule."""
+        cls = next((c for key, c in _ERROR_CLASSES if self.rule.startswith(key) or self.rule.endswith(key)), errors.InvalidValueError)
+        return cls(self.rule, self.message, path=self.path, offset=self.offset)
+
+    def line(self) -> str:
+        """One line for people: severity, rule, field, offset, message."""
+        where = " at ".join(p for p in (self.path, f"offset {self.offset}" if self.offset is not None else "") if p)
+        return f"{self.severity}: [{self.rule}] {where + ': ' if where else ''}{self.message}"
+
+
+def raise_first(issues: list[Issue]) -> None:
+    """Raise the first error among ``issues`` (warnings pass)."""
+    for issue in issues:
+        if issue.severity == "error":
+            raise issue.error()
+
+
+def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
+    """Parse and check a file; a file the schema cannot read gives one issue from its FormatError."""
+    try:
+        view = map_file(path)
+    except OSError as e:
+        return [Issue("file.read", str(e))]
+    return validate_bytes(view, profile)
+
+
+def validate_bytes(data: Any, profile: str = "spec") -> list[Issue]:
+    try:
+        container = GGUF.parse(data)
+    except errors.FormatError as e:
+        return [Issue(e.rule, e.message, e.path, e.offset)]
+    return check(container, len(memoryview(data)), profile)
+
+
+def check(c: Container, file_size: int, profile: str = "spec") -> list[Issue]:
+    """Every rule of ``profile`` applied to a parsed GGUF container."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}")
+    ggml = profile == "ggml"
+    out: list[Issue] = []
+    if ggml and int(c["version"]) == 1:
+        out.append(Issue("header.version", "ggml no longer reads GGUF v1 files", "version", 4))
+    arch = _check_metadata(c, ggml, out)
+    alignment = _check_alignment(c, ggml, out)
+    _check_tensors(c, file_size, alignment, ggml, arch, out)
+    return out
+
+
+# -- metadata -------------------------------------------------------------------------------------------
+def _check_metadata(c: Container, ggml: bool, out: list[Issue]) -> str | None:
+    seen: dict[str, int] = {}
+    arch = None
+    values: dict[str, Any] = {}
+    for i, kv in enumerate(c["metadata_kv"]):
+        key, at, path = kv["key"], kv.get("_offset"), f"metadata_kv[{i}]"
+        values[key] = kv
+        if key == "general.architecture" and isinstance(kv["value"], str):
+            arch = kv["value"]
+        _check_key(key, f"{path}.key", at, out)
+        if key in seen:
+            out.append(Issue("key.duplicate", f"key {key!r} also at metadata_kv[{seen[key]}]", f"{path}.key", at))
+        seen.setdefault(key, i)
+        _check_value(kv, f"{path}.value", at, ggml, out)
+    _check_standard_types(c, arch, out)
+    _check_tokenizer_lengths(values, out)
+    return arch
+
+
+def _check_key(key: str, path: str, at: int | None, out: list[Issue]) -> None:
+    raw = key.encode("utf-8")
+    if not raw:
+        out.append(Issue("key.empty", "empty key", path, at))
+        return
+    if len(raw) > 65535:
+        out.append(Issue("key.length", f"key of {len(raw)} bytes (at most 65535)", path, at))
+    if not key.isascii():
+        out.append(Issue("key.ascii", f"key {key!r} is not ASCII", path, at))
+        return
+    segments = key.split(".")
+    bad = [s for s in segments if not KEY_SEGMENT.match(s)]
+    if bad:
+        # llama.cpp names some architectures with a hyphen ('command-r'); the spec asks for lower_snake_case.
+        hyphen_only = all(KEY_SEGMENT.match(s.replace("-", "_")) for s in bad) and bad == segments[:1]
+        out.append(Issue("key.syntax", f"key {key!r} is not dotted lower_snake_case", path, at, "warning" if hyphen_only else "error"))
+
+
+def _check_value(kv: Container, path: str, at: int | None, ggml: bool, out: list[Issue]) -> None:
+    vt = VALUE_TYPES[value_type_id(kv["value_type"])].name
+    value = kv["value"]
+    if vt == "bool" and value not in (True, False):
+        out.append(Issue("value.bool", f"bool byte is {value}, not 0 or 1", path, at))
+    if vt == "arr":
+        _check_array(value, path, at, ggml, out)
+
+
+def _check_array(arr: Container, path: str, at: int | None, ggml: bool, out: list[Issue]) -> None:
+    et = VALUE_TYPES[value_type_id(arr["type"])].name
+    items = arr["array"]
+    if et == "arr":
+        if ggml:
+            out.append(Issue("array.nested", "ggml does not read arrays of arrays", path, at))
+        for j, inner in enumerate(items):
+            _check_array(inner, f"{path}.array[{j}]", at, ggml, out)
+    elif et == "bool" and len(items) and int(np.asarray(items).view(np.uint8).max()) > 1:
+        j = int(np.flatnonzero(np.asarray(items).view(np.uint8) > 1)[0])
+        out.append(Issue("value.bool", f"bool element {j} is not 0 or 1", f"{path}.array[{j}]", at))
+    elif et == "str" and isinstance(items, StringArray):
+        try:
+            items.tolist()
+        except errors.FormatError as e:
+            out.append(Issue(e.rule, e.message, e.path, e.offset))
+
+
+def _check_standard_types(c: Container, arch: str | None, out: list[Issue]) -> None:
+    """Standard keys must have their standard types: a consumer trusts them (S6: scores read as f32)."""
+    for i, kv in enumerate(c["metadata_kv"]):
+        std = standard_key(kv["key"], arch)
+        if std is None:
+            continue
+        vt = VALUE_TYPES[value_type_id(kv["value_type"])].name
+        label = f"arr[{VALUE_TYPES[value_type_id(kv['value']['type'])].name}]" if vt == "arr" else vt
+        if label not in std.types:
+            out.append(Issue("key.type", f"{kv['key']} is {label}, the spec says {' or '.join(std.types)}", f"metadata_kv[{i}].value_type", kv.get("_offset")))
+
+
+def _check_tokenizer_lengths(values: dict[str, Any], out: list[Issue]) -> None:
+    tokens = values.get("tokenizer.ggml.tokens")
+    if tokens is None or value_type_id(tokens["value_type"]) != VALUE_TYPES.lookup("arr").id:
+        return
+    n = int(tokens["value"]["len"])
+    for key in ("tokenizer.ggml.scores", "tokenizer.ggml.token_type"):
+        kv = values.get(key)
+        if kv is not None and value_type_id(kv["value_type"]) == VALUE_TYPES.lookup("arr").id and int(kv["value"]["len"]) != n:
+            out.append(Issue("tokenizer.length", f"{key} has {kv['value']['len']} entries, tokens has {n}", key, kv.get("_offset")))
+    for key in ("bos", "eos", "unknown", "separator", "padding"):
+        kv = values.get(f"tokenizer.ggml.{key}_token_id")
+        if kv is not None and isinstance(kv["value"], int) and not isinstance(kv["value"], bool) and not 0 <= kv["value"] < n:
+            out.append(Issue("tokenizer.token_id", f"{kv['key']} = {kv['value']} is not a token id (n = {n})", kv["key"], kv.get("_offset")))
+
+
+def _check_alignment(c: Container, ggml: bool, out: list[Issue]) -> int:
+    for i, kv in enumerate(c["metadata_kv"]):
+        if kv["key"] != "general.alignment":
+            continue
+        path, at = f"metadata_kv[{i}].value", kv.get("_offset")
+        if VALUE_TYPES[value_type_id(kv["value_type"])].name != "u32":
+            out.append(Issue("alignment.type", "general.alignment must be a u32", path, at))
+            return 32
+        a = int(kv["value"])
+        if a == 0 or (ggml and a & (a - 1)) or (not ggml and a % 8):
+            need = "a power of two" if ggml else "a multiple of 8"
+            out.append(Issue("alignment.value", f"general.alignment = {a} is not {need} above 0", path, at))
+        return a or 32
+    return 32
+
+
+# -- tensors --------------------------------------------------------------------------------------------
+def _check_tensors(c: Container, file_size: int, alignment: int, ggml: bool, arch: str | None, out: list[Issue]) -> None:
+    infos = c["tensor_infos"]
+    data_offset = int(c["data_offset"])
+    names: dict[str, int] = {}
+    spans: list[tuple[int, int, int]] = []
+    expected_offset = 0
+    consistent = True
+    max_name = 63 if ggml else 64
+    for i, ti in enumerate(infos):
+        path, at = f"tensor_infos[{i}]", ti.get("_offset")
+        name = ti["name"]
+        if len(name.encode("utf-8")) > max_name:
+            out.append(Issue("tensor.name_length", f"name of {len(name.encode('utf-8'))} bytes (at most {max_name})", f"{path}.name", at))
+        if name in names:
+            out.append(Issue("tensor.duplicate", f"name {name!r} also at tensor_infos[{names[name]}]", f"{path}.name", at))
+        names.setdefault(name, i)
+        nbytes = _check_shape_and_type(ti, path, at, out)
+        offset = int(ti["offset"])
+        if offset % alignment:
+            out.append(Issue("tensor.offset_alignment", f"offset {offset} is not a multiple of the alignment {alignment}", f"{path}.offset", at))
+        if nbytes is None:
+            consistent = False
+            continue
+        if data_offset + offset + nbytes > file_size:
+            out.append(Issue("tensor.bounds", f"data [{offset}, {offset + nbytes}) ends past the end of the file", f"{path}.offset", at))
+        if offset != expected_offset:
+            consistent = False
+        expected_offset = align_offset(offset + nbytes, alignment) if nbytes else offset
+        spans.append((offset, offset + nbytes, i))
+    _check_overlaps(spans, out)
+    if ggml and not consistent and infos:
+        out.append(Issue("tensor.offset_inconsistent", "tensor offsets are not the running sum of padded sizes (ggml lays data out that way)", "tensor_infos"))
+    if infos and bytes(c.get("_padding") or b"").strip(b"\0"):
+        out.append(Issue("data.padding", "padding before the tensor data is not zero", "_padding", data_offset - len(c["_padding"]), "warning"))
+    _check_block_indices(c, arch, out)
+
+
+def _check_shape_and_type(ti: Container, path: str, at: int | None, out: list[Issue]) -> int | None:
+    """Dimensions, element count, type and byte size of one tensor; its byte size when all are valid."""
+    dims = [int(d) for d in ti["dimensions"]]
+    if not 1 <= len(dims) <= GGML_MAX_DIMS:
+        out.append(Issue("tensor.n_dims", f"{len(dims)} dimensions (1 to {GGML_MAX_DIMS})", f"{path}.n_dimensions", at))
+        if not dims:
+            return None
+    if any(d < 1 for d in dims):
+        out.append(Issue("tensor.shape", f"dimension {min(dims)} in {dims} (each must be at least 1)", f"{path}.dimensions", at))
+        return None
+    n = 1
+    for d in dims:
+        n *= d
+    if n > INT64_MAX:
+        out.append(Issue("tensor.ne_overflow", f"{dims} has {n} elements, more than int64 holds", f"{path}.dimensions", at))
+        return None
+    type_id = int(ti["type"])
+    t = GGML_TYPES.get(type_id)
+    if t is None or t.removed:
+        why = "has been removed from ggml" if t else "is unknown"
+        out.append(Issue("tensor.type", f"ggml type {type_id} {why}", f"{path}.type", at))
+        return None
+    if dims[0] % t.block_size:
+        out.append(Issue("tensor.block", f"ne0 = {dims[0]} is not a multiple of {t.name}'s block size {t.block_size}", f"{path}.dimensions", at))
+        return None
+    nbytes = t.nbytes(n)
+    if nbytes > INT64_MAX - 64:
+        out.append(Issue("tensor.nbytes_overflow", f"{nbytes} bytes of data, more than int64 holds", f"{path}.dimensions", at))
+        return None
+    return nbytes
+
+
+def _check_overlaps(spans: list[tuple[int, int, int]], out: list[Issue]) -> None:
+    spans = sorted(spans)
+    for (s0, e0, i0), (s1, _e1, i1) in zip(spans, spans[1:]):
+        if s1 < e0:
+            out.append(Issue("tensor.overlap", f"data of tensor_infos[{i1}] starts at {s1}, inside tensor_infos[{i0}] [{s0}, {e0})", f"tensor_infos[{i1}].offset"))
+
+
+_BLOCK_INDEX = re.compile(r"blk\.(\d+)\.")
+
+
+def _check_block_indices(c: Container, arch: str | None, out: list[Issue]) -> None:
+    """``blk.N.*`` tensors must have N < ``{arch}.block_count``: loaders size per-layer arrays by it (S17)."""
+    if arch is None:
+        return
+    count = next((kv["value"] for kv in c["metadata_kv"] if kv["key"] == f"{arch}.block_count"), None)
+    if not isinstance(count, int) or isinstance(count, bool):
+        return
+    for i, ti in enumerate(c["tensor_infos"]):
+        m = _BLOCK_INDEX.match(ti["name"])
+        if m and int(m.group(1)) >= count:
+            out.append(Issue("tensor.block_index", f"{ti['name']!r} is beyond {arch}.block_count = {count}", f"tensor_infos[{i}].name", ti.get("_offset")))

@@ -1,0 +1,116 @@
+"""Differential checks against the reference readers and writer: ggml's C reader and gguf-py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import CORPUS, VALID_GGUF, rel
+from hypothesis import HealthCheck, given, settings
+from oracles import ggml_read, gguf_py_read, ours
+from strategies import gguf_files
+
+from gguf_construct import GGUF, load
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+def _as_gguf_py_sees(view):
+    """gguf-py spells tensor types in upper case and loses the element type of an empty array."""
+    view["tensors"] = [(n, t.lower(), o, b) for n, t, o, b in view["tensors"]]
+    view["kv"] = [(k, "arr[None]" if t.startswith("arr[") and not v else t, v) for k, t, v in view["kv"]]
+    return view
+
+
+@pytest.mark.parametrize("path", VALID_GGUF, ids=rel)
+def test_ggml_reader_agrees_on_corpus(path):
+    theirs = ggml_read(path)
+    if theirs is None:
+        # ggml refuses big-endian files and nested arrays; ggml-python 0.0.45 predates type 42 (q2_0), which the
+        # newer ggml that made manifest.json reads (test_corpus checks us against that record).
+        assert path.name in ("gguf-py-be.gguf", "gguf-py-nested-array.gguf", "ggml-writer-all-types.gguf")
+        return
+    mine = ours(path)
+    # ggml hands strings out NUL-terminated; no corpus file accepted by ggml has a NUL inside a string but one
+    mine["kv"] = [(k, t, v.split("\0")[0] if isinstance(v, str) else v) for k, t, v in mine["kv"]]
+    assert mine == theirs
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(obj=gguf_files(versions=(2, 3), orders=("little",), nested=False))
+def test_ggml_reader_agrees_on_generated_files(obj, tmp_path_factory):
+    path = tmp_path_factory.mktemp("g") / "f.gguf"
+    path.write_bytes(GGUF.build(obj))
+    theirs = ggml_read(path)
+    assert theirs is not None, "ggml refused a file our ggml profile accepts"
+    mine = ours(path)
+    mine["kv"] = [(k, t, v.split("\0")[0] if isinstance(v, str) else v) for k, t, v in mine["kv"]]
+    theirs["kv"] = [(k, t, [s for s in v] if isinstance(v, list) else v) for k, t, v in theirs["kv"]]
+    # ggml's string arrays are C strings too
+    mine["kv"] = [(k, t, [s.split("\0")[0] for s in v] if t == "arr[str]" else v) for k, t, v in mine["kv"]]
+    assert mine == theirs
+
+
+# gguf-py flattens nested arrays and, like ggml-python 0.0.45, does not know type 42 (q2_0) of the all-types file.
+@pytest.mark.parametrize("path", [p for p in VALID_GGUF if "nested" not in p.name and "all-types" not in p.name], ids=rel)
+def test_gguf_py_agrees_on_corpus(path):
+    assert_gguf_py_agrees(path)
+
+
+def assert_gguf_py_agrees(path):
+    mine, theirs = _as_gguf_py_sees(ours(path)), _as_gguf_py_sees(gguf_py_read(path))
+    if not mine["tensors"]:
+        # gguf-py pads the data offset of a file without tensors past its end; ggml and we report the end
+        assert theirs["data_offset"] == mine["data_offset"] + (-mine["data_offset"]) % mine["alignment"]
+        theirs["data_offset"] = mine["data_offset"]
+    assert mine == theirs
+
+
+@SETTINGS
+@given(obj=gguf_files(versions=(2, 3), nested=False))
+def test_gguf_py_reads_what_we_build(obj, tmp_path_factory):
+    path = tmp_path_factory.mktemp("p") / "f.gguf"
+    path.write_bytes(GGUF.build(obj))
+    assert_gguf_py_agrees(path)
+
+
+@pytest.mark.parametrize("endian", ["little", "big"])
+def test_we_read_what_gguf_py_writes(tmp_path, endian):
+    import gguf
+
+    path = tmp_path / "w.gguf"
+    w = gguf.GGUFWriter(path, "llama", endianess=gguf.GGUFEndian.LITTLE if endian == "little" else gguf.GGUFEndian.BIG)
+    w.add_uint8("t.u8", 200)
+    w.add_int16("t.i16", -3)
+    w.add_uint64("t.u64", 2**63 + 5)
+    w.add_float64("t.f64", -1.5e300)
+    w.add_bool("t.bool", True)
+    w.add_string("t.str", "héllo 世界")
+    w.add_array("t.arr_str", ["a", "", "ü"])
+    w.add_array("t.arr_f32", [1.5, -2.0, 3.25])
+    w.add_tensor("w.f32", np.arange(64, dtype=np.float32).reshape(2, 32))
+    w.add_tensor("w.f16", np.arange(96, dtype=np.float16).reshape(3, 32))
+    w.add_tensor("w.i32", np.arange(7, dtype=np.int32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    f = load(path)
+    assert f.byte_order == endian
+    assert_gguf_py_agrees(path)
+    assert f.tensors["w.f32"].shape == (32, 2)
+    data = f.tensors["w.f16"].data.view(">f2" if endian == "big" else "<f2")
+    assert np.array_equal(data, np.arange(96, dtype=np.float16))
+    raw = path.read_bytes()
+    assert GGUF.build(GGUF.parse(raw)) == raw
+
+
+def test_ggml_reads_a_file_we_edited_and_saved(tmp_path):
+    src = load(CORPUS / "generated/ggml-writer-kquants.gguf")
+    src.metadata["general.name"] = "renamed, and longer than before"
+    src.metadata.set("test.new", [1, 2, 3], type="arr[u16]")
+    del src.metadata["test.u8"]
+    src.save(tmp_path / "edited.gguf")
+    theirs = ggml_read(tmp_path / "edited.gguf")
+    assert theirs == ours(tmp_path / "edited.gguf")
+    before = ggml_read(CORPUS / "generated/ggml-writer-kquants.gguf")
+    assert [(n, t, b) for n, t, _, b in theirs["tensors"]] == [(n, t, b) for n, t, _, b in before["tensors"]]
