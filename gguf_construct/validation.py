@@ -105,10 +105,10 @@ def check(c: Container, file_size: int, profile: str = "spec") -> list[Issue]:
 def _check_metadata(c: Container, ggml: bool, out: list[Issue]) -> str | None:
     seen: dict[str, int] = {}
     arch = None
-    values: dict[str, Any] = {}
+    values: dict[str, tuple[int, Any]] = {}
     for i, kv in enumerate(c["metadata_kv"]):
         key, at, path = kv["key"], kv.get("_offset"), f"metadata_kv[{i}]"
-        values[key] = kv
+        values.setdefault(key, (i, kv))
         if key == "general.architecture" and isinstance(kv["value"], str):
             arch = kv["value"]
         _check_key(key, f"{path}.key", at, out)
@@ -178,19 +178,21 @@ def _check_standard_types(c: Container, arch: str | None, out: list[Issue]) -> N
             out.append(Issue("key.type", f"{kv['key']} is {label}, the spec says {' or '.join(std.types)}", f"metadata_kv[{i}].value_type", kv.get("_offset")))
 
 
-def _check_tokenizer_lengths(values: dict[str, Any], out: list[Issue]) -> None:
-    tokens = values.get("tokenizer.ggml.tokens")
-    if tokens is None or value_type_id(tokens["value_type"]) != VALUE_TYPES.lookup("arr").id:
+def _check_tokenizer_lengths(values: dict[str, tuple[int, Any]], out: list[Issue]) -> None:
+    """scores and token_type must be as long as tokens, special token ids inside it (consumers index by them)."""
+    arr = VALUE_TYPES.lookup("arr").id
+    _, tokens = values.get("tokenizer.ggml.tokens", (None, None))
+    if tokens is None or value_type_id(tokens["value_type"]) != arr:
         return
     n = int(tokens["value"]["len"])
     for key in ("tokenizer.ggml.scores", "tokenizer.ggml.token_type"):
-        kv = values.get(key)
-        if kv is not None and value_type_id(kv["value_type"]) == VALUE_TYPES.lookup("arr").id and int(kv["value"]["len"]) != n:
-            out.append(Issue("tokenizer.length", f"{key} has {kv['value']['len']} entries, tokens has {n}", key, kv.get("_offset")))
+        i, kv = values.get(key, (None, None))
+        if kv is not None and value_type_id(kv["value_type"]) == arr and int(kv["value"]["len"]) != n:
+            out.append(Issue("tokenizer.length", f"{key} has {kv['value']['len']} entries, tokens has {n}", f"metadata_kv[{i}].value", kv.get("_offset")))
     for key in ("bos", "eos", "unknown", "separator", "padding"):
-        kv = values.get(f"tokenizer.ggml.{key}_token_id")
+        i, kv = values.get(f"tokenizer.ggml.{key}_token_id", (None, None))
         if kv is not None and isinstance(kv["value"], int) and not isinstance(kv["value"], bool) and not 0 <= kv["value"] < n:
-            out.append(Issue("tokenizer.token_id", f"{kv['key']} = {kv['value']} is not a token id (n = {n})", kv["key"], kv.get("_offset")))
+            out.append(Issue("tokenizer.token_id", f"{kv['key']} = {kv['value']} is not a token id (n = {n})", f"metadata_kv[{i}].value", kv.get("_offset")))
 
 
 def _check_alignment(c: Container, ggml: bool, out: list[Issue]) -> int:
@@ -216,7 +218,7 @@ def _check_tensors(c: Container, file_size: int, alignment: int, ggml: bool, arc
     names: dict[str, int] = {}
     spans: list[tuple[int, int, int]] = []
     expected_offset = 0
-    consistent = True
+    first_inconsistent: tuple[int, int] | None = None
     max_name = 63 if ggml else 64
     for i, ti in enumerate(infos):
         path, at = f"tensor_infos[{i}]", ti.get("_offset")
@@ -231,17 +233,19 @@ def _check_tensors(c: Container, file_size: int, alignment: int, ggml: bool, arc
         if offset % alignment:
             out.append(Issue("tensor.offset_alignment", f"offset {offset} is not a multiple of the alignment {alignment}", f"{path}.offset", at))
         if nbytes is None:
-            consistent = False
+            first_inconsistent = first_inconsistent or (i, expected_offset)
             continue
         if data_offset + offset + nbytes > file_size:
             out.append(Issue("tensor.bounds", f"data [{offset}, {offset + nbytes}) ends past the end of the file", f"{path}.offset", at))
-        if offset != expected_offset:
-            consistent = False
+        if offset != expected_offset and first_inconsistent is None:
+            first_inconsistent = (i, expected_offset)
         expected_offset = align_offset(offset + nbytes, alignment) if nbytes else offset
-        spans.append((offset, offset + nbytes, i))
+        spans.append((offset, offset + nbytes, i, at))
     _check_overlaps(spans, out)
-    if ggml and not consistent and infos:
-        out.append(Issue("tensor.offset_inconsistent", "tensor offsets are not the running sum of padded sizes (ggml lays data out that way)", "tensor_infos"))
+    if ggml and first_inconsistent is not None:
+        i, want = first_inconsistent
+        ti = infos[i]
+        out.append(Issue("tensor.offset_inconsistent", f"offset {int(ti['offset'])} is not {want}, the running sum of padded sizes ggml lays data out by", f"tensor_infos[{i}].offset", ti.get("_offset")))
     if infos and bytes(c.get("_padding") or b"").strip(b"\0"):
         out.append(Issue("data.padding", "padding before the tensor data is not zero", "_padding", data_offset - len(c["_padding"]), "warning"))
     _check_block_indices(c, arch, out)
@@ -279,11 +283,11 @@ def _check_shape_and_type(ti: Container, path: str, at: int | None, out: list[Is
     return nbytes
 
 
-def _check_overlaps(spans: list[tuple[int, int, int]], out: list[Issue]) -> None:
-    spans = sorted(spans)
-    for (s0, e0, i0), (s1, _e1, i1) in zip(spans, spans[1:]):
+def _check_overlaps(spans: list[tuple[int, int, int, int | None]], out: list[Issue]) -> None:
+    spans = sorted(spans, key=lambda s: s[:3])
+    for (s0, e0, i0, _), (s1, _e1, i1, at1) in zip(spans, spans[1:]):
         if s1 < e0:
-            out.append(Issue("tensor.overlap", f"data of tensor_infos[{i1}] starts at {s1}, inside tensor_infos[{i0}] [{s0}, {e0})", f"tensor_infos[{i1}].offset"))
+            out.append(Issue("tensor.overlap", f"data of tensor_infos[{i1}] starts at {s1}, inside tensor_infos[{i0}] [{s0}, {e0})", f"tensor_infos[{i1}].offset", at1))
 
 
 _BLOCK_INDEX = re.compile(r"blk\.(\d+)\.")

@@ -22,7 +22,8 @@ def plain(value, vtype):
         if etype == "arr":
             return ("arr", [plain(inner, "arr") for inner in value["array"]])
         if etype in ("f32", "f64"):
-            return (etype, np.asarray(items, dtype=etype.replace("f", "<f")).view("<u" + str(int(etype[1:]) // 8)).tolist())
+            dtype = {"f32": "<f4", "f64": "<f8"}[etype]
+            return (etype, np.asarray(items, dtype=dtype).view(dtype.replace("f", "u")).tolist())
         return (etype, [x for x in (items.tolist() if hasattr(items, "tolist") else list(items))])
     return norm(value, vtype)
 

@@ -32,9 +32,12 @@ class BufferStream:
         self.pos = 0
 
     def read(self, n: int = -1) -> bytes:
-        end = self.size if n is None or n < 0 else min(self.size, self.pos + n)
-        out = bytes(self.view[self.pos : end])
-        self.pos = end
+        """Up to ``n`` bytes; a short read leaves the position where the read started, so the error points there."""
+        if n is None or n < 0:
+            n = self.size - self.pos
+        out = bytes(self.view[self.pos : self.pos + n])
+        if len(out) == n:
+            self.pos += n
         return out
 
     def tell(self) -> int:
@@ -106,21 +109,25 @@ def guarded(action: Callable[[], T], stream: BufferStream | None, rule: str = "p
     The schema checks every count and length before it reads, so these conversions are a safety net: a
     FormatError with rule ``internal.*`` means a check is missing, and the fuzz tests treat it as a bug.
     """
-    offset = stream.pos if stream is not None else None
     try:
         return action()
     except FormatError:
         raise
     except construct.StreamError as e:
-        raise TruncatedError(f"{rule}.truncated", str(e).splitlines()[-1], path=readable_path(e.path or ""), offset=offset) from None
+        raise TruncatedError(f"{rule}.truncated", str(e).splitlines()[-1], path=readable_path(e.path or ""), offset=_at(stream)) from None
     except construct.ConstructError as e:
-        raise FormatError(f"{rule}.invalid", str(e).splitlines()[-1], path=readable_path(e.path or ""), offset=offset) from None
+        raise FormatError(f"{rule}.invalid", str(e).splitlines()[-1], path=readable_path(e.path or ""), offset=_at(stream)) from None
     except RecursionError:
-        raise LimitError("internal.recursion", "nesting too deep", offset=offset) from None
+        raise LimitError("internal.recursion", "nesting too deep", offset=_at(stream)) from None
     except MemoryError:
-        raise LimitError("internal.memory", "out of memory", offset=offset) from None
+        raise LimitError("internal.memory", "out of memory", offset=_at(stream)) from None
     except (struct.error, IndexError, KeyError, ValueError, TypeError, OverflowError, UnicodeError) as e:
-        raise FormatError(f"internal.{type(e).__name__}", str(e), offset=offset) from None
+        raise FormatError(f"internal.{type(e).__name__}", str(e), offset=_at(stream)) from None
+
+
+def _at(stream: BufferStream | None) -> int | None:
+    """Where the failing read started (BufferStream does not advance on a short read)."""
+    return stream.pos if stream is not None else None
 
 
 def context_path(path: str, index: int | str) -> str:

@@ -122,14 +122,24 @@ class StringArray(Sequence[str]):
 
 
 def encode_strings(items: Sequence[str | bytes], order: str, wide: bool) -> bytes:
-    """Length-prefixed UTF-8 strings, back to back."""
-    pack = count_format(order, wide).pack
-    parts = []
-    for s in items:
-        b = s.encode("utf-8") if isinstance(s, str) else bytes(s)
-        parts.append(pack(len(b)))
-        parts.append(b)
-    return b"".join(parts)
+    """Length-prefixed UTF-8 strings, back to back: the bodies are joined once and the length fields are
+    scattered between them with numpy (no per-string packing)."""
+    bodies = [x.encode("utf-8") if isinstance(x, str) else bytes(x) for x in items]
+    n = len(bodies)
+    if n == 0:
+        return b""
+    fmt = count_format(order, wide)
+    width = fmt.size
+    lens = np.fromiter(map(len, bodies), dtype=np.int64, count=n)
+    field_at = np.arange(n, dtype=np.int64) * width
+    field_at[1:] += np.cumsum(lens[:-1])
+    out = np.empty(int(lens.sum()) + n * width, dtype=np.uint8)
+    is_body = np.ones(len(out), dtype=bool)
+    where = (field_at[:, None] + np.arange(width)).ravel()
+    is_body[where] = False
+    out[where] = lens.astype(np.dtype(order + ("u8" if wide else "u4"))).view(np.uint8)
+    out[is_body] = np.frombuffer(b"".join(bodies), dtype=np.uint8)
+    return out.tobytes()
 
 
 def scan_strings(stream: BufferStream, n: int, order: str, wide: bool, path: str) -> tuple[np.ndarray, np.ndarray]:
