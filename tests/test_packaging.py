@@ -19,7 +19,7 @@ def test_wheel_contains_schema_and_example(tmp_path):
     # the installed package finds its tables without the source tree
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)], check=True, timeout=300)
-    code = "import gguf_construct, gguf_construct.tables as t; assert t.schema_dir().is_relative_to(r'%s'); print(len(t.GGML_TYPES))" % target
+    code = f"import gguf_construct, gguf_construct.tables as t; assert t.schema_dir().is_relative_to(r'{target}'); print(len(t.GGML_TYPES))"
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(target)}, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "43"
