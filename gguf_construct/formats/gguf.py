@@ -45,7 +45,7 @@ from construct import (
 from ..errors import InvalidValueError, LayoutError, UnknownFormatError, UnsupportedTypeError
 from ..tables import GGML_TYPES, VALUE_TYPES
 from .base import BufferStream, as_stream, guarded, map_file
-from .fields import AlignPadding, CheckedArray, GGUFString, MetadataValue, value_type_id
+from .fields import AlignPadding, CheckedArray, GGUFString, MetadataValue, Remainder, value_type_id
 
 MAGIC = b"GGUF"
 VERSIONS = (1, 2, 3)
@@ -95,25 +95,18 @@ def lay_out(tensor_infos: list[Any], alignment: int) -> list[Container]:
     return out
 
 
-class TensorDataSection(Construct):
+class TensorDataSection(Remainder):
     """``uint8_t tensor_data[]``: everything after the padding, as a zero-copy memoryview.
 
     Built from a bytes-like object verbatim, or (when the object is None) from each tensor info's ``data``,
     placed at its offset with zero padding between tensors and after the last one.
     """
 
-    def _parse(self, stream, context, path):
-        s = as_stream(stream)
-        out = s.view[s.pos :]
-        s.pos = s.size
-        return out
-
     def _build(self, obj, stream, context, path):
         if obj is not None:
-            stream.write(obj)
-            return obj
+            return super()._build(obj, stream, context, path)
         infos, alignment = context.tensor_infos, context.alignment
-        base, written = stream.tell(), 0
+        written = 0
         for ti in sorted(infos, key=lambda t: int(t["offset"])):
             gap = int(ti["offset"]) - written
             if gap < 0:
@@ -127,11 +120,7 @@ class TensorDataSection(Construct):
             written = int(ti["offset"]) + expected
         if infos:
             stream.write(b"\0" * (align_offset(written, alignment) - written))
-        assert stream.tell() - base == (align_offset(written, alignment) if infos else 0)
         return obj
-
-    def _sizeof(self, context, path):
-        raise SizeofError("tensor data has no fixed size", path=path)
 
 
 def tensor_bytes(data: Any) -> memoryview:
