@@ -4,6 +4,7 @@
 - ``load(path)``: a memory-mapped, lazy ``GGUFFile`` to read, edit and ``save``.
 - ``validate_file(path, profile)``: every rule a file breaks, as ``Issue`` records.
 - ``detect(data)`` / ``schema_for(data)``: which format, which schema.
+- ``dequantize(data, ggml_type)``: any ggml tensor type to float32, bit-exact with ggml; ``tensor.to_numpy()``.
 - ``FormatError`` and its subclasses: the only exceptions raised for bad input.
 """
 
@@ -20,12 +21,13 @@ from .errors import (
 )
 from .formats.detect import detect, schema_for
 from .formats.gguf import GGUF
+from .quants import dequantize, swap_byte_order
 from .validation import Issue, check, validate_bytes, validate_file
 
 __version__ = "0.1.0"
 
 __all__ = [
     "GGUF", "GGUFFile", "MetadataField", "TensorInfo", "Issue", "FormatError", "DuplicateError", "InvalidValueError",
-    "LayoutError", "LimitError", "TruncatedError", "UnknownFormatError", "UnsupportedTypeError", "check", "detect",
+    "LayoutError", "LimitError", "TruncatedError", "UnknownFormatError", "UnsupportedTypeError", "check", "dequantize", "detect", "swap_byte_order",
     "from_bytes", "load", "new", "schema_for", "validate_bytes", "validate_file",
 ]  # fmt: skip

@@ -65,13 +65,11 @@ class GGUFFile:
         """The schema container ``save`` builds: current metadata and tensors, offsets left to the schema."""
         order = byte_order or self.byte_order
         version = self.version if version is None else version
-        if order != self.byte_order and len(self.tensors):
-            raise NotImplementedError("changing the byte order of tensor data needs the dequantization backend")
         if version == 1:
             _check_v1(self)
         infos = []
         for info, source in zip(self.tensors._infos, self.tensors._sources):
-            infos.append(Container(name=info["name"], dimensions=list(info["dimensions"]), type=info["type"], offset=None, data=_in_order(source, order)))
+            infos.append(Container(name=info["name"], dimensions=list(info["dimensions"]), type=info["type"], offset=None, data=self._source_in(source, info["type"], order)))
         return Container(version=version, byte_order=order, metadata_kv=list(self._kvs), tensor_infos=infos, tensor_data=None)
 
     def save(self, path: str | os.PathLike[str], *, version: int | None = None, byte_order: str | None = None) -> None:
@@ -93,6 +91,18 @@ class GGUFFile:
         return f"GGUFFile(v{self.version}, {self.byte_order}-endian, {len(self.metadata)} keys, {len(self.tensors)} tensors)"
 
 
+    def _source_in(self, source: Any, ggml_type: Any, order: str) -> Any:
+        """A tensor's data source in byte order ``order``: numpy arrays are cast, raw blocks are re-encoded
+        through the block declarations when the file changes byte order (lazily, as the tensor is written)."""
+        if isinstance(source, np.ndarray) and source.dtype.itemsize > 1:
+            return np.ascontiguousarray(source, dtype=source.dtype.newbyteorder("<" if order == "little" else ">"))
+        if order == self.byte_order:
+            return source
+        from ..quants import swap_byte_order
+
+        return lambda: swap_byte_order(source, ggml_type, self.byte_order, order)
+
+
 def _nbytes_or_zero(ti: Container) -> int:
     from ..formats.gguf import tensor_nbytes
 
@@ -100,13 +110,6 @@ def _nbytes_or_zero(ti: Container) -> int:
         return tensor_nbytes(ti["dimensions"], ti["type"])
     except FormatError:
         return 0
-
-
-def _in_order(source: Any, order: str) -> Any:
-    """A numpy source converted to the file's byte order (raw bytes are taken as already in it)."""
-    if isinstance(source, np.ndarray) and source.dtype.itemsize > 1:
-        return np.ascontiguousarray(source, dtype=source.dtype.newbyteorder("<" if order == "little" else ">"))
-    return source
 
 
 def _check_v1(f: GGUFFile) -> None:

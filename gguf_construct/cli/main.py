@@ -1,4 +1,4 @@
-"""``gguf-construct``: inspect and validate model files.
+"""``gguf-construct``: inspect, validate, convert and dequantize model files.
 
 Exit codes: 0 the file is fine, 1 the file is bad (one line per problem, no traceback), 2 usage error.
 """
@@ -42,6 +42,43 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return worst
 
 
+def _cmd_convert(args: argparse.Namespace) -> int:
+    f = load(args.input)
+    if args.byte_order is None and args.version is None:
+        raise SystemExit("gguf-construct convert: give --byte-order and/or --version")
+    f.save(args.output, byte_order=args.byte_order, version=args.version)
+    print(f"{args.output}: GGUF v{args.version or f.version}, {args.byte_order or f.byte_order}-endian, {len(f.tensors)} tensors")
+    return EXIT_OK
+
+
+def _progress(items: list, total: int, desc: str):
+    """tqdm over ``items`` when tqdm is installed (an optional extra), else the items as they are."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return items
+    return tqdm(items, total=total, desc=desc, unit="tensor", disable=total < 8 or not sys.stderr.isatty())
+
+
+def _cmd_dequant(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    f = load(args.file)
+    names = args.tensor or list(f.tensors)
+    missing = [n for n in names if n not in f.tensors]
+    if missing:
+        raise SystemExit(f"gguf-construct dequant: no tensor {missing[0]!r} in {args.file}")
+    if args.output.endswith(".npy"):
+        if len(names) != 1:
+            raise SystemExit("gguf-construct dequant: .npy holds one tensor: name it with --tensor")
+        np.save(args.output, f.tensors[names[0]].to_numpy())
+    else:
+        arrays = {n: f.tensors[n].to_numpy() for n in _progress(names, len(names), "dequantizing")}
+        np.savez(args.output, **arrays)
+    print(f"{args.output}: {len(names)} tensors as float32")
+    return EXIT_OK
+
+
 def _cmd_example(args: argparse.Namespace) -> int:
     from ..data import example_path
 
@@ -67,6 +104,27 @@ def parser() -> argparse.ArgumentParser:
     val.add_argument("files", nargs="+", metavar="FILE")
     val.add_argument("--profile", choices=PROFILES, default="spec", help="'spec': the GGUF spec's rules (default); 'ggml': also what ggml's C reader demands")
     val.set_defaults(run=_cmd_validate)
+
+    conv = sub.add_parser(
+        "convert",
+        help="rewrite a file in the other byte order or another GGUF version",
+        description="Rewrite a GGUF file: --byte-order converts every tensor block by block (any ggml type); --version writes v1, v2 or v3.",
+    )
+    conv.add_argument("input")
+    conv.add_argument("output")
+    conv.add_argument("--byte-order", choices=("little", "big"))
+    conv.add_argument("--version", type=int, choices=(1, 2, 3))
+    conv.set_defaults(run=_cmd_convert)
+
+    deq = sub.add_parser(
+        "dequant",
+        help="write tensors as float32 numpy arrays",
+        description="Dequantize tensors (bit-exact with ggml) into an .npz (any number of tensors) or .npy (one tensor), shaped in numpy order.",
+    )
+    deq.add_argument("file")
+    deq.add_argument("--tensor", action="append", metavar="NAME", help="a tensor to write (repeatable; default: all)")
+    deq.add_argument("-o", "--output", required=True, help="OUT.npz or OUT.npy")
+    deq.set_defaults(run=_cmd_dequant)
 
     ex = sub.add_parser("example", help="print the path of a small GGUF file shipped with the package")
     ex.set_defaults(run=_cmd_example)

@@ -124,7 +124,13 @@ class TensorDataSection(Remainder):
 
 
 def tensor_bytes(data: Any) -> memoryview:
-    """A tensor's data source (bytes-like or numpy array) as a flat byte view, copying only if not contiguous."""
+    """A tensor's data source as a flat byte view, copying only if not contiguous.
+
+    The source is bytes-like, a numpy array, or a callable returning one (so that a conversion runs only when
+    its tensor is written, one tensor at a time).
+    """
+    if callable(data):
+        data = data()
     if data is None:
         raise ValueError("a tensor has no data to write")
     if isinstance(data, np.ndarray):

@@ -1,0 +1,128 @@
+"""Time gguf_construct.quants.dequantize against gguf-py's gguf.quants.dequantize, type by type.
+
+Both dequantize the same tensor (default 16 Mi values, as 4096-value rows: gguf-py gets the 2-D byte array it
+expects, we get the flat bytes). Blocks are random bytes whose half-precision scale fields are replaced by random
+finite halves, so every value is a number. Times are the best of ``--repeat`` runs, ours and gguf-py's taking turns. Then the peak of memory
+allocated during one call (tracemalloc, which sees numpy's buffers), minus the output itself, relative to the
+output's size. Prints markdown tables.
+
+    PYTHONPATH=. python benchmarks/bench_dequant.py [--size 16Mi] [--repeat 5] [--types q4_0,q6_K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+import tracemalloc
+from collections.abc import Callable
+
+import numpy as np
+
+from gguf_construct.quants import block_dtype, dequantize
+from gguf_construct.tables import GGML_TYPES
+
+ROW = 4096
+
+
+def parse_size(text: str) -> int:
+    """``16Mi``, ``1Mi``, ``256Ki`` or a plain number of values."""
+    units = {"ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30}
+    low = text.strip().lower()
+    for suffix, factor in units.items():
+        if low.endswith(suffix):
+            return int(float(low[: -len(suffix)]) * factor)
+    return int(low)
+
+
+def gguf_py_types() -> dict[str, object]:
+    """Our type names → gguf-py's enum members, for the types gguf-py can dequantize (F32 excluded: a view)."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import _type_traits
+
+    members = {m.name.lower(): m for m in GGMLQuantizationType}
+    names = {m.name.lower() for m in _type_traits} | {"f16"}
+    return {t.name: members[t.name.lower()] for t in GGML_TYPES.values() if t.name.lower() in names}
+
+
+def random_tensor(name: str, n_values: int, rng: np.random.Generator) -> np.ndarray:
+    """Random blocks of ``name`` holding ``n_values`` values, every f16 field a random finite half."""
+    t = GGML_TYPES.lookup(name)
+    n_blocks = n_values // t.block_size
+    raw = rng.integers(0, 256, n_blocks * t.type_size, dtype=np.uint8)
+    blocks = raw.view(block_dtype(t))
+    for field, (dt, _) in blocks.dtype.fields.items():
+        if dt.base.kind == "f" and dt.base.itemsize == 2:
+            shape = blocks[field].shape
+            blocks[field] = rng.uniform(-1, 1, size=shape).astype(np.float16)
+    return raw
+
+
+def best_times(fns: list[Callable[[], object]], repeat: int) -> list[float]:
+    """Best wall time of each function over ``repeat`` rounds; the functions take turns, so that a burst of
+    load from elsewhere on the machine hits them alike."""
+    best = [math.inf] * len(fns)
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best
+
+
+def peak_extra(fn: Callable[[], np.ndarray]) -> float:
+    """Peak memory allocated during ``fn()`` beyond its result, as a multiple of the result's size."""
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    result = fn()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return (peak - result.nbytes) / result.nbytes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="16Mi", help="values per tensor (16Mi, 1Mi, 65536 …)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per measurement (the best is kept)")
+    parser.add_argument("--types", default="", help="comma-separated type names (default: all gguf-py supports)")
+    args = parser.parse_args()
+
+    import gguf.quants
+
+    n_values = parse_size(args.size)
+    n_values -= n_values % ROW
+    types = gguf_py_types()
+    if args.types:
+        types = {k: v for k, v in types.items() if k.lower() in {s.strip().lower() for s in args.types.split(",")}}
+    rng = np.random.default_rng(0)
+    rows = []
+    for name, qtype in types.items():
+        t = GGML_TYPES.lookup(name)
+        data = random_tensor(name, n_values, rng)
+        as_rows = data.reshape(-1, ROW // t.block_size * t.type_size)
+        with np.errstate(all="ignore"):
+            ours, theirs = best_times(
+                [lambda d=data, n=name: dequantize(d, n), lambda d=as_rows, q=qtype: gguf.quants.dequantize(d, q)], args.repeat
+            )
+        memory = peak_extra(lambda d=data, n=name: dequantize(d, n))
+        rows.append((name, ours, theirs, theirs / ours, memory))
+        print(f"  {name}: {ours * 1e3:.1f} ms vs {theirs * 1e3:.1f} ms", flush=True)
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"\n{n_values} values ({n_values / (1 << 20):g} Mi) per tensor, best of {args.repeat}; {os.cpu_count()} CPUs, load average {load:.2f}\n"
+    )
+    print("| type | ours (ms) | gguf-py (ms) | speed-up | peak extra memory / output |")
+    print("|---|---:|---:|---:|---:|")
+    for name, ours, theirs, ratio, memory in rows:
+        print(f"| {name} | {ours * 1e3:.1f} | {theirs * 1e3:.1f} | {ratio:.2f}x | {memory:.2f} |")
+    ratios = [r[3] for r in rows]
+    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else float("nan")
+    print(
+        f"\ngeometric mean speed-up: {geo:.2f}x; slowest: {min(ratios):.2f}x; peak extra memory at most {max(r[4] for r in rows):.2f}x the output"
+    )
+
+
+if __name__ == "__main__":
+    main()
