@@ -221,7 +221,7 @@ class Metadata(MutableMapping[str, Any]):
         return f"Metadata({len(self)} keys: {', '.join(list(self)[:5])}{', ...' if len(self) > 5 else ''})"
 
 
-def json_value(value: Any, full: bool = True) -> Any:
+def json_value(value: Any) -> Any:
     """A metadata value as JSON-ready data (arrays as lists; NaN and infinities as strings)."""
     if isinstance(value, (StringArray, np.ndarray, list, tuple)):
         return [json_value(v) for v in (value.tolist() if hasattr(value, "tolist") else value)]
