@@ -80,6 +80,20 @@ def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
 
 
 def validate_bytes(data: Any, profile: str = "spec") -> list[Issue]:
+    """Every rule ``data`` breaks, for whichever format ``detect()`` names (GGUF rules for unknown bytes)."""
+    from .formats.detect import detect
+    from .formats.registry import FORMATS, resolve
+
+    try:
+        fmt = detect(data)
+    except errors.FormatError:
+        fmt = "gguf"
+    if fmt != "gguf":
+        return resolve(FORMATS[fmt].validator)(data, profile)
+    return validate_gguf_bytes(data, profile)
+
+
+def validate_gguf_bytes(data: Any, profile: str = "spec") -> list[Issue]:
     try:
         container = GGUF.parse(data)
     except errors.FormatError as e:

@@ -144,7 +144,18 @@ def _new_file_mode(target: Path) -> int:
         return 0o666 & ~umask
 
 
-def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None) -> GGUFFile:
+def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None) -> Any:
+    """Open any model file ``detect()`` knows: a ``GGUFFile`` for GGUF, the format's own file object otherwise."""
+    from ..formats.detect import detect
+    from ..formats.registry import FORMATS, resolve
+
+    fmt = detect(path)
+    if fmt == "gguf":
+        return load_gguf(path, strict=strict, profile=profile, byte_order=byte_order)
+    return resolve(FORMATS[fmt].loader)(path, strict=strict)
+
+
+def load_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None) -> GGUFFile:
     """Open a GGUF file through a read-only memory map.
 
     ``strict`` runs validation (``profile`` 'spec' or 'ggml') and raises the first error as a FormatError;

@@ -8,12 +8,11 @@ from typing import Any
 from construct import Construct
 
 from ..errors import UnknownFormatError
-from .gguf import GGUF, MAGIC
+from .gguf import MAGIC
+from .registry import FORMATS, resolve
 
 #: Bytes ``detect`` needs to tell every known format apart.
 PREFIX_SIZE = 8
-
-_SCHEMAS: dict[str, Construct] = {"gguf": GGUF}
 
 
 def _prefix(data: Any) -> bytes:
@@ -33,4 +32,4 @@ def detect(data: Any) -> str:
 
 def schema_for(data: Any) -> Construct:
     """The construct schema for the detected format."""
-    return _SCHEMAS[detect(data)]
+    return resolve(FORMATS[detect(data)].schema)
