@@ -1,0 +1,54 @@
+"""``gguf-construct migrate`` (legacy → GGUF v3) and ``gguf-construct export`` (GGUF → GGJT v3 / rwkv.cpp v101)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from ..migrate import migrate
+
+    options = {k: v for k, v in (("context_length", args.context_length), ("eps", args.eps), ("gqa", args.gqa), ("name", args.name)) if v is not None}
+    report = migrate(args.input, args.output, hparams=args.hparams, progress=True, **options)
+    for notice in report.notices:
+        print(f"notice: {notice}", file=sys.stderr)
+    print(report.summary())
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from ..migrate import export
+
+    print(export(args.input, args.output, args.to).summary())
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from ..formats.ggml import PROFILES
+
+    m = sub.add_parser(
+        "migrate",
+        help="turn a GGML/GGMF/GGJT, whisper.cpp or rwkv.cpp file (or GGUF v1/v2) into GGUF v3",
+        description="Write IN as GGUF v3 at OUT. Tensors whose layout is current are copied bit for bit; retired block layouts are "
+        "re-encoded when no value changes, else written as F16/F32 (with a notice). The output is validated and every tensor compared "
+        "with the input before it replaces OUT; IN is never modified.",
+    )
+    m.add_argument("input", metavar="IN")
+    m.add_argument("output", metavar="OUT")
+    m.add_argument("--context-length", type=int, help="llama.context_length / rwkv.context_length (default 2048 for llama, 1048576 for rwkv)")
+    m.add_argument("--eps", type=float, help="llama RMS-norm epsilon (default 5e-6; LLaMA-2 uses 1e-5)")
+    m.add_argument("--gqa", type=int, help="llama grouped-query factor: head_count_kv = head_count / GQA (default 1; 70B: 8)")
+    m.add_argument("--name", help="general.name")
+    m.add_argument("--hparams", choices=PROFILES, help="hyper-parameter layout of an unversioned 'ggml' file (default: detected)")
+    m.set_defaults(run=_cmd_migrate)
+
+    e = sub.add_parser(
+        "export",
+        help="write a GGUF file as GGJT v3 (llama) or rwkv.cpp v101 (rwkv) for old tools",
+        description="Write a GGUF file in a legacy format where its types allow; migrating the result back gives the same GGUF file.",
+    )
+    e.add_argument("input", metavar="IN")
+    e.add_argument("output", metavar="OUT")
+    e.add_argument("--to", choices=("ggjt", "rwkv"), required=True)
+    e.set_defaults(run=_cmd_export)

@@ -1,0 +1,63 @@
+"""Legacy model files to GGUF v3, and back where the types allow.
+
+- :func:`migrate` — GGML/GGMF/GGJT (llama, whisper.cpp, ggml examples) and rwkv.cpp files → GGUF v3;
+  GGUF v1/v2 → v3. Verified by reopening before it is renamed into place.
+- :func:`export` — GGUF → GGJT v3 (llama) or rwkv.cpp v101 (rwkv).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .common import MigrationError, Report, check_distinct_paths
+
+
+def migrate(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, hparams: str | None = None, progress: bool = False, **options: Any) -> Report:
+    """Write ``src`` (any legacy format, rwkv.cpp, or GGUF v1/v2) as GGUF v3 at ``dst``.
+
+    ``options``: ``context_length``, ``eps``, ``gqa`` (llama, as llama.cpp's migrator has them), ``name``.
+    ``hparams`` names the hyper-parameter profile of an unversioned 'ggml' file (detected otherwise).
+    """
+    from ..api.file import load_gguf
+    from ..api.legacy import load_legacy, load_rwkv
+    from ..formats.detect import detect
+
+    check_distinct_paths(src, dst)
+    fmt = detect(src)
+    if fmt == "gguf":
+        g = load_gguf(src, strict=True)
+        g.save(dst, version=3)
+        return Report(os.fspath(dst), "GGUF v3", tensors=len(g.tensors), copied=len(g.tensors))
+    if fmt == "rwkv":
+        from .rwkv import migrate_rwkv
+
+        return migrate_rwkv(load_rwkv(src, strict=True), dst, progress=progress, **options)
+    f = load_legacy(src, strict=True, hparams=hparams)
+    if f.profile == "llama":
+        from .llama import migrate_llama
+
+        return migrate_llama(f, dst, progress=progress, **options)
+    from .llama import migrate_example
+
+    return migrate_example(f, dst, progress=progress, **options)
+
+
+def export(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str) -> Report:
+    """Write a GGUF file as GGJT v3 (``to='ggjt'``) or rwkv.cpp v101 (``to='rwkv'``)."""
+    from ..api.file import load_gguf
+
+    check_distinct_paths(src, dst)
+    g = load_gguf(src, strict=True)
+    if to == "ggjt":
+        from .ggjt import export_ggjt
+
+        return export_ggjt(g, dst)
+    if to == "rwkv":
+        from .rwkv import export_rwkv
+
+        return export_rwkv(g, dst)
+    raise ValueError(f"export to 'ggjt' or 'rwkv', not {to!r}")
+
+
+__all__ = ["MigrationError", "Report", "export", "migrate"]

@@ -1,0 +1,60 @@
+"""GGUF → GGJT v3 for users of old tools: the inverse of :func:`.llama.migrate_llama` for GGJT v3 content.
+
+Every tensor must be of a type GGJT v3 knows (F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, the k-quants Q2_K–Q6_K)
+and carry a llama.cpp legacy name; the vocabulary is written back in the GGMF/GGJT text convention. ``n_mult``
+and ``n_rot`` come from ``llama.legacy.*`` when the file came from a legacy file, else ``n_rot`` is
+``n_embd / n_head`` and ``n_mult`` the largest of 256, 128, … that reproduces ``feed_forward_length``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from construct import Container
+
+from ..api.file import GGUFFile, write_atomic
+from ..formats.ggml import GGML, LegacyVocab
+from .common import MigrationError, Report
+from .llama import legacy_texts, llama_names
+
+GGJT_V3_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "q2_K": 10, "q3_K": 11, "q4_K": 12, "q5_K": 13, "q6_K": 14}
+
+
+def _n_mult(n_embd: int, n_ff: int) -> int:
+    for m in (256, 128, 64, 32, 16, 8, 4, 2, 1):
+        if (2 * (4 * n_embd) // 3 + m - 1) // m * m == n_ff:
+            return m
+    raise MigrationError("export.n_mult", f"no n_mult gives feed_forward_length {n_ff} for n_embd {n_embd}: legacy loaders could not size it")
+
+
+def export_ggjt(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
+    md = g.metadata
+    if md.get("general.architecture") != "llama":
+        raise MigrationError("export.architecture", "only architecture 'llama' exports to GGJT")
+    if md.get("llama.attention.head_count_kv", md.get("llama.attention.head_count")) != md.get("llama.attention.head_count"):
+        raise MigrationError("export.gqa", "GGJT has no field for grouped-query attention (head_count_kv != head_count)")
+    n_embd, n_head = int(md["llama.embedding_length"]), int(md["llama.attention.head_count"])
+    n_mult = int(md["llama.legacy.n_mult"]) if "llama.legacy.n_mult" in md else _n_mult(n_embd, int(md["llama.feed_forward_length"]))
+    n_rot = int(md["llama.legacy.n_rot"]) if "llama.legacy.n_rot" in md else n_embd // n_head
+    tokens = list(md.get("tokenizer.ggml.tokens", []))
+    types = [int(x) for x in md.get("tokenizer.ggml.token_type", [1] * len(tokens))]
+    scores = md.get("tokenizer.ggml.scores")
+    vocab = LegacyVocab(legacy_texts(tokens, types), np.zeros(len(tokens), "<f4") if scores is None else scores.astype("<f4"))
+    names, records = llama_names(), []
+    for t in g.tensors.values():
+        legacy = names.backward(t.name)
+        if legacy is None:
+            raise MigrationError("export.tensor_name", f"tensor {t.name!r} has no legacy llama name")
+        if t.type.name not in GGJT_V3_TYPES or len(t.shape) > 2:
+            raise MigrationError("export.type", f"tensor {t.name!r} ({t.type.name}, {len(t.shape)} dims) cannot be stored in GGJT v3")
+        records.append(Container(name=legacy, type=GGJT_V3_TYPES[t.type.name], ne=list(t.shape), data=t.data, _padding=None))
+    n_vocab = len(tokens) if tokens else (g.tensors["token_embd.weight"].shape[1] if "token_embd.weight" in g.tensors else 0)
+    hparams = Container(n_vocab=n_vocab, n_embd=n_embd, n_mult=n_mult, n_head=n_head, n_layer=int(md["llama.block_count"]), n_rot=n_rot,
+                        ftype=int(md.get("general.file_type", 0)))  # fmt: skip
+    obj = Container(format="ggjt", version=3, profile="llama", hparams=hparams, vocab=vocab, tensors=records)
+    write_atomic(dst, lambda out: GGML.build_stream(obj, out))
+    back = GGML.parse_file(dst, profile="llama")
+    if len(back["tensors"]) != len(records) or len(back["vocab"]) != len(tokens):
+        raise MigrationError("export.verify", "the exported file reads back differently")
+    return Report(os.fspath(dst), "GGJT v3 (llama)", tensors=len(records), copied=len(records))

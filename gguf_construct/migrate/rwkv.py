@@ -1,0 +1,100 @@
+"""rwkv.cpp (versions 100 and 101) → GGUF v3, and GGUF → rwkv.cpp version 101.
+
+RWKV v4 and v5 have no llama.cpp architecture (reference §8.1), so they go to the GGUF specification's ``rwkv``
+architecture (``rwkv.architecture_version`` 4 or 5) with llama.cpp's RWKV tensor names where it has one and the
+same naming style for the v4/v5-only parameters (schema/migrate.json). Shapes and bytes are unchanged (retired
+version-100 layouts are re-encoded as in :mod:`.common`), so exporting back to rwkv.cpp gives the input again.
+v6 and v7 files need llama.cpp's reshaping and stacking (§8.4), which is not done yet: they are refused.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from construct import Container
+
+from ..api.file import GGUFFile, write_atomic
+from ..api.legacy import LegacyFile
+from ..api.metadata import Metadata
+from ..formats.ggml import legacy_tables
+from ..formats.rwkv import RWKV
+from .common import MigrationError, NameMap, PlannedTensor, Report, finish_gguf, migrate_tables, plan_tensor
+
+#: ggml type → llama.cpp's general.file_type for a file "mostly" of that type.
+FILE_TYPE_OF = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7, "q5_0": 8, "q5_1": 9}
+
+
+def rwkv_names() -> NameMap:
+    return NameMap(migrate_tables()["rwkv"]["tensor_names"])
+
+
+def migrate_rwkv(f: LegacyFile, dst: str | os.PathLike[str], *, context_length: int | None = None, name: str | None = None,
+                 progress: bool = False, **_: Any) -> Report:  # fmt: skip
+    spec = migrate_tables()["rwkv"]
+    variant = f.metadata["architecture"]
+    if variant not in spec["architectures"]:
+        raise MigrationError("migrate.rwkv_version", f"RWKV {variant} files need llama.cpp's reshaping (reference §8.4): not supported yet")
+    report = Report(os.fspath(dst), f"GGUF v3 (rwkv {variant})")
+    header_type = f.container["data_type"]
+    table = {int(k): v for k, v in legacy_tables()["rwkv"]["types"][str(f.version)].items()}
+    main = table.get(header_type, "").split(".")[0]
+    if main not in FILE_TYPE_OF:
+        raise MigrationError("migrate.file_type", f"header data_type {header_type} ({main or 'unknown'}) has no GGUF file type")
+    names, planned = rwkv_names(), []
+    for t in f.tensors.records():
+        target = names.forward(t.name, variant)
+        if target is None:
+            raise MigrationError("migrate.tensor_name", f"rwkv.cpp parameter {t.name!r} has no GGUF name")
+        planned.append(plan_tensor(t, target, report))
+    ffn = f.tensors.get("blocks.0.ffn.key.weight")
+    md = Metadata([])
+    md.set("general.architecture", "rwkv")
+    if name:
+        md.set("general.name", name)
+    md.set("general.file_type", FILE_TYPE_OF[main])
+    if main not in ("f32", "f16"):
+        md.set("general.quantization_version", 2)
+    md.set("rwkv.architecture_version", spec["architectures"][variant])
+    md.set("rwkv.context_length", context_length or spec["context_length"])
+    md.set("rwkv.embedding_length", f.metadata["n_embed"])
+    md.set("rwkv.block_count", f.metadata["n_layer"])
+    if ffn is not None and len(ffn.shape) == 2:
+        md.set("rwkv.feed_forward_length", ffn.shape[1])
+    md.set("rwkv.vocab_size", f.metadata["n_vocab"], type="u32")
+    if f.version == 100 and main not in ("f32", "f16"):
+        report.notices.append("version-100 quantized data re-encoded into today's layouts")
+    return finish_gguf(dst, md, planned, report, progress=progress)
+
+
+def export_rwkv(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
+    """A GGUF file written by :func:`migrate_rwkv` (architecture 'rwkv', version 4/5) → rwkv.cpp version 101."""
+    md = g.metadata
+    if md.get("general.architecture") != "rwkv" or md.get("rwkv.architecture_version") not in (4, 5):
+        raise MigrationError("export.architecture", "only GGUF files of the 'rwkv' architecture, version 4 or 5, export to rwkv.cpp")
+    variant = "v5.2" if "blk.0.time_mix_gate.weight" in g.tensors else ("v5.1" if md["rwkv.architecture_version"] == 5 else "v4.0")
+    ids = {v: int(k) for k, v in legacy_tables()["rwkv"]["types"]["101"].items()}
+    main = {v: k for k, v in FILE_TYPE_OF.items()}.get(md.get("general.file_type"))
+    if main is None:
+        raise MigrationError("export.file_type", f"general.file_type {md.get('general.file_type')} has no rwkv.cpp type")
+    names, params = rwkv_names(), []
+    for t in g.tensors.values():
+        key = names.backward(t.name, variant)
+        if key is None:
+            raise MigrationError("export.tensor_name", f"tensor {t.name!r} has no rwkv.cpp name")
+        if t.type.name not in ids or not 1 <= len(t.shape) <= 3:
+            raise MigrationError("export.type", f"tensor {t.name!r} ({t.type.name}, {len(t.shape)} dims) cannot be stored by rwkv.cpp")
+        params.append(Container(key=key, data_type=ids[t.type.name], shape=list(t.shape), data=t.data))
+    emb = g.tensors.get("token_embd.weight")
+    if emb is None:
+        raise MigrationError("export.missing", "no token_embd.weight")
+    obj = Container(version=101, n_vocab=int(md.get("rwkv.vocab_size", emb.shape[1])), n_embed=int(md["rwkv.embedding_length"]),
+                    n_layer=int(md["rwkv.block_count"]), data_type=ids[main], parameters=params)  # fmt: skip
+    write_atomic(dst, lambda out: RWKV.build_stream(obj, out))
+    back = RWKV.parse_file(dst)
+    if [p["key"] for p in back["parameters"]] != [p["key"] for p in params]:
+        raise MigrationError("export.verify", "the exported file reads back differently")
+    return Report(os.fspath(dst), "rwkv.cpp v101", tensors=len(params), copied=len(params))
+
+
+__all__ = ["PlannedTensor", "export_rwkv", "migrate_rwkv"]
