@@ -1,0 +1,288 @@
+"""Ollama model manifests: parse them, check every blob against its sha256 digest, open the model as one set
+of tensors, and write a model store.
+
+Layout (``../shared/reference/ollama-blobs.md`` section 4): a models root (``$OLLAMA_MODELS``, by default
+``~/.ollama/models``) holds ``manifests/<host>/<namespace>/<model>/<tag>`` (defaults ``registry.ollama.ai``,
+``library``, ``latest``) and ``blobs/sha256-<64 hex>``. A manifest is Docker's v2 JSON: ``config`` and
+``layers``, each ``{mediaType, digest, size}`` plus optional ``name`` and ``from``. A layer's digest is the
+sha256 of its blob's bytes and ``size`` its length. The MLX engine loads every tensor of every
+``application/vnd.ollama.image.tensor`` blob, once per digest, taking tensor names from the blob headers; the
+layer ``name`` (the tensor, or an expert group's prefix) is informational.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import DuplicateError, FormatError, InvalidValueError, LayoutError, TruncatedError
+from ..formats.base import map_file
+from .safetensors import SafetensorsFile, SafetensorsTensor, TensorMap, from_bytes
+
+MEDIA_TENSOR = "application/vnd.ollama.image.tensor"
+MEDIA_JSON = "application/vnd.ollama.image.json"
+MEDIA_CONFIG = "application/vnd.docker.container.image.v1+json"
+MEDIA_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DIGEST = re.compile(r"sha256[:-]([0-9a-fA-F]{64})\Z")
+DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG = "registry.ollama.ai", "library", "latest"
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One manifest entry: media type, ``sha256:<hex>`` digest, size in bytes, and optional name and origin."""
+
+    media_type: str
+    digest: str
+    size: int
+    name: str | None = None
+    origin: str | None = None  # the JSON field "from"
+
+    @property
+    def hex(self) -> str:
+        return DIGEST.match(self.digest).group(1).lower()  # type: ignore[union-attr]
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
+        if self.origin is not None:
+            out["from"] = self.origin
+        if self.name is not None:
+            out["name"] = self.name
+        return out
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A parsed manifest (``schemaVersion`` 2): the config layer and the other layers, in file order."""
+
+    config: Layer
+    layers: tuple[Layer, ...]
+    schema_version: int = 2
+    media_type: str = MEDIA_MANIFEST
+
+    @property
+    def tensor_layers(self) -> list[Layer]:
+        return [layer for layer in self.layers if layer.media_type == MEDIA_TENSOR]
+
+    def to_bytes(self) -> bytes:
+        """The manifest as Go's json.Encoder writes it: compact, then a newline."""
+        obj = {"schemaVersion": self.schema_version, "mediaType": self.media_type, "config": self.config.to_json(), "layers": [x.to_json() for x in self.layers]}
+        return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+def _layer(obj: Any, path: str) -> Layer:
+    if not isinstance(obj, dict):
+        raise InvalidValueError("manifest.layer", "a layer is not a JSON object", path=path)
+    for key, kind in (("mediaType", str), ("digest", str), ("size", int)):
+        if not isinstance(obj.get(key), kind) or isinstance(obj.get(key), bool):
+            raise InvalidValueError("manifest.layer", f"{key} is missing or not a {kind.__name__}", path=f"{path}.{key}")
+    if not DIGEST.match(obj["digest"]):
+        raise InvalidValueError("manifest.digest", f"digest {obj['digest']!r} is not sha256:<64 hex digits>", path=f"{path}.digest")
+    if obj["size"] < 0:
+        raise InvalidValueError("manifest.layer", f"size {obj['size']} is negative", path=f"{path}.size")
+    name, origin = obj.get("name"), obj.get("from")
+    return Layer(obj["mediaType"], obj["digest"], obj["size"], name if isinstance(name, str) else None, origin if isinstance(origin, str) else None)
+
+
+def parse_manifest(data: bytes | str) -> Manifest:
+    """A Manifest from its JSON bytes; FormatError for anything that is not a v2 manifest."""
+    try:
+        obj = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InvalidValueError("manifest.json", f"manifest is not JSON: {e}") from None
+    except RecursionError:
+        raise InvalidValueError("manifest.json", "manifest nests too deeply") from None
+    if not isinstance(obj, dict):
+        raise InvalidValueError("manifest.object", "manifest is not a JSON object")
+    if obj.get("schemaVersion") != 2:
+        raise InvalidValueError("manifest.version", f"schemaVersion is {obj.get('schemaVersion')!r}, not 2", path="schemaVersion")
+    layers = obj.get("layers")
+    if not isinstance(layers, list):
+        raise InvalidValueError("manifest.layers", "layers is missing or not a list", path="layers")
+    return Manifest(_layer(obj.get("config"), "config"), tuple(_layer(x, f"layers[{i}]") for i, x in enumerate(layers)), 2, str(obj.get("mediaType", MEDIA_MANIFEST)))
+
+
+# -- paths -----------------------------------------------------------------------------------------------
+def default_root() -> Path:
+    return Path(os.environ.get("OLLAMA_MODELS") or Path.home() / ".ollama" / "models")
+
+
+def split_model(model: str) -> tuple[str, str, str, str]:
+    """``[host/][namespace/]model[:tag]`` → (host, namespace, model, tag) with Ollama's defaults."""
+    name, _, tag = model.partition(":")
+    parts = name.split("/")
+    if len(parts) > 3 or not all(parts):
+        raise ValueError(f"model name {model!r}: expected [host/][namespace/]model[:tag]")
+    parts = [DEFAULT_HOST, DEFAULT_NAMESPACE][: 3 - len(parts)] + parts
+    return parts[0], parts[1], parts[2], tag or DEFAULT_TAG
+
+
+def manifest_path(root: str | os.PathLike[str], model: str) -> Path:
+    host, namespace, name, tag = split_model(model)
+    return Path(root) / "manifests" / host / namespace / name / tag
+
+
+def blob_path(root: str | os.PathLike[str], digest: str) -> Path:
+    """``<root>/blobs/sha256-<hex>`` (the digest's colon becomes a dash)."""
+    m = DIGEST.match(digest)
+    if not m:
+        raise InvalidValueError("manifest.digest", f"digest {digest!r} is not sha256:<64 hex digits>")
+    return Path(root) / "blobs" / f"sha256-{m.group(1)}"
+
+
+def root_of(manifest_file: str | os.PathLike[str]) -> Path:
+    """The models root above a manifest file (the parent of its ``manifests`` folder)."""
+    p = Path(manifest_file).resolve()
+    for parent in p.parents:
+        if parent.name == "manifests":
+            return parent.parent
+    raise ValueError(f"{manifest_file} is not inside a models root's manifests/ folder")
+
+
+def sha256_of(data: Any) -> str:
+    """The hex sha256 of a buffer (a memory map is hashed in place)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def verify_blob(view: memoryview, layer: Layer, path: str = "") -> None:
+    """Raise unless the blob's length is the layer's size and its sha256 the layer's digest."""
+    if len(view) != layer.size:
+        raise TruncatedError("blob.size", f"blob {path or layer.digest} has {len(view)} bytes; the manifest says {layer.size}", path=layer.name or "")
+    got = sha256_of(view)
+    if got != layer.hex:
+        raise InvalidValueError("blob.digest", f"blob {path or layer.digest} has sha256 {got}; the manifest says {layer.hex}", path=layer.name or "")
+
+
+# -- the model -------------------------------------------------------------------------------------------
+@dataclass
+class OllamaModel:
+    """A model opened from a manifest: ``tensors`` from every tensor blob, ``metadata`` (the config blob's
+    JSON), ``blobs`` (digest → SafetensorsFile), ``json_files`` (layer name → parsed JSON)."""
+
+    path: str
+    manifest: Manifest
+    root: Path
+    blobs: dict[str, SafetensorsFile] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    json_files: dict[str, Any] = field(default_factory=dict)
+    tensors: Mapping[str, SafetensorsTensor] = field(default_factory=dict)
+    format: str = "ollama"
+
+    def close(self) -> None:
+        for b in self.blobs.values():
+            b.close()
+
+    def __enter__(self) -> OllamaModel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _read_json(view: memoryview, what: str) -> Any:
+    try:
+        return json.loads(bytes(view))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise InvalidValueError("blob.json", f"{what} is not JSON: {e}") from None
+
+
+def open_model(manifest_file: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None, verify: bool = True, strict: bool = True) -> OllamaModel:
+    """Open the model a manifest describes: verify each blob (size and sha256) when ``verify``, load every
+    tensor blob once per digest, and merge their logical tensors (a name in two blobs is a DuplicateError)."""
+    manifest = parse_manifest(Path(manifest_file).read_bytes())
+    base = Path(root) if root is not None else root_of(manifest_file)
+    model = OllamaModel(os.fspath(manifest_file), manifest, base)
+    views: dict[str, memoryview] = {}
+
+    def blob(layer: Layer) -> memoryview:
+        if layer.digest not in views:
+            p = blob_path(base, layer.digest)
+            try:
+                view = map_file(p)
+            except FileNotFoundError:
+                raise LayoutError("blob.missing", f"blob {p} is missing", path=layer.name or layer.digest) from None
+            if verify:
+                verify_blob(view, layer, os.fspath(p))
+            views[layer.digest] = view
+        return views[layer.digest]
+
+    model.metadata = _read_json(blob(manifest.config), "the config blob")
+    for layer in manifest.layers:
+        if layer.media_type == MEDIA_JSON:
+            model.json_files[layer.name or layer.digest] = _read_json(blob(layer), f"layer {layer.name}")
+    hint = _model_quant_type(model.metadata)
+    merged: dict[str, SafetensorsTensor] = {}
+    origin: dict[str, str] = {}
+    for layer in manifest.tensor_layers:
+        if layer.digest in model.blobs:
+            continue
+        try:
+            f = from_bytes(blob(layer), strict=strict, path=os.fspath(blob_path(base, layer.digest)), hint=hint)
+        except FormatError as e:
+            raise type(e)(e.rule, f"blob of layer {layer.name or layer.digest}: {e.message}", path=e.path, offset=e.offset) from None
+        if hint is None and f.quant_type:
+            hint = f.quant_type  # Ollama: the first blob with a quant_type sets the model-wide default
+        model.blobs[layer.digest] = f
+        for name, t in f.tensors.items():
+            if name in merged:
+                raise DuplicateError("tensor.duplicate", f"tensor {name!r} is in the blobs of layers {origin[name]!r} and {layer.name!r}", path=name)
+            merged[name] = t
+            origin[name] = layer.name or layer.digest
+    model.tensors = TensorMap(merged)
+    return model
+
+
+def _model_quant_type(config: Any) -> str | None:
+    ft = config.get("file_type") if isinstance(config, dict) else None
+    from ..quants.mlx import quant_types
+
+    return ft.lower() if isinstance(ft, str) and ft.lower() in quant_types() else None
+
+
+def load_manifest(path: str | os.PathLike[str], *, strict: bool = True, **_: Any) -> OllamaModel:
+    """The registry loader: ``load(manifest_file)``."""
+    return open_model(path, strict=strict)
+
+
+def validate_manifest_bytes(data: Any, profile: str = "spec") -> list[Any]:
+    """The manifest's own rules (the blobs are checked by ``open_model``, which knows where they are)."""
+    from ..validation import Issue
+
+    try:
+        parse_manifest(bytes(memoryview(data)))
+    except FormatError as e:
+        return [Issue(e.rule, e.message, e.path, e.offset)]
+    return []
+
+
+# -- writing a model store -------------------------------------------------------------------------------
+def write_blob(root: str | os.PathLike[str], data: bytes, media_type: str, name: str | None = None) -> Layer:
+    """Store ``data`` as a blob under its sha256 (once: an existing blob is kept) and return its layer."""
+    from .file import write_atomic
+
+    digest = "sha256:" + sha256_of(data)
+    p = blob_path(root, digest)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if not p.exists():
+        write_atomic(p, lambda f: f.write(data))
+    return Layer(media_type, digest, len(data), name)
+
+
+def write_model(root: str | os.PathLike[str], model: str, tensor_blobs: list[tuple[str, bytes]], config: Mapping[str, Any], json_files: Mapping[str, Any] | None = None) -> Path:
+    """Write blobs and a manifest for ``model`` (``name[:tag]``) under ``root``; returns the manifest path."""
+    from .file import write_atomic
+
+    layers = [write_blob(root, data, MEDIA_TENSOR, name) for name, data in tensor_blobs]
+    for name, obj in (json_files or {}).items():
+        layers.append(write_blob(root, json.dumps(obj, separators=(",", ":")).encode(), MEDIA_JSON, name))
+    cfg = write_blob(root, json.dumps(dict(config), separators=(",", ":")).encode(), MEDIA_CONFIG)
+    manifest = Manifest(cfg, tuple(layers))
+    target = manifest_path(root, model)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(target, lambda f: f.write(manifest.to_bytes()))
+    return target

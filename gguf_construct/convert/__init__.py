@@ -1,0 +1,11 @@
+"""Conversion between safetensors (plain files, Ollama blobs, Ollama manifests) and GGUF, verified by value.
+
+- :func:`convert` — a path to a path: the kinds are detected (GGUF, safetensors, manifest in; ``.gguf``,
+  ``.safetensors`` or an Ollama models folder out)
+- :func:`to_gguf` / :func:`from_gguf` — the tensor-level conversions, with their ``Report``
+"""
+
+from .files import convert
+from .gguf import Report, VerificationError, from_gguf, to_gguf
+
+__all__ = ["Report", "VerificationError", "convert", "from_gguf", "to_gguf"]

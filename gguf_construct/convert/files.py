@@ -1,0 +1,116 @@
+"""``convert(IN, OUT)``: detect what the input and output are, convert, write atomically, verify.
+
+Inputs: a GGUF file, a safetensors file (an Ollama blob, an MLX or HF file) or an Ollama manifest (its blobs
+are checked against their sha256 digests). Outputs by name: ``*.gguf``; ``*.safetensors`` (one file, the
+combined quantized layout); or a folder (``OUT/`` or an existing directory), which becomes an Ollama models
+root holding one blob per tensor (Ollama's Go writer layout) and a manifest for ``model`` (``name[:tag]``).
+GGUF to GGUF rewrites the byte order or version. After writing, the output is opened again and every tensor
+compared by value with the input.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..api.file import load_gguf
+from ..formats.detect import detect
+from .gguf import Report, from_gguf, to_gguf, verify
+
+
+def output_kind(path: str | os.PathLike[str]) -> str:
+    """'gguf', 'safetensors' or 'ollama' (a folder) from the output's name."""
+    p = os.fspath(path)
+    if p.endswith(".gguf"):
+        return "gguf"
+    if p.endswith(".safetensors"):
+        return "safetensors"
+    if p.endswith(os.sep) or Path(p).is_dir():
+        return "ollama"
+    raise ValueError(f"{p}: name the output *.gguf, *.safetensors, or a folder (OUT/) for an Ollama models root")
+
+
+def open_input(path: str | os.PathLike[str], *, hint: str | None = None) -> tuple[str, Any]:
+    """(kind, opened file) for a GGUF file, a safetensors file or an Ollama manifest."""
+    kind = detect(path)
+    if kind == "gguf":
+        return kind, load_gguf(path)
+    if kind == "safetensors":
+        from ..api.safetensors import load_safetensors
+
+        return kind, load_safetensors(path, hint=hint)
+    if kind == "ollama":
+        from ..api.ollama import open_model
+
+        return kind, open_model(path)
+    raise ValueError(f"{path}: cannot convert a {kind} file")
+
+
+def convert(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    byte_order: str | None = None,
+    version: int | None = None,
+    style: str | None = None,
+    model: str = "converted",
+    hint: str | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Report:
+    """Convert ``src`` to ``dst`` (kinds detected), verify the values, return the report (notices also go to ``log``)."""
+    kind, f = open_input(src, hint=hint)
+    out = output_kind(dst)
+    if kind == "gguf" and out == "gguf":
+        if byte_order is None and version is None:
+            raise ValueError("GGUF to GGUF: give a byte order and/or a version")
+        f.save(dst, byte_order=byte_order, version=version)
+        return Report(targets={n: f.tensors[n].type.name for n in f.tensors})
+    if kind in ("safetensors", "ollama"):
+        if out != "gguf":
+            raise ValueError(f"{kind} input converts to GGUF (name the output *.gguf)")
+        metadata = f.metadata if kind == "safetensors" else {}
+        g, report = to_gguf(f.tensors, {k: v for k, v in metadata.items() if isinstance(v, str)})
+        g.save(dst, byte_order=byte_order, version=version)
+        _check_gguf(dst, f.tensors, report)
+    else:
+        report = _gguf_to_safetensors(f, dst, out, style, model)
+    for notice in report.notices:
+        if log:
+            log(notice)
+    return report
+
+
+def _check_gguf(dst: Any, tensors: Any, report: Report) -> None:
+    written = load_gguf(dst)
+    for name in report.targets:
+        verify(name, tensors[name].to_numpy().reshape(-1), written.tensors[name].to_numpy().reshape(-1))
+
+
+def _gguf_to_safetensors(f: Any, dst: Any, out: str, style: str | None, model: str) -> Report:
+    from construct import Container
+
+    from ..api.safetensors import from_bytes, save_safetensors
+    from ..formats.safetensors import SAFETENSORS
+
+    if out == "safetensors":
+        items, report = from_gguf(f)
+        _, entries, metadata = items[0]
+        save_safetensors(dst, entries, metadata or None, style=style or "safetensors")
+        written = {"": from_bytes(Path(dst).read_bytes(), strict=True)}
+    else:
+        from ..api.ollama import open_model, write_model
+
+        items, report = from_gguf(f, per_tensor=True)
+        blobs = [(name, SAFETENSORS.build(Container(tensors=entries, metadata=md or None, style=style or "ollama"))) for name, entries, md in items]
+        manifest = write_model(dst, model, blobs, {"model_format": "safetensors", "file_type": "", "source": "gguf-construct"})
+        written = {"": open_model(manifest)}
+    got = written[""].tensors
+    for name in report.targets:
+        expected = f.tensors[name].to_numpy()
+        verify(name, expected.reshape(-1), np.asarray(got[name].to_numpy()).reshape(-1))
+        report.verified = len(report.targets)
+    return report

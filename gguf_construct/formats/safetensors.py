@@ -1,0 +1,484 @@
+"""The safetensors file format (HF safetensors, MLX, Ollama's tensor blobs) as a construct declaration.
+
+``SAFETENSORS`` parses a whole file into a ``Container``::
+
+    header_size   u64 little-endian: N, the header's length in bytes
+    header        N bytes of UTF-8 JSON (may end in padding): a ``Header`` keeping the exact bytes,
+                  parsed into a dict only when asked (``header.json``, ``header.entries``, ``header.metadata``)
+    data_offset   computed: 8 + N, where the data region starts in the file
+    data          the data region, a zero-copy memoryview; each tensor's ``data_offsets`` [begin, end) count
+                  from its start
+
+and builds such a container back to the same bytes (the header's key order, spacing and padding are kept
+because its bytes are). Building from a fresh object (``tensors`` and ``metadata``, no ``header``) lays out
+the header and the data the way one of three writers does (``style``):
+
+- ``"safetensors"``: the HF library — ``__metadata__`` first, data sorted by dtype (descending enum order)
+  then name, keys in data order, header padded with spaces to a multiple of 8;
+- ``"mlx"``: ``mx.save_safetensors`` — every key sorted, entry fields sorted (``data_offsets, dtype, shape``),
+  ``"__metadata__":null`` when there is none, no padding, data in the order given;
+- ``"ollama"``: Ollama's Go writer — keys sorted, entry fields ``dtype, shape, data_offsets``, Go's JSON
+  escapes, padded with spaces to a multiple of 8, data in the order given.
+
+Facts from ``../shared/reference/ollama-blobs.md`` section 1; the dtypes come from ``schema/safetensors_dtypes.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+from construct import Construct, Container, Int64ul, Rebuild, SizeofError, Struct, Tell, this
+
+from ..errors import FormatError, InvalidValueError, LimitError, TruncatedError, UnsupportedTypeError
+from ..tables import _load
+from .base import FileConstruct, as_stream
+from .fields import Remainder
+
+#: The largest header the safetensors library reads (it rejects N > 100,000,000; MLX already N >= 100,000,000).
+MAX_HEADER_SIZE = 100_000_000
+METADATA_KEY = "__metadata__"
+ENTRY_FIELDS = ("dtype", "shape", "data_offsets")
+STYLES = ("safetensors", "mlx", "ollama")
+
+
+# -- dtypes ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Dtype:
+    """A safetensors dtype: its name, bits per element, numpy dtype (None for BF16/F4/F6/F8) and enum order."""
+
+    name: str
+    bits: int
+    numpy: str | None
+    order: int
+    mlx: bool
+
+    def nbytes(self, n_elements: int) -> int | None:
+        """Bytes for ``n_elements`` values; None when they do not fill whole bytes."""
+        total = n_elements * self.bits
+        return total // 8 if total % 8 == 0 else None
+
+    @property
+    def storage(self) -> np.dtype:
+        """The numpy dtype the raw data is viewed as: the value's own, else unsigned integers of its width."""
+        if self.numpy:
+            return np.dtype(self.numpy)
+        return np.dtype("<u2") if self.bits == 16 else np.dtype(np.uint8)
+
+
+@cache
+def dtypes() -> dict[str, Dtype]:
+    """Every dtype name (case-sensitive, as the file spells it) → Dtype."""
+    rows = _load("safetensors_dtypes.json")["dtypes"]
+    return {r["name"]: Dtype(r["name"], r["bits"], r["numpy"], i, r["mlx"]) for i, r in enumerate(rows)}
+
+
+def dtype_for_numpy(dt: np.dtype) -> str:
+    """The safetensors dtype name of a numpy dtype (uint16 is U16: BF16 data must name its dtype)."""
+    dt = np.dtype(dt).newbyteorder("<") if np.dtype(dt).itemsize > 1 else np.dtype(dt)
+    for d in dtypes().values():
+        if d.numpy and np.dtype(d.numpy) == dt:
+            return d.name
+    raise ValueError(f"no safetensors dtype for numpy dtype {dt}")
+
+
+# -- the header ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Entry:
+    """One tensor entry of the header: dtype, shape (numpy order) and [begin, end) in the data region."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.begin
+
+    @property
+    def n_elements(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+class _Object(dict):
+    """A JSON object that remembers its (key, value) pairs in file order, duplicates included."""
+
+    pairs: list[tuple[str, Any]]
+
+
+def _object(pairs: list[tuple[str, Any]]) -> _Object:
+    out = _Object(pairs)
+    out.pairs = pairs
+    return out
+
+
+def _is_int(x: Any) -> bool:
+    return type(x) is int
+
+
+def entry_problems(name: str, value: Any) -> list[tuple[str, str]]:
+    """(rule, message) for everything wrong with one tensor entry on its own (not its place in the data)."""
+    if _entry_is_sound(value):  # the common case, decided without building messages
+        return []
+    if not isinstance(value, dict):
+        return [("header.entry", f"entry is a JSON {_kind(value)}, not an object")]
+    missing = [f for f in ENTRY_FIELDS if f not in value]
+    if missing:
+        return [("header.entry", f"entry has no {', '.join(missing)}")]
+    out = []
+    dtype, shape, offsets = value["dtype"], value["shape"], value["data_offsets"]
+    known = dtypes().get(dtype) if isinstance(dtype, str) else None
+    if known is None:
+        out.append(("tensor.dtype", f"unknown dtype {dtype!r} (dtype names are case-sensitive)"))
+    if not isinstance(shape, list) or not all(_is_int(d) for d in shape):
+        out.append(("tensor.shape", f"shape {json.dumps(shape)} is not a list of integers"))
+    elif any(d < 0 for d in shape):
+        out.append(("tensor.shape", f"shape {shape} has a negative dimension"))
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_int(o) for o in offsets):
+        out.append(("tensor.data_offsets", f"data_offsets {json.dumps(offsets)} is not a pair of integers"))
+    elif offsets[0] < 0 or offsets[1] < offsets[0]:
+        out.append(("tensor.data_offsets", f"data_offsets {offsets}: need 0 <= begin <= end"))
+    if out:
+        return out
+    n = 1
+    for d in shape:
+        n *= d
+    size = known.nbytes(n)
+    if size is None:
+        out.append(("tensor.size", f"{n} elements of {dtype} do not fill whole bytes"))
+    elif offsets[1] - offsets[0] != size:
+        out.append(("tensor.size", f"data_offsets {offsets} span {offsets[1] - offsets[0]} bytes; shape {shape} of {dtype} needs {size}"))
+    return out
+
+
+def _entry_is_sound(value: Any) -> bool:
+    """True for an entry with a known dtype, a shape of ints >= 0 and offsets that span exactly its bytes."""
+    try:
+        dtype, shape, (begin, end) = value["dtype"], value["shape"], value["data_offsets"]
+        known = dtypes()[dtype]
+    except (KeyError, TypeError, ValueError):
+        return False
+    if type(shape) is not list or type(begin) is not int or type(end) is not int or not 0 <= begin <= end:
+        return False
+    n = 1
+    for d in shape:
+        if type(d) is not int or d < 0:
+            return False
+        n *= d
+    return known.nbytes(n) == end - begin
+
+
+def _kind(x: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(x), "number")
+
+
+class Header(Mapping[str, Any]):
+    """The JSON header: its exact bytes (``raw``), parsed into a dict on first use.
+
+    As a mapping it is the parsed top-level object (the last value wins for a duplicate key, as both MLX and
+    the safetensors library read it). ``entries`` and ``metadata`` check what they return and raise a
+    FormatError naming the tensor, the rule and the key's byte offset.
+    """
+
+    def __init__(self, raw: bytes, offset: int = 8):
+        self.raw = bytes(raw)
+        self.offset = offset  # where the header starts in the file
+        self._json: _Object | None = None
+        self._problems: dict[str, list[tuple[str, str]]] | None = None
+        self._entries: dict[str, Entry] | None = None
+
+    # -- the parsed object ------------------------------------------------------------------------------
+    @property
+    def text(self) -> str:
+        try:
+            return self.raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InvalidValueError("header.utf8", f"header is not UTF-8 ({e.reason})", path="header", offset=self.offset + e.start) from None
+
+    @property
+    def json(self) -> _Object:
+        """The top-level JSON object (``pairs`` lists its keys in file order, duplicates included)."""
+        if self._json is None:
+            text = self.text
+            body = text.rstrip(" \0")
+            try:
+                value = json.loads(body, object_pairs_hook=_object)
+            except json.JSONDecodeError as e:
+                raise InvalidValueError("header.json", f"header is not JSON: {e.msg}", path="header", offset=self.offset + len(text[: e.pos].encode())) from None
+            if not isinstance(value, dict):
+                raise InvalidValueError("header.object", f"header is a JSON {_kind(value)}, not an object", path="header", offset=self.offset)
+            self._json = value
+        return self._json
+
+    @property
+    def padding(self) -> bytes:
+        """The bytes after the JSON text (spaces from the HF and Go writers; none from MLX)."""
+        body = self.raw.rstrip(b" \0")
+        return self.raw[len(body) :]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.json[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.json)
+
+    def __len__(self) -> int:
+        return len(self.json)
+
+    def key_offset(self, key: str) -> int | None:
+        """The file offset of ``key``'s first occurrence as a JSON string in the header (None if not found)."""
+        at = self.raw.find(json.dumps(key, ensure_ascii=False).encode())
+        return None if at < 0 else self.offset + at
+
+    def duplicates(self) -> list[str]:
+        """Top-level keys that occur more than once."""
+        seen: set[str] = set()
+        out = []
+        for k, _ in self.json.pairs:
+            if k in seen and k not in out:
+                out.append(k)
+            seen.add(k)
+        return out
+
+    # -- checked views -----------------------------------------------------------------------------------
+    @property
+    def metadata(self) -> dict[str, str] | None:
+        """``__metadata__`` (None when absent or null); every value must be a string."""
+        md = self.json.get(METADATA_KEY)
+        if md is None:
+            return None
+        where = dict(path=f"header.{METADATA_KEY}", offset=self.key_offset(METADATA_KEY))
+        if not isinstance(md, dict):
+            raise InvalidValueError("metadata.object", f"{METADATA_KEY} is a JSON {_kind(md)}, not an object", **where)
+        for k, v in md.items():
+            if not isinstance(v, str):
+                raise InvalidValueError("metadata.value", f"{METADATA_KEY}[{k!r}] is a JSON {_kind(v)}, not a string", **where)
+        return dict(md)
+
+    @property
+    def problems(self) -> dict[str, list[tuple[str, str]]]:
+        """Tensor name → what is wrong with its entry on its own (``entry_problems``), for every tensor key."""
+        if self._problems is None:
+            self._problems = {name: entry_problems(name, value) for name, value in self.json.items() if name != METADATA_KEY}
+        return self._problems
+
+    @property
+    def entries(self) -> dict[str, Entry]:
+        """Tensor name → Entry in header order (duplicates: the last one), each entry checked on its own."""
+        if self._entries is None:
+            out = {}
+            checked = self.problems
+            for name, value in self.json.items():
+                if name == METADATA_KEY:
+                    continue
+                problems = checked[name]
+                if problems:
+                    rule, message = problems[0]
+                    raise _error(rule)(rule, message, path=f"header[{name!r}]", offset=self.key_offset(name))
+                begin, end = value["data_offsets"]
+                out[name] = Entry(name, value["dtype"], tuple(value["shape"]), begin, end)
+            self._entries = out
+        return self._entries
+
+    def __repr__(self) -> str:
+        return f"Header({len(self.raw)} bytes)"
+
+
+def _error(rule: str) -> type[FormatError]:
+    if rule == "tensor.dtype":
+        return UnsupportedTypeError
+    return InvalidValueError
+
+
+class HeaderJSON(Construct):
+    """``N`` bytes of JSON: parses to a ``Header`` (exact bytes, lazily decoded); builds a Header's bytes, or
+    encodes a plain dict compactly."""
+
+    def __init__(self, length: Any):
+        super().__init__()
+        self.length = length
+
+    def _parse(self, stream, context, path):
+        s = as_stream(stream)
+        n = context.header_size
+        if n == 0:
+            raise InvalidValueError("header.size", "header length is 0 (the header must hold at least '{}')", path="header_size", offset=0)
+        if n > MAX_HEADER_SIZE:
+            raise LimitError("header.size", f"header length {n} is above the limit of {MAX_HEADER_SIZE:,} bytes", path="header_size", offset=0)
+        s.need(n, "header.size", f"a header of {n} bytes", "header_size")
+        start = s.pos
+        raw = bytes(s.view[start : start + n])
+        s.pos += n
+        return Header(raw, start)
+
+    def _build(self, obj, stream, context, path):
+        stream.write(header_bytes(obj))
+        return obj
+
+    def _sizeof(self, context, path):
+        raise SizeofError("the header has no fixed size", path=path)
+
+
+def header_bytes(obj: Any) -> bytes:
+    """The bytes of a header given as a Header, bytes or a dict (encoded compactly, no padding)."""
+    if isinstance(obj, Header):
+        return obj.raw
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return bytes(obj)
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def tensor_bytes(data: Any) -> memoryview:
+    """A tensor's data source (bytes-like, numpy array of any shape including 0-d and empty, or a callable
+    returning one) as flat bytes, copying only a non-contiguous array."""
+    if callable(data):
+        data = data()
+    if isinstance(data, np.ndarray):
+        return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+    view = memoryview(data)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+class DataRegion(Remainder):
+    """The bytes after the header as a zero-copy memoryview; built from a buffer, or from a list of tensor
+    data sources written back to back (each bytes-like, a numpy array, or a callable returning one)."""
+
+    def _build(self, obj, stream, context, path):
+        if isinstance(obj, list):
+            for source in obj:
+                stream.write(tensor_bytes(source))
+            return obj
+        return super()._build(obj, stream, context, path)
+
+
+SAFETENSORS_LAYOUT = Struct(
+    "header_size" / Rebuild(Int64ul, lambda ctx: len(header_bytes(ctx.header))),
+    "header" / HeaderJSON(this.header_size),
+    "data_offset" / Tell,
+    "data" / DataRegion(),
+)
+
+
+# -- building from a fresh object -------------------------------------------------------------------------
+def _numpy_entry(name: str, t: Any) -> tuple[str, list[int], Any]:
+    if isinstance(t, np.ndarray):
+        return dtype_for_numpy(t.dtype), list(t.shape), t
+    dtype, shape, data = t["dtype"], [int(d) for d in t["shape"]], t["data"]
+    return dtype, shape, data
+
+
+def _go_escape(text: str) -> str:
+    """Go's encoding/json escapes for a compact-dumped JSON text: <, >, & and U+2028/U+2029 as \\uXXXX."""
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def lay_out(tensors: Any, metadata: Mapping[str, str] | None = None, style: str = "safetensors") -> tuple[bytes, list[Any]]:
+    """(header bytes, data sources in data order) for ``tensors`` written by ``style``'s writer.
+
+    ``tensors``: a mapping name → numpy array or ``{dtype, shape, data}``, or a list of ``{name, dtype, shape,
+    data}``. Offsets are contiguous from 0.
+    """
+    if style not in STYLES:
+        raise ValueError(f"style must be one of {STYLES}")
+    items = list(tensors.items()) if isinstance(tensors, Mapping) else [(t["name"], t) for t in tensors]
+    rows = []
+    for name, t in items:
+        dtype, shape, data = _numpy_entry(name, t)
+        if dtype not in dtypes():
+            raise UnsupportedTypeError("tensor.dtype", f"unknown dtype {dtype!r}", path=f"tensors[{name!r}]")
+        rows.append((name, dtype, shape, data))
+    if style == "safetensors":
+        rows.sort(key=lambda r: (-dtypes()[r[1]].order, r[0]))
+    header: dict[str, Any] = {}
+    if metadata is not None and (metadata or style != "safetensors"):
+        header[METADATA_KEY] = dict(metadata)
+    elif style == "mlx":
+        header[METADATA_KEY] = None
+    offset, sources = 0, []
+    for name, dtype, shape, data in rows:
+        n = 1
+        for d in shape:
+            n *= d
+        size = dtypes()[dtype].nbytes(n)
+        if size is None or len(tensor_bytes(data)) != size:
+            raise ValueError(f"tensor {name!r}: shape {shape} of {dtype} needs {size} bytes of data")
+        entry = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        if style == "mlx":
+            entry = dict(sorted(entry.items()))
+        header[name] = entry
+        offset += size
+        sources.append(data)
+    if style == "mlx":
+        if header.get(METADATA_KEY):
+            header[METADATA_KEY] = dict(sorted(header[METADATA_KEY].items()))
+        header = dict(sorted(header.items()))
+        return json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode(), sources
+    if style == "ollama":
+        if header.get(METADATA_KEY):
+            header[METADATA_KEY] = dict(sorted(header[METADATA_KEY].items()))
+        header = dict(sorted(header.items()))
+        text = _go_escape(json.dumps(header, ensure_ascii=False, separators=(",", ":"))).encode()
+    else:
+        text = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
+    return text + b" " * (-len(text) % 8), sources
+
+
+class SafetensorsConstruct(FileConstruct):
+    """A whole safetensors file: ``SAFETENSORS_LAYOUT`` with the parse guarded and fresh objects laid out."""
+
+    what = "a safetensors file"
+
+    def _parse(self, stream, context, path):
+        s = as_stream(stream)
+        if s.remaining < 8:
+            raise TruncatedError("header.truncated", f"a safetensors file starts with an 8-byte header length; {s.remaining} bytes given", path="header_size", offset=s.pos)
+        return SAFETENSORS_LAYOUT._parsereport(s, context, path)
+
+    def _build(self, obj, stream, context, path):
+        if obj.get("header") is None:
+            raw, sources = lay_out(obj["tensors"], obj.get("metadata"), obj.get("style", "safetensors"))
+            obj = Container(header=Header(raw), data=sources)
+        elif obj.get("data") is None:
+            obj = Container(obj, data=b"")
+        return SAFETENSORS_LAYOUT._build(obj, stream, context, path)
+
+
+#: The safetensors file format: ``SAFETENSORS.parse(b)``, ``SAFETENSORS.build(container)``.
+SAFETENSORS = SafetensorsConstruct()
+
+
+def looks_like_safetensors(head: bytes) -> bool:
+    """True for a prefix that starts like a safetensors file: a header length in (0, limit], then ``{``
+    (after optional whitespace, which both readers accept)."""
+    if len(head) < 9:
+        return False
+    n = int.from_bytes(head[:8], "little")
+    if not 0 < n <= MAX_HEADER_SIZE:
+        return False
+    body = head[8 : 8 + n].lstrip(b" \t\r\n")
+    return body[:1] == b"{"
+
+
+def tensor_array(entry: Entry, data: memoryview | np.ndarray) -> np.ndarray:
+    """A tensor's values as a read-only numpy view of the data region (BF16 as uint16, F8/F4/F6 as uint8;
+    sub-byte dtypes as flat bytes)."""
+    d = dtypes()[entry.dtype]
+    if isinstance(data, np.ndarray):  # the region as uint8 already
+        buf = data[entry.begin : entry.end]
+    else:
+        buf = np.frombuffer(data, dtype=np.uint8, count=entry.nbytes, offset=entry.begin) if entry.nbytes else np.empty(0, np.uint8)
+    if d.bits < 8 or d.bits % 8:
+        out = buf
+    else:
+        out = buf.view(d.storage).reshape(entry.shape)
+    out.flags.writeable = False
+    return out
