@@ -1,0 +1,59 @@
+"""``gguf-construct convert IN OUT``: GGUF byte order and version, safetensors / Ollama blobs / manifests ↔ GGUF."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_OK, EXIT_BAD, EXIT_USAGE = 0, 1, 2
+
+DESCRIPTION = """\
+Convert a model file; the input kind is detected, the output kind comes from its name.
+  GGUF -> GGUF            --byte-order converts every tensor block by block (any ggml type); --version writes v1, v2 or v3
+  safetensors -> GGUF     an Ollama blob, an MLX or HF file, or an Ollama manifest (blobs checked against their sha256):
+                          mxfp4 -> MXFP4, nvfp4 -> NVFP4, int4 -> Q4_1 when lossless (checked per group), plain floats
+                          and integers as they are; otherwise BF16 or F32, whichever holds every value exactly (a notice)
+  GGUF -> OUT.safetensors one file in the combined layout: MXFP4 -> mxfp4, NVFP4 -> nvfp4, Q4_1 -> int4; others as floats
+  GGUF -> OUT/            an Ollama models folder: one blob per tensor and a manifest for --model
+Every conversion is verified: input and output are dequantized and compared value by value."""
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..convert import VerificationError, convert
+    from ..errors import FormatError
+
+    def notice(line: str) -> None:
+        print(f"notice: {line}", file=sys.stderr)
+
+    try:
+        report = convert(args.input, args.output, byte_order=args.byte_order, version=args.version, style=args.style, model=args.model, hint=args.quant_hint, log=notice)
+    except VerificationError as e:
+        print(f"{args.input}: error: {e}", file=sys.stderr)
+        return EXIT_BAD
+    except FormatError:
+        raise
+    except ValueError as e:
+        print(f"gguf-construct convert: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.byte_order or args.version:
+        print(f"{args.output}: {args.byte_order + '-endian' if args.byte_order else ''}{', ' if args.byte_order and args.version else ''}{f'GGUF v{args.version}' if args.version else ''}; {report.summary()}")
+    else:
+        print(f"{args.output}: {report.summary()}")
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    conv = sub.add_parser(
+        "convert",
+        help="GGUF byte order/version; safetensors, Ollama blobs and manifests to and from GGUF",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    conv.add_argument("input", metavar="IN")
+    conv.add_argument("output", metavar="OUT", help="*.gguf, *.safetensors, or a folder (ending in /) for an Ollama models root")
+    conv.add_argument("--byte-order", choices=("little", "big"), help="GGUF output byte order")
+    conv.add_argument("--version", type=int, choices=(1, 2, 3), help="GGUF output version")
+    conv.add_argument("--style", choices=("safetensors", "mlx", "ollama"), help="safetensors header layout: the HF library's, MLX's or Ollama's Go writer's")
+    conv.add_argument("--model", default="converted", help="model name[:tag] for an Ollama models folder (default: converted)")
+    conv.add_argument("--quant-hint", metavar="TYPE", help="quant type (int4, int8) to assume for blobs without quant metadata whose shapes are ambiguous")
+    conv.set_defaults(run=_run)

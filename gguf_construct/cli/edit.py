@@ -1,0 +1,197 @@
+"""``set``, ``delete`` and ``rename-tensor``: edit a GGUF file's metadata and tensor names.
+
+Any change (a new type, a longer string, an added or removed key) rewrites the file atomically: the new file
+is built beside the target with the tensor data streamed from the memory map, then renamed over it, so an
+interrupted edit leaves the old file intact. ``set --in-place`` instead overwrites the value's bytes in the
+file when the new record has exactly the old record's size (a scalar of the same type, a string of the same
+byte length), as gguf-py's ``gguf_set_metadata`` does; anything else is refused.
+
+Values are given as text and read by the key's type (``--type``, else the existing key's, else the standard
+key's, else the JSON value's): ``true``, ``4096``, ``1e-5``, ``'[1, 2, 3]'``, ``'["a", "b"]'``; ``str`` takes
+the text as is, or a file's content with ``--value-file``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..api.file import GGUFFile, load_gguf
+from ..api.metadata import infer_type, parse_type
+from ..tables import standard_key
+from .info import EXIT_BAD, EXIT_OK, usage
+
+_BOOLS = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
+
+
+def parse_value(text: str, type_spec: str | None) -> tuple[Any, str]:
+    """(value, type) for the text ``text`` read as ``type_spec`` (None: JSON if it reads as JSON, else str)."""
+    if type_spec is None:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return text, "str"
+        if isinstance(value, (dict, type(None))):
+            return text, "str"
+        return value, infer_type(value)
+    vt, _elem = parse_type(type_spec)
+    name = vt.name
+    if name == "str":
+        return text, "str"
+    if name == "bool":
+        if text.strip().lower() not in _BOOLS:
+            raise ValueError(f"{text!r} is not a bool (true/false/1/0)")
+        return _BOOLS[text.strip().lower()], "bool"
+    if name == "arr":
+        value = json.loads(text)
+        if not isinstance(value, list):
+            raise ValueError(f"{text!r} is not a JSON array")
+        return value, type_spec
+    if name.startswith(("u", "i")):
+        return int(text, 0), name
+    return float(text), name
+
+
+def _check_standard(key: str, type_spec: str, f: GGUFFile, force: bool) -> None:
+    std = standard_key(key, f.metadata.get("general.architecture") if key != "general.architecture" else None)
+    if std is not None and type_spec not in std.types and not force:
+        usage(f"gguf-construct set: {key} is a standard key of type {' or '.join(std.types)}, not {type_spec} (--force to write it anyway)")
+
+
+def _output(args: argparse.Namespace) -> str:
+    return args.output or args.file
+
+
+def _cmd_set(args: argparse.Namespace) -> int:
+    if (args.value is None) == (args.value_file is None):
+        usage("gguf-construct set: give VALUE or --value-file, not both")
+    f = load_gguf(args.file, strict=False)
+    meta = f.metadata
+    type_spec = args.type
+    if type_spec is None and args.key in meta and meta.type_of(args.key) != "arr[arr]":
+        type_spec = meta.type_of(args.key)
+    if type_spec is None:
+        std = standard_key(args.key, meta.get("general.architecture") if args.key != "general.architecture" else None)
+        type_spec = std.type if std else None
+    if args.value_file is not None:
+        with open(args.value_file, encoding="utf-8") as fh:
+            text = fh.read()
+        type_spec = type_spec or "str"
+    else:
+        text = args.value
+    try:
+        value, type_spec = parse_value(text, type_spec)
+        _check_standard(args.key, type_spec, f, args.force)
+        if args.in_place:
+            return _set_in_place(f, args, value, type_spec)
+        meta.set(args.key, value, type=type_spec)
+    except ValueError as e:
+        usage(f"gguf-construct set: {e}")
+    f.save(_output(args))
+    print(f"{_output(args)}: {args.key} = {_shown(meta[args.key])} ({meta.type_of(args.key)})")
+    return EXIT_OK
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _set_in_place(f: GGUFFile, args: argparse.Namespace, value: Any, type_spec: str) -> int:
+    """Overwrite one record's bytes in the file, when the new record encodes to the same size."""
+    from ..formats.gguf import ORDERS, gguf_layout
+
+    if args.output:
+        usage("gguf-construct set: --in-place edits FILE itself: drop -o")
+    if args.key not in f.metadata:
+        usage(f"gguf-construct set: --in-place changes an existing key; {args.key} is not in {args.file}")
+    layout = gguf_layout(ORDERS[f.byte_order], f.version >= 2)
+    kv_struct = next(sc for sc in layout.subcons if sc.name == "metadata_kv").subcon.subcon
+    offset = f.metadata.offset_of(args.key)
+    old = kv_struct.build(f.metadata.record(args.key))
+    f.metadata.set(args.key, value, type=type_spec)
+    new = kv_struct.build(f.metadata.record(args.key))
+    if len(new) != len(old):
+        usage(f"gguf-construct set: the new value takes {len(new)} bytes, the old {len(old)}: --in-place needs the same size (drop it to rewrite the file)")
+    f.close()
+    with open(args.file, "r+b") as fh:
+        fh.seek(offset)
+        if fh.read(len(old)) != old:
+            print(f"gguf-construct set: {args.file} changed while it was being edited; nothing written", file=sys.stderr)
+            return EXIT_BAD
+        fh.seek(offset)
+        fh.write(new)
+    print(f"{args.file}: {args.key} = {_shown(value)} ({type_spec}), {len(new)} bytes rewritten in place at offset {offset}")
+    return EXIT_OK
+
+
+def _cmd_delete(args: argparse.Namespace) -> int:
+    f = load_gguf(args.file, strict=False)
+    missing = [k for k in args.keys if k not in f.metadata]
+    if missing and not args.missing_ok:
+        usage(f"gguf-construct delete: no key {missing[0]!r} in {args.file}")
+    for key in args.keys:
+        f.metadata.pop(key, None)
+    f.save(_output(args))
+    print(f"{_output(args)}: deleted {len(args.keys) - len(missing)} keys")
+    return EXIT_OK
+
+
+def rename_tensor(f: GGUFFile, old: str, new: str) -> None:
+    """Rename a tensor in place of the file's tensor list (order and data unchanged)."""
+    if old not in f.tensors:
+        raise KeyError(f"no tensor {old!r}")
+    f.tensors.rename(old, new)
+
+
+def _cmd_rename(args: argparse.Namespace) -> int:
+    f = load_gguf(args.file, strict=False)
+    try:
+        rename_tensor(f, args.old, args.new)
+    except (KeyError, ValueError) as e:
+        usage(f"gguf-construct rename-tensor: {e.args[0]}")
+    f.save(_output(args))
+    print(f"{_output(args)}: {args.old} -> {args.new}")
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    out_help = "write the result here instead of replacing FILE (FILE is then left untouched)"
+    p = sub.add_parser(
+        "set",
+        help="set a metadata key (any type or size; the file is rewritten atomically)",
+        description=(
+            "Set KEY to VALUE. The type is --type, else the existing key's, else the standard key's, else read from "
+            "VALUE as JSON (a number, true/false, a list) or str. A standard key must get one of its standard types "
+            "(--force overrides). The file is rewritten atomically, tensor data streamed; --in-place overwrites the "
+            "record's bytes instead, when the new value has the same encoded size."
+        ),
+        epilog="examples: set m.gguf general.name 'My model';  set m.gguf llama.context_length 8192;  "
+        "set m.gguf tokenizer.chat_template --value-file t.jinja;  set m.gguf my.ids '[1,2,3]' --type 'arr[u16]'",
+    )
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("key", metavar="KEY")
+    p.add_argument("value", metavar="VALUE", nargs="?")
+    p.add_argument("--value-file", metavar="PATH", help="read a str value from a UTF-8 text file (e.g. a chat template)")
+    p.add_argument("--type", metavar="T", help="u8 i8 u16 i16 u32 i32 u64 i64 f32 f64 bool str, or arr[T]")
+    p.add_argument("--in-place", action="store_true", help="overwrite the value's bytes in FILE (same encoded size only)")
+    p.add_argument("--force", action="store_true", help="allow a non-standard type for a standard key")
+    p.add_argument("-o", "--output", metavar="OUT", help=out_help)
+    p.set_defaults(run=_cmd_set)
+
+    d = sub.add_parser("delete", help="remove metadata keys (the file is rewritten atomically)", description="Remove KEYs from FILE's metadata.")
+    d.add_argument("file", metavar="FILE")
+    d.add_argument("keys", metavar="KEY", nargs="+")
+    d.add_argument("--missing-ok", action="store_true", help="ignore keys the file does not have")
+    d.add_argument("-o", "--output", metavar="OUT", help=out_help)
+    d.set_defaults(run=_cmd_delete)
+
+    r = sub.add_parser("rename-tensor", help="rename a tensor (the file is rewritten atomically)", description="Rename tensor OLD to NEW; order and data are unchanged.")
+    r.add_argument("file", metavar="FILE")
+    r.add_argument("old", metavar="OLD")
+    r.add_argument("new", metavar="NEW")
+    r.add_argument("-o", "--output", metavar="OUT", help=out_help)
+    r.set_defaults(run=_cmd_rename)
+

@@ -1,0 +1,171 @@
+"""``info``: a readable report of one model file (``--json``, ``--markdown``), or a table over many files and
+directories, read on a process pool with a progress bar.
+
+Also the helpers every many-files command shares: ``expand`` (files and directories to file paths) and
+``run_pool`` (a function over paths on worker processes, results in input order).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, NoReturn
+
+EXIT_OK, EXIT_BAD, EXIT_USAGE = 0, 1, 2
+
+
+def usage(message: str) -> NoReturn:
+    """Stop with a usage error: the message on stderr, exit code 2."""
+    print(message, file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
+# -- shared by the many-files commands ----------------------------------------------------------------
+def expand(paths: Iterable[str], *, skip_later_shards: bool = False) -> list[str]:
+    """Files as given; directories walked (sorted) for files ``detect()`` recognises. ``skip_later_shards``
+    leaves out shards 2..N of a gguf-split set, whose first shard opens the whole set."""
+    from ..formats.detect import detect
+    from ..naming import shard_of
+
+    out: list[str] = []
+    for path in paths:
+        if not os.path.isdir(path):
+            out.append(path)
+            continue
+        for root, dirs, files in os.walk(path):
+            dirs.sort()
+            for name in sorted(files):
+                full = os.path.join(root, name)
+                if name.startswith(".") or not os.path.isfile(full):
+                    continue
+                try:
+                    detect(full)
+                except (ValueError, OSError):
+                    continue
+                shard = shard_of(name)
+                if skip_later_shards and shard and shard[1] > 1:
+                    continue
+                out.append(full)
+    return out
+
+
+def default_jobs() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def run_pool(work: Callable[[str], Any], paths: list[str], jobs: int, desc: str) -> list[Any]:
+    """``work(path)`` for every path, on ``jobs`` worker processes when there are several files, with a tqdm
+    progress bar on a terminal (when tqdm is installed). ``work`` must be a picklable top-level callable."""
+    bar = _bar(len(paths), desc)
+    results: list[Any] = []
+    if jobs <= 1 or len(paths) <= 1:
+        for p in paths:
+            results.append(work(p))
+            if bar:
+                bar.update(1)
+    else:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
+            for r in pool.map(work, paths, chunksize=1):
+                results.append(r)
+                if bar:
+                    bar.update(1)
+    if bar:
+        bar.close()
+    return results
+
+
+def _bar(total: int, desc: str) -> Any:
+    if total < 2 or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=desc, unit="file", file=sys.stderr)
+
+
+# -- info ----------------------------------------------------------------------------------------------
+def _info_row(path: str) -> dict[str, Any]:
+    """One file's summary row, or its error (for the many-files table; runs in a worker process)."""
+    from ..api.file import load
+    from ..errors import FormatError
+    from .report import summary_row
+
+    try:
+        return {"ok": True, **summary_row(load(path, strict=False), path)}
+    except (FormatError, OSError) as e:
+        return {"ok": False, "file": path, "error": e.describe() if isinstance(e, FormatError) else str(e)}
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from ..api.file import load
+    from .report import info_json, info_markdown, info_text
+
+    files = args.files
+    if len(files) == 1 and not os.path.isdir(files[0]):
+        args.file = files[0]
+        f = load(files[0], strict=False)
+        if args.json:
+            json.dump(info_json(f, full=args.full, path=files[0]), sys.stdout, ensure_ascii=False, indent=1)
+            sys.stdout.write("\n")
+        elif args.markdown:
+            sys.stdout.write(info_markdown(f, files[0]))
+        else:
+            print(info_text(f, files[0], full=args.full))
+        return EXIT_OK
+    paths = expand(files, skip_later_shards=True)
+    rows = run_pool(_info_row, paths, args.jobs, "info")
+    print_rows(rows, args)
+    return EXIT_OK if all(r["ok"] for r in rows) else EXIT_BAD
+
+
+def print_rows(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    from .report import human_bytes, table
+
+    if args.json:
+        json.dump(rows, sys.stdout, ensure_ascii=False, indent=1)
+        sys.stdout.write("\n")
+        return
+    header = ["FILE", "FORMAT", "ARCH", "PARAMS", "TENSORS", "DATA", "MAIN TYPE", "STATUS"]
+    body = []
+    for r in rows:
+        if r["ok"]:
+            from ..naming import size_label
+
+            status = f"{r['name_warnings']} name warnings" if r["name_warnings"] else "ok"
+            body.append([r["file"], r["format"], r["architecture"] or "-", size_label(r["parameters"]) if r["parameters"] else "0", r["tensors"], human_bytes(r["tensor_bytes"]), r["main_type"] or "-", status])
+        else:
+            body.append([r["file"], "-", "-", "-", "-", "-", "-", "error: " + r["error"]])
+    if args.markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "|".join(":--" for _ in header) + "|")
+        for b in body:
+            print("| " + " | ".join(str(c).replace("|", "\\|") for c in b) + " |")
+    else:
+        print(table(body, header, right={3, 4, 5}))
+    bad = sum(not r["ok"] for r in rows)
+    print(f"\n{len(rows)} files, {len(rows) - bad} read, {bad} unreadable", file=sys.stderr if args.markdown else sys.stdout)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "info",
+        help="show a file's model summary, metadata and tensors (or a table over many files)",
+        description=(
+            "Show a model file: architecture, parameter count, size by tensor type, general.* keys, tokenizer, chat "
+            "template, the file name's components (with warnings where the metadata disagrees), then every key with "
+            "its type and every tensor. Given several files or a directory: one summary row per file, read on a "
+            "process pool. A gguf-split set opens as one model from its first shard."
+        ),
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="model files or directories")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print JSON (type names as ggml spells them)")
+    fmt.add_argument("--markdown", action="store_true", help="print Markdown (like gguf_dump --markdown)")
+    p.add_argument("--full", action="store_true", help="include every array element")
+    p.add_argument("-j", "--jobs", type=int, default=default_jobs(), metavar="N", help="worker processes for many files (default: %(default)s)")
+    p.set_defaults(run=_cmd_info)

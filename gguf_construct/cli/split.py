@@ -1,0 +1,91 @@
+"""``split`` and ``merge``: gguf-split's shard sets (``-00001-of-00003.gguf``; ``split.no``, ``split.count``,
+``split.tensors.count``; metadata in the first shard). See :mod:`gguf_construct.api.shards`."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from .info import EXIT_OK, usage
+
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)?\Z", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """``500M``, ``2G``, ``1.5G``, ``4096`` → bytes (K/M/G/T are powers of 1000 as gguf-split reads them;
+    ``KiB``/``MiB``/``GiB`` powers of 1024)."""
+    m = _SIZE.match(text.strip())
+    if not m:
+        raise ValueError(f"{text!r} is not a size such as 500M or 2G")
+    number, scale, binary = float(m.group(1)), m.group(2).upper(), m.group(3) or ""
+    base = 1024 if binary.lower().startswith("i") else 1000
+    size = int(number * base ** ("KMGT".index(scale) + 1 if scale else 0))
+    if size < 1:
+        raise ValueError(f"{text!r}: the size must be at least one byte")
+    return size
+
+
+def _cmd_split(args: argparse.Namespace) -> int:
+    from ..api.file import load_gguf
+    from ..api.shards import plan, split
+
+    if (args.max_size is None) == (args.max_tensors is None):
+        usage("gguf-construct split: give --max-size or --max-tensors")
+    try:
+        max_size = parse_size(args.max_size) if args.max_size else None
+    except ValueError as e:
+        usage(f"gguf-construct split: {e}")
+    if args.max_tensors is not None and args.max_tensors < 1:
+        usage("gguf-construct split: --max-tensors must be at least 1")
+    f = load_gguf(args.file)
+    prefix = args.prefix or (args.file[:-5] if args.file.endswith(".gguf") else args.file)
+    if args.dry_run:
+        groups = plan(f, max_size=max_size, max_tensors=args.max_tensors, no_tensor_first_split=args.no_tensor_first_split)
+        for i, names in enumerate(groups):
+            size = sum(f.tensors[n].nbytes for n in names)
+            print(f"shard {i + 1}/{len(groups)}: {len(names)} tensors, {size} bytes")
+        return EXIT_OK
+    try:
+        paths = split(f, prefix, max_size=max_size, max_tensors=args.max_tensors, no_tensor_first_split=args.no_tensor_first_split)
+    except ValueError as e:
+        usage(f"gguf-construct split: {e}")
+    for p in paths:
+        print(p)
+    return EXIT_OK
+
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    from ..api.shards import merge, shard_paths
+
+    if shard_paths(args.file) is None:
+        usage(f"gguf-construct merge: {args.file} is not a shard name (<prefix>-00001-of-00003.gguf)")
+    merged = merge(args.file, args.output)
+    print(f"{args.output}: {len(merged.shards)} shards, {len(merged.tensors)} tensors")
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "split",
+        help="split a GGUF file into gguf-split shards",
+        description=(
+            "Write FILE as PREFIX-00001-of-0000N.gguf ... with llama.cpp's gguf-split conventions: the first shard holds "
+            "all metadata; every shard holds split.no (u16, 0-based), split.count (u16) and split.tensors.count (i32)."
+        ),
+    )
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("prefix", metavar="PREFIX", nargs="?", help="output name before -0000N-of-0000M.gguf (default: FILE less .gguf)")
+    p.add_argument("--max-size", metavar="S", help="at most S of tensor data per shard: 500M, 2G, 1.5GiB, bytes")
+    p.add_argument("--max-tensors", type=int, metavar="N", help="at most N tensors per shard")
+    p.add_argument("--no-tensor-first-split", action="store_true", help="the first shard holds metadata only")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    p.set_defaults(run=_cmd_split)
+
+    m = sub.add_parser(
+        "merge",
+        help="merge a gguf-split shard set into one file",
+        description="Merge the set FIRST_SHARD belongs to (every shard in the same folder) into OUT, dropping the split.* keys.",
+    )
+    m.add_argument("file", metavar="FIRST_SHARD")
+    m.add_argument("output", metavar="OUT")
+    m.set_defaults(run=_cmd_merge)

@@ -1,0 +1,88 @@
+"""``validate``: check files and directories against a profile, on a process pool; ``--keys`` adds the spec's
+standard-key rules (required keys present, standard keys with their types). One line per problem, then a
+summary table when there are several files. Exit 1 when any file has an error."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from functools import partial
+from typing import Any
+
+from ..formats.registry import PROFILES
+from .info import EXIT_BAD, EXIT_OK, default_jobs, expand, run_pool
+
+
+def validate_one(path: str, profile: str = "spec", keys: bool = False) -> dict[str, Any]:
+    """Every issue of one file as plain data (runs in a worker process)."""
+    from ..api.file import load
+    from ..errors import FormatError
+    from ..validation import check_keys, validate_file
+
+    issues = validate_file(path, profile)
+    if keys and not any(i.severity == "error" and i.rule in ("file.read", "format.unknown", "header.magic") for i in issues):
+        try:
+            seen = {(i.rule, i.path) for i in issues}
+            issues += [i for i in check_keys(load(path, strict=False)) if (i.rule, i.path) not in seen]
+        except (FormatError, OSError):
+            pass  # the structural issues above already say why the file cannot be read
+    errors = sum(i.severity == "error" for i in issues)
+    return {"file": path, "ok": errors == 0, "errors": errors, "warnings": len(issues) - errors, "issues": [asdict(i) for i in issues]}
+
+
+def _line(issue: dict[str, Any]) -> str:
+    from ..validation import Issue
+
+    return Issue(**issue).line()
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    paths = expand(args.files)
+    if not paths:
+        print("gguf-construct validate: no model files found", file=sys.stderr)
+        return EXIT_BAD
+    results = run_pool(partial(validate_one, profile=args.profile, keys=args.keys), paths, args.jobs, "validating")
+    if args.json:
+        json.dump(results, sys.stdout, ensure_ascii=False, indent=1)
+        sys.stdout.write("\n")
+    else:
+        what = f"{args.profile} profile" + (", standard keys" if args.keys else "")
+        for r in results:
+            for issue in r["issues"]:
+                print(f"{r['file']}: {_line(issue)}")
+            if r["ok"]:
+                print(f"{r['file']}: ok ({what})")
+        if len(results) > 1:
+            from .report import table
+
+            rows = [[r["file"], "ok" if r["ok"] else "INVALID", r["errors"], r["warnings"]] for r in results]
+            bad = sum(not r["ok"] for r in results)
+            print()
+            print(table(rows, ["FILE", "STATUS", "ERRORS", "WARNINGS"], right={2, 3}))
+            print(f"\n{len(results)} files: {len(results) - bad} valid, {bad} invalid ({what})")
+    return EXIT_OK if all(r["ok"] for r in results) else EXIT_BAD
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "validate",
+        help="check files against the spec or ggml's reader",
+        description=(
+            "Check files (and every model file under a directory); print one line per problem (rule, field, byte "
+            "offset) and, for several files, a summary table. Exit 1 if any file is invalid."
+        ),
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="model files or directories")
+    p.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default="spec",
+        help="'spec': each format's own rules (default); 'ggml': also what ggml's readers demand (GGUF, legacy formats); "
+        "'hf': also what the safetensors library demands (safetensors files). A profile checks other formats as 'spec'",
+    )
+    p.add_argument("--keys", action="store_true", help="also check standard keys: required keys present (general.*, the architecture's), standard types")
+    p.add_argument("--json", action="store_true", help="print the issues as JSON")
+    p.add_argument("-j", "--jobs", type=int, default=default_jobs(), metavar="N", help="worker processes (default: %(default)s)")
+    p.set_defaults(run=_cmd_validate)
