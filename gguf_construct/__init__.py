@@ -20,14 +20,17 @@ from .errors import (
     UnsupportedTypeError,
 )
 from .formats.detect import detect, schema_for
+from .formats.ggml import GGML
 from .formats.gguf import GGUF
+from .formats.rwkv import RWKV
+from .formats.safetensors import SAFETENSORS
 from .quants import dequantize, swap_byte_order
 from .validation import Issue, check, validate_bytes, validate_file
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "GGUF", "GGUFFile", "MetadataField", "TensorInfo", "Issue", "FormatError", "DuplicateError", "InvalidValueError",
+    "GGML", "RWKV", "GGUF", "SAFETENSORS", "GGUFFile", "MetadataField", "TensorInfo", "Issue", "FormatError", "DuplicateError", "InvalidValueError",
     "LayoutError", "LimitError", "TruncatedError", "UnknownFormatError", "UnsupportedTypeError", "check", "dequantize", "detect", "swap_byte_order",
     "from_bytes", "load", "new", "schema_for", "validate_bytes", "validate_file",
 ]  # fmt: skip

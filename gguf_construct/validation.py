@@ -19,8 +19,8 @@ from construct import Container
 from . import errors
 from .formats.base import map_file
 from .formats.fields import StringArray, value_type_id
-from .formats.gguf import GGUF, align_offset
-from .tables import GGML_TYPES, VALUE_TYPES, standard_key
+from .formats.gguf import GGUF, MAX_TENSOR_NAME, align_offset
+from .tables import GGML_TYPES, VALUE_TYPES, architecture_required_keys, standard_key
 
 PROFILES = ("spec", "ggml")
 INT64_MAX = 2**63 - 1
@@ -83,14 +83,18 @@ def validate_bytes(data: Any, profile: str = "spec") -> list[Issue]:
     """Every rule ``data`` breaks, for whichever format ``detect()`` names (GGUF rules for unknown bytes)."""
     from .formats.detect import detect
     from .formats.registry import FORMATS, resolve
+    from .formats.registry import PROFILES as ALL_PROFILES
 
     try:
         fmt = detect(data)
-    except errors.FormatError:
-        fmt = "gguf"
-    if fmt != "gguf":
-        return resolve(FORMATS[fmt].validator)(data, profile)
-    return validate_gguf_bytes(data, profile)
+    except errors.FormatError as e:
+        if e.rule != "format.unknown":  # recognised, and rejected for a reason of its own (a vocabulary dump, ...)
+            return [Issue(e.rule, e.message, e.path, e.offset)]
+        fmt = "gguf"  # no known magic: GGUF's rules say what is wrong with it
+    entry = FORMATS[fmt]
+    if profile not in entry.profiles and profile in ALL_PROFILES:
+        profile = "spec"  # e.g. 'hf' on a GGUF file: that profile says nothing about this format
+    return resolve(entry.validator)(data, profile)
 
 
 def validate_gguf_bytes(data: Any, profile: str = "spec") -> list[Issue]:
@@ -233,7 +237,7 @@ def _check_tensors(c: Container, file_size: int, alignment: int, ggml: bool, arc
     spans: list[tuple[int, int, int]] = []
     expected_offset = 0
     first_inconsistent: tuple[int, int] | None = None
-    max_name = 63 if ggml else 64
+    max_name = MAX_TENSOR_NAME - 1 if ggml else MAX_TENSOR_NAME
     for i, ti in enumerate(infos):
         path, at = f"tensor_infos[{i}]", ti.get("_offset")
         name = ti["name"]
@@ -263,6 +267,14 @@ def _check_tensors(c: Container, file_size: int, alignment: int, ggml: bool, arc
     if infos and bytes(c.get("_padding") or b"").strip(b"\0"):
         out.append(Issue("data.padding", "padding before the tensor data is not zero", "_padding", data_offset - len(c["_padding"]), "warning"))
     _check_block_indices(c, arch, out)
+
+
+def tensor_issues(ti: Container, path: str = "tensor") -> list[Issue]:
+    """What is wrong with one tensor info's dimensions, element count and type on its own (the checks that
+    make its byte size and its dequantization well defined)."""
+    out: list[Issue] = []
+    _check_shape_and_type(ti, path, ti.get("_offset"), out)
+    return out
 
 
 def _check_shape_and_type(ti: Container, path: str, at: int | None, out: list[Issue]) -> int | None:
@@ -318,3 +330,43 @@ def _check_block_indices(c: Container, arch: str | None, out: list[Issue]) -> No
         m = _BLOCK_INDEX.match(ti["name"])
         if m and int(m.group(1)) >= count:
             out.append(Issue("tensor.block_index", f"{ti['name']!r} is beyond {arch}.block_count = {count}", f"tensor_infos[{i}].name", ti.get("_offset")))
+
+
+# -- standard keys (validate --keys) --------------------------------------------------------------------
+def check_keys(f: Any) -> list[Issue]:
+    """The spec's key rules for a loaded file: required keys present, standard keys with their standard types.
+
+    Required: ``general.architecture``; the keys the spec lists for that architecture (``schema/keys.json``,
+    'architectures'); ``general.quantization_version`` when any tensor is quantized. A file without tensors
+    (a vocab-only file) gets warnings for the missing architecture keys, not errors. A shard after the first
+    (``split.no`` > 0) carries no model metadata by gguf-split's convention and is not checked. Files of other
+    formats have no GGUF keys: one warning says so.
+    """
+    if getattr(f, "format", "gguf") != "gguf":
+        return [Issue("keys.format", f"standard GGUF keys do not apply to a {f.format} file", severity="warning")]
+    meta = f.metadata
+    out: list[Issue] = []
+    type_of = getattr(meta, "type_of", None)
+    offset_of = getattr(meta, "offset_of", lambda key: None)
+    keys = list(meta)
+    split_no = meta.get("split.no")
+    if isinstance(split_no, int) and not isinstance(split_no, bool) and split_no > 0:
+        return out
+    arch = meta.get("general.architecture")
+    arch = arch if isinstance(arch, str) else None
+    if type_of is not None:
+        for i, key in enumerate(keys):
+            std = standard_key(key, arch)
+            if std is not None and type_of(key) not in std.types:
+                out.append(Issue("key.type", f"{key} is {type_of(key)}, the spec says {' or '.join(std.types)}", f"metadata_kv[{i}].value_type", offset_of(key)))
+    if "general.architecture" not in meta:
+        out.append(Issue("key.missing", "general.architecture is required", "metadata_kv"))
+    tensors = getattr(f, "tensors", {})
+    severity = "error" if len(tensors) else "warning"
+    for key in architecture_required_keys(arch) if arch else []:
+        if key not in meta:
+            out.append(Issue("key.missing", f"{key} is required for architecture {arch!r}" + ("" if len(tensors) else " (vocab-only file)"), "metadata_kv", severity=severity))
+    quantized = sorted({t.type.name for t in tensors.values() if getattr(t.type, "block_size", 1) > 1})
+    if quantized and "general.quantization_version" not in meta:
+        out.append(Issue("key.missing", f"general.quantization_version is required: tensors are quantized ({', '.join(quantized)})", "metadata_kv"))
+    return out

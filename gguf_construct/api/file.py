@@ -19,12 +19,14 @@ from construct import Container
 from ..errors import FormatError
 from ..formats.base import map_file
 from ..formats.gguf import GGUF
-from .metadata import Metadata
+from .metadata import Metadata, StandardKeys
 from .tensors import Tensors
 
 
 class GGUFFile:
     """A parsed GGUF file. ``metadata`` and ``tensors`` are live views that ``save`` writes back."""
+
+    format = "gguf"
 
     def __init__(self, container: Container, source: memoryview | None = None, path: str | None = None):
         self._container = container
@@ -54,6 +56,11 @@ class GGUFFile:
     def data_offset(self) -> int:
         """Where the tensor data section starts, from the start of the file."""
         return int(self._container.get("data_offset", 0))
+
+    @property
+    def meta(self) -> StandardKeys:
+        """Typed attribute access to the standard keys: ``f.meta.general.architecture``, ``f.meta.llm.context_length``."""
+        return StandardKeys(self.metadata)
 
     @property
     def container(self) -> Container:
@@ -145,12 +152,18 @@ def _new_file_mode(target: Path) -> int:
 
 
 def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None) -> Any:
-    """Open any model file ``detect()`` knows: a ``GGUFFile`` for GGUF, the format's own file object otherwise."""
+    """Open any model file ``detect()`` knows: a ``GGUFFile`` for GGUF, the format's own file object otherwise.
+    The first shard of a gguf-split set (``*-00001-of-0000N.gguf``, N > 1) opens the whole set as one model
+    (``api.shards.load_shards``; ``load_gguf`` opens the shard alone)."""
     from ..formats.detect import detect
     from ..formats.registry import FORMATS, resolve
 
     fmt = detect(path)
     if fmt == "gguf":
+        from .shards import is_first_shard, load_shards
+
+        if is_first_shard(path) and byte_order is None:
+            return load_shards(path, strict=strict, profile=profile)
         return load_gguf(path, strict=strict, profile=profile, byte_order=byte_order)
     return resolve(FORMATS[fmt].loader)(path, strict=strict)
 

@@ -6,13 +6,14 @@ reversed (ggml lists ne0, the fastest-varying dimension, first). Raw bytes need 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from construct import Container
 
-from ..formats.gguf import tensor_bytes, tensor_nbytes
+from ..errors import LayoutError, UnsupportedTypeError
+from ..formats.gguf import MAX_TENSOR_NAME, tensor_bytes, tensor_nbytes
 from ..tables import GGML_TYPES, GGMLType
 
 _DTYPE_TYPES = {"f4": "f32", "f2": "f16", "f8": "f64", "i1": "i8", "i2": "i16", "i4": "i32", "i8": "i64"}
@@ -39,7 +40,15 @@ class TensorInfo:
 
     @property
     def type(self) -> GGMLType:
-        return GGML_TYPES.lookup(self._info["type"])
+        """The ggml type; UnsupportedTypeError for an id ggml does not know (a file loaded with strict=False)."""
+        try:
+            return GGML_TYPES.lookup(self._info["type"])
+        except (KeyError, ValueError, TypeError):
+            raise UnsupportedTypeError("tensor.type", f"unknown ggml type {self._info['type']!r}", path=self._path, offset=self._info.get("_offset")) from None
+
+    @property
+    def _path(self) -> str:
+        return f"tensor_infos[{self.name!r}]"
 
     @property
     def offset(self) -> int:
@@ -65,12 +74,19 @@ class TensorInfo:
     def to_numpy(self, dtype: Any = np.float32) -> np.ndarray:
         """The values, dequantized and shaped in numpy order (ggml's shape reversed)."""
         from ..quants import dequantize
+        from ..validation import raise_first, tensor_issues
 
-        values = dequantize(self.data, self.type, byte_order=self.byte_order, dtype=dtype)
+        raise_first(tensor_issues(self._info, self._path))  # a leniently loaded file may hold any shape
+        data = self.data
+        if len(data) != self.nbytes:
+            raise LayoutError("tensor.bounds", f"{len(data)} bytes of data in the file; the tensor needs {self.nbytes}", path=self._path, offset=self._info.get("_offset"))
+        values = dequantize(data, self.type, byte_order=self.byte_order, dtype=dtype)
         return values.reshape(self.shape[::-1])
 
     def __repr__(self) -> str:
-        return f"TensorInfo({self.name!r}, shape={list(self.shape)}, type={self.type.name}, offset={self.offset}, nbytes={self.nbytes})"
+        known = GGML_TYPES.get(self._info["type"]) if isinstance(self._info["type"], int) else None
+        kind = known.name if known else self._info["type"]
+        return f"TensorInfo({self.name!r}, shape={list(self.shape)}, type={kind}, offset={self.offset})"
 
 
 def tensor_from(name: str, data: Any, ggml_type: Any = None, shape: Any = None) -> tuple[Container, Any]:
@@ -103,12 +119,22 @@ class Tensors(Mapping[str, TensorInfo]):
         self._infos = infos
         self._sources = sources
         self._order = byte_order
+        self._index: dict[str, int] | None = None  # name -> position, rebuilt after an edit
+
+    @classmethod
+    def joined(cls, parts: Sequence[Tensors], byte_order: str) -> Tensors:
+        """The tensors of several files (a shard set) as one list, in order; the data stays where it is."""
+        return cls([i for p in parts for i in p._infos], [s for p in parts for s in p._sources], byte_order)
 
     def _find(self, name: str) -> int:
-        for i, info in enumerate(self._infos):
-            if info["name"] == name:
-                return i
-        raise KeyError(name)
+        if self._index is None:
+            self._index = {}
+            for i, info in enumerate(self._infos):
+                self._index.setdefault(info["name"], i)  # a duplicate name (an invalid file): the first wins
+        return self._index[name]
+
+    def _edited(self) -> None:
+        self._index = None
 
     def __getitem__(self, name: str) -> TensorInfo:
         i = self._find(name)
@@ -128,6 +154,7 @@ class Tensors(Mapping[str, TensorInfo]):
         info, source = tensor_from(name, data, ggml_type, shape)
         self._infos.append(info)
         self._sources.append(source)
+        self._edited()
 
     def replace(self, name: str, data: Any, ggml_type: Any = None, shape: Any = None) -> None:
         i = self._find(name)
@@ -137,6 +164,18 @@ class Tensors(Mapping[str, TensorInfo]):
         i = self._find(name)
         del self._infos[i]
         del self._sources[i]
+        self._edited()
+
+    def rename(self, old: str, new: str) -> None:
+        """Give tensor ``old`` the name ``new``; its place, type, shape and data stay as they are."""
+        i = self._find(old)
+        if new in self:
+            raise ValueError(f"a tensor {new!r} exists already")
+        size = len(new.encode("utf-8"))
+        if not 1 <= size <= MAX_TENSOR_NAME:
+            raise ValueError(f"tensor names are 1 to {MAX_TENSOR_NAME} bytes; {new!r} has {size}")
+        self._infos[i] = Container(self._infos[i], name=new)
+        self._edited()
 
     def __repr__(self) -> str:
         return f"Tensors({len(self)})"

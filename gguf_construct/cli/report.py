@@ -1,20 +1,160 @@
-"""``info`` output: the JSON shape (type names as ggml spells them) and the readable report."""
+"""What ``info`` shows: a summary of the model (architecture, parameters, size by tensor type, ``general.*``,
+tokenizer, chat template, the file name's components) and every key and tensor, as text, JSON or Markdown.
+
+It works on any loaded file object of the common protocol (``format``, ``path``, ``metadata``, ``tensors``);
+GGUF files add their header (version, byte order, alignment, data offset) and each key's GGUF type. The JSON
+shape keeps the header fields, ``metadata`` (key, type, value; arrays as array_type, n, first/last) and
+``tensors`` (name, type, shape, offset, nbytes), and adds ``summary``.
+"""
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from ..api.file import GGUFFile
-from ..api.metadata import first_last, json_value
+from ..api.metadata import MetadataField, first_last, infer_type, json_value
 from ..tables import FILE_TYPES
 
+#: Header facts a file object may have; a GGUF file has them all.
+HEADER_FIELDS = ("version", "byte_order", "alignment", "data_offset")
 
-def info_json(f: GGUFFile, full: bool = False) -> dict[str, Any]:
-    """``{"format", "version", "byte_order", "alignment", "data_offset", "metadata", "tensors"}``."""
+
+# -- the pieces ---------------------------------------------------------------------------------------
+def fields_of(f: Any) -> list[MetadataField]:
+    """Every key with its type: GGUF's own types, else the type a GGUF file would give the value."""
+    meta = f.metadata
+    if hasattr(meta, "fields"):
+        return list(meta.fields())
+    out = []
+    for key, value in meta.items():
+        try:
+            label = infer_type(value)
+        except ValueError:
+            label = type(value).__name__
+        if label.startswith("arr["):
+            out.append(MetadataField(key, "arr", value, label[4:-1]))
+        else:
+            out.append(MetadataField(key, label, value))
+    return out
+
+
+def type_name(t: Any) -> str:
+    """A tensor type as ggml spells it (``q4_K``), or the format's own type string."""
+    return getattr(t.type, "name", None) or str(t.type)
+
+
+def n_elements(t: Any) -> int:
+    n = 1
+    for d in t.shape:
+        n *= int(d)
+    return n
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def human_count(n: int) -> str:
+    """``1.23M``-style, with the exact count."""
+    from ..naming import size_label
+
+    return f"{size_label(n)} ({n:,})" if n >= 1000 else str(n)
+
+
+def size_by_type(f: Any) -> list[dict[str, Any]]:
+    """Tensors, elements and bytes per tensor type, largest first."""
+    groups: dict[str, dict[str, Any]] = {}
+    for t in f.tensors.values():
+        g = groups.setdefault(type_name(t), {"type": type_name(t), "tensors": 0, "elements": 0, "nbytes": 0})
+        g["tensors"] += 1
+        g["elements"] += n_elements(t)
+        g["nbytes"] += int(t.nbytes)
+    return sorted(groups.values(), key=lambda g: (-g["nbytes"], g["type"]))
+
+
+def tokenizer_summary(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The tokenizer at a glance: model, vocabulary size, merges, special token ids and their text."""
+    out: dict[str, Any] = {}
+    if "tokenizer.ggml.model" in meta:
+        out["model"] = meta["tokenizer.ggml.model"]
+    if "tokenizer.ggml.pre" in meta:
+        out["pre"] = meta["tokenizer.ggml.pre"]
+    tokens = meta.get("tokenizer.ggml.tokens")
+    if tokens is not None:
+        out["tokens"] = len(tokens)
+    if "tokenizer.ggml.merges" in meta:
+        out["merges"] = len(meta["tokenizer.ggml.merges"])
+    for key in sorted(k for k in meta if k.startswith("tokenizer.ggml.") and k.endswith("_token_id")):
+        token_id = meta[key]
+        entry: dict[str, Any] = {"id": json_value(token_id)}
+        if tokens is not None and isinstance(token_id, (int, np.integer)) and 0 <= int(token_id) < len(tokens):
+            entry["text"] = tokens[int(token_id)]
+        out[key[len("tokenizer.ggml.") : -len("_token_id")]] = entry
+    if "tokenizer.huggingface.json" in meta:
+        out["huggingface_json_bytes"] = len(str(meta["tokenizer.huggingface.json"]).encode("utf-8"))
+    return out
+
+
+def summary(f: Any, path: str | None = None) -> dict[str, Any]:
+    """The model at a glance (JSON-ready): what ``info`` prints first."""
+    from ..naming import disagreements, parameter_count, parse
+
+    meta = f.metadata
+    arch = meta.get("general.architecture")
+    total = sum(int(t.nbytes) for t in f.tensors.values())
+    out: dict[str, Any] = {
+        "architecture": arch,
+        "parameters": parameter_count(f),
+        "tensor_bytes": total,
+        "size_by_type": size_by_type(f),
+    }
+    ft = meta.get("general.file_type")
+    if isinstance(ft, int) and not isinstance(ft, bool):
+        out["file_type"] = FILE_TYPES.get(ft, str(ft))
+    out["general"] = {k: json_value(v) for k, v in meta.items() if k.startswith("general.") and _small(v)}
+    if isinstance(arch, str):
+        out["hyperparameters"] = {k[len(arch) + 1 :]: json_value(v) for k, v in meta.items() if k.startswith(arch + ".") and _small(v)}
+    tok = tokenizer_summary(meta)
+    if tok:
+        out["tokenizer"] = tok
+    template = meta.get("tokenizer.chat_template")
+    if isinstance(template, str):
+        out["chat_template"] = template
+    name = os.path.basename(path or getattr(f, "path", None) or "")
+    if name and getattr(f, "format", "gguf") == "gguf":  # the naming convention is GGUF's
+        parsed = parse(name)
+        out["name"] = parsed.as_dict() if parsed else None
+        out["name_warnings"] = disagreements(parsed, f) if parsed else []
+    shards = getattr(f, "shard_paths", None)
+    if shards:
+        out["shards"] = [str(p) for p in shards]
+    return out
+
+
+def _small(value: Any) -> bool:
+    """Scalars and short arrays go into the summary (a vocabulary does not)."""
+    if isinstance(value, (str, bytes, int, float, np.generic)):
+        return True
+    try:
+        return len(value) <= 64
+    except TypeError:
+        return True
+
+
+# -- JSON --------------------------------------------------------------------------------------------
+def info_json(f: Any, full: bool = False, path: str | None = None) -> dict[str, Any]:
+    """``{"format", "version", "byte_order", "alignment", "data_offset", "metadata", "tensors", "summary"}``
+    (the header fields are null for formats that have no such thing)."""
     metadata = []
-    for field in f.metadata.fields():
+    for field in fields_of(f):
         if field.type != "arr":
             metadata.append({"key": field.key, "type": field.type, "value": json_value(field.value)})
             continue
@@ -24,18 +164,17 @@ def info_json(f: GGUFFile, full: bool = False) -> dict[str, Any]:
         if full:
             entry["values"] = json_value(field.value)
         metadata.append(entry)
-    tensors = [{"name": t.name, "type": t.type.name, "shape": list(t.shape), "offset": t.offset, "nbytes": t.nbytes} for t in f.tensors.values()]
-    return {
-        "format": "gguf",
-        "version": f.version,
-        "byte_order": f.byte_order,
-        "alignment": f.alignment,
-        "data_offset": f.data_offset,
-        "metadata": metadata,
-        "tensors": tensors,
-    }
+    tensors = [
+        {"name": t.name, "type": type_name(t), "shape": [int(d) for d in t.shape], "offset": getattr(t, "offset", None), "nbytes": int(t.nbytes)}
+        for t in f.tensors.values()
+    ]
+    out: dict[str, Any] = {"format": getattr(f, "format", "gguf")}
+    out.update({k: getattr(f, k, None) for k in HEADER_FIELDS})
+    out.update(metadata=metadata, tensors=tensors, summary=summary(f, path))
+    return out
 
 
+# -- text ----------------------------------------------------------------------------------------------
 def _short(value: Any, width: int = 72) -> str:
     if isinstance(value, (np.generic, float)) and not isinstance(value, bool):
         value = np.float32(value).item() if isinstance(value, (float, np.floating)) else value.item()
@@ -45,16 +184,64 @@ def _short(value: Any, width: int = 72) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def info_text(f: GGUFFile, path: str, full: bool = False) -> str:
-    """A readable report: header, metadata with types, tensors with shapes and sizes."""
-    lines = [
-        f"{path}",
-        f"  GGUF v{f.version}, {f.byte_order}-endian, alignment {f.alignment}, data at byte {f.data_offset}",
-        f"  {len(f.metadata)} metadata keys, {len(f.tensors)} tensors",
-        "",
-        "metadata:",
-    ]
-    for field in f.metadata.fields():
+def header_line(f: Any) -> str:
+    fmt = getattr(f, "format", "gguf")
+    if fmt == "gguf" and hasattr(f, "version"):
+        return f"GGUF v{f.version}, {f.byte_order}-endian, alignment {f.alignment}, data at byte {f.data_offset}"
+    extra = ", ".join(f"{k.replace('_', ' ')} {getattr(f, k)}" for k in HEADER_FIELDS if getattr(f, k, None) is not None)
+    return fmt + (f", {extra}" if extra else "")
+
+
+def _template_preview(template: str, lines: int = 6) -> list[str]:
+    rows = template.splitlines() or [""]
+    shown = [f"    | {r[:110]}" for r in rows[:lines]]
+    if len(rows) > lines:
+        shown.append(f"    | ... ({len(rows) - lines} more lines, {len(template)} characters)")
+    return shown
+
+
+def summary_text(s: dict[str, Any]) -> list[str]:
+    lines = ["model:"]
+    lines.append(f"  architecture      {s['architecture'] if s['architecture'] is not None else '(none)'}")
+    for key in ("general.name", "general.basename", "general.size_label", "general.finetune", "general.version"):
+        if key in s["general"]:
+            lines.append(f"  {key[8:]:17s} {s['general'][key]}")
+    lines.append(f"  parameters        {human_count(s['parameters'])}")
+    if "file_type" in s:
+        lines.append(f"  file type         {s['file_type']}")
+    lines.append(f"  tensor data       {human_bytes(s['tensor_bytes'])} ({s['tensor_bytes']:,} bytes)")
+    for g in s["size_by_type"]:
+        share = 100 * g["nbytes"] / s["tensor_bytes"] if s["tensor_bytes"] else 0.0
+        lines.append(f"    {g['type']:10s} {g['tensors']:5d} tensors {human_count(g['elements']):>22s} elements {human_bytes(g['nbytes']):>12s} {share:5.1f}%")
+    if s.get("hyperparameters"):
+        lines.append("  hyperparameters   " + ", ".join(f"{k}={_short(v, 24)}" for k, v in s["hyperparameters"].items()))
+    tok = s.get("tokenizer")
+    if tok:
+        parts = [f"{k} {tok[k]}" for k in ("model", "pre", "tokens", "merges") if k in tok]
+        parts += [f"{k} {v['id']}" + (f" {v['text']!r}" if "text" in v else "") for k, v in tok.items() if isinstance(v, dict)]
+        lines.append("  tokenizer         " + ", ".join(parts))
+    if "chat_template" in s:
+        lines.append("  chat template:")
+        lines += _template_preview(s["chat_template"])
+    if "name" in s:
+        n = s["name"]
+        if n is None:
+            lines.append("  file name         does not follow the GGUF naming convention")
+        else:
+            lines.append("  file name         " + ", ".join(f"{k} {v}" for k, v in n.items() if v is not None))
+        lines += [f"  warning: {w}" for w in s["name_warnings"]]
+    if s.get("shards"):
+        lines.append(f"  shards            {len(s['shards'])}: " + ", ".join(os.path.basename(p) for p in s["shards"]))
+    return lines
+
+
+def info_text(f: Any, path: str, full: bool = False) -> str:
+    """The readable report: header, model summary, metadata with types, tensors with shapes and sizes."""
+    s = summary(f, path)
+    lines = [f"{path}", f"  {header_line(f)}", f"  {len(f.metadata)} metadata keys, {len(f.tensors)} tensors", ""]
+    lines += summary_text(s)
+    lines += ["", "metadata:"]
+    for field in fields_of(f):
         if field.type == "arr":
             n = len(field.value)
             if full:
@@ -73,9 +260,94 @@ def info_text(f: GGUFFile, path: str, full: bool = False) -> str:
             lines.append(f"  {field.key:48s} {field.type_label:10s} {shown}")
     if len(f.tensors):
         lines += ["", "tensors:"]
-        total = 0
         for t in f.tensors.values():
-            total += t.nbytes
-            lines.append(f"  {t.name:48s} {t.type.name:8s} {str(list(t.shape)):24s} offset {t.offset:>12} {t.nbytes:>12} bytes")
-        lines.append(f"  {len(f.tensors)} tensors, {total} bytes of data")
+            off = getattr(t, "offset", None)
+            lines.append(f"  {t.name:48s} {type_name(t):8s} {str(list(t.shape)):24s} offset {str(off):>12} {int(t.nbytes):>12} bytes")
+        lines.append(f"  {len(f.tensors)} tensors, {s['tensor_bytes']} bytes of data")
+    return "\n".join(lines)
+
+
+# -- Markdown -------------------------------------------------------------------------------------------
+def _code(text: str) -> str:
+    """``text`` as inline code, fenced with one more backtick than it contains, pipes escaped for tables."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}".replace("|", "\\|").replace("\n", "\\n")
+
+
+def _md_value(field: MetadataField) -> str:
+    if field.type == "arr":
+        items = field.value
+        n = len(items)
+        head = [items[i] for i in range(min(n, 5 if field.array_type == "str" else 7))] if field.array_type != "arr" else []
+        shown = [_code(_clip(v, 30)) if isinstance(v, str) else _short(v, 24) for v in head]
+        return f"[ {', '.join(shown)}{', ...' if n > len(shown) else ''} ]"
+    if field.type == "str":
+        return _code(_clip(field.value, 60))
+    return _short(field.value, 40)
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n // 2] + "…" + text[-n // 2 :]
+
+
+def info_markdown(f: Any, path: str) -> str:
+    """A Markdown report like gguf-py's ``gguf_dump --markdown``: summary, key-value table, tensor table."""
+    s = summary(f, path)
+    out = [f"# {os.path.basename(path)}", "", f"- Format: {header_line(f)}"]
+    out.append(f"- Architecture: {s['architecture']}")
+    out.append(f"- Parameters: {human_count(s['parameters'])}")
+    if "file_type" in s:
+        out.append(f"- File type: {s['file_type']}")
+    out.append(f"- Tensor data: {human_bytes(s['tensor_bytes'])} in {len(f.tensors)} tensors")
+    if s.get("name"):
+        out.append("- File name: " + ", ".join(f"{k} {_code(str(v))}" for k, v in s["name"].items() if v is not None))
+    out += [f"- Warning: {w}" for w in s.get("name_warnings", [])]
+    if s["size_by_type"]:
+        out += ["", "## Size by tensor type", "", "| Type | Tensors | Elements | Bytes | Share |", "|:--|--:|--:|--:|--:|"]
+        for g in s["size_by_type"]:
+            share = 100 * g["nbytes"] / s["tensor_bytes"] if s["tensor_bytes"] else 0.0
+            out.append(f"| {g['type']} | {g['tensors']} | {g['elements']:,} | {g['nbytes']:,} | {share:.1f}% |")
+    if "chat_template" in s:
+        fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", s["chat_template"])), default=0))
+        out += ["", "## Chat template", "", f"{fence}jinja", s["chat_template"], fence]
+    fields = fields_of(f)
+    out += ["", "## Key-value metadata", "", f"There are {len(fields)} key-value pairs in this file.", ""]
+    out += ["| POS | TYPE | Count | Key | Value |", "|--:|:--|--:|:--|:--|"]
+    for i, field in enumerate(fields, 1):
+        count = len(field.value) if field.type == "arr" else 1
+        out.append(f"| {i} | {field.type_label} | {count} | {field.key} | {_md_value(field)} |")
+    if len(f.tensors):
+        out += ["", "## Tensors", "", "| # | Name | Type | Shape | Elements | Bytes | Offset |", "|--:|:--|:--|:--|--:|--:|--:|"]
+        for i, t in enumerate(f.tensors.values()):
+            shape = " × ".join(str(int(d)) for d in t.shape)
+            off = getattr(t, "offset", None)
+            out.append(f"| {i} | {t.name} | {type_name(t)} | {shape} | {n_elements(t):,} | {int(t.nbytes):,} | {'' if off is None else hex(off)} |")
+    return "\n".join(out) + "\n"
+
+
+# -- many files ----------------------------------------------------------------------------------------
+def summary_row(f: Any, path: str) -> dict[str, Any]:
+    """One row of the many-files table."""
+    s = summary(f, path)
+    return {
+        "file": path,
+        "format": getattr(f, "format", "gguf"),
+        "architecture": s["architecture"],
+        "parameters": s["parameters"],
+        "tensors": len(f.tensors),
+        "tensor_bytes": s["tensor_bytes"],
+        "main_type": s["size_by_type"][0]["type"] if s["size_by_type"] else None,
+        "name_warnings": len(s.get("name_warnings", [])),
+    }
+
+
+def table(rows: list[list[str]], header: list[str], right: set[int] = frozenset()) -> str:  # type: ignore[assignment]
+    """A plain aligned text table."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    fmt = [(lambda s, w: str(s).rjust(w)) if i in right else (lambda s, w: str(s).ljust(w)) for i in range(len(header))]
+    lines = ["  ".join(fmt[i](h, widths[i]) for i, h in enumerate(header)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(fmt[i](c, widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
     return "\n".join(lines)

@@ -133,3 +133,23 @@ def _at(stream: BufferStream | None) -> int | None:
 def context_path(path: str, index: int | str) -> str:
     """Extend a construct path with an array index or a field name."""
     return f"{path} -> [{index}]" if isinstance(index, int) else f"{path} -> {index}"
+
+
+class FileConstruct(construct.Construct):
+    """Base of the whole-file schemas (GGUF, GGML, RWKV, SAFETENSORS, ...): ``parse`` reads a buffer without
+    copying it and turns every low-level failure into a FormatError; ``parse_file`` memory-maps the file."""
+
+    #: how ``sizeof`` names what has no fixed size
+    what = "a file"
+
+    def _sizeof(self, context: Any, path: str) -> int:
+        raise construct.SizeofError(f"{self.what} has no fixed size", path=path)
+
+    def parse(self, data: Any, **contextkw: Any) -> Any:
+        """Parse a whole file held in memory (bytes, bytearray, memoryview, mmap); tensor data is not copied."""
+        s = BufferStream(data)
+        return guarded(lambda: self.parse_stream(s, **contextkw), s)
+
+    def parse_file(self, filename: Any, **contextkw: Any) -> Any:
+        """Parse a file through a read-only memory map."""
+        return self.parse(map_file(filename), **contextkw)

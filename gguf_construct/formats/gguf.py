@@ -27,7 +27,6 @@ import numpy as np
 from construct import (
     Computed,
     Const,
-    Construct,
     Container,
     Enum,
     Int32ub,
@@ -35,7 +34,6 @@ from construct import (
     Int64ub,
     Int64ul,
     Rebuild,
-    SizeofError,
     Struct,
     Tell,
     len_,
@@ -44,12 +42,14 @@ from construct import (
 
 from ..errors import InvalidValueError, LayoutError, UnknownFormatError, UnsupportedTypeError
 from ..tables import GGML_TYPES, VALUE_TYPES
-from .base import BufferStream, as_stream, guarded, map_file
+from .base import BufferStream, FileConstruct, as_stream
 from .fields import AlignPadding, CheckedArray, GGUFString, MetadataValue, Remainder, value_type_id
 
 MAGIC = b"GGUF"
 VERSIONS = (1, 2, 3)
 DEFAULT_ALIGNMENT = 32
+#: The spec's longest tensor name in bytes (ggml's reader wants one byte less: its buffer holds the NUL).
+MAX_TENSOR_NAME = 64
 ORDERS = {"little": "<", "big": ">"}
 
 
@@ -86,6 +86,8 @@ def lay_out(tensor_infos: list[Any], alignment: int) -> list[Container]:
     missing = [ti.get("offset") is None for ti in tensor_infos]
     if any(missing) and not all(missing):
         raise ValueError("give every tensor offset or none (then all are computed)")
+    if not any(missing):  # offsets as given (a parsed file with an unknown tensor type still builds back)
+        return [Container(ti) for ti in tensor_infos]
     for ti in tensor_infos:
         ti = Container(ti)
         if missing[0]:
@@ -185,8 +187,10 @@ def detect_byte_order(head: bytes) -> str:
     return "big" if version & 0xFFFF == 0 else "little"
 
 
-class GGUFConstruct(Construct):
+class GGUFConstruct(FileConstruct):
     """A whole GGUF file, any version, either byte order: picks the layout from the header and delegates."""
+
+    what = "a GGUF file"
 
     def _header(self, s: BufferStream, context: Any) -> tuple[str, int]:
         s.need(8, "header.truncated", "magic and version", "")
@@ -222,18 +226,6 @@ class GGUFConstruct(Construct):
         obj.setdefault("metadata_kv", [])
         gguf_layout(ORDERS[order], version >= 2)._build(obj, stream, context, path)
         return obj
-
-    def _sizeof(self, context, path):
-        raise SizeofError("a GGUF file has no fixed size", path=path)
-
-    def parse(self, data: Any, **contextkw: Any) -> Container:
-        """Parse a whole file held in memory (bytes, bytearray, memoryview, mmap); tensor data is not copied."""
-        s = BufferStream(data)
-        return guarded(lambda: self.parse_stream(s, **contextkw), s)
-
-    def parse_file(self, filename: Any, **contextkw: Any) -> Container:
-        """Parse a file through a read-only memory map."""
-        return self.parse(map_file(filename), **contextkw)
 
 
 #: The GGUF file format (v1–v3, little- and big-endian).
