@@ -75,6 +75,24 @@ def test_replace_and_remove_tensors_keep_the_rest(tmp_path):
             assert g.tensors[name].data.tobytes() == data
 
 
+def test_rename_keeps_place_and_data_and_checks_the_name(tmp_path):
+    f = load(CORPUS / "generated/ggml-writer-kquants.gguf")
+    names = list(f.tensors)
+    data = {n: f.tensors[n].data.tobytes() for n in names}
+    f.tensors.rename(names[1], "renamed")
+    assert list(f.tensors) == [names[0], "renamed", *names[2:]]
+    with pytest.raises(ValueError):
+        f.tensors.rename(names[0], "renamed")
+    with pytest.raises(ValueError):
+        f.tensors.rename(names[0], "x" * 65)
+    with pytest.raises(KeyError):
+        f.tensors.rename(names[1], "y")
+    f.save(tmp_path / "r.gguf")
+    g = load(tmp_path / "r.gguf")
+    assert g.tensors["renamed"].data.tobytes() == data[names[1]]
+    assert [g.tensors[n].data.tobytes() for n in g.tensors if n != "renamed"] == [data[n] for n in names if n != names[1]]
+
+
 def test_unmodified_save_reproduces_the_file(tmp_path):
     for path in (CORPUS / "generated/gguf-py-le.gguf", CORPUS / "generated/gguf-py-be.gguf", CORPUS / "gguf/v3-gpt-2-vocab.gguf"):
         load(path).save(tmp_path / "same.gguf")

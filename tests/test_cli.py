@@ -18,7 +18,7 @@ def run(*args):
 def test_info_json_shape(capsys):
     assert main(["info", "--json", str(CORPUS / "generated/ggml-writer-kquants.gguf")]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"format", "version", "byte_order", "alignment", "data_offset", "metadata", "tensors"}
+    assert set(out) == {"format", "version", "byte_order", "alignment", "data_offset", "metadata", "tensors", "summary"}
     arr = next(m for m in out["metadata"] if m["key"] == "test.arr_str")
     assert arr["type"] == "arr" and arr["array_type"] == "str" and arr["n"] == 4 and "values" not in arr
     assert out["tensors"][0] == {"name": "blk.0.q2_K.weight", "type": "q2_K", "shape": [512, 4], "offset": 0, "nbytes": 672}

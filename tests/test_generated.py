@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from oracles import norm
-from strategies import gguf_files
 
 from gguf_construct import GGUF, validate_bytes
 from gguf_construct.api.metadata import array_content
 from gguf_construct.formats.gguf import tensor_nbytes
+from gguf_construct.strategies import gguf_files
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -62,7 +62,7 @@ def test_generated_files_are_valid(obj):
 
 
 @SETTINGS
-@given(gguf_files(versions=(2, 3), nested=False))
+@given(gguf_files(profile="ggml"))
 def test_generated_files_pass_ggml_profile_when_ggml_could_read_them(obj):
     data = GGUF.build(obj)
     assert [i for i in validate_bytes(data, "ggml") if i.severity == "error"] == []

@@ -7,10 +7,14 @@ import pytest
 from conftest import CORPUS, VALID_GGUF, rel
 from hypothesis import HealthCheck, given, settings
 from oracles import ggml_read, gguf_py_read, ours
-from strategies import gguf_files
 
 from gguf_construct import GGUF, load
+from gguf_construct.strategies import TENSOR_TYPES, gguf_files
 
+# ggml-python 0.0.45 and gguf-py 0.19 predate ggml type 42 (q2_0).
+ORACLE_TYPES = tuple(t for t in TENSOR_TYPES if t != "q2_0")
+# gguf-py sizes a Q8_1 block at 40 bytes, ggml at 36 (docs/findings.md, tests/test_findings.py).
+GGUF_PY_TYPES = tuple(t for t in ORACLE_TYPES if t != "q8_1")
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
@@ -36,7 +40,7 @@ def test_ggml_reader_agrees_on_corpus(path):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(obj=gguf_files(versions=(2, 3), orders=("little",), nested=False))
+@given(obj=gguf_files(orders=("little",), profile="ggml", tensor_types=ORACLE_TYPES))
 def test_ggml_reader_agrees_on_generated_files(obj, tmp_path_factory):
     path = tmp_path_factory.mktemp("g") / "f.gguf"
     path.write_bytes(GGUF.build(obj))
@@ -66,7 +70,7 @@ def assert_gguf_py_agrees(path):
 
 
 @SETTINGS
-@given(obj=gguf_files(versions=(2, 3), nested=False))
+@given(obj=gguf_files(profile="ggml", tensor_types=GGUF_PY_TYPES))  # gguf-py also wants a power-of-two alignment
 def test_gguf_py_reads_what_we_build(obj, tmp_path_factory):
     path = tmp_path_factory.mktemp("p") / "f.gguf"
     path.write_bytes(GGUF.build(obj))

@@ -1,0 +1,273 @@
+"""Readers reduced to one comparable view: ours, gguf-py's ``GGUFReader``, ggml's C reader (through ggml-python),
+and any command that takes a path and prints ``gguf-construct info --json``'s shape.
+
+A view is plain JSON data::
+
+    {"version", "alignment", "data_offset",
+     "kv": [[key, type_label, value]],                  # arr[T] values as lists; floats as IEEE bit patterns
+     "tensors": [[name, type, shape, offset, nbytes]],  # shape in ggml order, offset from the data section
+     "dequant": {name: digest}}                         # sha1 of the float32 values, when the reader can make them
+
+A reader that refuses the file raises; the worker reports the exception's type and message as the rejection.
+Each adapter runs in a worker process (see :mod:`.worker`), so that a hang, a crash or a huge allocation in the
+other reader stays there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import struct
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+#: Tensors larger than this are not dequantized for comparison (keeps a run fast; the view notes the skip).
+DEQUANT_LIMIT = 1 << 20
+_NUMPY = {
+    "u8": "u1",
+    "i8": "i1",
+    "u16": "u2",
+    "i16": "i2",
+    "u32": "u4",
+    "i32": "i4",
+    "f32": "f4",
+    "bool": "u1",
+    "u64": "u8",
+    "i64": "i8",
+    "f64": "f8",
+}
+
+
+def scalar_value(value: Any, vtype: str) -> Any:
+    """A scalar in comparable form: floats as bit patterns (NaN payloads kept), bools as 0/1."""
+    if hasattr(value, "bits"):
+        return int(value.bits)
+    if vtype == "f32":
+        return struct.unpack("<I", struct.pack("<f", float(value)))[0]
+    if vtype == "f64":
+        return struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+    if vtype in ("bool",) or vtype in _NUMPY:
+        return int(value)
+    return value
+
+
+def array_values(values: Any, etype: str | None) -> list[Any] | None:
+    """Array elements in comparable form (None for nested arrays, whose readers disagree on shape by design)."""
+    if etype is None or etype == "arr":
+        return None
+    if etype == "str":
+        return [str(v) for v in values]
+    arr = np.asarray(values, dtype="<" + _NUMPY[etype]) if len(values) else np.zeros(0, "<" + _NUMPY[etype])
+    if etype in ("f32", "f64"):
+        return arr.view("<u" + str(arr.itemsize)).tolist()
+    return [int(v) for v in arr.tolist()]
+
+
+def digest(values: np.ndarray) -> str:
+    """sha1 of float32 values, NaNs included bit for bit."""
+    return hashlib.sha1(np.ascontiguousarray(values, dtype=np.float32).tobytes()).hexdigest()
+
+
+# -- ours ------------------------------------------------------------------------------------------------
+def read_ours(path: str, profile: str = "spec") -> dict[str, Any]:
+    """gguf_construct.load(strict=True) under ``profile``: what we accept, and what we see in it."""
+    from ..api.file import load
+    from ..formats.fields import StringArray
+
+    f = load(path, strict=True, profile=profile)
+    kvs = []
+    for field in f.metadata.fields():
+        if field.type == "arr":
+            items = field.value.tolist() if isinstance(field.value, StringArray) else field.value
+            kvs.append([field.key, field.type_label, array_values(items, field.array_type)])
+        else:
+            kvs.append([field.key, field.type, scalar_value(field.value, field.type)])
+    tensors, dequant = [], {}
+    for t in f.tensors.values():
+        tensors.append([t.name, t.type.name.lower(), list(t.shape), t.offset, t.nbytes])
+        if t.nbytes <= DEQUANT_LIMIT:
+            dequant[t.name] = digest(t.to_numpy())
+    return {"version": f.version, "alignment": f.alignment, "data_offset": f.data_offset, "kv": kvs, "tensors": tensors, "dequant": dequant}
+
+
+# -- gguf-py ---------------------------------------------------------------------------------------------
+def read_gguf_py(path: str, profile: str = "spec") -> dict[str, Any]:
+    """gguf-py's GGUFReader, plus ``gguf.quants.dequantize`` for the types it knows."""
+    from gguf import GGUFReader, GGUFValueType
+    from gguf import quants as gq
+
+    names = {GGUFValueType.UINT8: "u8", GGUFValueType.INT8: "i8", GGUFValueType.UINT16: "u16", GGUFValueType.INT16: "i16",
+             GGUFValueType.UINT32: "u32", GGUFValueType.INT32: "i32", GGUFValueType.FLOAT32: "f32", GGUFValueType.BOOL: "bool",
+             GGUFValueType.STRING: "str", GGUFValueType.ARRAY: "arr", GGUFValueType.UINT64: "u64", GGUFValueType.INT64: "i64",
+             GGUFValueType.FLOAT64: "f64"}  # fmt: skip
+    r = GGUFReader(path)
+    kvs = []
+    for key, field in r.fields.items():
+        if key.startswith("GGUF."):
+            continue  # the reader's pseudo-fields for the header
+        vtype = names[field.types[0]]
+        if vtype == "arr":
+            etype = names[field.types[1]] if len(field.types) > 1 else None
+            if etype == "str":
+                value = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+            elif etype in (None, "arr"):
+                value = None
+            else:
+                value = array_values(np.concatenate([field.parts[i] for i in field.data]) if field.data else [], etype)
+            kvs.append([key, f"arr[{etype}]" if etype else "arr[None]", value])
+        elif vtype == "str":
+            kvs.append([key, vtype, bytes(field.parts[-1]).decode("utf-8")])
+        else:
+            kvs.append([key, vtype, scalar_value(field.parts[-1][0], vtype)])
+    tensors, dequant = [], {}
+    for t in r.tensors:
+        shape = [int(d) for d in t.shape]
+        tensors.append([t.name, t.tensor_type.name.lower(), shape, int(t.data_offset) - int(r.data_offset), int(t.n_bytes)])
+        if int(t.n_bytes) <= DEQUANT_LIMIT:
+            try:
+                values = gq.dequantize(np.asarray(t.data), t.tensor_type)
+            except NotImplementedError:
+                continue
+            dequant[t.name] = digest(np.asarray(values, dtype=np.float32).reshape(-1))
+    return {
+        "version": int(r.fields["GGUF.version"].parts[-1][0]),
+        "alignment": int(r.alignment),
+        "data_offset": int(r.data_offset),
+        "kv": kvs,
+        "tensors": tensors,
+        "dequant": dequant,
+    }
+
+
+# -- ggml (C) --------------------------------------------------------------------------------------------
+def read_ggml(path: str, profile: str = "ggml") -> dict[str, Any]:
+    """ggml's ``gguf_init_from_file`` (no_alloc) through ggml-python; tensors dequantized with ggml's to_float."""
+    import ctypes
+
+    import ggml
+
+    ctx, why = _ggml_open(ggml, path)
+    if not ctx:
+        raise ValueError(f"gguf_init_from_file returned NULL: {why}")
+    try:
+        kvs = []
+        for i in range(ggml.gguf_get_n_kv(ctx)):
+            key = ggml.gguf_get_key(ctx, i).decode("utf-8")
+            vtype = ggml.gguf_type_name(ggml.gguf_get_kv_type(ctx, i)).decode()
+            if vtype == "arr":
+                etype = ggml.gguf_type_name(ggml.gguf_get_arr_type(ctx, i)).decode()
+                n = ggml.gguf_get_arr_n(ctx, i)
+                if etype == "str":
+                    value: Any = [ggml.gguf_get_arr_str(ctx, i, j).decode("utf-8") for j in range(n)]
+                else:
+                    size = np.dtype(_NUMPY[etype]).itemsize
+                    raw = ctypes.string_at(ggml.gguf_get_arr_data(ctx, i), n * size) if n else b""
+                    value = array_values(np.frombuffer(raw, dtype=_NUMPY[etype]), etype)
+                kvs.append([key, f"arr[{etype}]", value])
+            elif vtype == "str":
+                kvs.append([key, vtype, ggml.gguf_get_val_str(ctx, i).decode("utf-8")])
+            else:
+                kvs.append([key, vtype, scalar_value(getattr(ggml, f"gguf_get_val_{vtype}")(ctx, i), vtype)])
+        tensors, dequant = [], {}
+        data_offset = ggml.gguf_get_data_offset(ctx)
+        with open(path, "rb") as f:
+            blob = f.read()
+        for i in range(ggml.gguf_get_n_tensors(ctx)):
+            name = ggml.gguf_get_tensor_name(ctx, i).decode("utf-8")
+            type_id = ggml.gguf_get_tensor_type(ctx, i)
+            offset, nbytes = ggml.gguf_get_tensor_offset(ctx, i), ggml.gguf_get_tensor_size(ctx, i)
+            tensors.append([name, ggml.ggml_type_name(type_id).decode().lower(), None, offset, nbytes])
+            traits = ggml.ggml_get_type_traits(type_id).contents
+            n_values = nbytes // traits.type_size * traits.blck_size if traits.type_size else 0
+            if nbytes <= DEQUANT_LIMIT and traits.to_float and data_offset + offset + nbytes <= len(blob):
+                raw = np.frombuffer(blob, np.uint8, count=nbytes, offset=data_offset + offset).copy()
+                out = np.empty(n_values, np.float32)
+                traits.to_float(raw.ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), n_values)
+                dequant[name] = digest(out)
+        return {
+            "version": ggml.gguf_get_version(ctx),
+            "alignment": ggml.gguf_get_alignment(ctx),
+            "data_offset": data_offset,
+            "kv": kvs,
+            "tensors": tensors,
+            "dequant": dequant,
+        }
+    finally:
+        ggml.gguf_free(ctx)
+
+
+def _ggml_open(ggml: Any, path: str) -> tuple[Any, str]:
+    """``gguf_init_from_file`` with its C stderr captured: (context or NULL, ggml's last log line)."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryFile() as log:
+        saved = os.dup(2)
+        os.dup2(log.fileno(), 2)
+        try:
+            ctx = ggml.gguf_init_from_file(str(path).encode(), ggml.gguf_init_params(no_alloc=True, ctx=None))
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        log.seek(0)
+        lines = log.read().decode("utf-8", "replace").strip().splitlines()
+    return ctx, (lines[-1].split(": ", 1)[-1] if lines else "")
+
+
+# -- any command printing info --json ----------------------------------------------------------------------
+def info_view(info: dict[str, Any]) -> dict[str, Any]:
+    """``gguf-construct info --json`` output (or a command imitating it) as a view (no dequantized values)."""
+    kvs = []
+    for m in info.get("metadata", []):
+        if m.get("type") == "arr":
+            kvs.append([m["key"], f"arr[{m.get('array_type')}]", {"n": m.get("n"), "first": m.get("first"), "last": m.get("last")}])
+        else:
+            kvs.append([m["key"], m["type"], m.get("value")])
+    tensors = [
+        [t["name"], str(t["type"]).lower(), list(t.get("shape") or []), t.get("offset"), t.get("nbytes")] for t in info.get("tensors", [])
+    ]
+    return {
+        "version": info.get("version"),
+        "alignment": info.get("alignment"),
+        "data_offset": info.get("data_offset"),
+        "kv": kvs,
+        "tensors": tensors,
+        "dequant": {},
+    }
+
+
+def read_ours_info(path: str, profile: str = "spec") -> dict[str, Any]:
+    """Ours, in the info --json shape (to compare with an external command)."""
+    from ..api.file import load
+    from ..cli.report import info_json
+
+    f = load(path, strict=True, profile=profile)
+    return info_view(json.loads(json.dumps(info_json(f), default=str)))
+
+
+def command_reader(template: str, timeout: float) -> Callable[[str, str], dict[str, Any]]:
+    """A reader running ``template`` with ``{}`` replaced by the path; exit status 0 means accepted."""
+    if "{}" not in template:
+        raise ValueError("the command needs a {} where the file's path goes, e.g. 'my-reader --json {}'")
+
+    def read(path: str, profile: str = "spec") -> dict[str, Any]:
+        args = shlex.split(template.replace("{}", shlex.quote(path)))
+        done = subprocess.run(args, capture_output=True, timeout=timeout)
+        if done.returncode != 0:
+            last = (done.stderr or done.stdout).decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
+            raise RuntimeError(last[0][:300])
+        return info_view(json.loads(done.stdout))
+
+    return read
+
+
+READERS: dict[str, Callable[..., dict[str, Any]]] = {
+    "ours": read_ours,
+    "ours-info": read_ours_info,
+    "gguf-py": read_gguf_py,
+    "ggml": read_ggml,
+}

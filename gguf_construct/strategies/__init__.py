@@ -1,0 +1,27 @@
+"""Hypothesis strategies that draw model files from the schemas: valid files of every shape, and files broken in
+one labelled way at a time, to test any reader (ours, gguf-py's, ggml's, or your own).
+
+``hypothesis`` is an optional dependency, needed only by this package (``pip install hypothesis``)::
+
+    from hypothesis import given
+    from gguf_construct.strategies import gguf_bytes, invalid_gguf
+
+    @given(gguf_bytes())
+    def test_my_reader_reads_valid_files(data): ...
+
+    @given(invalid_gguf())
+    def test_my_reader_rejects_broken_files(case):  # case.data, case.label ('S3.array_count'), case.rules
+
+Each format has its own module; this package re-exports every module's public names. A new format adds one
+``from .<module> import *`` line below.
+"""
+
+try:
+    import hypothesis  # noqa: F401
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError("gguf_construct.strategies needs hypothesis: pip install hypothesis") from e
+
+from .common import *  # noqa: F403  (draw_examples)
+from .gguf import *  # noqa: F403  (GGUF v1-v3)
+from .legacy import *  # noqa: F403  (GGML/GGMF/GGJT every profile, rwkv.cpp 100/101)
+from .safetensors import *  # noqa: F403  (safetensors files: HF, MLX, Ollama writers)

@@ -1,0 +1,103 @@
+"""The differential harness: the fuzz command against gguf-py, ggml and a command, reproducers, determinism,
+the workers' caps, the mutators and the minimizer."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import subprocess
+import sys
+
+from gguf_construct.cli import fuzz as fuzz_cli
+from gguf_construct.fuzzing import compare, ddmin, mutate, run
+from gguf_construct.fuzzing.runner import Worker, inputs
+
+
+def fuzz_main(argv):
+    p = argparse.ArgumentParser()
+    fuzz_cli.register(p.add_subparsers())
+    args = p.parse_args(["fuzz", *argv])
+    return args.run(args)
+
+
+def test_fuzz_against_gguf_py_reports_and_saves_reproducers(tmp_path, capsys):
+    code = fuzz_main(["--against", "gguf-py", "--count", "24", "--seed", "1", "--out", str(tmp_path), "--minimize", "30"])
+    out = capsys.readouterr().out
+    assert code == 1, out  # gguf-py refuses v1 and type 42 (q2_0) in the corpus: there are always disagreements
+    rows = [line.split("\t") for line in (tmp_path / "findings.tsv").read_text().splitlines()]
+    assert rows and all(len(r) == 4 for r in rows)
+    for name, size, explanation, _origin in rows:
+        assert (tmp_path / name).stat().st_size == int(size) and explanation
+    assert "gguf-py rejects a file we accept, with ValueError: Sorry, file appears to be version 1" in out
+
+
+def test_same_seed_same_findings():
+    a, b = (run("gguf-py", count=14, seed=5) for _ in range(2))
+    assert a.files == b.files == 14
+    assert {k: f.count for k, f in a.findings.items()} == {k: f.count for k, f in b.findings.items()}
+
+
+def test_against_ggml_runs():
+    report = run("ggml", count=14, seed=2)
+    assert report.files == 14 and report.agreed > 0
+
+
+def test_a_command_printing_info_json_agrees_with_us(tmp_path):
+    script = tmp_path / "reader.py"
+    script.write_text(
+        "import json, sys\nfrom gguf_construct import load\nfrom gguf_construct.cli.report import info_json\n"
+        "json.dump(info_json(load(sys.argv[1])), sys.stdout, default=str)\n"
+    )
+    report = run(f"{sys.executable} {script} {{}}", count=8, seed=3)
+    assert report.files == 8 and not report.findings, report.lines()
+
+
+def test_worker_time_and_memory_caps():
+    slow = Worker("command", "spec", 512, timeout=1.0, command="sh -c 'sleep 5' {}")
+    try:
+        answer = slow.ask("/dev/null")
+        assert not answer["ok"] and "Timeout" in answer["error"], answer
+    finally:
+        slow.close()
+    greedy = Worker("command", "spec", 256, timeout=20.0, command=f"{sys.executable} -c 'bytearray(1 << 31)' {{}}")
+    try:
+        answer = greedy.ask("/dev/null")
+        assert not answer["ok"] and "MemoryError" in answer["error"], answer
+    finally:
+        greedy.close()
+
+
+def test_mutations_are_reproducible_and_change_the_file():
+    data = next(d for name, d in inputs(1, 0, None))
+    a = [mutate(data, random.Random(9), rounds=2) for _ in range(2)]
+    assert a[0] == a[1] and a[0][0] != data and a[0][1]
+    notes = " ".join(mutate(data, random.Random(s))[1] for s in range(40))
+    assert "->" in notes  # schema-aware field mutations happen
+
+
+def test_ddmin_finds_a_minimal_input():
+    data = bytes(range(200)) + b"XY" + bytes(range(100))
+    assert ddmin(data, lambda d: b"XY" in d, budget=400) == b"XY"
+
+
+def test_compare_ignores_conventions_and_names_differences():
+    view = {
+        "version": 3,
+        "alignment": 32,
+        "data_offset": 100,
+        "kv": [["a.s", "str", "x\0y"], ["a.e", "arr[u8]", []]],
+        "tensors": [],
+        "dequant": {},
+    }
+    ok = {"ok": True, "view": view}
+    theirs = {"ok": True, "view": {**view, "kv": [["a.s", "str", "x"], ["a.e", "arr[u8]", []]], "data_offset": 128}}
+    assert compare(ok, theirs, "ggml") is None  # C strings end at NUL; no tensors, no data offset
+    refused = {"ok": False, "error": "ValueError: nope", "where": "r.py:1"}
+    assert compare(ok, refused, "gguf-py").signature == "gguf-py-rejects/ValueError: nope@r.py:1"
+    changed = {"ok": True, "view": {**view, "kv": [["a.s", "str", "z"], ["a.e", "arr[u8]", []]]}}
+    assert compare(ok, changed, "gguf-py").signature == "kv.value/str"
+
+
+def test_fuzz_help_through_the_main_command():
+    done = subprocess.run([sys.executable, "-m", "gguf_construct.cli.main", "fuzz", "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "--against" in done.stdout

@@ -1,0 +1,115 @@
+"""The reproducers the fuzzers found (tests/reproducers/, docs/findings.md): our behaviour on each, and what the
+other reader does today. If an assertion about gguf-py or ggml fails, that reader changed: update the findings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gguf_construct import GGUF, FormatError, UnsupportedTypeError, from_bytes, load, validate_bytes
+from gguf_construct.fuzzing.adapters import read_ggml, read_gguf_py
+from gguf_construct.fuzzing.runner import Worker
+
+REPRO = Path(__file__).parent / "reproducers"
+
+
+def data(name: str) -> bytes:
+    return (REPRO / name).read_bytes()
+
+
+def errors(name: str, profile: str = "spec") -> set[str]:
+    return {i.rule for i in validate_bytes(data(name), profile) if i.severity == "error"}
+
+
+# -- ours -------------------------------------------------------------------------------------------------
+def test_a_parsed_file_with_an_unknown_tensor_type_builds_back():
+    """fuzz_parse found build(parse(b)) raising for a tensor type unknown to the table: the builder computed
+    every offset even when all were given. Fixed in formats/gguf.py (lay_out keeps given offsets)."""
+    raw = data("ours-unknown-tensor-type.gguf")
+    assert GGUF.build(GGUF.parse(raw)) == raw
+    assert errors("ours-unknown-tensor-type.gguf") == {"tensor.type"}
+
+
+def test_tensor_type_of_a_leniently_loaded_file_raises_a_format_error():
+    f = from_bytes(data("ours-unknown-tensor-type.gguf"), strict=False)
+    with pytest.raises(UnsupportedTypeError):
+        f.tensors["w"].type  # noqa: B018
+
+
+def test_to_numpy_of_a_tensor_with_a_partial_block_raises_a_format_error():
+    """ne0 = 40 for Q4_0 (block size 32): the byte size rounds down to one block, dequantization gives 32 values,
+    and reshaping them to (40,) raised numpy's ValueError (also: 0 dimensions, more than 64, zero dims)."""
+    f = from_bytes(data("ours-to-numpy-partial-block.gguf"), strict=False)
+    assert "tensor.block" in errors("ours-to-numpy-partial-block.gguf")
+    with pytest.raises(FormatError):
+        f.tensors["w"].to_numpy()
+
+
+# -- gguf-py ------------------------------------------------------------------------------------------------
+def test_q8_1_blocks_are_36_bytes():
+    path = REPRO / "gguf-py-q8_1-block-size.gguf"
+    assert load(path).tensors["w"].nbytes == 36 == read_ggml(str(path))["tensors"][0][4]
+    assert read_gguf_py(str(path))["tensors"][0][4] == 40  # gguf-py: GGML_QUANT_SIZES[Q8_1] = (32, 4 + 4 + 32)
+
+
+def test_big_endian_tensors_dequantize_in_their_byte_order():
+    path = REPRO / "gguf-py-big-endian-dequant.gguf"
+    expected = np.arange(32, dtype=np.float32) / 4
+    f = load(path)
+    assert f.byte_order == "big"
+    for name in ("w.f32", "w.f16"):
+        assert np.array_equal(f.tensors[name].to_numpy(), expected)
+    from gguf import GGUFReader
+    from gguf import quants as gq
+
+    t = next(t for t in GGUFReader(path).tensors if t.name == "w.f32")
+    with np.errstate(all="ignore"):
+        theirs = np.asarray(gq.dequantize(np.asarray(t.data), t.tensor_type)).reshape(-1)
+    assert not np.array_equal(theirs, expected)  # gguf-py reads the big-endian words as native ones
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [
+        ("gguf-py-accepts-overlap.gguf", "tensor.overlap"),
+        ("gguf-py-accepts-misaligned-offset.gguf", "tensor.offset_alignment"),
+        ("gguf-py-accepts-bool-2.gguf", "value.bool"),
+        ("gguf-py-accepts-zero-dim.gguf", "tensor.shape"),
+    ],
+)
+def test_files_gguf_py_accepts_and_we_reject(name, rule):
+    assert rule in errors(name)
+    with pytest.raises(FormatError) as info:
+        from_bytes(data(name))
+    assert info.value.rule == rule
+    read_gguf_py(str(REPRO / name))  # gguf-py reads it without complaint
+
+
+def test_huge_array_count_is_rejected_at_once_while_gguf_py_hangs():
+    name = "gguf-py-hangs-huge-array-count.gguf"
+    assert errors(name) == {"array.length"}
+    worker = Worker("gguf-py", "spec", 1024, timeout=3.0)
+    try:
+        answer = worker.ask(str(REPRO / name))
+    finally:
+        worker.close()
+    assert not answer["ok"] and "Timeout" in answer["error"], answer
+
+
+# -- ggml (ggml-python 0.0.45) ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [
+        ("ggml-accepts-exabyte-tensor.gguf", "tensor.nbytes_overflow"),
+        ("ggml-accepts-zero-dims.gguf", "tensor.n_dims"),
+        ("ggml-accepts-truncated-data.gguf", "tensor.bounds"),
+    ],
+)
+def test_files_ggml_reads_metadata_of_and_we_reject(name, rule):
+    """ggml's metadata-only read (no_alloc) does not hold tensor data against the file size, and takes n_dims 0
+    as a scalar; both profiles reject these files."""
+    for profile in ("spec", "ggml"):
+        assert rule in errors(name, profile)
+    assert read_ggml(str(REPRO / name))["tensors"]
