@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import HealthCheck, given, settings
-from oracles import norm
 
 from gguf_construct import GGUF, validate_bytes
 from gguf_construct.api.metadata import array_content
 from gguf_construct.formats.gguf import tensor_nbytes
+from gguf_construct.fuzzing.adapters import array_values, scalar_value
 from gguf_construct.strategies import gguf_files
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -21,11 +20,8 @@ def plain(value, vtype):
         etype = str(value["type"])
         if etype == "arr":
             return ("arr", [plain(inner, "arr") for inner in value["array"]])
-        if etype in ("f32", "f64"):
-            dtype = {"f32": "<f4", "f64": "<f8"}[etype]
-            return (etype, np.asarray(items, dtype=dtype).view(dtype.replace("f", "u")).tolist())
-        return (etype, [x for x in (items.tolist() if hasattr(items, "tolist") else list(items))])
-    return norm(value, vtype)
+        return (etype, array_values(items, etype))
+    return scalar_value(value, vtype)
 
 
 def semantics(c):

@@ -73,12 +73,14 @@ def digest(values: np.ndarray) -> str:
 
 
 # -- ours ------------------------------------------------------------------------------------------------
-def read_ours(path: str, profile: str = "spec") -> dict[str, Any]:
-    """gguf_construct.load(strict=True) under ``profile``: what we accept, and what we see in it."""
+def read_ours(path: str, profile: str = "spec", *, strict: bool = True, dequantize: bool = True) -> dict[str, Any]:
+    """gguf_construct.load(strict=True) under ``profile``: what we accept, and what we see in it.
+
+    ``strict=False`` loads leniently instead; ``dequantize=False`` leaves ``dequant`` empty (faster)."""
     from ..api.file import load
     from ..formats.fields import StringArray
 
-    f = load(path, strict=True, profile=profile)
+    f = load(path, strict=strict, profile=profile)
     kvs = []
     for field in f.metadata.fields():
         if field.type == "arr":
@@ -89,14 +91,14 @@ def read_ours(path: str, profile: str = "spec") -> dict[str, Any]:
     tensors, dequant = [], {}
     for t in f.tensors.values():
         tensors.append([t.name, t.type.name.lower(), list(t.shape), t.offset, t.nbytes])
-        if t.nbytes <= DEQUANT_LIMIT:
+        if dequantize and t.nbytes <= DEQUANT_LIMIT:
             dequant[t.name] = digest(t.to_numpy())
     return {"version": f.version, "alignment": f.alignment, "data_offset": f.data_offset, "kv": kvs, "tensors": tensors, "dequant": dequant}
 
 
 # -- gguf-py ---------------------------------------------------------------------------------------------
-def read_gguf_py(path: str, profile: str = "spec") -> dict[str, Any]:
-    """gguf-py's GGUFReader, plus ``gguf.quants.dequantize`` for the types it knows."""
+def read_gguf_py(path: str, profile: str = "spec", *, dequantize: bool = True) -> dict[str, Any]:
+    """gguf-py's GGUFReader, plus ``gguf.quants.dequantize`` for the types it knows (unless ``dequantize=False``)."""
     from gguf import GGUFReader, GGUFValueType
     from gguf import quants as gq
 
@@ -127,7 +129,7 @@ def read_gguf_py(path: str, profile: str = "spec") -> dict[str, Any]:
     for t in r.tensors:
         shape = [int(d) for d in t.shape]
         tensors.append([t.name, t.tensor_type.name.lower(), shape, int(t.data_offset) - int(r.data_offset), int(t.n_bytes)])
-        if int(t.n_bytes) <= DEQUANT_LIMIT:
+        if dequantize and int(t.n_bytes) <= DEQUANT_LIMIT:
             try:
                 values = gq.dequantize(np.asarray(t.data), t.tensor_type)
             except NotImplementedError:
@@ -144,8 +146,9 @@ def read_gguf_py(path: str, profile: str = "spec") -> dict[str, Any]:
 
 
 # -- ggml (C) --------------------------------------------------------------------------------------------
-def read_ggml(path: str, profile: str = "ggml") -> dict[str, Any]:
-    """ggml's ``gguf_init_from_file`` (no_alloc) through ggml-python; tensors dequantized with ggml's to_float."""
+def read_ggml(path: str, profile: str = "ggml", *, dequantize: bool = True) -> dict[str, Any]:
+    """ggml's ``gguf_init_from_file`` (no_alloc) through ggml-python; tensors dequantized with ggml's to_float
+    (unless ``dequantize=False``)."""
     import ctypes
 
     import ggml
@@ -174,8 +177,10 @@ def read_ggml(path: str, profile: str = "ggml") -> dict[str, Any]:
                 kvs.append([key, vtype, scalar_value(getattr(ggml, f"gguf_get_val_{vtype}")(ctx, i), vtype)])
         tensors, dequant = [], {}
         data_offset = ggml.gguf_get_data_offset(ctx)
-        with open(path, "rb") as f:
-            blob = f.read()
+        blob = b""
+        if dequantize:
+            with open(path, "rb") as f:
+                blob = f.read()
         for i in range(ggml.gguf_get_n_tensors(ctx)):
             name = ggml.gguf_get_tensor_name(ctx, i).decode("utf-8")
             type_id = ggml.gguf_get_tensor_type(ctx, i)
@@ -183,7 +188,7 @@ def read_ggml(path: str, profile: str = "ggml") -> dict[str, Any]:
             tensors.append([name, ggml.ggml_type_name(type_id).decode().lower(), None, offset, nbytes])
             traits = ggml.ggml_get_type_traits(type_id).contents
             n_values = nbytes // traits.type_size * traits.blck_size if traits.type_size else 0
-            if nbytes <= DEQUANT_LIMIT and traits.to_float and data_offset + offset + nbytes <= len(blob):
+            if dequantize and nbytes <= DEQUANT_LIMIT and traits.to_float and data_offset + offset + nbytes <= len(blob):
                 raw = np.frombuffer(blob, np.uint8, count=nbytes, offset=data_offset + offset).copy()
                 out = np.empty(n_values, np.float32)
                 traits.to_float(raw.ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), n_values)
