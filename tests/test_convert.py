@@ -15,9 +15,11 @@ def test_le_to_be_equals_gguf_py_converter_output(tmp_path):
     assert out.read_bytes() == (CORPUS / "generated/gguf-py-be.gguf").read_bytes()
 
 
-def test_every_type_converts_both_ways_with_equal_values(tmp_path):
+def test_every_type_converts_both_ways_with_equal_values(tmp_path, capsys):
     src = CORPUS / "generated/ggml-writer-all-types.gguf"
     main(["convert", str(src), str(tmp_path / "be.gguf"), "--byte-order", "big"])
+    n = len(load(src).tensors)
+    assert f"{n} verified equal by value" in capsys.readouterr().out  # the command reopened and compared its output
     main(["convert", str(tmp_path / "be.gguf"), str(tmp_path / "le.gguf"), "--byte-order", "little"])
     assert (tmp_path / "le.gguf").read_bytes() == src.read_bytes()
     le, be = load(src), load(tmp_path / "be.gguf")

@@ -68,7 +68,9 @@ def convert(
         if byte_order is None and version is None:
             raise ValueError("GGUF to GGUF: give a byte order and/or a version")
         f.save(dst, byte_order=byte_order, version=version)
-        return Report(targets={n: f.tensors[n].type.name for n in f.tensors})
+        report = Report(targets={n: f.tensors[n].type.name for n in f.tensors})
+        _check_gguf(dst, f.tensors, report)  # a byte-order change re-encodes every block: compare the values
+        return report
     if kind in ("safetensors", "ollama"):
         if out != "gguf":
             raise ValueError(f"{kind} input converts to GGUF (name the output *.gguf)")
@@ -88,6 +90,7 @@ def _check_gguf(dst: Any, tensors: Any, report: Report) -> None:
     written = load_gguf(dst)
     for name in report.targets:
         verify(name, tensors[name].to_numpy().reshape(-1), written.tensors[name].to_numpy().reshape(-1))
+    report.verified = len(report.targets)
 
 
 def _gguf_to_safetensors(f: Any, dst: Any, out: str, style: str | None, model: str) -> Report:
@@ -112,5 +115,5 @@ def _gguf_to_safetensors(f: Any, dst: Any, out: str, style: str | None, model: s
     for name in report.targets:
         expected = f.tensors[name].to_numpy()
         verify(name, expected.reshape(-1), np.asarray(got[name].to_numpy()).reshape(-1))
-        report.verified = len(report.targets)
+    report.verified = len(report.targets)
     return report
