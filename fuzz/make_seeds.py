@@ -30,12 +30,13 @@ def corpus_seeds(max_len: int) -> list[bytes]:
 def generated_seeds(n: int, seed: int) -> list[bytes]:
     """Valid and labelled-invalid files from the strategies (skipped when hypothesis is not installed)."""
     try:
-        from gguf_construct.strategies import draw_examples, gguf_bytes, invalid_gguf
+        from gguf_construct.strategies import draw_examples, gguf_bytes, invalid_gguf, legacy_bytes, rwkv_bytes, safetensors_bytes
     except ImportError:
         return []
     valid = draw_examples(gguf_bytes(), n, seed_value=seed)
     broken = [x.data for x in draw_examples(invalid_gguf(), n, seed_value=seed + 1)]
-    return valid + broken
+    others = [draw_examples(s, max(1, n // 4), seed_value=seed + 2) for s in (legacy_bytes(), rwkv_bytes(), safetensors_bytes())]
+    return valid + broken + [x for group in others for x in group]
 
 
 def block_seeds(seed: int) -> list[bytes]:

@@ -20,7 +20,7 @@ from test_mlx_dequant import blob_tensors, mlx_blob, quantize
 import gguf_construct as gc
 from gguf_construct.api.safetensors import SafetensorsFile, from_bytes, save_safetensors
 from gguf_construct.formats.safetensors import SAFETENSORS, Header
-from gguf_construct.strategies.safetensors import safetensors_files, safetensors_objects
+from gguf_construct.strategies.safetensors import safetensors_bytes, safetensors_containers
 from gguf_construct.validation_safetensors import validate_safetensors_bytes
 
 ARRAYS = {
@@ -256,7 +256,7 @@ def test_header_is_parsed_lazily():
 
 # -- generated files ----------------------------------------------------------------------------------------
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(safetensors_files())
+@given(safetensors_bytes())
 def test_generated_files_round_trip_and_validate(data):
     c = SAFETENSORS.parse(data)
     assert SAFETENSORS.build(c) == data
@@ -266,7 +266,7 @@ def test_generated_files_round_trip_and_validate(data):
 
 
 @settings(max_examples=40, deadline=None)
-@given(safetensors_objects())
+@given(safetensors_containers())
 def test_generated_objects_read_back_by_the_safetensors_library(obj):
     data = SAFETENSORS.build(obj)
     with_bf16 = any(t["dtype"] == "BF16" for t in obj.tensors.values())
@@ -278,7 +278,7 @@ def test_generated_objects_read_back_by_the_safetensors_library(obj):
 
 
 @settings(max_examples=150, deadline=None)
-@given(safetensors_files(), st.data())
+@given(safetensors_bytes(), st.data())
 def test_mutated_files_raise_only_format_errors(data, draw):
     buf = bytearray(data)
     for _ in range(draw.draw(st.integers(1, 4))):

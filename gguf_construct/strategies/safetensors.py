@@ -1,9 +1,9 @@
 """Hypothesis strategies for valid safetensors files: fresh objects for ``SAFETENSORS.build`` and their bytes.
 
-``safetensors_objects()`` draws ``Container(tensors=..., metadata=..., style=...)`` with every dtype numpy can
+``safetensors_containers()`` draws ``Container(tensors=..., metadata=..., style=...)`` with every dtype numpy can
 hold (plus BF16 given as raw uint16), shapes including 0-d scalars and empty dimensions, names in any Unicode,
 metadata of any strings, and each writer's layout (HF safetensors, MLX, Ollama's Go writer).
-``safetensors_files()`` draws the built bytes, sometimes with the header re-padded (spaces, none, or leading
+``safetensors_bytes()`` draws the built bytes, sometimes with the header re-padded (spaces, none, or leading
 whitespace), which both MLX and the safetensors library read.
 """
 
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ..formats.safetensors import SAFETENSORS, STYLES, dtypes
 
-__all__ = ["safetensors_files", "safetensors_objects"]
+__all__ = ["safetensors_bytes", "safetensors_containers"]
 
 #: dtypes drawn: those numpy can hold, and BF16 (raw uint16 bit patterns).
 DRAWN = [d.name for d in dtypes().values() if d.numpy] + ["BF16"]
@@ -36,7 +36,7 @@ def tensor(draw: st.DrawFn) -> Container:
 
 
 @st.composite
-def safetensors_objects(draw: st.DrawFn, max_tensors: int = 6) -> Container:
+def safetensors_containers(draw: st.DrawFn, max_tensors: int = 6) -> Container:
     """A fresh object ``SAFETENSORS.build`` lays out: tensors, optional metadata, a writer style."""
     tensors = draw(st.dictionaries(names, tensor(), max_size=max_tensors))
     metadata = draw(st.none() | st.dictionaries(names, st.text(max_size=12), max_size=4))
@@ -44,9 +44,9 @@ def safetensors_objects(draw: st.DrawFn, max_tensors: int = 6) -> Container:
 
 
 @st.composite
-def safetensors_files(draw: st.DrawFn) -> bytes:
+def safetensors_bytes(draw: st.DrawFn) -> bytes:
     """The bytes of a valid file: a drawn object built, its header sometimes re-padded with spaces."""
-    data = SAFETENSORS.build(draw(safetensors_objects()))
+    data = SAFETENSORS.build(draw(safetensors_containers()))
     n = int.from_bytes(data[:8], "little")
     body = data[8 : 8 + n].rstrip(b" ")
     pad = draw(st.sampled_from(["keep", "none", "pad8", "leading"]))
