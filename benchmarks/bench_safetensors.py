@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 from bench_dequant import parse_size
+from bench_read import best
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
@@ -32,15 +32,6 @@ import gguf_construct as gc
 from gguf_construct.quants import mlx as mq
 
 MODES = [("int4", "affine", 4, 64), ("int8", "affine", 8, 64), ("nvfp4", "nvfp4", 4, 16), ("mxfp4", "mxfp4", 4, 32), ("mxfp8", "mxfp8", 8, 32)]
-
-
-def best(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def peak(fn: Callable[[], object]) -> int:

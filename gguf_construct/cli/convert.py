@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-EXIT_OK, EXIT_BAD, EXIT_USAGE = 0, 1, 2
+from .common import EXIT_BAD, EXIT_OK, EXIT_USAGE
 
 DESCRIPTION = """\
 Convert a model file; the input kind is detected, the output kind comes from its name.

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..api.metadata import json_value
-from .info import EXIT_BAD, EXIT_OK
+from .common import EXIT_BAD, EXIT_OK
 from .report import HEADER_FIELDS, fields_of, type_name
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from ..api.file import GGUFFile, load_gguf
 from ..api.metadata import infer_type, parse_type
 from ..tables import standard_key
-from .info import EXIT_BAD, EXIT_OK, usage
+from .common import EXIT_BAD, EXIT_OK, usage
 
 _BOOLS = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 

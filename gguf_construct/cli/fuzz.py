@@ -12,7 +12,9 @@ import importlib.util
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
+from .common import EXIT_BAD as EXIT_FOUND
+from .common import EXIT_OK, EXIT_USAGE
+
 _MODULES = {"gguf-py": "gguf", "ggml": "ggml"}
 
 

@@ -17,7 +17,7 @@ import sys
 import uuid
 from typing import Any
 
-from .info import EXIT_BAD, EXIT_OK
+from .common import EXIT_BAD, EXIT_OK
 
 #: llama.cpp's UUID namespace: uuid5(NAMESPACE_URL, 'en.wikipedia.org/wiki/Llama.cpp') (gguf-py's gguf_hash).
 UUID_NAMESPACE_LLAMA_CPP = uuid.UUID("ef001206-dadc-5f6d-a15f-3359e577d4e5")

@@ -13,15 +13,10 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any, NoReturn
+from typing import Any
 
-EXIT_OK, EXIT_BAD, EXIT_USAGE = 0, 1, 2
-
-
-def usage(message: str) -> NoReturn:
-    """Stop with a usage error: the message on stderr, exit code 2."""
-    print(message, file=sys.stderr)
-    raise SystemExit(EXIT_USAGE)
+from ..progress import progress
+from .common import EXIT_BAD, EXIT_OK
 
 
 # -- shared by the many-files commands ----------------------------------------------------------------
@@ -58,34 +53,12 @@ def default_jobs() -> int:
 
 
 def run_pool(work: Callable[[str], Any], paths: list[str], jobs: int, desc: str) -> list[Any]:
-    """``work(path)`` for every path, on ``jobs`` worker processes when there are several files, with a tqdm
-    progress bar on a terminal (when tqdm is installed). ``work`` must be a picklable top-level callable."""
-    bar = _bar(len(paths), desc)
-    results: list[Any] = []
+    """``work(path)`` for every path, on ``jobs`` worker processes when there are several files, with a
+    progress bar on a terminal. ``work`` must be a picklable top-level callable."""
     if jobs <= 1 or len(paths) <= 1:
-        for p in paths:
-            results.append(work(p))
-            if bar:
-                bar.update(1)
-    else:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
-            for r in pool.map(work, paths, chunksize=1):
-                results.append(r)
-                if bar:
-                    bar.update(1)
-    if bar:
-        bar.close()
-    return results
-
-
-def _bar(total: int, desc: str) -> Any:
-    if total < 2 or not sys.stderr.isatty():
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, desc=desc, unit="file", file=sys.stderr)
+        return list(progress((work(p) for p in paths), len(paths), desc, unit="file"))
+    with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
+        return list(progress(pool.map(work, paths, chunksize=1), len(paths), desc, unit="file"))
 
 
 # -- info ----------------------------------------------------------------------------------------------

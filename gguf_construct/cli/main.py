@@ -11,21 +11,12 @@ from collections.abc import Sequence
 
 from ..api.file import load
 from ..errors import FormatError
+from ..progress import progress
 from . import convert, diff, edit, info, split, validate
 from . import fuzz as fuzz_cli
 from . import hash as hash_cli
 from . import migrate as migrate_cli
-
-EXIT_OK, EXIT_BAD, EXIT_USAGE = 0, 1, 2
-
-
-def _progress(items: list, total: int, desc: str):
-    """tqdm over ``items`` when tqdm is installed (an optional extra), else the items as they are."""
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return items
-    return tqdm(items, total=total, desc=desc, unit="tensor", disable=total < 8 or not sys.stderr.isatty())
+from .common import EXIT_BAD, EXIT_OK
 
 
 def _cmd_dequant(args: argparse.Namespace) -> int:
@@ -41,7 +32,7 @@ def _cmd_dequant(args: argparse.Namespace) -> int:
             raise SystemExit("gguf-construct dequant: .npy holds one tensor: name it with --tensor")
         np.save(args.output, f.tensors[names[0]].to_numpy())
     else:
-        arrays = {n: f.tensors[n].to_numpy() for n in _progress(names, len(names), "dequantizing")}
+        arrays = {n: f.tensors[n].to_numpy() for n in progress(names, len(names), "dequantizing", unit="tensor", minimum=8)}
         np.savez(args.output, **arrays)
     print(f"{args.output}: {len(names)} tensors as float32")
     return EXIT_OK

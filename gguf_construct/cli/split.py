@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from .info import EXIT_OK, usage
+from .common import EXIT_OK, usage
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)?\Z", re.IGNORECASE)
 

@@ -12,7 +12,8 @@ from functools import partial
 from typing import Any
 
 from ..formats.registry import PROFILES
-from .info import EXIT_BAD, EXIT_OK, default_jobs, expand, run_pool
+from .common import EXIT_BAD, EXIT_OK
+from .info import default_jobs, expand, run_pool
 
 
 def validate_one(path: str, profile: str = "spec", keys: bool = False) -> dict[str, Any]:

@@ -48,7 +48,7 @@ from construct import (
 from ..errors import FormatError, InvalidValueError, LimitError, TruncatedError, UnknownFormatError, UnsupportedTypeError
 from ..tables import GGML_TYPES, _load
 from .base import FileConstruct, as_stream, context_path, guarded, readable_path
-from .fields import AlignPadding
+from .fields import AlignPadding, CheckedArray
 
 #: Longest tensor name or token accepted (llama.cpp's migrator refuses names of 4096 bytes and more).
 MAX_NAME_LENGTH = 4095
@@ -267,15 +267,12 @@ class TensorData(Construct):
         raise SizeofError("tensor data has no fixed size", path=path)
 
 
-class UntilEOF(Construct):
+class UntilEOF(CheckedArray):
     """``T items[]`` until the end of the input: no count anywhere, so a short final record is an error, never
     silently dropped. ``min_size`` is the smallest record, so a tail shorter than that is reported as such."""
 
     def __init__(self, subcon: Construct, min_size: int, rule: str):
-        super().__init__()
-        self.subcon = subcon
-        self.min_size = min_size
-        self.rule = rule
+        super().__init__(None, subcon, min_size, rule)
 
     def _parse(self, stream, context, path):
         s = as_stream(stream)
@@ -287,12 +284,6 @@ class UntilEOF(Construct):
             context._index = len(out)
             out.append(self.subcon._parsereport(s, context, context_path(path, len(out))))
         return out
-
-    def _build(self, obj, stream, context, path):
-        for i, item in enumerate(obj):
-            context._index = i
-            self.subcon._build(item, stream, context, context_path(path, i))
-        return obj
 
     def _sizeof(self, context, path):
         raise SizeofError("records until the end have no fixed size", path=path)

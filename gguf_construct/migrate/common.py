@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from ..api.legacy import LegacyTensor
 from ..api.metadata import Metadata
 from ..errors import FormatError, InvalidValueError
 from ..formats.gguf import GGUF
+from ..progress import progress as show_progress
 from ..tables import _load
 
 
@@ -124,17 +125,9 @@ def plan_tensor(t: LegacyTensor, name: str, report: Report) -> PlannedTensor:
     return PlannedTensor(name, shape, "f32", lambda: t.to_numpy().reshape(-1).astype("<f4"), t.to_numpy, "widened")
 
 
-def _progress(items: Sequence[Any], desc: str) -> Iterable[Any]:
-    try:
-        from ..cli.main import _progress as bar
-    except ImportError:  # pragma: no cover
-        return items
-    return bar(list(items), len(items), desc)
-
-
 def write_gguf(path: str | os.PathLike[str], metadata: Metadata, tensors: list[PlannedTensor], *, version: int = 3, progress: bool = False) -> None:
     """Build GGUF ``version`` into ``path`` atomically, producing each tensor's data only as it is written."""
-    bar = iter(_progress(range(len(tensors)), "writing")) if progress and tensors else None
+    bar = iter(show_progress(range(len(tensors)), len(tensors), "writing", unit="tensor")) if progress and tensors else None
 
     def source(p: PlannedTensor) -> Any:
         def produce() -> Any:
