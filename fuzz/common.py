@@ -118,6 +118,14 @@ def save_known(sig: str, data: bytes) -> None:
 def warm_up(test_one: Callable[[bytes], int | None], folders: list[str], limit: int = 200) -> None:
     """Run the seeds once untraced, so that one-time costs (lazy imports, numpy and table caches) are not
     charged to the first input that happens to be traced. Failures are left for the fuzzing run to report."""
+    from gguf_construct.quants import SUPPORTED, dequantize
+    from gguf_construct.tables import GGML_TYPES
+
+    for t in GGML_TYPES.values():  # the lookup tables each kernel builds on first use (f16: 256 KiB, grids ...)
+        if t.name in SUPPORTED:
+            for order in ("little", "big"):
+                with contextlib.suppress(Exception):
+                    dequantize(bytes(t.type_size), t.name, byte_order=order)
     paths = sorted((os.path.join(d, n) for d in folders if os.path.isdir(d) for n in os.listdir(d)), key=os.path.getsize)
     for path in paths[:limit]:
         with open(path, "rb") as f:
