@@ -85,9 +85,15 @@ class Budget:
             if trace:
                 tracemalloc.stop()
                 self.tracing = False
-        self.slowest = max(self.slowest, elapsed)
         if elapsed > TIME_LIMIT:
-            raise ContractBreach(f"took {elapsed:.2f} s on {len(data)} bytes")
+            # A shared machine stalls now and then (another process, a full garbage collection of atheris's own
+            # growing heap): a slow input counts only if it is slow again when run once more.
+            start = time.perf_counter()
+            action()
+            elapsed = min(elapsed, time.perf_counter() - start)
+            if elapsed > TIME_LIMIT:
+                raise ContractBreach(f"took {elapsed:.2f} s on {len(data)} bytes, twice")
+        self.slowest = max(self.slowest, elapsed)
         if len(sys.modules) != modules:
             return  # a module was imported on the way (a format's reader, first used): a one-time cost, not this input's
         if peak > 2 * len(data) + 2 * produced + ALLOWANCE:

@@ -68,6 +68,28 @@ def test_a_valid_file_allocates_little_beyond_its_output_once_tables_are_built()
     assert produced > 0 and peak <= 2 * len(raw) + 2 * produced + (1 << 20), peak
 
 
+def test_the_string_scan_allocates_in_proportion_to_its_window_not_the_file():
+    """fuzz_dequant: 1.1 MB allocated parsing this 33 KB file, whose string array claims more strings than it
+    holds over a region of zeros (every position a candidate for the speculative scan, whose window spanned the
+    region). Windows are now at most 1/16 of the file; the file is rejected within the fuzzers' budget."""
+    import tracemalloc
+
+    raw = data("ours-string-scan-window.gguf")
+    with pytest.raises(FormatError):
+        from_bytes(raw, strict=False)
+    tracemalloc.start()
+    try:
+        with pytest.raises(FormatError) as info:
+            from_bytes(raw, strict=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert info.value.rule == "string.length"
+    from gguf_construct.formats.fields import SCAN_WINDOW
+
+    assert peak <= 2 * len(raw) + 33 * SCAN_WINDOW + (64 << 10), peak  # before: 1.04 MB
+
+
 # -- gguf-py ------------------------------------------------------------------------------------------------
 def test_q8_1_blocks_are_36_bytes():
     path = REPRO / "gguf-py-q8_1-block-size.gguf"
