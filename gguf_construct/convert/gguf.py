@@ -130,6 +130,10 @@ def to_gguf(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = Non
 
 
 # -- GGUF → safetensors ----------------------------------------------------------------------------------
+#: ggml's FP4 types → (their MLX encoder, MLX's group size); the quant_type is the type's own name.
+FP4_TO_MLX = {"mxfp4": (encode.ggml_mxfp4_to_mlx, 32), "nvfp4": (encode.ggml_nvfp4_to_mlx, 16)}
+
+
 def decode_tensor(t: Any) -> tuple[dict[str, Any], dict[str, str] | None, str | None]:
     """(the safetensors entries for one GGUF tensor, its quantization metadata or None, a notice or None)."""
     name, ggml_type = t.name, t.type.name
@@ -141,17 +145,12 @@ def decode_tensor(t: Any) -> tuple[dict[str, Any], dict[str, str] | None, str | 
         from ..quants import block_dtype
 
         blocks = t.data.view(block_dtype(ggml_type, t.byte_order)).astype(block_dtype(ggml_type))
-    if ggml_type == "mxfp4" and blocks is not None:
-        got = encode.ggml_mxfp4_to_mlx(blocks, rows)
+    if ggml_type in FP4_TO_MLX and blocks is not None:
+        to_mlx, group = FP4_TO_MLX[ggml_type]
+        got = to_mlx(blocks, rows)
         if not isinstance(got, str):
             packed, scales = got
-            return {name: _u32(packed, lead), name + ".scale": _u8(scales, lead)}, {"quant_type": "mxfp4", "group_size": "32"}, None
-        reason = got
-    elif ggml_type == "nvfp4" and blocks is not None:
-        got = encode.ggml_nvfp4_to_mlx(blocks, rows)
-        if not isinstance(got, str):
-            packed, scales = got
-            return {name: _u32(packed, lead), name + ".scale": _u8(scales, lead)}, {"quant_type": "nvfp4", "group_size": "16"}, None
+            return {name: _u32(packed, lead), name + ".scale": _u8(scales, lead)}, {"quant_type": ggml_type, "group_size": str(group)}, None
         reason = got
     elif ggml_type == "q4_1" and blocks is not None:
         packed, scales, biases, group = encode.ggml_q4_1_to_mlx(blocks, rows)
