@@ -24,6 +24,11 @@ def manifest() -> dict[str, dict]:
         return {e["file"]: e for e in json.load(f)}
 
 
+def corpus_file(rel_path: str) -> Path:
+    """One file by its path relative to corpus/ (the project's tests/data copy when it has one)."""
+    return _require(CORPUS / rel_path)
+
+
 def corpus_files(pattern: str) -> list[Path]:
     files = sorted(_require(CORPUS).glob(pattern))
     assert files, f"no corpus files match {pattern}"
