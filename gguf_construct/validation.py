@@ -39,6 +39,7 @@ _ERROR_CLASSES: list[tuple[str, type[errors.FormatError]]] = [
     ("header.version", errors.UnsupportedTypeError),
     ("array.nested", errors.UnsupportedTypeError),
     ("array.depth", errors.LimitError),
+    ("limit.", errors.LimitError),
 ]
 
 
@@ -76,6 +77,18 @@ def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
         view = map_file(path)
     except OSError as e:
         return [Issue("file.read", str(e))]
+    except errors.FormatError as e:  # not a regular file
+        return [Issue(e.rule, e.message, e.path, e.offset)]
+    from .formats.detect import detect
+
+    try:
+        fmt = detect(view)
+    except errors.FormatError:
+        fmt = None
+    if fmt == "ollama":  # a manifest: its blobs are checked too
+        from .api.ollama import validate_manifest_file
+
+        return validate_manifest_file(path, profile)
     return validate_bytes(view, profile)
 
 
