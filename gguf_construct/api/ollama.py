@@ -311,5 +311,5 @@ def write_model(root: str | os.PathLike[str], model: str, tensor_blobs: list[tup
     manifest = Manifest(cfg, tuple(layers))
     target = manifest_path(root, model)
     target.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(target, lambda f: f.write(manifest.to_bytes()))
+    write_atomic(target, lambda f: f.write(manifest.to_bytes()), read_manifest)
     return target

@@ -333,10 +333,17 @@ def load_safetensors(path: str | os.PathLike[str], *, strict: bool = True, hint:
     return from_bytes(map_file(path), strict=strict, path=os.fspath(path), hint=hint, profile=profile)
 
 
-def save_safetensors(path: str | os.PathLike[str], tensors: Any, metadata: Mapping[str, str] | None = None, *, style: str = "safetensors") -> None:
+def save_safetensors(path: str | os.PathLike[str], tensors: Any, metadata: Mapping[str, str] | None = None, *, style: str = "safetensors", verify: Any = None) -> None:
     """Write a safetensors file atomically, laid out as ``style``'s writer does ('safetensors', 'mlx',
-    'ollama'); ``tensors`` maps names to numpy arrays or ``{dtype, shape, data}`` (see ``formats.safetensors.lay_out``)."""
+    'ollama'); ``tensors`` maps names to numpy arrays or ``{dtype, shape, data}`` (see ``formats.safetensors.lay_out``).
+    Before the rename the file must load strictly (and pass ``verify(temp_path)`` when given)."""
     from .file import write_atomic
 
     obj = Container(tensors=tensors, metadata=metadata, style=style)
-    write_atomic(path, lambda f: SAFETENSORS.build_stream(obj, f))
+
+    def check(tmp: str) -> None:
+        load_safetensors(tmp, strict=True)
+        if verify is not None:
+            verify(tmp)
+
+    write_atomic(path, lambda f: SAFETENSORS.build_stream(obj, f), check)

@@ -46,8 +46,8 @@ from construct import (
 )
 
 from ..errors import FormatError, InvalidValueError, LimitError, TruncatedError, UnknownFormatError, UnsupportedTypeError
-from ..tables import GGML_TYPES, _load
 from ..shapes import shape_problem
+from ..tables import GGML_TYPES, _load
 from .base import FileConstruct, as_stream, context_path, guarded, readable_path
 from .fields import AlignPadding, CheckedArray
 

@@ -36,8 +36,8 @@ from construct import Construct, Container, Int64ul, Rebuild, SizeofError, Struc
 
 from ..errors import FormatError, InvalidValueError, LimitError, TruncatedError, UnsupportedTypeError
 from ..limits import breach, limit
-from ..tables import _load
 from ..shapes import INTP_MAX, NUMPY_MAX_DIMS, element_count, shape_problem
+from ..tables import _load
 from .base import FileConstruct, as_stream
 from .fields import Remainder
 
