@@ -152,6 +152,13 @@ def _check_metadata(c: Container, ggml: bool, out: list[Issue]) -> str | None:
     return arch
 
 
+def key_issues(key: str) -> list[Issue]:
+    """What the spec's key rules say about one key (what ``set`` checks before it writes one)."""
+    out: list[Issue] = []
+    _check_key(key, "key", None, out)
+    return out
+
+
 def _check_key(key: str, path: str, at: int | None, out: list[Issue]) -> None:
     raw = key.encode("utf-8")
     if not raw:
