@@ -33,7 +33,7 @@ _ACTIVE: contextvars.ContextVar[Mapping[str, int]] = contextvars.ContextVar("ggu
 
 #: What the repair path (``delete``, ``set --force``) allows: generous, so that a file our own earlier version
 #: (or another writer) made too deep or too large for the default limits can still be opened and fixed.
-LENIENT: dict[str, int] = {"nesting": 128, "objects_per_kib": 1024}
+LENIENT: dict[str, int] = {"nesting": 128}
 
 
 def _checked(overrides: Mapping[str, int]) -> dict[str, int]:

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import construct
 import numpy as np
 from construct import Container
 
-from ..errors import FormatError
+from ..errors import FormatError, InvalidValueError
 from ..formats.base import map_file
 from ..formats.gguf import GGUF
 from .metadata import Metadata, StandardKeys
@@ -151,7 +153,12 @@ def write_atomic(path: str | os.PathLike[str], write: Any, verify: Any = None) -
     try:
         os.fchmod(fd, _new_file_mode(target))
         with os.fdopen(fd, "wb") as f:
-            write(f)
+            try:
+                write(f)
+            except FormatError:
+                raise
+            except (ValueError, OverflowError, struct.error, construct.ConstructError) as e:  # what was to be written cannot be
+                raise InvalidValueError("write.invalid", f"cannot write {target.name}: {str(e).splitlines()[-1] if str(e) else type(e).__name__}") from None
             f.flush()
             os.fsync(f.fileno())
         if verify is not None:

@@ -288,11 +288,10 @@ class Header(Mapping[str, Any]):
         """Tensor name → Entry in header order (duplicates: the last one), each entry checked on its own."""
         if self._entries is None:
             out = {}
-            checked = self.problems
             for name, value in self.json.items():
                 if name == METADATA_KEY:
                     continue
-                problems = checked[name]
+                problems = entry_problems(name, value)  # stops at the first bad entry: no list of 60k messages
                 if problems:
                     rule, message = problems[0]
                     raise _error(rule)(rule, message, path=f"header[{name!r}]", offset=self.key_offset(name))
