@@ -14,12 +14,13 @@ the text as is, or a file's content with ``--value-file``.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any
 
 from ..api.file import GGUFFile, load_gguf
 from ..api.metadata import infer_type, parse_type
-from ..errors import InvalidValueError
+from ..errors import FormatError, InvalidValueError
 from ..limits import LENIENT, limit, limits
 from ..tables import standard_key
 from ..untrusted import loads
@@ -69,7 +70,10 @@ def parse_value(text: str, type_spec: str | None) -> tuple[Any, str]:
         if len(text.strip()) > limit("number_digits") + 3:  # Python refuses int() beyond 4,300 digits
             raise ValueError(f"a number of {len(text.strip())} characters is not a {name}")
         return int(text, 0), name
-    return float(text), name
+    value = float(text)
+    if math.isinf(value) and "inf" not in text.lower():
+        raise ValueError(f"{_shown(text)} is beyond the range of {name}")
+    return value, name
 
 
 def check_key(key: str) -> None:
@@ -128,8 +132,11 @@ def _cmd_set(args: argparse.Namespace) -> int:
             return _set_in_place(f, args, value, type_spec)
         meta.set(args.key, value, type=type_spec)
     except (ValueError, KeyError, TypeError, OverflowError) as e:
-        usage(f"gguf-construct set: {e.args[0] if e.args else e}")
-    f.save(_output(args))
+        usage(f"gguf-construct set: {e.message if isinstance(e, FormatError) else e.args[0] if e.args else e}")
+    try:
+        f.save(_output(args))
+    except FormatError as e:  # the value makes a file the reader rejects (general.alignment 0, ...): nothing written
+        usage(f"gguf-construct set: {args.key}: {e.message}")
     print(f"{_output(args)}: {args.key} = {_shown(meta[args.key])} ({meta.type_of(args.key)})")
     return EXIT_OK
 

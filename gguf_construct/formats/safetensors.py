@@ -114,6 +114,7 @@ class Entry:
 class _Object(dict):
     """A JSON object that remembers its (key, value) pairs in file order, duplicates included."""
 
+    __slots__ = ("pairs",)  # no per-object __dict__: a header of 60k entries is 60k of these
     pairs: list[tuple[str, Any]]
 
 

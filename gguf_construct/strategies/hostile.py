@@ -127,7 +127,7 @@ HOSTILE: list[Hostile] = [
     Hostile("st-digit-name", "digits", "safetensors", lambda: safetensors_raw(json.dumps({f"model.layers.{DIGITS}.w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}), b"\0" * 4)),
     Hostile("rwkv-superscript-block", "digits", "rwkv", lambda: rwkv_raw([("blocks.\u00b2.att.key.weight".encode(), [4], 0, b"\0" * 16), (b"emb.weight", [4, 4], 0, b"\0" * 64)])),
     Hostile("rwkv-digit-block", "digits", "rwkv", lambda: rwkv_raw([(f"blocks.{'9' * 4000}.k".encode(), [4], 0, b"\0" * 16)])),
-    Hostile("st-deep-json", "deep", "safetensors", lambda: safetensors_raw("[" * 100_000 + "]" * 100_000), ("limit.nesting",)),
+    Hostile("st-deep-json", "deep", "safetensors", lambda: safetensors_raw('{"a":' + "[" * 100_000 + "]" * 100_000 + "}"), ("limit.nesting",)),
     Hostile("st-deep-metadata", "deep", "safetensors", lambda: safetensors_raw('{"__metadata__":' + "[" * 100_000 + "]" * 100_000 + "}"), ("limit.nesting",)),
     # quadratic work and amplification
     Hostile("gguf-60k-huge-dims", "quadratic", "gguf", lambda: gguf_raw([], [("t", [2**64 - 1] * 60_000, 0)]), ("limit.dimensions",)),
