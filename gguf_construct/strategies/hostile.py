@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 __all__ = [
-    "HOSTILE", "Hostile", "deep_json", "gguf_raw", "ggjt_raw", "huge_digit_strings", "rwkv_raw", "safetensors_raw", "zero_and_huge_shapes",
+    "HOSTILE", "SPECIAL_FILES", "Hostile", "deep_json", "degenerate_mlx_groups", "gguf_raw", "ggjt_raw", "hostile_bytes", "huge_digit_strings",
+    "make_special_file", "rwkv_raw", "safetensors_raw", "zero_and_huge_shapes",
 ]  # fmt: skip
 
 
@@ -177,3 +178,68 @@ def zero_and_huge_shapes(max_dims: int = 80) -> st.SearchStrategy[list[int]]:
         st.integers(65, max_dims).map(lambda n: [1] * n),
         st.lists(huge, min_size=3, max_size=8),
     )
+
+
+def degenerate_mlx_groups() -> st.SearchStrategy[tuple[list[int], list[int]]]:
+    """(weight shape, scale shape) of quantized MLX tensors with no honest groups: 0-d, 1-d, zero rows or
+    columns, scales that do not divide the words."""
+    return st.one_of(
+        st.just(([], [])),
+        st.integers(1, 64).map(lambda n: ([n], [1])),
+        st.tuples(st.sampled_from([0, 1, 4]), st.sampled_from([0, 8, 16])).map(lambda t: ([t[0], t[1]], [t[0], 0 if t[1] == 0 else 1])),
+        st.tuples(st.integers(1, 4), st.integers(1, 16), st.integers(3, 7)).map(lambda t: ([t[0], t[1]], [t[0], t[2]])),
+    )
+
+
+SPECIAL_FILES = ("fifo", "directory", "symlink-to-fifo", "dev-null")
+
+
+def make_special_file(path, kind: str) -> None:
+    """Put a special file at ``path`` (a str or Path): a FIFO, a directory, a symlink to a FIFO, or a symlink
+    to /dev/null; readers must refuse each before opening it (a FIFO blocks ``open()``)."""
+    import os
+
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        os.mkdir(path)
+    elif kind == "symlink-to-fifo":
+        os.mkfifo(f"{path}.fifo")
+        os.symlink(f"{path}.fifo", path)
+    elif kind == "dev-null":
+        os.symlink(os.devnull, path)
+    else:
+        raise ValueError(f"special file kinds: {SPECIAL_FILES}")
+
+
+@st.composite
+def hostile_bytes(draw: st.DrawFn, max_len: int = 65536) -> bytes:
+    """One crafted input of any format, drawn around the HOSTILE classes (at most ``max_len`` bytes): seeds for
+    the fuzzing campaign and inputs for property tests (each must be rejected with a FormatError or read)."""
+    kind = draw(st.sampled_from(["digits", "deep", "shape-gguf", "shape-st", "shape-ggjt", "shape-rwkv", "mlx", "nested", "catalogue"]))
+    if kind == "digits":
+        digits = draw(huge_digit_strings(4301, 8000))
+        where = draw(st.sampled_from(["offset", "shape", "metadata", "name"]))
+        if where == "name":
+            return gguf_raw([], [(f"blk.{digits}.w"[:4000], [4], 0)], b"\0" * 16)
+        body = {"offset": '{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,%s]}}', "shape": '{"a":{"dtype":"F32","shape":[%s],"data_offsets":[0,4]}}',
+                "metadata": '{"__metadata__":{"n":%s}}'}[where]  # fmt: skip
+        return safetensors_raw(body % digits, b"\0" * 4)
+    if kind == "deep":
+        return safetensors_raw('{"a":' + draw(deep_json(17, max_len // 3)) + "}")
+    if kind == "nested":
+        return gguf_raw([kv_nested("x.n", draw(st.integers(17, 400)))])
+    if kind == "mlx":
+        w, s = draw(degenerate_mlx_groups())
+        return _mlx(w, s)
+    if kind == "catalogue":
+        return draw(st.sampled_from([h for h in HOSTILE if len(h.make()) <= max_len])).make()
+    shape = draw(zero_and_huge_shapes())
+    if kind == "shape-gguf":
+        return gguf_raw([], [("t", [min(d, 2**64 - 1) for d in shape], 0)])
+    if kind == "shape-st":
+        return safetensors_raw(json.dumps({"a": {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}}))
+    i32 = [min(d, 2**31 - 1) for d in shape][:8]
+    if kind == "shape-ggjt":
+        return ggjt_raw(tensors=[(b"tok_embeddings.weight", i32, 0, b"")])
+    return rwkv_raw([(b"emb.weight", i32, 0, b"")])
