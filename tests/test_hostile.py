@@ -503,3 +503,81 @@ def _default_limits():
     yield
     lm._DEFAULTS = saved
     lm._ACTIVE.set(saved)
+
+
+# -- the breakers as hypothesis strategies ------------------------------------------------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+from gguf_construct.strategies import SPECIAL_FILES, deep_json, hostile_bytes, huge_digit_strings, make_special_file, zero_and_huge_shapes  # noqa: E402
+from gguf_construct.untrusted import decimal, loads  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(hostile_bytes(max_len=1 << 16))
+def test_drawn_hostile_inputs_are_format_errors_or_read(data):
+    import tempfile
+
+    from gguf_construct.formats.detect import detect
+
+    try:
+        fmt = detect(data)
+    except FormatError:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"x{SUFFIX.get(fmt, '.bin')}"
+        path.write_bytes(data)
+        start = time.process_time()
+        try:
+            f = gc.load(path, strict=False)
+            for t in f.tensors.values():
+                with contextlib.suppress(FormatError):
+                    t.to_numpy()
+        except FormatError:
+            pass
+        assert time.process_time() - start < CPU_BOUND
+
+
+@settings(max_examples=40, deadline=None)
+@given(huge_digit_strings())
+def test_huge_digit_strings_never_reach_int(text):
+    assert decimal(text) is None
+    if text.lstrip("-").isascii():
+        with pytest.raises(LimitError) as e:
+            loads('{"n": %s}' % text)
+        assert e.value.rule == "limit.number_digits"
+
+
+@settings(max_examples=40, deadline=None)
+@given(deep_json())
+def test_deep_json_is_a_limit_error(text):
+    with pytest.raises(FormatError) as e:
+        loads(text)
+    assert e.value.rule in ("limit.nesting", "json.syntax")
+
+
+@settings(max_examples=40, deadline=None)
+@given(zero_and_huge_shapes())
+def test_zero_and_huge_shapes_are_refused_by_safetensors(shape):
+    data = safetensors_raw(json.dumps({"a": {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}}))
+    with pytest.raises(FormatError):
+        gc.load(_tmp_file(data, ".safetensors"))
+
+
+def _tmp_file(data: bytes, suffix: str) -> Path:
+    import tempfile
+
+    fd, name = tempfile.mkstemp(suffix=suffix)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return Path(name)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+@pytest.mark.parametrize("kind", SPECIAL_FILES)
+def test_special_files_are_refused_by_load_and_validate(tmp_path, kind):
+    path = tmp_path / "model.gguf"
+    make_special_file(path, kind)
+    with pytest.raises(FormatError) as e:
+        gc.load(path)
+    assert e.value.rule == "file.not_regular"
+    assert [i.rule for i in gc.validate_file(path)] == ["file.not_regular"]

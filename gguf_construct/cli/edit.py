@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from typing import Any
 
@@ -120,8 +121,13 @@ def _cmd_set(args: argparse.Namespace) -> int:
         std = standard_key(args.key, meta.get("general.architecture") if args.key != "general.architecture" else None)
         type_spec = std.type if std else None
     if args.value_file is not None:
-        with open(args.value_file, encoding="utf-8") as fh:
-            text = fh.read()
+        from ..formats.base import open_regular
+
+        try:
+            with open_regular(args.value_file) as fh:
+                text = fh.read().decode("utf-8")
+        except (FormatError, UnicodeDecodeError) as e:
+            usage(f"gguf-construct set: --value-file {args.value_file}: {e.message if isinstance(e, FormatError) else e}")
         type_spec = type_spec or "str"
     else:
         text = args.value
@@ -163,7 +169,15 @@ def _set_in_place(f: GGUFFile, args: argparse.Namespace, value: Any, type_spec: 
     if len(new) != len(old):
         usage(f"gguf-construct set: the new value takes {len(new)} bytes, the old {len(old)}: --in-place needs the same size (drop it to rewrite the file)")
     f.close()
-    with open(args.file, "r+b") as fh:
+    from ..formats.base import open_regular
+
+    with open_regular(args.file) as ro:  # the same regular file, checked before it is opened for writing
+        fd = os.open(args.file, os.O_RDWR)
+        if os.fstat(fd).st_ino != os.fstat(ro.fileno()).st_ino:
+            os.close(fd)
+            print(f"gguf-construct set: {args.file} changed while it was being edited; nothing written", file=sys.stderr)
+            return EXIT_BAD
+    with os.fdopen(fd, "r+b") as fh:
         fh.seek(offset)
         if fh.read(len(old)) != old:
             print(f"gguf-construct set: {args.file} changed while it was being edited; nothing written", file=sys.stderr)

@@ -99,7 +99,7 @@ def _check_gguf(dst: Any, tensors: Any, report: Report) -> None:
 def _gguf_to_safetensors(f: Any, dst: Any, out: str, style: str | None, model: str) -> Report:
     from construct import Container
 
-    from ..api.safetensors import from_bytes, save_safetensors
+    from ..api.safetensors import from_bytes, load_safetensors, save_safetensors
     from ..formats.safetensors import SAFETENSORS
 
     def check(got: Any) -> None:
@@ -111,7 +111,7 @@ def _gguf_to_safetensors(f: Any, dst: Any, out: str, style: str | None, model: s
     if out == "safetensors":
         items, report = from_gguf(f)
         _, entries, metadata = items[0]
-        save_safetensors(dst, entries, metadata or None, style=style or "safetensors", verify=lambda tmp: check(from_bytes(Path(tmp).read_bytes(), strict=True).tensors))
+        save_safetensors(dst, entries, metadata or None, style=style or "safetensors", verify=lambda tmp: check(load_safetensors(tmp, strict=True).tensors))
     else:
         from ..api.ollama import TensorMap, write_model
 
