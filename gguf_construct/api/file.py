@@ -265,9 +265,12 @@ def load_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str
     return GGUFFile(container, view, os.fspath(path))
 
 
-def from_bytes(data: Any, *, strict: bool = True, profile: str = "spec") -> GGUFFile:
-    """Like ``load`` for a file already in memory."""
-    container = GGUF.parse(data)
+def from_bytes(data: Any, *, strict: bool = True, profile: str = "spec", limits: Mapping[str, int] | None = None) -> GGUFFile:
+    """Like ``load`` for a file already in memory (``limits``: named resource limits for this call)."""
+    from ..limits import limits as limits_scope
+
+    with limits_scope(limits):
+        container = GGUF.parse(data)
     if strict:
         from ..validation import check, raise_first
 
