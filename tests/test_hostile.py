@@ -483,6 +483,16 @@ def test_limits_table_is_documented_and_adjustable(tmp_path):
     assert limit("array_length") == TABLE["array_length"].value
     with pytest.raises(ValueError):
         gc.load(path, limits={"no_such_limit": 1})
+    from gguf_construct.strategies.hostile import ggjt_raw
+
+    for data, suffix in ((ggjt_raw(tensors=[(b"a", [1], 0, b"\0" * 4)] * 3), ".bin"), (gguf_raw([], [("a", [1], 0)] * 3, b"\0" * 96), ".gguf"),
+                         (safetensors_raw('{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}', b"\0" * 8), ".safetensors")):  # fmt: skip
+        many = tmp_path / f"many{suffix}"
+        many.write_bytes(data)
+        with pytest.raises(LimitError) as e:
+            gc.load(many, limits={"tensor_count": 1})
+        assert e.value.rule == "limit.tensor_count"
+        gc.load(many, strict=False)
     rc, err, _ = run_main("--limit", "string_length=50", "validate", path)
     assert rc == 1 and "limit.string_length" in err + _captured_stdout("--limit", "string_length=50", "validate", path)
 

@@ -46,6 +46,7 @@ from construct import (
 )
 
 from ..errors import FormatError, InvalidValueError, LimitError, TruncatedError, UnknownFormatError, UnsupportedTypeError
+from ..limits import breach, limit
 from ..shapes import shape_problem
 from ..tables import GGML_TYPES, _load
 from .base import FileConstruct, as_stream, context_path, guarded, readable_path
@@ -287,6 +288,8 @@ class UntilEOF(CheckedArray):
                 raise TruncatedError(self.rule, f"{s.size - s.pos} bytes after record {len(out)} are too few for another",
                                      path=readable_path(path), offset=s.pos)  # fmt: skip
             context._index = len(out)
+            if len(out) >= limit("tensor_count"):
+                raise breach("tensor_count", f"more than {len(out)} records", path=readable_path(path), offset=s.pos)
             s.charge(2, path)  # each record is a Container of some hundred bytes
             out.append(self.subcon._parsereport(s, context, context_path(path, len(out))))
         return out

@@ -289,6 +289,8 @@ class Header(Mapping[str, Any]):
         """Tensor name → Entry in header order (duplicates: the last one), each entry checked on its own."""
         if self._entries is None:
             out = {}
+            if len(self.json) - (METADATA_KEY in self.json) > limit("tensor_count"):
+                raise breach("tensor_count", f"{len(self.json)} tensor entries", path="header", offset=self.offset)
             for name, value in self.json.items():
                 if name == METADATA_KEY:
                     continue
