@@ -1,0 +1,99 @@
+"""numpy quantization bit-exact with ggml's ``ggml_quantize_chunk`` (ggml-python's libggml, ggml 0.15.x).
+
+:func:`quantize` takes float values shaped ``(n_rows, n_per_row)`` (a 1-D array is one row) and returns the bytes
+ggml writes. A family module turns ``(n_blocks, block_size)`` float32 values into the block's fields by name; they
+are assembled through the type's declared dtype (:func:`..blocks.block_dtype`), so each layout stays declared once.
+With an importance matrix (``n_per_row`` float weights, one per column) the types that use one take ggml's
+``quantize_row_*_impl`` path, which also depends on the whole row (sigma² is the row's mean square).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ...errors import InvalidValueError, UnsupportedTypeError
+from ...tables import GGMLType
+from ..blocks import block_dtype, block_elements, resolve
+from . import legacy, plain
+
+Fields = dict[str, np.ndarray]
+#: type name → quantizer of ``(n_blocks, block_size)`` values (the reference path, no importance matrix)
+REFERENCE: dict[str, Callable[[np.ndarray], Fields]] = {**legacy.QUANTIZERS}
+#: type name → quantizer of one row ``(n_blocks, block_size)`` with its ``imatrix`` (``(n_blocks, block_size)``)
+WEIGHTED: dict[str, Callable[[np.ndarray, np.ndarray], Fields]] = {}
+#: the plain float types: values → their element array
+PLAIN: dict[str, Callable[[np.ndarray], np.ndarray]] = dict(plain.CONVERTERS)
+#: types ggml refuses to quantize without an importance matrix (``ggml_quantize_requires_imatrix``)
+REQUIRES_IMATRIX: frozenset[str] = frozenset()
+
+SUPPORTED: frozenset[str] = frozenset(REFERENCE) | frozenset(PLAIN)
+
+
+def _register() -> None:
+    global SUPPORTED
+    from . import kquants, ternary
+
+    REFERENCE.update(ternary.QUANTIZERS)
+    REFERENCE.update(kquants.QUANTIZERS)
+    WEIGHTED.update(kquants.WEIGHTED)
+    SUPPORTED = frozenset(REFERENCE) | frozenset(PLAIN)
+
+
+def _assemble(name: str, fields: Fields, n_blocks: int) -> np.ndarray:
+    blocks = np.zeros(n_blocks, block_dtype(name))
+    for key, value in fields.items():
+        base = blocks.dtype[key].base
+        if value.dtype.itemsize == base.itemsize and value.dtype.kind != base.kind:
+            value = value.view(base.newbyteorder("="))  # bit patterns (a half's uint16) into their float field
+        blocks[key] = value.reshape(blocks[key].shape)
+    return blocks
+
+
+def _rows(values: np.ndarray, block: int, name: str) -> np.ndarray:
+    x = np.ascontiguousarray(values, dtype=np.float32)
+    if x.ndim == 1:
+        x = x[None]
+    if x.ndim != 2:
+        raise InvalidValueError("quantize.values", f"values must be 1-D or 2-D (rows, n_per_row), not {x.ndim}-D")
+    if x.shape[1] % block:
+        raise InvalidValueError("quantize.values", f"{name} needs rows of a multiple of {block} values, not {x.shape[1]}")
+    return x
+
+
+def quantize(values: np.ndarray, ggml_type: int | str | GGMLType, *, imatrix: np.ndarray | None = None) -> bytes:
+    """``values`` (rows of ``n_per_row`` floats) quantized to ``ggml_type``, byte for byte as ggml's
+    ``ggml_quantize_chunk``; ``imatrix`` holds one importance weight per column (ignored by the types ggml does not
+    weight, as in ggml)."""
+    _register()
+    t = resolve(ggml_type)
+    name = t.name
+    if name not in SUPPORTED:
+        raise UnsupportedTypeError("quantize.type", f"quantizing to {name} is not implemented")
+    block = block_elements(name)
+    x = _rows(values, block, name)
+    n_rows, n_per_row = x.shape
+    if name in PLAIN:
+        return PLAIN[name](x.reshape(-1)).tobytes()
+    if imatrix is not None:
+        imatrix = np.ascontiguousarray(imatrix, dtype=np.float32).reshape(-1)
+        if imatrix.size != n_per_row:
+            raise InvalidValueError("quantize.imatrix", f"imatrix has {imatrix.size} weights for rows of {n_per_row}")
+    if name in REQUIRES_IMATRIX and imatrix is None:
+        raise InvalidValueError("quantize.imatrix", f"{name} needs an importance matrix (as in ggml)")
+    n_blocks = n_rows * n_per_row // block
+    if imatrix is not None and name in WEIGHTED:
+        qw = imatrix.reshape(-1, block)
+        parts = [_assemble(name, WEIGHTED[name](row.reshape(-1, block), qw), n_per_row // block) for row in x]
+        return b"".join(p.tobytes() for p in parts)
+    return _assemble(name, REFERENCE[name](x.reshape(n_blocks, block)), n_blocks).tobytes()
+
+
+def supported() -> frozenset[str]:
+    """The type names :func:`quantize` accepts."""
+    _register()
+    return SUPPORTED
+
+
+__all__ = ["quantize", "supported"]

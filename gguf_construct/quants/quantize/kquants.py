@@ -1,0 +1,2 @@
+QUANTIZERS = {}
+WEIGHTED = {}
