@@ -298,9 +298,11 @@ def ggml_quantize(values: np.ndarray, type_id: int, imatrix: np.ndarray | None =
         qw_array = np.ascontiguousarray(imatrix, dtype=np.float32)
         qw = qw_array.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
     src = x.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-    if type_id in (9, 15):  # Q8_1, Q8_K
-        ref = ggml.ggml_get_type_traits(type_id).contents.from_float_ref
-        ref(src, ctypes.cast(dst, ctypes.c_void_p), x.size)
+    if type_id in (9, 15):  # Q8_1, Q8_K: libggml-base exports their reference row quantizers
+        ref = getattr(ggml.ggml.lib, "quantize_row_q8_1_ref" if type_id == 9 else "quantize_row_q8_K_ref")
+        ref.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+        ref.restype = None
+        ref(x.ctypes.data, ctypes.addressof(dst), x.size)
         return bytes(dst)
     written = ggml.ggml_quantize_chunk(type_id, src, ctypes.cast(dst, ctypes.c_void_p), 0, n_rows, n_per_row, qw)
     assert written == row_size * n_rows

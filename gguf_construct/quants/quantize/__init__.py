@@ -83,11 +83,12 @@ def quantize(values: np.ndarray, ggml_type: int | str | GGMLType, *, imatrix: np
     if name in REQUIRES_IMATRIX and imatrix is None:
         raise InvalidValueError("quantize.imatrix", f"{name} needs an importance matrix (as in ggml)")
     n_blocks = n_rows * n_per_row // block
-    if imatrix is not None and name in WEIGHTED:
-        qw = imatrix.reshape(-1, block)
-        parts = [_assemble(name, WEIGHTED[name](row.reshape(-1, block), qw), n_per_row // block) for row in x]
-        return b"".join(p.tobytes() for p in parts)
-    return _assemble(name, REFERENCE[name](x.reshape(n_blocks, block)), n_blocks).tobytes()
+    with np.errstate(all="ignore"):  # C's float semantics: overflow to inf, NaN from 0 * inf, all silently
+        if imatrix is not None and name in WEIGHTED:
+            fields = WEIGHTED[name](x, imatrix)
+        else:
+            fields = REFERENCE[name](x.reshape(n_blocks, block))
+    return _assemble(name, fields, n_blocks).tobytes()
 
 
 def supported() -> frozenset[str]:
