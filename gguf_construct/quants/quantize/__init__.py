@@ -33,11 +33,12 @@ SUPPORTED: frozenset[str] = frozenset(REFERENCE) | frozenset(PLAIN)
 
 def _register() -> None:
     global SUPPORTED
-    from . import kquants, ternary
+    from . import kquants, nonlinear
 
-    REFERENCE.update(ternary.QUANTIZERS)
+    REFERENCE.update(nonlinear.QUANTIZERS)
     REFERENCE.update(kquants.QUANTIZERS)
     WEIGHTED.update(kquants.WEIGHTED)
+    WEIGHTED.update(nonlinear.WEIGHTED)
     SUPPORTED = frozenset(REFERENCE) | frozenset(PLAIN)
 
 
