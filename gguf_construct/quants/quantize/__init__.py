@@ -16,30 +16,19 @@ import numpy as np
 from ...errors import InvalidValueError, UnsupportedTypeError
 from ...tables import GGMLType
 from ..blocks import block_dtype, block_elements, resolve
-from . import legacy, plain
+from . import kquants, legacy, nonlinear, plain
 
 Fields = dict[str, np.ndarray]
 #: type name → quantizer of ``(n_blocks, block_size)`` values (the reference path, no importance matrix)
-REFERENCE: dict[str, Callable[[np.ndarray], Fields]] = {**legacy.QUANTIZERS}
-#: type name → quantizer of one row ``(n_blocks, block_size)`` with its ``imatrix`` (``(n_blocks, block_size)``)
-WEIGHTED: dict[str, Callable[[np.ndarray, np.ndarray], Fields]] = {}
+REFERENCE: dict[str, Callable[[np.ndarray], Fields]] = {**legacy.QUANTIZERS, **kquants.QUANTIZERS, **nonlinear.QUANTIZERS}
+#: type name → quantizer of rows ``(n_rows, n_per_row)`` with their importance matrix (``(n_per_row,)``)
+WEIGHTED: dict[str, Callable[[np.ndarray, np.ndarray], Fields]] = {**kquants.WEIGHTED, **nonlinear.WEIGHTED}
 #: the plain float types: values → their element array
 PLAIN: dict[str, Callable[[np.ndarray], np.ndarray]] = dict(plain.CONVERTERS)
 #: types ggml refuses to quantize without an importance matrix (``ggml_quantize_requires_imatrix``)
 REQUIRES_IMATRIX: frozenset[str] = frozenset()
 
 SUPPORTED: frozenset[str] = frozenset(REFERENCE) | frozenset(PLAIN)
-
-
-def _register() -> None:
-    global SUPPORTED
-    from . import kquants, nonlinear
-
-    REFERENCE.update(nonlinear.QUANTIZERS)
-    REFERENCE.update(kquants.QUANTIZERS)
-    WEIGHTED.update(kquants.WEIGHTED)
-    WEIGHTED.update(nonlinear.WEIGHTED)
-    SUPPORTED = frozenset(REFERENCE) | frozenset(PLAIN)
 
 
 def _assemble(name: str, fields: Fields, n_blocks: int) -> np.ndarray:
@@ -67,7 +56,6 @@ def quantize(values: np.ndarray, ggml_type: int | str | GGMLType, *, imatrix: np
     """``values`` (rows of ``n_per_row`` floats) quantized to ``ggml_type``, byte for byte as ggml's
     ``ggml_quantize_chunk``; ``imatrix`` holds one importance weight per column (ignored by the types ggml does not
     weight, as in ggml)."""
-    _register()
     t = resolve(ggml_type)
     name = t.name
     if name not in SUPPORTED:
@@ -94,7 +82,6 @@ def quantize(values: np.ndarray, ggml_type: int | str | GGMLType, *, imatrix: np
 
 def supported() -> frozenset[str]:
     """The type names :func:`quantize` accepts."""
-    _register()
     return SUPPORTED
 
 

@@ -1,0 +1,170 @@
+"""numpy quantization against ggml's own C quantizer (ggml-python's libggml, through ctypes).
+
+For every type :func:`gguf_construct.quants.quantize.quantize` supports, its bytes must equal
+``ggml_quantize_chunk``'s (Q8_1 and Q8_K: their exported ``quantize_row_*_ref``) on random normal, uniform,
+heavy-tailed, all-zero, subnormal, huge and mixed-magnitude inputs, on real weights (the rwkv corpus tensors), and,
+for the types ggml weights, with an importance matrix. Properties: dequantize(quantize(x)) is within the type's
+error bound, and re-quantizing ggml's own dequantized blocks gives the same blocks where the type is idempotent.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gguf_construct.fuzzing.adapters import ggml_quantize
+from gguf_construct.quants import dequantize
+from gguf_construct.quants.blocks import block_dtype, block_elements, resolve
+from gguf_construct.quants.quantize import WEIGHTED, quantize, supported
+
+from conftest import corpus_files
+
+TYPES = sorted(supported())
+QUANTIZED = [t for t in TYPES if t not in ("f32", "f16", "bf16")]
+N_PER_ROW = 512
+ROWS = 4
+
+
+def inputs(seed: int = 0) -> dict[str, np.ndarray]:
+    r = np.random.default_rng(seed)
+    shape = (ROWS, N_PER_ROW)
+    return {
+        "normal": r.standard_normal(shape),
+        "uniform": r.uniform(-1, 1, shape),
+        "heavy": r.standard_t(2, shape) * 0.05,
+        "zero": np.zeros(shape),
+        "subnormal": r.standard_normal(shape) * 1e-41,
+        "tiny": r.standard_normal(shape) * 1e-30,
+        "huge": r.standard_normal(shape) * 1e37,
+        "mixed": r.standard_normal(shape) * 10.0 ** r.integers(-20, 20, shape),
+        "integers": r.integers(-8, 8, shape),
+        "positive": r.uniform(0, 1, shape),
+        "one-outlier": np.where(np.arange(N_PER_ROW) % 97 == 0, 100.0, r.standard_normal(shape) * 0.01),
+    }
+
+
+INPUTS = {k: v.astype(np.float32) for k, v in inputs().items()}
+
+
+def mismatches(name: str, ours: bytes, ref: bytes) -> list[int]:
+    dt = block_dtype(name)
+    a = np.frombuffer(ours, np.uint8).reshape(-1, dt.itemsize)
+    b = np.frombuffer(ref, np.uint8).reshape(-1, dt.itemsize)
+    assert a.shape == b.shape
+    return np.flatnonzero((a != b).any(axis=1)).tolist()
+
+
+def assert_exact(name: str, x: np.ndarray, imatrix: np.ndarray | None = None) -> None:
+    ours = quantize(x, name, imatrix=imatrix)
+    ref = ggml_quantize(x, resolve(name).id, imatrix)
+    bad = mismatches(name, ours, ref)
+    assert not bad, f"{name}: {len(bad)} blocks differ from ggml, first {bad[:5]}"
+
+
+@pytest.mark.parametrize("kind", sorted(INPUTS))
+@pytest.mark.parametrize("name", TYPES)
+def test_bit_exact_with_ggml(name, kind):
+    assert_exact(name, INPUTS[kind])
+
+
+@pytest.mark.parametrize("kind", ["normal", "heavy", "zero", "subnormal", "huge", "mixed"])
+@pytest.mark.parametrize("name", sorted(WEIGHTED))
+def test_bit_exact_with_imatrix(name, kind):
+    r = np.random.default_rng(7)
+    qw = r.uniform(0, 4, N_PER_ROW).astype(np.float32) ** 2
+    qw[::13] = 0  # columns never activated
+    assert_exact(name, INPUTS[kind], qw)
+
+
+def test_types_cover_ggml():
+    """Every type ggml_quantize_chunk quantizes without a grid search is supported (the grid i-quants are not yet)."""
+    grid_iquants = {"iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m"}
+    expected = {"f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q8_1", "q8_K", "q1_0", "mxfp4",
+                "nvfp4", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "tq1_0", "tq2_0", "iq4_nl", "iq4_xs"}  # fmt: skip
+    assert set(TYPES) == expected
+    assert not set(TYPES) & grid_iquants
+
+
+def rwkv_weights() -> np.ndarray:
+    import gguf_construct as gc
+
+    f = gc.load(corpus_files("rwkv/*FP32.bin")[0])
+    parts = [t.to_numpy().reshape(-1) for t in f.tensors.values() if len(t.to_numpy().shape) == 2]
+    flat = np.concatenate(parts)
+    return flat[: flat.size // 256 * 256].reshape(-1, 256)[:64]
+
+
+@pytest.mark.parametrize("name", QUANTIZED)
+def test_real_weights(name):
+    x = rwkv_weights()
+    assert_exact(name, x)
+    if name in WEIGHTED:
+        qw = np.mean(x * x, axis=0).astype(np.float32)  # an imatrix-like weight: mean square activation
+        assert_exact(name, x, qw)
+
+
+# -- edge values ------------------------------------------------------------------------------------------
+
+
+def test_rounding_edges():
+    """Halves, values just below halves, powers of two and their neighbours (roundf, nearest_int, log2f)."""
+    base = np.array([0.5, 0.49999997, 1.5, 2.5, -0.5, -2.5, 1.0, 2.0, 4.0, 0.25, 8.0, 6.0, 3.0], np.float32)
+    near = np.concatenate([base, np.nextafter(base, np.float32(0)), np.nextafter(base, np.float32(100))])
+    scales = np.float32(2.0) ** (np.arange(512) % 16 - 8).astype(np.float32)
+    x = (np.resize(near, (2, 512)) * scales).astype(np.float32)
+    for name in QUANTIZED:
+        assert_exact(name, x)
+
+
+def test_f16_bf16_specials():
+    """Infinities, NaNs with payloads and signs, overflow to inf, subnormal halves and ties."""
+    bits = np.array(
+        [0x7F800000, 0xFF800000, 0x7FC00001, 0xFFA00000, 0x7F800001, 0x477FF000, 0x477FE000, 0x33800000, 0x33000001, 0x00000001,
+         0x3F808000, 0x3F818000, 0x80000000, 0x7F7FFFFF],
+        np.uint32,
+    )  # fmt: skip
+    x = np.resize(bits, 64).view(np.float32)
+    for name in ("f16", "bf16"):
+        assert quantize(x, name) == ggml_quantize(x, resolve(name).id)
+
+
+# -- properties -------------------------------------------------------------------------------------------
+
+#: worst |x - dequantize(quantize(x))| relative to the block's max |x| that each type guarantees on a normal input
+#: (half a step of the type's grid, plus the rounding of the scale to a half; searched types may pick a coarser
+#: scale than max/levels, so their bound is a step)
+ERROR_BOUND = {
+    "f32": 0.0, "f16": 2**-11, "bf16": 2**-8, "q8_0": 1 / 127, "q8_1": 1 / 127, "q8_K": 1 / 127,
+    "q6_K": 2 / 32, "q5_0": 1 / 16, "q5_1": 1 / 31, "q5_K": 2 / 31, "q4_0": 1 / 8, "q4_1": 1 / 15,
+    "q4_K": 2 / 15, "iq4_nl": 0.2, "iq4_xs": 0.2, "q3_K": 2 / 4, "q2_K": 2 / 3, "mxfp4": 0.5, "nvfp4": 0.25,
+    "tq1_0": 1.0, "tq2_0": 1.0, "q1_0": 2.0,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", TYPES)
+def test_error_bound(name):
+    x = INPUTS["normal"]
+    q = quantize(x, name)
+    back = dequantize(q, name).reshape(x.shape)
+    block = 256 if block_elements(name) == 256 else 32
+    amax = np.abs(x).reshape(-1, block).max(axis=1, keepdims=True)
+    err = np.abs(back - x).reshape(-1, block) / amax
+    assert err.max() <= ERROR_BOUND[name] + 1e-3, err.max()
+    assert np.sqrt(np.mean((back - x) ** 2)) < np.sqrt(np.mean(x**2))  # better than all zeros
+
+
+#: types whose ggml quantizer gives back its own blocks from their dequantized values. Not idempotent: the
+#: searched types (k-quants, IQ4_*, Q4_1/Q5_1's min-max) re-derive scales from the dequantized values, and a
+#: search over a different input can pick another scale; Q1_0's d is the mean |x|, which the ±d values keep, but
+#: Q4_1 and Q5_1 store m = min as a half while d comes from (max - min) / levels of the rounded values.
+IDEMPOTENT = ["f16", "bf16", "q8_0", "q4_0", "q5_0", "q1_0", "tq2_0", "tq1_0", "mxfp4"]
+
+
+@pytest.mark.parametrize("name", IDEMPOTENT)
+def test_requantize_is_identity(name):
+    x = INPUTS["normal"]
+    ref = ggml_quantize(x, resolve(name).id)
+    back = dequantize(ref, name).reshape(x.shape)
+    again = quantize(back, name)
+    bad = mismatches(name, again, ref)
+    assert not bad, bad[:5]
