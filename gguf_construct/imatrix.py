@@ -99,7 +99,7 @@ def write_gguf(path: str | os.PathLike[str], stats: Stats, *, datasets: list[str
 
     f = new()
     f.metadata["general.type"] = "imatrix"
-    f.metadata["imatrix.datasets"] = list(datasets or [])
+    f.metadata.set("imatrix.datasets", list(datasets or []), type="arr[str]")
     f.metadata["imatrix.chunk_count"] = np.uint32(chunk_count)
     f.metadata["imatrix.chunk_size"] = np.uint32(chunk_size)
     for name in sorted(stats):

@@ -168,3 +168,110 @@ def test_requantize_is_identity(name):
     again = quantize(back, name)
     bad = mismatches(name, again, ref)
     assert not bad, bad[:5]
+
+
+# -- importance-matrix files ----------------------------------------------------------------------------------
+
+
+def _stats():
+    r = np.random.default_rng(3)
+    return {
+        "blk.0.attn_q.weight": (r.uniform(0, 5, (1, 256)).astype(np.float32), np.array([7], np.float32)),
+        "blk.0.ffn_up.weight": (r.uniform(0, 5, (1, 512)).astype(np.float32), np.array([3], np.float32)),
+    }
+
+
+def test_imatrix_dat_round_trip(tmp_path):
+    from gguf_construct.formats.imatrix import IMATRIX_DAT
+    from gguf_construct.imatrix import read_imatrix, read_stats, write_dat
+
+    stats = _stats()
+    write_dat(tmp_path / "m.dat", stats, chunk_count=5, dataset="wiki.train.raw")
+    blob = (tmp_path / "m.dat").read_bytes()
+    assert IMATRIX_DAT.build(IMATRIX_DAT.parse(blob)) == blob
+    back, meta = read_stats(tmp_path / "m.dat")
+    assert meta == {"format": "dat", "chunk_count": 5, "datasets": ["wiki.train.raw"]}
+    for name, (sums, counts) in stats.items():
+        assert np.array_equal(back[name][0], sums) and back[name][1][0] == counts[0]
+    weights = read_imatrix(tmp_path / "m.dat")
+    assert np.array_equal(weights["blk.0.attn_q.weight"], stats["blk.0.attn_q.weight"][0] / np.float32(7))
+    # without the optional trailer, as the loader accepts; hostile counts are rejected before allocating
+    no_trailer = blob[: blob.rindex(b"wiki") - 8]
+    assert IMATRIX_DAT.parse(no_trailer).trailer is None
+    import gguf_construct as gc
+
+    with pytest.raises(gc.FormatError):
+        IMATRIX_DAT.parse(b"\xff\xff\xff\x7f" + blob[4:])
+    with pytest.raises(gc.FormatError):
+        IMATRIX_DAT.parse(blob[:40])
+
+
+def test_imatrix_gguf_round_trip_and_gguf_py(tmp_path):
+    import gguf
+
+    from gguf_construct.imatrix import read_imatrix, read_stats, write_dat, write_gguf
+
+    stats = _stats()
+    write_gguf(tmp_path / "m.gguf", stats, datasets=["wiki.train.raw"], chunk_count=5, chunk_size=512)
+    back, meta = read_stats(tmp_path / "m.gguf")
+    assert meta["datasets"] == ["wiki.train.raw"] and meta["chunk_count"] == 5 and meta["chunk_size"] == 512
+    for name, (sums, counts) in stats.items():
+        assert np.array_equal(back[name][0], sums) and np.array_equal(back[name][1], counts)
+    reader = gguf.GGUFReader(tmp_path / "m.gguf")  # llama.cpp's shapes: in_sum2 [n, n_mat], counts [1, n_mat]
+    shapes = {t.name: [int(d) for d in t.shape] for t in reader.tensors}
+    assert shapes["blk.0.attn_q.weight.in_sum2"] == [256, 1] and shapes["blk.0.attn_q.weight.counts"] == [1, 1]
+    # the same statistics as .dat and as GGUF give llama-quantize the same weights
+    write_dat(tmp_path / "m.dat", {n: (s / c[0] * c[0], c) for n, (s, c) in stats.items()})
+    a, b = read_imatrix(tmp_path / "m.gguf"), read_imatrix(tmp_path / "m.dat")
+    for name in stats:
+        assert np.allclose(a[name], b[name], rtol=1e-6)
+
+
+# -- the command ----------------------------------------------------------------------------------------------
+
+
+def test_quantize_command(tmp_path):
+    """A real file (an rwkv.cpp FP32 model) quantized by the CLI; every quantized tensor equals ggml's bytes."""
+    import subprocess
+    import sys
+
+    import gguf_construct as gc
+    from gguf_construct.imatrix import write_gguf
+
+    src = corpus_files("rwkv/*FP32.bin")[0]
+    imatrix = tmp_path / "m.gguf"
+    model = gc.load(src)
+    write_gguf(imatrix, {"blocks.0.ffn.value.weight": (np.linspace(0.1, 3, 256, dtype=np.float32)[None], np.array([1], np.float32))})
+    out = tmp_path / "q.gguf"
+    cmd = [sys.executable, "-m", "gguf_construct.cli.main", "quantize", str(src), str(out), "--type", "q4_K",
+           "--imatrix", str(imatrix), "--keep", "emb.*"]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "rmse" in run.stderr
+    q = gc.load(out)
+    assert set(q.tensors) == set(model.tensors)
+    types = {n: q.tensors[n].type.name for n in q.tensors}
+    assert types["emb.weight"] == "f32"  # --keep
+    assert types["blocks.0.ln1.weight"] == "f32"  # 1-D
+    assert types["blocks.0.ffn.value.weight"] == "q4_K"  # rows of 256
+    assert types["blocks.0.att.key.weight"] == "q5_0"  # rows of 64: llama.cpp's fallback for Q4_K
+    for name in ("blocks.0.ffn.value.weight", "blocks.0.att.key.weight"):
+        x = model.tensors[name].to_numpy()
+        x = x.reshape(-1, x.shape[-1])
+        qw = np.linspace(0.1, 3, 256, dtype=np.float32) if name == "blocks.0.ffn.value.weight" else None
+        assert bytes(q.tensors[name].data) == ggml_quantize(x, resolve(types[name]).id, qw)
+
+
+def test_policy_follows_llama_quantize():
+    from gguf_construct.quants.quantize.policy import tensor_type
+
+    assert tensor_type("blk.0.attn_norm.weight", (4096,), "q4_K", has_output=True) is None
+    assert tensor_type("blk.0.ffn_gate_inp.weight", (4096, 8), "q4_K", has_output=True) is None
+    assert tensor_type("output.weight", (4096, 32000), "q4_K", has_output=True) == "q6_K"
+    assert tensor_type("output.weight", (4096, 32000), "q8_0", has_output=True) == "q8_0"
+    assert tensor_type("token_embd.weight", (4096, 32000), "q4_0", has_output=False) == "q6_K"  # tied embeddings
+    assert tensor_type("token_embd.weight", (4096, 32000), "q4_0", has_output=True) == "q4_0"
+    assert tensor_type("blk.0.attn_q.weight", (4096, 4096), "q4_K", has_output=True) == "q4_K"
+    assert tensor_type("blk.0.attn_q.weight", (96, 4096), "q4_K", has_output=True) == "q5_0"
+    assert tensor_type("blk.0.attn_q.weight", (40, 4096), "q6_K", has_output=True) == "f16"
+    assert tensor_type("blk.0.attn_q.weight", (4096, 4096), "q4_K", has_output=True, keep=["blk.0.*"]) is None
