@@ -116,6 +116,20 @@ def test_rounding_edges():
         assert_exact(name, x)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nan_inf_and_signed_zeros(weighted):
+    """NaN, ±inf, a row of -0.0 with one +0.0, a run of -0.0: C's comparisons skip NaNs and keep the first of equal
+    zeros, and x86's float→int conversions give INT_MIN; every type must do what ggml does."""
+    r = np.random.default_rng(5)
+    x = r.standard_normal((4, 512)).astype(np.float32)
+    x[0, 3], x[1, 100], x[2, 7] = np.nan, np.inf, -np.inf
+    x[3, :] = -0.0
+    x[3, 5] = 0.0
+    x[2, 300:340] = -0.0
+    for name in sorted(WEIGHTED) if weighted else TYPES:
+        assert_exact(name, x, np.ones(512, np.float32) if weighted else None)
+
+
 def test_f16_bf16_specials():
     """Infinities, NaNs with payloads and signs, overflow to inf, subnormal halves and ties."""
     bits = np.array(

@@ -82,8 +82,14 @@ def fp16_round(v: np.ndarray) -> np.ndarray:
 
 def fp32_to_bf16_bits(v: np.ndarray) -> np.ndarray:
     """``ggml_compute_fp32_to_bf16``: round to nearest even on the bit pattern; NaN truncated and made quiet."""
-    u = np.asarray(v, F32).view(np.uint32)
-    rounded = (u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) >> np.uint32(16)
-    nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
-    quiet = (u >> np.uint32(16)) | np.uint32(64)
-    return np.where(nan, quiet, rounded).astype(np.uint16)
+    u = np.ascontiguousarray(v, F32).view(np.uint32)
+    r = u >> np.uint32(16)
+    r &= np.uint32(1)
+    r += np.uint32(0x7FFF)
+    r += u
+    r >>= np.uint32(16)
+    out = r.astype(np.uint16)
+    nan = np.flatnonzero((u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000))
+    if nan.size:
+        out.reshape(-1)[nan] = ((u.reshape(-1)[nan] >> np.uint32(16)) | np.uint32(64)).astype(np.uint16)
+    return out

@@ -18,34 +18,47 @@ FLT_MAX = np.finfo(np.float32).max
 
 
 def abs_max(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``if (amax < fabsf(v)) { amax = fabsf(v); max = v; }`` over the columns: (amax, max), first index wins."""
-    amax = np.zeros(cols.shape[1:], F32)
-    vmax = np.zeros(cols.shape[1:], F32)
-    for c in cols:
-        a = np.abs(c)
-        take = amax < a
-        amax = np.where(take, a, amax)
-        vmax = np.where(take, c, vmax)
-    return amax, vmax
+    """``if (amax < fabsf(v)) { amax = fabsf(v); max = v; }`` over the leading axis: (amax, max), first index
+    wins, NaNs skipped. Without NaNs that is numpy's argmax (first occurrence), with +0.0 for an all-zero group."""
+    a = np.abs(cols)
+    if np.isnan(a).any():
+        amax = np.zeros(cols.shape[1:], F32)
+        vmax = np.zeros(cols.shape[1:], F32)
+        for c, ac in zip(cols, a):
+            take = amax < ac
+            amax = np.where(take, ac, amax)
+            vmax = np.where(take, c, vmax)
+        return amax, vmax
+    idx = np.expand_dims(np.argmax(a, axis=0), 0)
+    amax = np.take_along_axis(a, idx, 0)[0]
+    vmax = np.take_along_axis(cols, idx, 0)[0]
+    return amax, np.where(amax > 0, vmax, F32(0))
 
 
 def macro_abs_max(cols: np.ndarray) -> np.ndarray:
     """``amax = MAX(amax, fabsf(v))`` with ggml's ``MAX(a, b) = a > b ? a : b`` (a NaN replaces amax)."""
+    a = np.abs(cols)
+    if not np.isnan(a).any():
+        return np.maximum(a.max(axis=0), F32(0))
     amax = np.zeros(cols.shape[1:], F32)
-    for c in cols:
-        a = np.abs(c)
-        amax = np.where(amax > a, amax, a)
+    for c in a:
+        amax = np.where(amax > c, amax, c)
     return amax
 
 
 def min_max(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``min = FLT_MAX; max = -FLT_MAX; if (v < min) min = v; if (v > max) max = v;``"""
-    vmin = np.full(cols.shape[1:], FLT_MAX, F32)
-    vmax = np.full(cols.shape[1:], -FLT_MAX, F32)
-    for c in cols:
-        vmin = np.where(c < vmin, c, vmin)
-        vmax = np.where(c > vmax, c, vmax)
-    return vmin, vmax
+    """``min = FLT_MAX; max = -FLT_MAX; if (v < min) min = v; if (v > max) max = v;``: numpy's first arg-extremes
+    (which keep the first of equal signed zeros, as C's strict comparisons do) when there is no NaN."""
+    if np.isnan(cols).any():
+        vmin = np.full(cols.shape[1:], FLT_MAX, F32)
+        vmax = np.full(cols.shape[1:], -FLT_MAX, F32)
+        for c in cols:
+            vmin = np.where(c < vmin, c, vmin)
+            vmax = np.where(c > vmax, c, vmax)
+        return vmin, vmax
+    vmin = np.take_along_axis(cols, np.expand_dims(np.argmin(cols, axis=0), 0), 0)[0]
+    vmax = np.take_along_axis(cols, np.expand_dims(np.argmax(cols, axis=0), 0), 0)[0]
+    return np.minimum(vmin, FLT_MAX), np.maximum(vmax, -FLT_MAX)
 
 
 def inverse(d: np.ndarray) -> np.ndarray:
@@ -147,16 +160,15 @@ _FP4 = np.array(grids.KVALUES_FP4, np.int8).astype(F32)
 
 
 def best_fp4(x: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """ggml's ``best_index_mxfp4``: the first of the 16 E2M1 codes with the smallest ``|k * e - x|``."""
-    best = np.zeros(x.shape, np.uint8)
-    with np.errstate(over="ignore", invalid="ignore"):
-        best_err = np.abs(_FP4[0] * e - x)
-        for i in range(1, 16):
-            err = np.abs(_FP4[i] * e - x)
-            better = err < best_err
-            best = np.where(better, np.uint8(i), best)
-            best_err = np.where(better, err, best_err)
-    return best
+    """ggml's ``best_index_mxfp4``: the first of the 16 E2M1 codes with the smallest ``|k * e - x|`` (C's strict
+    ``<`` keeps the first minimum, as ``argmin`` does; a NaN error at code 0 wins in both). In chunks of rows."""
+    out = np.empty(x.shape, np.uint8)
+    step = max(1, (1 << 16) // x.shape[1])
+    for i in range(0, x.shape[0], step):
+        xs, es = x[i : i + step], e[i : i + step]
+        err = np.abs((_FP4 * es[..., None]) - xs[..., None])
+        out[i : i + step] = np.argmin(err, axis=-1)
+    return out
 
 
 def _e8m0_exponent(amax: np.ndarray) -> np.ndarray:

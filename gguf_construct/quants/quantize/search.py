@@ -18,14 +18,10 @@ GROUP_MAX_EPS = F32(1e-15)
 
 
 def _abs_max(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    amax = np.zeros(x.shape[1:], F32)
-    vmax = np.zeros(x.shape[1:], F32)
-    for c in x:
-        a = np.abs(c)
-        take = a > amax
-        amax = np.where(take, a, amax)
-        vmax = np.where(take, c, vmax)
-    return amax, vmax
+    """``if (ax > amax) { amax = ax; max = x[i]; }``: the first largest |x| and its signed value (see legacy)."""
+    from .legacy import abs_max
+
+    return abs_max(x)
 
 
 def _clamp(v: np.ndarray, lo: int, hi: int) -> np.ndarray:
