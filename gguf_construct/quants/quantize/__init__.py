@@ -31,14 +31,18 @@ REQUIRES_IMATRIX: frozenset[str] = frozenset()
 SUPPORTED: frozenset[str] = frozenset(REFERENCE) | frozenset(PLAIN)
 
 
-def _assemble(name: str, fields: Fields, n_blocks: int) -> np.ndarray:
-    blocks = np.zeros(n_blocks, block_dtype(name))
+#: values per call of a family's quantizer: the one-pass types run in cache-sized pieces, the searched types in
+#: larger ones (their cost is a Python loop per element position, paid once per piece)
+CHUNK_VALUES = {"legacy": 1 << 17, "search": 1 << 18}
+
+
+def _assemble(name: str, fields: Fields, blocks: np.ndarray) -> None:
+    """Write a quantizer's fields into ``blocks`` (the type's declared dtype)."""
     for key, value in fields.items():
         base = blocks.dtype[key].base
         if value.dtype.itemsize == base.itemsize and value.dtype.kind != base.kind:
             value = value.view(base.newbyteorder("="))  # bit patterns (a half's uint16) into their float field
         blocks[key] = value.reshape(blocks[key].shape)
-    return blocks
 
 
 def _rows(values: np.ndarray, block: int, name: str) -> np.ndarray:
@@ -71,13 +75,21 @@ def quantize(values: np.ndarray, ggml_type: int | str | GGMLType, *, imatrix: np
             raise InvalidValueError("quantize.imatrix", f"imatrix has {imatrix.size} weights for rows of {n_per_row}")
     if name in REQUIRES_IMATRIX and imatrix is None:
         raise InvalidValueError("quantize.imatrix", f"{name} needs an importance matrix (as in ggml)")
-    n_blocks = n_rows * n_per_row // block
+    blocks = np.zeros(n_rows * n_per_row // block, block_dtype(name))
+    weighted = imatrix is not None and name in WEIGHTED
+    piece = CHUNK_VALUES["legacy" if name in legacy.QUANTIZERS or name in ("tq1_0", "tq2_0") else "search"]
     with np.errstate(all="ignore"):  # C's float semantics: overflow to inf, NaN from 0 * inf, all silently
-        if imatrix is not None and name in WEIGHTED:
-            fields = WEIGHTED[name](x, imatrix)
+        if weighted:  # whole rows: the legacy types' sigma² is the row's
+            step = max(1, piece // n_per_row)
+            per_row = n_per_row // block
+            for r in range(0, n_rows, step):
+                _assemble(name, WEIGHTED[name](x[r : r + step], imatrix), blocks[r * per_row : (r + step) * per_row])
         else:
-            fields = REFERENCE[name](x.reshape(n_blocks, block))
-    return _assemble(name, fields, n_blocks).tobytes()
+            flat = x.reshape(-1, block)
+            step = max(1, piece // block)
+            for b in range(0, flat.shape[0], step):
+                _assemble(name, REFERENCE[name](flat[b : b + step]), blocks[b : b + step])
+    return blocks.tobytes()
 
 
 def supported() -> frozenset[str]:

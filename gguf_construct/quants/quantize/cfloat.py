@@ -39,18 +39,25 @@ def nearest_int(v: np.ndarray) -> np.ndarray:
 def trunc_int(v: np.ndarray) -> np.ndarray:
     """``(int)v`` on x86 (cvttss2si): toward zero, ``INT_MIN`` for NaN and values outside int32 (int32)."""
     v = np.asarray(v, F32)
-    ok = np.abs(v) < F32(2.0**31)
     with np.errstate(invalid="ignore"):
-        return np.where(ok, np.trunc(np.where(ok, v, F32(0))).astype(I32), INT_MIN)
+        out = v.astype(I32)
+        bad = ~(np.abs(v) < F32(2.0**31))
+    if bad.any():
+        out[bad] = INT_MIN
+    return out
 
 
 def roundf(v: np.ndarray) -> np.ndarray:
-    """C ``roundf``: half away from zero (float32; NaN and infinities unchanged). ``v - trunc(v)`` is exact."""
+    """C ``roundf`` (half away from zero) as float32, for values about to become integers: ``t + trunc(2 (v - t))``
+    with ``t = trunc(v)`` is exact (the fraction and its double are exact); an infinity comes out NaN, which every
+    caller's conversion to int treats alike (``INT_MIN``)."""
     v = np.asarray(v, F32)
     t = np.trunc(v)
-    with np.errstate(invalid="ignore"):
-        away = np.abs(v - t) >= F32(0.5)
-    return np.where(away, t + np.copysign(F32(1), v), t).astype(F32)
+    frac = v - t
+    frac += frac
+    np.trunc(frac, out=frac)
+    frac += t
+    return frac
 
 
 def lroundf(v: np.ndarray) -> np.ndarray:

@@ -17,11 +17,12 @@ from .cfloat import F32, fp32_to_fp16_bits, roundf, seqsum, trunc_int
 FLT_MAX = np.finfo(np.float32).max
 
 
-def abs_max(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``if (amax < fabsf(v)) { amax = fabsf(v); max = v; }`` over the leading axis: (amax, max), first index
-    wins, NaNs skipped. Without NaNs that is numpy's argmax (first occurrence), with +0.0 for an all-zero group."""
+def abs_max(cols: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``if (amax < fabsf(v)) { amax = fabsf(v); max = v; }`` along ``axis``: (amax, max), first index wins,
+    NaNs skipped. Without NaNs that is numpy's argmax (first occurrence), with +0.0 for an all-zero group."""
     a = np.abs(cols)
     if np.isnan(a).any():
+        a, cols = np.moveaxis(a, axis, 0), np.moveaxis(cols, axis, 0)
         amax = np.zeros(cols.shape[1:], F32)
         vmax = np.zeros(cols.shape[1:], F32)
         for c, ac in zip(cols, a):
@@ -29,35 +30,37 @@ def abs_max(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             amax = np.where(take, ac, amax)
             vmax = np.where(take, c, vmax)
         return amax, vmax
-    idx = np.expand_dims(np.argmax(a, axis=0), 0)
-    amax = np.take_along_axis(a, idx, 0)[0]
-    vmax = np.take_along_axis(cols, idx, 0)[0]
+    idx = np.expand_dims(np.argmax(a, axis=axis), axis)
+    amax = np.take_along_axis(a, idx, axis).squeeze(axis)
+    vmax = np.take_along_axis(cols, idx, axis).squeeze(axis)
     return amax, np.where(amax > 0, vmax, F32(0))
 
 
-def macro_abs_max(cols: np.ndarray) -> np.ndarray:
+def macro_abs_max(cols: np.ndarray, axis: int = 0) -> np.ndarray:
     """``amax = MAX(amax, fabsf(v))`` with ggml's ``MAX(a, b) = a > b ? a : b`` (a NaN replaces amax)."""
     a = np.abs(cols)
     if not np.isnan(a).any():
-        return np.maximum(a.max(axis=0), F32(0))
-    amax = np.zeros(cols.shape[1:], F32)
+        return np.maximum(a.max(axis=axis), F32(0))
+    a = np.moveaxis(a, axis, 0)
+    amax = np.zeros(a.shape[1:], F32)
     for c in a:
         amax = np.where(amax > c, amax, c)
     return amax
 
 
-def min_max(cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def min_max(cols: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``min = FLT_MAX; max = -FLT_MAX; if (v < min) min = v; if (v > max) max = v;``: numpy's first arg-extremes
     (which keep the first of equal signed zeros, as C's strict comparisons do) when there is no NaN."""
     if np.isnan(cols).any():
+        cols = np.moveaxis(cols, axis, 0)
         vmin = np.full(cols.shape[1:], FLT_MAX, F32)
         vmax = np.full(cols.shape[1:], -FLT_MAX, F32)
         for c in cols:
             vmin = np.where(c < vmin, c, vmin)
             vmax = np.where(c > vmax, c, vmax)
         return vmin, vmax
-    vmin = np.take_along_axis(cols, np.expand_dims(np.argmin(cols, axis=0), 0), 0)[0]
-    vmax = np.take_along_axis(cols, np.expand_dims(np.argmax(cols, axis=0), 0), 0)[0]
+    vmin = np.take_along_axis(cols, np.expand_dims(np.argmin(cols, axis=axis), axis), axis).squeeze(axis)
+    vmax = np.take_along_axis(cols, np.expand_dims(np.argmax(cols, axis=axis), axis), axis).squeeze(axis)
     return np.minimum(vmin, FLT_MAX), np.maximum(vmax, -FLT_MAX)
 
 
@@ -69,12 +72,12 @@ def inverse(d: np.ndarray) -> np.ndarray:
 
 def _mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
-        return (a * b).astype(F32)
+        return a * b
 
 
 def pack_nibbles(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """``qs[j] = lo | hi << 4`` stored in a byte (the low 8 bits)."""
-    return ((lo.astype(np.int32) | (hi.astype(np.int32) << 4)) & 0xFF).astype(np.uint8)
+    return lo.astype(np.uint8) | (hi.astype(np.uint8) << np.uint8(4))  # integer casts keep the low byte
 
 
 def pack_high_bits(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -94,7 +97,7 @@ def _halves(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def q4_0(x: np.ndarray) -> dict[str, np.ndarray]:
-    _, vmax = abs_max(x.T)
+    _, vmax = abs_max(x, 1)
     d = vmax / F32(-8)
     idv = inverse(d)[:, None]
     lo, hi = (_int8_min(_mul(h, idv) + F32(8.5), 15) for h in _halves(x))
@@ -102,7 +105,7 @@ def q4_0(x: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def q4_1(x: np.ndarray) -> dict[str, np.ndarray]:
-    vmin, vmax = min_max(x.T)
+    vmin, vmax = min_max(x, 1)
     with np.errstate(over="ignore", invalid="ignore"):
         d = (vmax - vmin) / F32(15)
         idv = inverse(d)[:, None]
@@ -111,7 +114,7 @@ def q4_1(x: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def q5_0(x: np.ndarray) -> dict[str, np.ndarray]:
-    _, vmax = abs_max(x.T)
+    _, vmax = abs_max(x, 1)
     d = vmax / F32(-16)
     idv = inverse(d)[:, None]
     lo, hi = (_int8_min(_mul(h, idv) + F32(16.5), 31) & 0xFF for h in _halves(x))
@@ -119,7 +122,7 @@ def q5_0(x: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def q5_1(x: np.ndarray) -> dict[str, np.ndarray]:
-    vmin, vmax = min_max(x.T)
+    vmin, vmax = min_max(x, 1)
     with np.errstate(over="ignore", invalid="ignore"):
         d = (vmax - vmin) / F32(31)
         idv = inverse(d)[:, None]
@@ -133,7 +136,7 @@ def q5_1(x: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _q8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    d = macro_abs_max(x.T) / F32(127)
+    d = macro_abs_max(x, 1) / F32(127)
     qs = trunc_int(roundf(_mul(x, inverse(d)[:, None]))).astype(np.int8)
     return d, qs
 
@@ -180,7 +183,7 @@ def _e8m0_exponent(amax: np.ndarray) -> np.ndarray:
 
 
 def mxfp4(x: np.ndarray) -> dict[str, np.ndarray]:
-    amax, _ = abs_max(x.T)
+    amax, _ = abs_max(x, 1)
     e = _e8m0_exponent(amax)
     d = e8m0_half_table()[e][:, None]
     lo, hi = _halves(x)
@@ -209,7 +212,7 @@ def nvfp4(x: np.ndarray) -> dict[str, np.ndarray]:
     """NVFP4: four sub-blocks of 16, each with a UE4M3 scale of amax / 6."""
     n = x.shape[0]
     sub = x.reshape(n * 4, 16)
-    amax, _ = abs_max(sub.T)
+    amax, _ = abs_max(sub, 1)
     ue = fp32_to_ue4m3(amax / F32(6))
     d = ue4m3_table()[ue][:, None]
     lo, hi = _halves(sub)

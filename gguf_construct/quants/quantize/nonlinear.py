@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import grids
 from .cfloat import F32, fp32_to_fp16_bits, lroundf, nearest_int, seqsum
-from .legacy import inverse, pack_nibbles
+from .legacy import inverse, macro_abs_max, pack_nibbles
 from .search import GROUP_MAX_EPS, _abs_max
 
 _VALUES = np.array(grids.KVALUES_IQ4NL, np.int8)
@@ -122,10 +122,7 @@ def _iq4_xs(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
 
 def _ternary(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """TQ1_0/TQ2_0: d = max |x| (ggml's MAX macro), codes ``lroundf(x * id) + 1`` as C's int (low 32 bits)."""
-    amax = np.zeros(x.shape[0], F32)
-    for c in x.T:
-        a = np.abs(c)
-        amax = np.where(amax > a, amax, a)
+    amax = macro_abs_max(x, 1)
     codes = (lroundf(x * inverse(amax)[:, None]) + 1).astype(np.int32)
     return amax, codes
 
