@@ -64,7 +64,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--smoke", action="store_true", help="64 Ki values, one run: checks the script works")
     args = ap.parse_args(argv)
     text = args.size.lower()
-    size = int(float(text[:-2]) * (1 << 20)) if text.endswith("mi") else int(float(text[:-2]) * (1 << 10)) if text.endswith("ki") else int(text)
+    size = (
+        int(float(text[:-2]) * (1 << 20))
+        if text.endswith("mi")
+        else int(float(text[:-2]) * (1 << 10))
+        if text.endswith("ki")
+        else int(text)
+    )
     if args.smoke:
         size, args.repeat = 1 << 16, 1
     names = [n for n in args.types.split(",") if n] or sorted(n for n in supported() if n != "f32")
@@ -77,11 +83,11 @@ def main(argv: list[str] | None = None) -> None:
     for name in names:
         w = qw if (qw is not None and name in WEIGHTED) else None
         tid = resolve(name).id
-        ours_t = best(lambda: quantize(x, name, imatrix=w), args.repeat)
-        c_t = best(lambda: ggml_quantize(x, tid, w), args.repeat)
+        ours_t = best(lambda name=name, w=w: quantize(x, name, imatrix=w), args.repeat)
+        c_t = best(lambda tid=tid, w=w: ggml_quantize(x, tid, w), args.repeat)
         exact = quantize(x, name, imatrix=w) == ggml_quantize(x, tid, w)
         gp = gguf_py_quantizer(name) if w is None else None
-        gp_t = best(lambda: gp(x), args.repeat) if gp else None
+        gp_t = best(lambda gp=gp: gp(x), args.repeat) if gp else None
         gp_cells = f"{gp_t * 1e3:.1f} | {gp_t / ours_t:.2f}x" if gp_t else "– | –"
         print(f"| {name} | {ours_t * 1e3:.1f} | {c_t * 1e3:.1f} | {ours_t / c_t:.1f}x | {gp_cells} | {'yes' if exact else 'NO'} |")
 

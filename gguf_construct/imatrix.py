@@ -93,7 +93,9 @@ def write_dat(path: str | os.PathLike[str], stats: Stats, *, chunk_count: int | 
     write_atomic(path, lambda f: f.write(blob))
 
 
-def write_gguf(path: str | os.PathLike[str], stats: Stats, *, datasets: list[str] | None = None, chunk_count: int = 0, chunk_size: int = 512) -> None:
+def write_gguf(
+    path: str | os.PathLike[str], stats: Stats, *, datasets: list[str] | None = None, chunk_count: int = 0, chunk_size: int = 512
+) -> None:
     """A GGUF imatrix as llama.cpp's ``save_imatrix`` writes it: keys, then ``in_sum2``/``counts`` per tensor."""
     from .api import new
 
@@ -112,7 +114,7 @@ def write_gguf(path: str | os.PathLike[str], stats: Stats, *, datasets: list[str
 
 
 def imatrix_kind(path: str | os.PathLike[str]) -> str:
-    """"gguf" or "dat" (a file that is neither is rejected)."""
+    """ "gguf" or "dat" (a file that is neither is rejected)."""
     with open(Path(path), "rb") as fh:
         head = fh.read(4)
     if head == b"GGUF":

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import corpus_files
 
 from gguf_construct.fuzzing.adapters import ggml_quantize
 from gguf_construct.quants import dequantize
 from gguf_construct.quants.blocks import block_dtype, block_elements, resolve
 from gguf_construct.quants.quantize import WEIGHTED, quantize, supported
-
-from conftest import corpus_files
 
 TYPES = sorted(supported())
 QUANTIZED = [t for t in TYPES if t not in ("f32", "f16", "bf16")]

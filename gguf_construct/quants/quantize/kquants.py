@@ -129,7 +129,7 @@ def _q3_k_finish(x16, L, packed, d, nb):
     g_scale = dq[None, :] * _q3_scales_unpack(packed).astype(F32)  # (16, nb)
     L = _requantize(x16, L, g_scale.T.reshape(-1), None, -4, 3)
     # L from the search is already offset (0..7); the requantized values are not yet
-    requant = (g_scale.T.reshape(-1) != 0)
+    requant = g_scale.T.reshape(-1) != 0
     L = np.where(requant, L + 4, L)
     L = _ungroup(L, nb)
     high = L > 3

@@ -108,15 +108,15 @@ def _iq4_xs(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
         amax_scale = np.where(take, a, amax_scale)
         max_scale = np.where(take, s, max_scale)
     d = -max_scale / F32(32)
-    l = np.maximum(-32, np.minimum(31, nearest_int(inverse(d) * scales)))  # (8, nb)
-    dl = d * l.astype(F32)
+    ls = np.maximum(-32, np.minimum(31, nearest_int(inverse(d) * scales)))  # (8, nb)
+    dl = d * ls.astype(F32)
     idl = inverse(dl).T.reshape(-1)
     L = best_index_int8(idl * x)
-    l = (l + 32).astype(np.uint16)
-    scales_l = ((l[0::2] & 0xF) | ((l[1::2] & 0xF) << 4)).astype(np.uint8).T
+    ls = (ls + 32).astype(np.uint16)
+    scales_l = ((ls[0::2] & 0xF) | ((ls[1::2] & 0xF) << 4)).astype(np.uint8).T
     scales_h = np.zeros(nb, np.uint16)
     for ib in range(8):
-        scales_h |= (l[ib] >> 4) << (2 * ib)
+        scales_h |= (ls[ib] >> 4) << (2 * ib)
     return {"d": fp32_to_fp16_bits(d), "scales_h": scales_h, "scales_l": scales_l, "qs": _pack(L, 256)}
 
 
