@@ -16,24 +16,24 @@ import numpy as np
 from ...errors import InvalidValueError, UnsupportedTypeError
 from ...tables import GGMLType
 from ..blocks import block_dtype, block_elements, resolve
-from . import kquants, legacy, nonlinear, plain
+from . import gridsearch, kquants, legacy, nonlinear, plain
 
 Fields = dict[str, np.ndarray]
 #: type name → quantizer of ``(n_blocks, block_size)`` values (the reference path, no importance matrix)
 REFERENCE: dict[str, Callable[[np.ndarray], Fields]] = {**legacy.QUANTIZERS, **kquants.QUANTIZERS, **nonlinear.QUANTIZERS}
 #: type name → quantizer of rows ``(n_rows, n_per_row)`` with their importance matrix (``(n_per_row,)``)
-WEIGHTED: dict[str, Callable[[np.ndarray, np.ndarray], Fields]] = {**kquants.WEIGHTED, **nonlinear.WEIGHTED}
+WEIGHTED: dict[str, Callable[[np.ndarray, np.ndarray], Fields]] = {**kquants.WEIGHTED, **nonlinear.WEIGHTED, **gridsearch.WEIGHTED}
 #: the plain float types: values → their element array
 PLAIN: dict[str, Callable[[np.ndarray], np.ndarray]] = dict(plain.CONVERTERS)
 #: types ggml refuses to quantize without an importance matrix (``ggml_quantize_requires_imatrix``)
-REQUIRES_IMATRIX: frozenset[str] = frozenset()
+REQUIRES_IMATRIX: frozenset[str] = gridsearch.REQUIRES_IMATRIX
 
-SUPPORTED: frozenset[str] = frozenset(REFERENCE) | frozenset(PLAIN)
+SUPPORTED: frozenset[str] = frozenset(REFERENCE) | frozenset(PLAIN) | REQUIRES_IMATRIX
 
 
 #: values per call of a family's quantizer: the one-pass types run in cache-sized pieces, the searched types in
 #: larger ones (their cost is a Python loop per element position, paid once per piece)
-CHUNK_VALUES = {"legacy": 1 << 17, "search": 1 << 18}
+CHUNK_VALUES = {"legacy": 1 << 16, "search": 1 << 18, "grid": 1 << 14}
 
 
 def _assemble(name: str, fields: Fields, blocks: np.ndarray) -> None:
@@ -77,7 +77,8 @@ def quantize(values: np.ndarray, ggml_type: int | str | GGMLType, *, imatrix: np
         raise InvalidValueError("quantize.imatrix", f"{name} needs an importance matrix (as in ggml)")
     blocks = np.zeros(n_rows * n_per_row // block, block_dtype(name))
     weighted = imatrix is not None and name in WEIGHTED
-    piece = CHUNK_VALUES["legacy" if name in legacy.QUANTIZERS or name in ("tq1_0", "tq2_0") else "search"]
+    family = "legacy" if name in legacy.QUANTIZERS or name in ("tq1_0", "tq2_0") else "grid" if name in gridsearch.WEIGHTED else "search"
+    piece = CHUNK_VALUES[family]
     with np.errstate(all="ignore"):  # C's float semantics: overflow to inf, NaN from 0 * inf, all silently
         if weighted:  # whole rows: the legacy types' sigma² is the row's
             step = max(1, piece // n_per_row)

@@ -1,0 +1,198 @@
+"""ggml's IQ2_XXS and IQ2_XS (``quantize_row_iq2_xxs_impl``, ``quantize_row_iq2_xs_impl``): 8-value groups
+snapped to a grid of allowed magnitude patterns, with odd sign counts fixed by flipping the least important value.
+
+The grid, the map from a group's pattern to its grid index and each off-grid pattern's neighbour list are built as
+``iq2xs_init_impl`` builds them: grid points are the dequantization grid's bytes (8, 25, 43 → levels 0, 1, 2, at
+positions 2l + 1); an off-grid pattern's neighbours are all grid points at the ``nwant`` smallest squared distances,
+ordered by (distance, index) as its ``qsort`` leaves them. The best neighbour is the first with the smallest
+weighted error (C's strict ``<``), which is ``argmin`` over that ordered list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from ...errors import InvalidValueError
+from .. import grids
+from .cfloat import F32, fp32_to_fp16_bits, nearest_int, seqsum
+from .search import GROUP_MAX_EPS, make_qp_quants
+
+KMAP_SIZE = 43692
+K_MAX_Q = 3
+
+
+@dataclass(frozen=True)
+class Grid:
+    levels: np.ndarray  # (n, 8) uint8: each grid point's levels 0..2
+    kmap: np.ndarray  # (KMAP_SIZE,) int32: pattern → grid index, -1 off the grid
+    neighbours: np.ndarray  # (KMAP_SIZE, max_n) int32: ordered neighbour indices, -1 padding
+
+
+@cache
+def grid(name: str) -> Grid:
+    table = {"iq2_xxs": grids.IQ2XXS_GRID, "iq2_xs": grids.IQ2XS_GRID}[name]
+    nwant = 2
+    raw = np.array(table, np.uint64).view(np.uint8).reshape(-1, 8)
+    levels = np.select([raw == 8, raw == 25, raw == 43], [0, 1, 2], -1).astype(np.int64)
+    assert (levels >= 0).all()
+    shifts = 2 * np.arange(8)
+    kmap = np.full(KMAP_SIZE, -1, np.int32)
+    kmap[(levels << shifts).sum(axis=1)] = np.arange(len(levels))
+    # every pattern of levels 0..2 (those are all a clamped group can make)
+    pats = np.stack(np.meshgrid(*[np.arange(3)] * 8, indexing="ij"), -1).reshape(-1, 8)
+    index = (pats << shifts).sum(axis=1)
+    off = kmap[index] < 0
+    pats, index = pats[off], index[off]
+    pos = 2 * pats + 1
+    gpos = 2 * levels + 1
+    d2 = ((gpos[None, :, :] - pos[:, None, :]) ** 2).sum(axis=2)  # (m, grid)
+    order = np.lexsort((np.broadcast_to(np.arange(len(levels)), d2.shape), d2), axis=1)
+    sorted_d2 = np.take_along_axis(d2, order, 1)
+    rank = np.cumsum(np.concatenate([np.zeros((len(d2), 1), bool), sorted_d2[:, 1:] > sorted_d2[:, :-1]], 1), 1)
+    keep = rank < nwant
+    max_n = int(keep.sum(axis=1).max())
+    neighbours = np.full((KMAP_SIZE, max_n), -1, np.int32)
+    neighbours[index] = np.where(keep[:, :max_n], order[:, :max_n], -1)
+    return Grid(levels.astype(np.uint8), kmap, neighbours)
+
+
+def _pattern(L: np.ndarray) -> np.ndarray:
+    """``u |= L[i] << 2*i`` for groups ``(..., 8)`` of levels."""
+    return (L.astype(np.int64) << (2 * np.arange(8))).sum(axis=-1)
+
+
+def best_neighbour(g: Grid, u: np.ndarray, xv: np.ndarray, wa: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """``iq2_find_best_neighbour`` for off-grid groups: (grid index) with ``u`` ``(m,)``, ``xv``/``wa`` ``(m, 8)``."""
+    cand = g.neighbours[u]  # (m, max_n)
+    valid = cand >= 0
+    q = 2 * g.levels[np.where(valid, cand, 0)].astype(F32) + F32(1)  # (m, max_n, 8)
+    d2 = np.zeros(cand.shape, F32)
+    for i in range(8):
+        diff = scale[:, None] * q[:, :, i] - xv[:, None, i]
+        d2 = d2 + (wa[:, None, i] * diff) * diff
+    d2 = np.where(valid, d2, np.inf)
+    if not (d2 < np.finfo(np.float32).max).any(axis=1).all():  # C: no d2 below FLT_MAX → GGML_ASSERT aborts
+        raise InvalidValueError("quantize.grid", "no grid neighbour has a finite error (values too large for this type; ggml aborts)")
+    return np.take_along_axis(cand, np.argmin(d2, axis=1)[:, None], 1)[:, 0]
+
+
+def _snap(g: Grid, L: np.ndarray, xval: np.ndarray, waux: np.ndarray, scale: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Groups ``(G, k, 8)`` whose pattern is off the grid (and ``mask``) replaced by their best neighbour's levels;
+    returns (levels, on_grid before snapping)."""
+    u = _pattern(L)
+    on = g.kmap[u] >= 0
+    todo = ~on & mask
+    if todo.any():
+        gi, ki = np.nonzero(todo)
+        idx = best_neighbour(g, u[gi, ki], xval[gi, ki], waux[gi, ki], np.broadcast_to(scale[:, None], todo.shape)[gi, ki])
+        L = L.copy()
+        L[gi, ki] = g.levels[idx]
+    return L, on
+
+
+def _levels(idv: np.ndarray, xval: np.ndarray) -> np.ndarray:
+    """``MAX(0, MIN(kMaxQ-1, nearest_int(0.5f*(id*xval-1))))``"""
+    return np.clip(nearest_int(F32(0.5) * (idv[:, None, None] * xval - F32(1))), 0, K_MAX_Q - 1)
+
+
+def _fit(weight: np.ndarray, xval: np.ndarray, L: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``sumqx += w*xval*q; sumq2 += w*q*q`` with ``q = 2L + 1``, in order over the sub-block."""
+    G = L.shape[0]
+    q = (2 * L.reshape(G, -1) + 1).astype(F32)
+    w = weight.reshape(G, -1)
+    t1 = (w * xval.reshape(G, -1)) * q
+    t2 = (w * q) * q
+    return seqsum(np.ascontiguousarray(t1.T)), seqsum(np.ascontiguousarray(t2.T))
+
+
+def _iq2(name: str, rows: np.ndarray, qw: np.ndarray) -> dict[str, np.ndarray]:
+    g = grid(name)
+    sub = 32 if name == "iq2_xxs" else 16
+    ngr = sub // 8
+    x = rows.reshape(-1, 256)
+    nbl = x.shape[0]
+    per = 256 // sub
+    sigma2 = seqsum(np.ascontiguousarray((x * x).T)) / F32(256)
+    xs = x.reshape(-1, ngr, 8)  # (G, k, 8), G = nbl * per
+    G = xs.shape[0]
+    weight = np.tile(qw.reshape(-1, 256), (rows.shape[0], 1)).reshape(G, ngr, 8) * np.sqrt(np.repeat(sigma2, per)[:, None, None] + xs * xs)
+    waux = np.sqrt(weight)
+    neg = ~(xs >= 0)
+    xval = np.where(neg, -xs, xs)
+    signs = (neg.astype(np.int64) << np.arange(8)).sum(axis=-1)
+    odd = neg.sum(axis=-1) % 2 == 1
+    imin = np.argmin((weight * xs) * xs, axis=-1)
+    gi, ki = np.nonzero(odd)
+    xval[gi, ki, imin[gi, ki]] = -xval[gi, ki, imin[gi, ki]]
+    signs = np.where(odd, signs ^ (1 << imin), signs) & 127
+    vmax = xval.reshape(G, -1).max(axis=1)
+    zero = vmax < GROUP_MAX_EPS
+    if name == "iq2_xxs":
+        scale, _ = make_qp_quants(np.ascontiguousarray(xval.reshape(G, -1).T), K_MAX_Q + 1, np.ascontiguousarray(weight.reshape(G, -1).T))
+        denom = scale * F32(K_MAX_Q)
+        zero |= ~(denom > 0)
+        steps = range(-6, 7)
+        L = np.zeros(xs.shape, np.int64)
+    else:
+        denom = vmax
+        scale = vmax / F32(2 * K_MAX_Q - 1)
+        steps = range(-9, 10)
+        L = np.zeros(xs.shape, np.int64)
+    safe = np.where(zero, F32(1), denom)
+    best = np.zeros(G, F32)
+    on_grid = np.ones((G, ngr), bool)
+    live = ~zero
+    for step in steps:
+        idv = (F32(2 * K_MAX_Q - 1) + F32(step) * F32(0.1)) / safe
+        laux, on = _snap(g, _levels(idv, xval), xval, waux, F32(1) / idv, live[:, None])
+        sumqx, sumq2 = _fit(weight, xval, laux)
+        better = live & (sumq2 > 0) & (sumqx * sumqx > best * sumq2)
+        new_scale = sumqx / np.where(better, sumq2, F32(1))
+        scale = np.where(better, new_scale, scale)
+        best = np.where(better, new_scale * sumqx, best)
+        L = np.where(better[:, None, None], laux, L)
+        on_grid = np.where(better[:, None], on, on_grid)
+    if name == "iq2_xxs":
+        redo = live & (scale > 0)
+        group_mask = np.broadcast_to(redo[:, None], on_grid.shape)
+    else:
+        redo = live & (scale > 0) & ~on_grid.all(axis=1)
+        group_mask = redo[:, None] & ~on_grid
+    if redo.any():
+        idv = F32(1) / np.where(redo, scale, F32(1))
+        fresh, _ = _snap(g, _levels(idv, xval), xval, waux, scale, group_mask)
+        L = np.where(group_mask[:, :, None], fresh, L)
+        sumqx, sumq2 = _fit(weight, xval, L)
+        scale = np.where(redo & (sumq2 > 0), sumqx / np.where(sumq2 > 0, sumq2, F32(1)), scale)
+    flip = live & (scale < 0)
+    scale = np.where(flip, -scale, scale)
+    signs = np.where(flip[:, None], ~signs & 127, signs)
+    index = g.kmap[_pattern(L)].astype(np.int64)
+    scale = np.where(zero, F32(0), scale).reshape(nbl, per)
+    index = np.where(zero[:, None], 0, index)
+    signs = np.where(zero[:, None], 0, signs)
+    max_scale = scale.max(axis=1)
+    has = max_scale != 0
+    d = np.where(has, max_scale / F32(31), F32(0))
+    idd = F32(1) / np.where(has, d, F32(1))
+    ls = np.clip(nearest_int(F32(0.5) * (idd[:, None] * scale - F32(1))), 0, 15)
+    if name == "iq2_xxs":
+        q2 = np.zeros((nbl, per, 2), np.uint32)
+        q2[:, :, 0] = (index.reshape(nbl, per, 4) << (8 * np.arange(4))).sum(axis=-1)
+        q2[:, :, 1] = (signs.reshape(nbl, per, 4) << (7 * np.arange(4))).sum(axis=-1) | (ls.astype(np.int64) << 28)
+        q2 = np.where(has[:, None, None], q2, 0).astype("<u4")
+        return {"d": fp32_to_fp16_bits(d), "qs": q2.reshape(nbl, -1).view("<u2")}
+    q2 = (index | (signs << 9)).reshape(nbl, 32)
+    sc = (ls[:, 0::2] | (ls[:, 1::2] << 4)).astype(np.uint8)
+    return {
+        "d": fp32_to_fp16_bits(d),
+        "qs": np.where(has[:, None], q2, 0).astype("<u2"),
+        "scales": np.where(has[:, None], sc, 0).astype(np.uint8),
+    }
+
+
+WEIGHTED = {"iq2_xxs": lambda rows, qw: _iq2("iq2_xxs", rows, qw), "iq2_xs": lambda rows, qw: _iq2("iq2_xs", rows, qw)}
+REQUIRES_IMATRIX = frozenset(WEIGHTED)
