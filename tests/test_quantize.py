@@ -92,7 +92,7 @@ def test_types_cover_ggml():
     expected = {"f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q8_1", "q8_K", "q1_0", "mxfp4",
                 "nvfp4", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "tq1_0", "tq2_0", "iq4_nl", "iq4_xs", "iq2_xxs",
                 "iq2_xs"}  # fmt: skip
-    assert REQUIRES_IMATRIX == {"iq2_xxs", "iq2_xs"}
+    assert {"iq2_xxs", "iq2_xs"} == REQUIRES_IMATRIX
     assert all(bool(__import__("ggml").ggml_quantize_requires_imatrix(resolve(t).id)) == (t in REQUIRES_IMATRIX) for t in TYPES)
     assert set(TYPES) == expected
     assert not set(TYPES) & grid_iquants

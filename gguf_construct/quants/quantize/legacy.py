@@ -162,15 +162,23 @@ def q1_0(x: np.ndarray) -> dict[str, np.ndarray]:
 _FP4 = np.array(grids.KVALUES_FP4, np.int8).astype(F32)
 
 
+_FP4_MAGNITUDES = _FP4[:8]  # 0, 1, 2, 3, 4, 6, 8, 12; codes 8..15 are their negatives
+
+
 def best_fp4(x: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """ggml's ``best_index_mxfp4``: the first of the 16 E2M1 codes with the smallest ``|k * e - x|`` (C's strict
-    ``<`` keeps the first minimum, as ``argmin`` does; a NaN error at code 0 wins in both). In chunks of rows."""
+    """ggml's ``best_index_mxfp4``: the first of the 16 E2M1 codes with the smallest ``|k * e - x|``.
+
+    For x >= 0 a negative code's error ``k e + x`` never beats its positive twin (ties go to the earlier, positive
+    code); for x < 0 the mirror holds, except that code 0 (value 0) comes before code 8 (-0). So the search runs
+    over the 8 magnitudes against ``|x|`` (the same float errors, sign-symmetric), by ``argmin`` (first minimum,
+    as C's strict ``<``; a NaN error at code 0 wins in both), and the sign picks the half. In chunks of rows."""
     out = np.empty(x.shape, np.uint8)
     step = max(1, (1 << 16) // x.shape[1])
     for i in range(0, x.shape[0], step):
         xs, es = x[i : i + step], e[i : i + step]
-        err = np.abs((_FP4 * es[..., None]) - xs[..., None])
-        out[i : i + step] = np.argmin(err, axis=-1)
+        err = np.abs((_FP4_MAGNITUDES * es[..., None]) - np.abs(xs)[..., None])
+        j = np.argmin(err, axis=-1).astype(np.uint8)
+        out[i : i + step] = np.where((xs < 0) & (j > 0), j + np.uint8(8), j)
     return out
 
 
