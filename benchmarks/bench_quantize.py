@@ -18,7 +18,7 @@ import numpy as np
 
 from gguf_construct.fuzzing.adapters import ggml_quantize
 from gguf_construct.quants.blocks import resolve
-from gguf_construct.quants.quantize import WEIGHTED, quantize, supported
+from gguf_construct.quants.quantize import REQUIRES_IMATRIX, WEIGHTED, quantize, supported
 
 ROW = 4096
 
@@ -76,12 +76,12 @@ def main(argv: list[str] | None = None) -> None:
     names = [n for n in args.types.split(",") if n] or sorted(n for n in supported() if n != "f32")
     rng = np.random.default_rng(0)
     x = rng.standard_normal((max(1, size // ROW), ROW)).astype(np.float32)
-    qw = rng.uniform(0, 4, ROW).astype(np.float32) if args.imatrix else None
+    qw = rng.uniform(0, 4, ROW).astype(np.float32)
     print(f"{x.size} values ({x.shape[0]} rows of {ROW}){', with an importance matrix' if args.imatrix else ''}, best of {args.repeat}\n")
     print("| type | ours (ms) | ggml C (ms) | ours / C | gguf-py (ms) | gguf-py / ours | bit-exact |")
     print("|---|---:|---:|---:|---:|---:|:---:|")
     for name in names:
-        w = qw if (qw is not None and name in WEIGHTED) else None
+        w = qw if (args.imatrix and name in WEIGHTED) or name in REQUIRES_IMATRIX else None  # IQ2_XXS/XS need one
         tid = resolve(name).id
         ours_t = best(lambda name=name, w=w: quantize(x, name, imatrix=w), args.repeat)
         c_t = best(lambda tid=tid, w=w: ggml_quantize(x, tid, w), args.repeat)

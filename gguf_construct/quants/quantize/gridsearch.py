@@ -1,11 +1,13 @@
-"""ggml's IQ2_XXS and IQ2_XS (``quantize_row_iq2_xxs_impl``, ``quantize_row_iq2_xs_impl``): 8-value groups
-snapped to a grid of allowed magnitude patterns, with odd sign counts fixed by flipping the least important value.
+"""ggml's IQ2_XXS, IQ2_XS and IQ3_XXS (``quantize_row_iq2_xxs_impl``, ``quantize_row_iq2_xs_impl``,
+``quantize_row_iq3_xxs_impl``): groups of 8 (IQ2) or 4 (IQ3) magnitudes snapped to a grid of allowed patterns,
+with odd sign counts per 8 values fixed by flipping the least important value.
 
 The grid, the map from a group's pattern to its grid index and each off-grid pattern's neighbour list are built as
-``iq2xs_init_impl`` builds them: grid points are the dequantization grid's bytes (8, 25, 43 → levels 0, 1, 2, at
-positions 2l + 1); an off-grid pattern's neighbours are all grid points at the ``nwant`` smallest squared distances,
-ordered by (distance, index) as its ``qsort`` leaves them. The best neighbour is the first with the smallest
-weighted error (C's strict ``<``), which is ``argmin`` over that ordered list.
+``iq2xs_init_impl``/``iq3xs_init_impl`` build them: grid points are the dequantization grid's bytes mapped to
+levels (IQ2: 8, 25, 43 → 0..2; IQ3: 4, 12, …, 62 → 0..7, at positions 2l + 1); an off-grid pattern's neighbours
+are all grid points at the ``nwant`` smallest squared distances, ordered by (distance, index) as its ``qsort``
+leaves them. The best neighbour is the first with the smallest weighted error (C's strict ``<``), which is
+``argmin`` over that ordered list.
 """
 
 from __future__ import annotations
@@ -20,29 +22,35 @@ from .. import grids
 from .cfloat import F32, fp32_to_fp16_bits, nearest_int, seqsum
 from .search import GROUP_MAX_EPS, make_qp_quants
 
-KMAP_SIZE = 43692
-K_MAX_Q = 3
-
-
 @dataclass(frozen=True)
 class Grid:
-    levels: np.ndarray  # (n, 8) uint8: each grid point's levels 0..2
-    kmap: np.ndarray  # (KMAP_SIZE,) int32: pattern → grid index, -1 off the grid
-    neighbours: np.ndarray  # (KMAP_SIZE, max_n) int32: ordered neighbour indices, -1 padding
+    levels: np.ndarray  # (n, width) uint8: each grid point's levels
+    kmap: np.ndarray  # (kmap_size,) int32: pattern → grid index, -1 off the grid
+    neighbours: np.ndarray  # (kmap_size, max_n) int32: ordered neighbour indices, -1 padding
+    bits: int  # bits per level in a pattern
+    kmax: int  # levels are 0..kmax-1
+
+
+#: name → (dequantization grid, bytes per point, byte value of each level, kmap size, nwant)
+SPECS = {
+    "iq2_xxs": (grids.IQ2XXS_GRID, 8, (8, 25, 43), 43692, 2),
+    "iq2_xs": (grids.IQ2XS_GRID, 8, (8, 25, 43), 43692, 2),
+    "iq3_xxs": (grids.IQ3XXS_GRID, 4, (4, 12, 20, 28, 36, 44, 52, 62), 4096, 2),
+}
 
 
 @cache
 def grid(name: str) -> Grid:
-    table = {"iq2_xxs": grids.IQ2XXS_GRID, "iq2_xs": grids.IQ2XS_GRID}[name]
-    nwant = 2
-    raw = np.array(table, np.uint64).view(np.uint8).reshape(-1, 8)
-    levels = np.select([raw == 8, raw == 25, raw == 43], [0, 1, 2], -1).astype(np.int64)
+    table, width, values, kmap_size, nwant = SPECS[name]
+    bits = 2 if width == 8 else 3
+    raw = np.array(table, np.uint64 if width == 8 else np.uint32).view(np.uint8).reshape(-1, width)
+    levels = np.select([raw == v for v in values], list(range(len(values))), -1).astype(np.int64)
     assert (levels >= 0).all()
-    shifts = 2 * np.arange(8)
-    kmap = np.full(KMAP_SIZE, -1, np.int32)
+    shifts = bits * np.arange(width)
+    kmap = np.full(kmap_size, -1, np.int32)
     kmap[(levels << shifts).sum(axis=1)] = np.arange(len(levels))
-    # every pattern of levels 0..2 (those are all a clamped group can make)
-    pats = np.stack(np.meshgrid(*[np.arange(3)] * 8, indexing="ij"), -1).reshape(-1, 8)
+    # every pattern a clamped group can make (levels 0..len(values)-1)
+    pats = np.stack(np.meshgrid(*[np.arange(len(values))] * width, indexing="ij"), -1).reshape(-1, width)
     index = (pats << shifts).sum(axis=1)
     off = kmap[index] < 0
     pats, index = pats[off], index[off]
@@ -54,23 +62,23 @@ def grid(name: str) -> Grid:
     rank = np.cumsum(np.concatenate([np.zeros((len(d2), 1), bool), sorted_d2[:, 1:] > sorted_d2[:, :-1]], 1), 1)
     keep = rank < nwant
     max_n = int(keep.sum(axis=1).max())
-    neighbours = np.full((KMAP_SIZE, max_n), -1, np.int32)
+    neighbours = np.full((kmap_size, max_n), -1, np.int32)
     neighbours[index] = np.where(keep[:, :max_n], order[:, :max_n], -1)
-    return Grid(levels.astype(np.uint8), kmap, neighbours)
+    return Grid(levels.astype(np.uint8), kmap, neighbours, bits, len(values))
 
 
-def _pattern(L: np.ndarray) -> np.ndarray:
-    """``u |= L[i] << 2*i`` for groups ``(..., 8)`` of levels."""
-    return (L.astype(np.int64) << (2 * np.arange(8))).sum(axis=-1)
+def _pattern(g: Grid, L: np.ndarray) -> np.ndarray:
+    """``u |= L[i] << bits*i`` for groups ``(..., width)`` of levels."""
+    return (L.astype(np.int64) << (g.bits * np.arange(L.shape[-1]))).sum(axis=-1)
 
 
 def best_neighbour(g: Grid, u: np.ndarray, xv: np.ndarray, wa: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """``iq2_find_best_neighbour`` for off-grid groups: (grid index) with ``u`` ``(m,)``, ``xv``/``wa`` ``(m, 8)``."""
+    """``iq2/iq3_find_best_neighbour`` for off-grid groups: grid indices, ``u`` ``(m,)``, ``xv``/``wa`` ``(m, w)``."""
     cand = g.neighbours[u]  # (m, max_n)
     valid = cand >= 0
-    q = 2 * g.levels[np.where(valid, cand, 0)].astype(F32) + F32(1)  # (m, max_n, 8)
+    q = 2 * g.levels[np.where(valid, cand, 0)].astype(F32) + F32(1)  # (m, max_n, width)
     d2 = np.zeros(cand.shape, F32)
-    for i in range(8):
+    for i in range(q.shape[-1]):
         diff = scale[:, None] * q[:, :, i] - xv[:, None, i]
         d2 = d2 + (wa[:, None, i] * diff) * diff
     d2 = np.where(valid, d2, np.inf)
@@ -82,7 +90,7 @@ def best_neighbour(g: Grid, u: np.ndarray, xv: np.ndarray, wa: np.ndarray, scale
 def _snap(g: Grid, L: np.ndarray, xval: np.ndarray, waux: np.ndarray, scale: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Groups ``(G, k, 8)`` whose pattern is off the grid (and ``mask``) replaced by their best neighbour's levels;
     returns (levels, on_grid before snapping)."""
-    u = _pattern(L)
+    u = _pattern(g, L)
     on = g.kmap[u] >= 0
     todo = ~on & mask
     if todo.any():
@@ -93,9 +101,9 @@ def _snap(g: Grid, L: np.ndarray, xval: np.ndarray, waux: np.ndarray, scale: np.
     return L, on
 
 
-def _levels(idv: np.ndarray, xval: np.ndarray) -> np.ndarray:
+def _levels(g: Grid, idv: np.ndarray, xval: np.ndarray) -> np.ndarray:
     """``MAX(0, MIN(kMaxQ-1, nearest_int(0.5f*(id*xval-1))))``"""
-    return np.clip(nearest_int(F32(0.5) * (idv[:, None, None] * xval - F32(1))), 0, K_MAX_Q - 1)
+    return np.clip(nearest_int(F32(0.5) * (idv[:, None, None] * xval - F32(1))), 0, g.kmax - 1)
 
 
 def _fit(weight: np.ndarray, xval: np.ndarray, L: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -131,14 +139,14 @@ def _iq2(name: str, rows: np.ndarray, qw: np.ndarray) -> dict[str, np.ndarray]:
     vmax = xval.reshape(G, -1).max(axis=1)
     zero = vmax < GROUP_MAX_EPS
     if name == "iq2_xxs":
-        scale, _ = make_qp_quants(np.ascontiguousarray(xval.reshape(G, -1).T), K_MAX_Q + 1, np.ascontiguousarray(weight.reshape(G, -1).T))
-        denom = scale * F32(K_MAX_Q)
+        scale, _ = make_qp_quants(np.ascontiguousarray(xval.reshape(G, -1).T), 3 + 1, np.ascontiguousarray(weight.reshape(G, -1).T))
+        denom = scale * F32(3)
         zero |= ~(denom > 0)
         steps = range(-6, 7)
         L = np.zeros(xs.shape, np.int64)
     else:
         denom = vmax
-        scale = vmax / F32(2 * K_MAX_Q - 1)
+        scale = vmax / F32(5)
         steps = range(-9, 10)
         L = np.zeros(xs.shape, np.int64)
     safe = np.where(zero, F32(1), denom)
@@ -146,8 +154,8 @@ def _iq2(name: str, rows: np.ndarray, qw: np.ndarray) -> dict[str, np.ndarray]:
     on_grid = np.ones((G, ngr), bool)
     live = ~zero
     for step in steps:
-        idv = (F32(2 * K_MAX_Q - 1) + F32(step) * F32(0.1)) / safe
-        laux, on = _snap(g, _levels(idv, xval), xval, waux, F32(1) / idv, live[:, None])
+        idv = (F32(5) + F32(step) * F32(0.1)) / safe
+        laux, on = _snap(g, _levels(g, idv, xval), xval, waux, F32(1) / idv, live[:, None])
         sumqx, sumq2 = _fit(weight, xval, laux)
         better = live & (sumq2 > 0) & (sumqx * sumqx > best * sumq2)
         new_scale = sumqx / np.where(better, sumq2, F32(1))
@@ -163,14 +171,14 @@ def _iq2(name: str, rows: np.ndarray, qw: np.ndarray) -> dict[str, np.ndarray]:
         group_mask = redo[:, None] & ~on_grid
     if redo.any():
         idv = F32(1) / np.where(redo, scale, F32(1))
-        fresh, _ = _snap(g, _levels(idv, xval), xval, waux, scale, group_mask)
+        fresh, _ = _snap(g, _levels(g, idv, xval), xval, waux, scale, group_mask)
         L = np.where(group_mask[:, :, None], fresh, L)
         sumqx, sumq2 = _fit(weight, xval, L)
         scale = np.where(redo & (sumq2 > 0), sumqx / np.where(sumq2 > 0, sumq2, F32(1)), scale)
     flip = live & (scale < 0)
     scale = np.where(flip, -scale, scale)
     signs = np.where(flip[:, None], ~signs & 127, signs)
-    index = g.kmap[_pattern(L)].astype(np.int64)
+    index = g.kmap[_pattern(g, L)].astype(np.int64)
     scale = np.where(zero, F32(0), scale).reshape(nbl, per)
     index = np.where(zero[:, None], 0, index)
     signs = np.where(zero[:, None], 0, signs)
@@ -195,4 +203,79 @@ def _iq2(name: str, rows: np.ndarray, qw: np.ndarray) -> dict[str, np.ndarray]:
 
 
 WEIGHTED = {"iq2_xxs": lambda rows, qw: _iq2("iq2_xxs", rows, qw), "iq2_xs": lambda rows, qw: _iq2("iq2_xs", rows, qw)}
-REQUIRES_IMATRIX = frozenset(WEIGHTED)
+REQUIRES_IMATRIX = frozenset(WEIGHTED)  # as ggml_quantize_requires_imatrix (IQ3_XXS works without one)
+
+
+def _signs(xs: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per 8 values: magnitudes and 7 stored sign bits, an odd count of negatives evened by flipping the value with
+    the smallest ``weight*x*x`` (the first such); ``xs``/``weight`` ``(G, k, 8)``."""
+    neg = ~(xs >= 0)
+    xval = np.where(neg, -xs, xs)
+    signs = (neg.astype(np.int64) << np.arange(8)).sum(axis=-1)
+    odd = neg.sum(axis=-1) % 2 == 1
+    imin = np.argmin((weight * xs) * xs, axis=-1)
+    gi, ki = np.nonzero(odd)
+    xval[gi, ki, imin[gi, ki]] = -xval[gi, ki, imin[gi, ki]]
+    return xval, np.where(odd, signs ^ (1 << imin), signs) & 127
+
+
+def _iq3_xxs(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
+    g = grid("iq3_xxs")
+    x = rows.reshape(-1, 256)
+    nbl = x.shape[0]
+    G = nbl * 8
+    xs = x.reshape(G, 4, 8)
+    if qw is None:
+        weight = xs * xs
+    else:
+        sigma2 = (F32(2) * seqsum(np.ascontiguousarray((x * x).T))) / F32(256)
+        w = np.tile(qw.reshape(-1, 256), (rows.shape[0], 1)).reshape(G, 4, 8)
+        weight = w * np.sqrt(np.repeat(sigma2, 8)[:, None, None] + xs * xs)
+    waux = np.sqrt(weight).reshape(G, 8, 4)
+    xval8, signs = _signs(xs, weight)
+    xval = xval8.reshape(G, 8, 4)
+    weight = weight.reshape(G, 8, 4)
+    vmax = xval.reshape(G, -1).max(axis=1)
+    zero = vmax < F32(1e-8)  # GROUP_MAX_EPS_IQ3_XXS
+    live = ~zero
+    safe = np.where(zero, F32(1), vmax)
+    scale = vmax / F32(15)
+    best = np.zeros(G, F32)
+    L = np.zeros(xval.shape, np.int64)
+    on_grid = np.ones((G, 8), bool)
+    for step in range(-15, 16):
+        idv = (F32(15) + F32(step) * F32(0.2)) / safe
+        laux, on = _snap(g, _levels(g, idv, xval), xval, waux, F32(1) / idv, live[:, None])
+        sumqx, sumq2 = _fit(weight, xval, laux)
+        better = live & (sumq2 > 0) & (sumqx * sumqx > best * sumq2)
+        new_scale = sumqx / np.where(better, sumq2, F32(1))
+        scale = np.where(better, new_scale, scale)
+        best = np.where(better, new_scale * sumqx, best)
+        L = np.where(better[:, None, None], laux, L)
+        on_grid = np.where(better[:, None], on, on_grid)
+    redo = live & (scale > 0) & ~on_grid.all(axis=1)
+    group_mask = redo[:, None] & ~on_grid
+    if redo.any():
+        idv = F32(1) / np.where(redo, scale, F32(1))
+        fresh, _ = _snap(g, _levels(g, idv, xval), xval, waux, scale, group_mask)
+        L = np.where(group_mask[:, :, None], fresh, L)
+        sumqx, sumq2 = _fit(weight, xval, L)
+        scale = np.where(redo & (sumq2 > 0), sumqx / np.where(sumq2 > 0, sumq2, F32(1)), scale)
+    flip = live & (scale < 0)
+    scale = np.where(flip, -scale, scale)
+    signs = np.where(flip[:, None], ~signs & 127, signs)
+    index = np.where(zero[:, None], 0, g.kmap[_pattern(g, L)].astype(np.int64))
+    packed_signs = np.where(zero, 0, (signs << (7 * np.arange(4))).sum(axis=-1))
+    scale = np.where(zero, F32(0), scale).reshape(nbl, 8)
+    max_scale = scale.max(axis=1)
+    has = max_scale != 0
+    d = np.where(has, max_scale / F32(31), F32(0))
+    idd = F32(1) / np.where(has, d, F32(1))
+    ls = np.clip(nearest_int(F32(0.5) * (idd[:, None] * scale - F32(1))), 0, 15).astype(np.int64)
+    words = (packed_signs.reshape(nbl, 8) | (ls << 28)).astype("<u4")
+    qs = np.concatenate([index.reshape(nbl, 64).astype(np.uint8), words.view(np.uint8).reshape(nbl, 32)], axis=1)
+    return {"d": fp32_to_fp16_bits(d * F32(1.0125)), "qs": np.where(has[:, None], qs, 0).astype(np.uint8)}
+
+
+WEIGHTED["iq3_xxs"] = _iq3_xxs
+QUANTIZERS = {"iq3_xxs": lambda x: _iq3_xxs(x, None)}
