@@ -20,7 +20,12 @@ from . import gridsearch, kquants, legacy, nonlinear, plain
 
 Fields = dict[str, np.ndarray]
 #: type name → quantizer of ``(n_blocks, block_size)`` values (the reference path, no importance matrix)
-REFERENCE: dict[str, Callable[[np.ndarray], Fields]] = {**legacy.QUANTIZERS, **kquants.QUANTIZERS, **nonlinear.QUANTIZERS, **gridsearch.QUANTIZERS}
+REFERENCE: dict[str, Callable[[np.ndarray], Fields]] = {
+    **legacy.QUANTIZERS,
+    **kquants.QUANTIZERS,
+    **nonlinear.QUANTIZERS,
+    **gridsearch.QUANTIZERS,
+}
 #: type name → quantizer of rows ``(n_rows, n_per_row)`` with their importance matrix (``(n_per_row,)``)
 WEIGHTED: dict[str, Callable[[np.ndarray, np.ndarray], Fields]] = {**kquants.WEIGHTED, **nonlinear.WEIGHTED, **gridsearch.WEIGHTED}
 #: the plain float types: values → their element array

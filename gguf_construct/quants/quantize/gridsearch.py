@@ -22,6 +22,7 @@ from .. import grids
 from .cfloat import F32, fp32_to_fp16_bits, nearest_int, seqsum
 from .search import GROUP_MAX_EPS, make_qp_quants
 
+
 @dataclass(frozen=True)
 class Grid:
     levels: np.ndarray  # (n, width) uint8: each grid point's levels
@@ -54,10 +55,12 @@ def grid(name: str) -> Grid:
     index = (pats << shifts).sum(axis=1)
     off = kmap[index] < 0
     pats, index = pats[off], index[off]
-    pos = 2 * pats + 1
-    gpos = 2 * levels + 1
-    d2 = ((gpos[None, :, :] - pos[:, None, :]) ** 2).sum(axis=2)  # (m, grid)
-    order = np.lexsort((np.broadcast_to(np.arange(len(levels)), d2.shape), d2), axis=1)
+    pos = (2 * pats + 1).astype(np.int32)
+    gpos = (2 * levels + 1).astype(np.int32)
+    d2 = np.zeros((len(pos), len(gpos)), np.int32)  # (m, grid)
+    for k in range(width):
+        d2 += (gpos[None, :, k] - pos[:, k, None]) ** 2
+    order = np.argsort(d2, axis=1, kind="stable")  # by distance, then index: qsort's comparator
     sorted_d2 = np.take_along_axis(d2, order, 1)
     rank = np.cumsum(np.concatenate([np.zeros((len(d2), 1), bool), sorted_d2[:, 1:] > sorted_d2[:, :-1]], 1), 1)
     keep = rank < nwant
