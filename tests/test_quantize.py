@@ -326,3 +326,26 @@ def test_policy_follows_llama_quantize():
     assert tensor_type("blk.0.attn_q.weight", (96, 4096), "q4_K", has_output=True) == "q5_0"
     assert tensor_type("blk.0.attn_q.weight", (40, 4096), "q6_K", has_output=True) == "f16"
     assert tensor_type("blk.0.attn_q.weight", (4096, 4096), "q4_K", has_output=True, keep=["blk.0.*"]) is None
+
+
+def test_convert_type(tmp_path):
+    """``convert --type`` quantizes like the quantize command (here a GGUF made in the test, no corpus needed)."""
+    import subprocess
+    import sys
+
+    import gguf_construct as gc
+
+    f = gc.new()
+    f.metadata["general.architecture"] = "llama"
+    x = np.random.default_rng(1).standard_normal((8, 256)).astype(np.float32)
+    f.tensors.add("blk.0.attn_q.weight", x)
+    f.tensors.add("blk.0.attn_norm.weight", x[0])
+    f.save(tmp_path / "in.gguf")
+    cmd = [sys.executable, "-m", "gguf_construct.cli.main", "convert", str(tmp_path / "in.gguf"), str(tmp_path / "out.gguf"), "--type", "q4_K"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    out = gc.load(tmp_path / "out.gguf")
+    assert out.metadata["general.architecture"] == "llama"
+    assert out.tensors["blk.0.attn_q.weight"].type.name == "q4_K"
+    assert out.tensors["blk.0.attn_norm.weight"].type.name == "f32"
+    assert bytes(out.tensors["blk.0.attn_q.weight"].data) == ggml_quantize(x, resolve("q4_K").id)
