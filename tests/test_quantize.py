@@ -341,7 +341,16 @@ def test_convert_type(tmp_path):
     f.tensors.add("blk.0.attn_q.weight", x)
     f.tensors.add("blk.0.attn_norm.weight", x[0])
     f.save(tmp_path / "in.gguf")
-    cmd = [sys.executable, "-m", "gguf_construct.cli.main", "convert", str(tmp_path / "in.gguf"), str(tmp_path / "out.gguf"), "--type", "q4_K"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gguf_construct.cli.main",
+        "convert",
+        str(tmp_path / "in.gguf"),
+        str(tmp_path / "out.gguf"),
+        "--type",
+        "q4_K",
+    ]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     out = gc.load(tmp_path / "out.gguf")
