@@ -13,17 +13,18 @@ from .common import EXIT_OK, EXIT_USAGE
 
 
 def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None, keep: list[str] | None = None,
-                  log=print, show_progress: bool = True) -> list[tuple[str, str, float | None]]:  # fmt: skip
+                  log=print) -> list[tuple[str, str, float | None]]:  # fmt: skip
     """Quantize every tensor of ``src`` (GGUF, safetensors/Ollama blob, legacy) into the GGUF ``dst``.
 
-    Returns ``(name, type written, rmse or None when kept)`` per tensor. The input stays memory-mapped and each
-    tensor is dequantized, quantized and dropped in turn; the quantized tensors are held until the atomic write.
+    Returns ``(name, type written, rmse or None when kept)`` per tensor. The input stays memory-mapped; each
+    quantized tensor is made when the (atomic) writer reaches it and dropped once written, so memory stays at about
+    one tensor's values.
     """
     from ..api import load, new
     from ..api.file import GGUFFile
     from ..imatrix import read_imatrix
     from ..progress import progress
-    from ..quants import dequantize
+    from ..quants import dequantize, swap_byte_order
     from ..quants.blocks import resolve
     from ..quants.quantize import REQUIRES_IMATRIX, quantize, supported
     from ..quants.quantize.policy import tensor_type
@@ -41,30 +42,45 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
             out.metadata.set(key, model.metadata[key], type=model.metadata.type_of(key))
     names = list(model.tensors)
     has_output = "output.weight" in names
-    report = []
-    for name in progress(names, len(names), "quantize", unit="tensor"):
+    report: list[tuple[str, str, float | None]] = []
+
+    def produce(name: str, new_type: str, shape: tuple[int, ...]):
+        """The tensor's quantized bytes, made when the writer reaches it (so one tensor is in memory at a time)."""
+
+        def make() -> bytes:
+            next(bar[0], None)
+            rows = model.tensors[name].to_numpy().reshape(-1, shape[0])
+            qw = weights.get(name)
+            if qw is not None:
+                qw = qw.reshape(-1, shape[0])[0]  # one matrix (for expert tensors: the first expert's)
+            data = quantize(rows, new_type, imatrix=qw)
+            back = dequantize(data, new_type).reshape(rows.shape)
+            rmse = float(np.sqrt(np.mean((back.astype(np.float64) - rows) ** 2))) if rows.size else 0.0
+            report.append((name, new_type, rmse))
+            log(f"[{len(report):4}/{len(names)}] {name:<40} {str(shape):<20} -> {new_type:<7} rmse {rmse:.6g}")
+            return data
+
+        return make
+
+    bar: list = [iter(())]
+    n_quantized = 0
+    for name in names:
         t = model.tensors[name]
-        values = t.to_numpy()
-        shape = tuple(values.shape[::-1])  # ggml order
+        shape = tuple(int(d) for d in t.shape)  # ggml order for every format
         new_type = tensor_type(name, shape, target, has_output=has_output, keep=keep)
         if new_type is None:
-            if isinstance(model, GGUFFile):
-                out.tensors.add(name, bytes(t.data), t.type.name, t.shape)
+            if isinstance(model, GGUFFile) and model.byte_order == "little":
+                out.tensors.add(name, t.data, t.type.name, shape)  # the mapped bytes, as they are
+            elif isinstance(model, GGUFFile):
+                out.tensors.add(name, lambda t=t: swap_byte_order(t.data, t.type.name, "big", "little"), t.type.name, shape)
             else:
-                out.tensors.add(name, np.ascontiguousarray(values, np.float32))
+                out.tensors.add(name, lambda t=t: np.ascontiguousarray(t.to_numpy(), "<f4"), "f32", shape)
             report.append((name, "kept", None))
             log(f"[{len(report):4}/{len(names)}] {name:<40} {str(shape):<20} kept")
             continue
-        rows = values.reshape(-1, shape[0])
-        qw = weights.get(name)
-        if qw is not None:
-            qw = qw.reshape(-1, shape[0])[0]  # one matrix (experts: the first; 3-D tensors are rare in inputs here)
-        data = quantize(rows, new_type, imatrix=qw)
-        back = dequantize(data, new_type).reshape(rows.shape)
-        rmse = float(np.sqrt(np.mean((back.astype(np.float64) - rows) ** 2))) if rows.size else 0.0
-        out.tensors.add(name, data, new_type, shape)
-        report.append((name, new_type, rmse))
-        log(f"[{len(report):4}/{len(names)}] {name:<40} {str(shape):<20} -> {new_type:<7} rmse {rmse:.6g}")
+        n_quantized += 1
+        out.tensors.add(name, produce(name, new_type, shape), new_type, shape)
+    bar[0] = iter(progress(range(n_quantized), n_quantized, "quantize", unit="tensor"))
     out.save(dst)
     return report
 
