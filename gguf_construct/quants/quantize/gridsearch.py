@@ -37,6 +37,7 @@ SPECS = {
     "iq2_xxs": (grids.IQ2XXS_GRID, 8, (8, 25, 43), 43692, 2),
     "iq2_xs": (grids.IQ2XS_GRID, 8, (8, 25, 43), 43692, 2),
     "iq3_xxs": (grids.IQ3XXS_GRID, 4, (4, 12, 20, 28, 36, 44, 52, 62), 4096, 2),
+    "iq3_s": (grids.IQ3S_GRID, 4, (1, 3, 5, 7, 9, 11, 13, 15), 4096, 3),
 }
 
 
@@ -280,5 +281,76 @@ def _iq3_xxs(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
     return {"d": fp32_to_fp16_bits(d * F32(1.0125)), "qs": np.where(has[:, None], qs, 0).astype(np.uint8)}
 
 
+def _iq3_s(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
+    """IQ3_S (``quantize_row_iq3_s_impl`` with 32-value sub-blocks): 8 plain sign bits per 8 values (no parity
+    fix), the 512-point grid with ``nwant = 3``, and all of a sub-block's groups re-snapped at the end. As in C, a
+    sub-block whose values are all zero does not advance the ``qs``/``signs`` write pointers, so the later
+    sub-blocks' grid bytes and signs move up by one slot (``qh`` and the scales keep their places)."""
+    g = grid("iq3_s")
+    x = rows.reshape(-1, 256)
+    nbl = x.shape[0]
+    G = nbl * 8
+    xs = x.reshape(G, 4, 8)
+    if qw is None:
+        weight = xs * xs
+    else:
+        sigma2 = (F32(2) * seqsum(np.ascontiguousarray((x * x).T))) / F32(256)
+        w = np.tile(qw.reshape(-1, 256), (rows.shape[0], 1)).reshape(G, 4, 8)
+        weight = w * np.sqrt(np.repeat(sigma2, 8)[:, None, None] + xs * xs)
+    waux = np.sqrt(weight).reshape(G, 8, 4)
+    neg = ~(xs >= 0)
+    xval = np.where(neg, -xs, xs).reshape(G, 8, 4)
+    signs = (neg.astype(np.int64) << np.arange(8)).sum(axis=-1)  # (G, 4)
+    weight = weight.reshape(G, 8, 4)
+    vmax = xval.reshape(G, -1).max(axis=1)
+    zero = vmax == 0
+    live = ~zero
+    safe = np.where(zero, F32(1), vmax)
+    scale = vmax / F32(15)
+    best = np.zeros(G, F32)
+    L = np.zeros(xval.shape, np.int64)
+    on_grid = np.zeros((G, 8), bool)
+    for step in range(-9, 10):
+        idv = (F32(15) + F32(step) * F32(0.2)) / safe
+        laux, on = _snap(g, _levels(g, idv, xval), xval, waux, F32(1) / idv, live[:, None])
+        sumqx, sumq2 = _fit(weight, xval, laux)
+        better = live & (sumq2 > 0) & (sumqx * sumqx > best * sumq2)
+        new_scale = sumqx / np.where(better, sumq2, F32(1))
+        scale = np.where(better, new_scale, scale)
+        best = np.where(better, new_scale * sumqx, best)
+        L = np.where(better[:, None, None], laux, L)
+        on_grid = np.where(better[:, None], on, on_grid)
+    redo = live & (scale > 0) & ~on_grid.all(axis=1)
+    if redo.any():
+        idv = F32(1) / np.where(redo, scale, F32(1))
+        group_mask = np.broadcast_to(redo[:, None], on_grid.shape)
+        fresh, _ = _snap(g, _levels(g, idv, xval), xval, waux, scale, group_mask)
+        L = np.where(redo[:, None, None], fresh, L)
+        sumqx, sumq2 = _fit(weight, xval, L)
+        scale = np.where(redo & (sumq2 > 0), sumqx / np.where(sumq2 > 0, sumq2, F32(1)), scale)
+    flip = live & (scale < 0)
+    scale = np.where(flip, -scale, scale)
+    signs = np.where(flip[:, None], ~signs & 255, signs)
+    index = g.kmap[_pattern(g, L)].astype(np.int64)  # (G, 8)
+    live_b = live.reshape(nbl, 8)
+    slot = np.cumsum(live_b, axis=1) - 1  # where C's advancing pointers put each live sub-block
+    qs = np.zeros((nbl, 8, 8), np.uint8)
+    sg = np.zeros((nbl, 8, 4), np.uint8)
+    bi, ib = np.nonzero(live_b)
+    qs[bi, slot[bi, ib]] = (index.reshape(nbl, 8, 8)[bi, ib] & 255).astype(np.uint8)
+    sg[bi, slot[bi, ib]] = signs.reshape(nbl, 8, 4)[bi, ib].astype(np.uint8)
+    high = np.where(live[:, None], index >> 8, 0).reshape(nbl, 64).astype(np.uint8)
+    qh = np.packbits(high, axis=1, bitorder="little")
+    scale = np.where(zero, F32(0), scale).reshape(nbl, 8)
+    max_scale = scale.max(axis=1)
+    has = max_scale != 0
+    d = np.where(has, max_scale / F32(31), F32(0))
+    idd = F32(1) / np.where(has, d, F32(1))
+    ls = np.clip(nearest_int(F32(0.5) * (idd[:, None] * scale - F32(1))), 0, 15).astype(np.uint8)
+    sc = np.where(has[:, None], ls[:, 0::2] | (ls[:, 1::2] << 4), 0).astype(np.uint8)
+    return {"d": fp32_to_fp16_bits(d * F32(1.033)), "qs": qs.reshape(nbl, 64), "qh": qh, "signs": sg.reshape(nbl, 32), "scales": sc}
+
+
 WEIGHTED["iq3_xxs"] = _iq3_xxs
-QUANTIZERS = {"iq3_xxs": lambda x: _iq3_xxs(x, None)}
+WEIGHTED["iq3_s"] = _iq3_s
+QUANTIZERS = {"iq3_xxs": lambda x: _iq3_xxs(x, None), "iq3_s": lambda x: _iq3_s(x, None)}
