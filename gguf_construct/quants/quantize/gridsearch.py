@@ -77,18 +77,31 @@ def _pattern(g: Grid, L: np.ndarray) -> np.ndarray:
 
 
 def best_neighbour(g: Grid, u: np.ndarray, xv: np.ndarray, wa: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """``iq2/iq3_find_best_neighbour`` for off-grid groups: grid indices, ``u`` ``(m,)``, ``xv``/``wa`` ``(m, w)``."""
-    cand = g.neighbours[u]  # (m, max_n)
-    valid = cand >= 0
-    q = 2 * g.levels[np.where(valid, cand, 0)].astype(F32) + F32(1)  # (m, max_n, width)
-    d2 = np.zeros(cand.shape, F32)
-    for i in range(q.shape[-1]):
-        diff = scale[:, None] * q[:, :, i] - xv[:, None, i]
-        d2 = d2 + (wa[:, None, i] * diff) * diff
-    d2 = np.where(valid, d2, np.inf)
-    if not (d2 < np.finfo(np.float32).max).any(axis=1).all():  # C: no d2 below FLT_MAX → GGML_ASSERT aborts
-        raise InvalidValueError("quantize.grid", "no grid neighbour has a finite error (values too large for this type; ggml aborts)")
-    return np.take_along_axis(cand, np.argmin(d2, axis=1)[:, None], 1)[:, 0]
+    """``iq2/iq3_find_best_neighbour`` for off-grid groups: grid indices, ``u`` ``(m,)``, ``xv``/``wa`` ``(m, w)``.
+
+    Patterns have from a few to a few hundred neighbours, so they are evaluated in buckets of similar counts (the
+    padding is +inf, which never wins the argmin)."""
+    counts = (g.neighbours[u] >= 0).sum(axis=1)
+    out = np.empty(len(u), np.int64)
+    low = 0
+    for high in (8, 16, 32, 64, 128, 256, 512):
+        sel = np.flatnonzero((counts > low) & (counts <= high))
+        low = high
+        if not sel.size:
+            continue
+        cand = g.neighbours[u[sel], :high]  # (m, high)
+        valid = cand >= 0
+        q = 2 * g.levels[np.where(valid, cand, 0)].astype(F32) + F32(1)  # (m, high, width)
+        d2 = np.zeros(cand.shape, F32)
+        sc, x_, w_ = scale[sel], xv[sel], wa[sel]
+        for i in range(q.shape[-1]):
+            diff = sc[:, None] * q[:, :, i] - x_[:, None, i]
+            d2 = d2 + (w_[:, None, i] * diff) * diff
+        d2 = np.where(valid, d2, np.inf)
+        if not (d2 < np.finfo(np.float32).max).any(axis=1).all():  # C: no d2 below FLT_MAX → GGML_ASSERT aborts
+            raise InvalidValueError("quantize.grid", "no grid neighbour has a finite error (values too large for this type; ggml aborts)")
+        out[sel] = np.take_along_axis(cand, np.argmin(d2, axis=1)[:, None], 1)[:, 0]
+    return out
 
 
 def _snap(g: Grid, L: np.ndarray, xval: np.ndarray, waux: np.ndarray, scale: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
