@@ -36,6 +36,7 @@ class Grid:
 SPECS = {
     "iq2_xxs": (grids.IQ2XXS_GRID, 8, (8, 25, 43), 43692, 2),
     "iq2_xs": (grids.IQ2XS_GRID, 8, (8, 25, 43), 43692, 2),
+    "iq2_s": (grids.IQ2S_GRID, 8, (8, 25, 43), 43692, 1),
     "iq3_xxs": (grids.IQ3XXS_GRID, 4, (4, 12, 20, 28, 36, 44, 52, 62), 4096, 2),
     "iq3_s": (grids.IQ3S_GRID, 4, (1, 3, 5, 7, 9, 11, 13, 15), 4096, 3),
 }
@@ -133,28 +134,35 @@ def _fit(weight: np.ndarray, xval: np.ndarray, L: np.ndarray) -> tuple[np.ndarra
     return seqsum(np.ascontiguousarray(t1.T)), seqsum(np.ascontiguousarray(t2.T))
 
 
-def _iq2(name: str, rows: np.ndarray, qw: np.ndarray) -> dict[str, np.ndarray]:
+def _iq2(name: str, rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
+    """IQ2_XXS (sub-blocks of 32), IQ2_XS and IQ2_S (of 16). IQ2_S differs in its sigma² (doubled), its weights
+    without an imatrix (``0.25 sigma² + x²``), its 8 plain sign bits, its ``1e-8`` threshold, its single-distance
+    neighbour lists and its packing (low index bytes, 2 high bits each in ``qh``, then the signs)."""
     g = grid(name)
+    is_s = name == "iq2_s"
     sub = 32 if name == "iq2_xxs" else 16
     ngr = sub // 8
     x = rows.reshape(-1, 256)
     nbl = x.shape[0]
     per = 256 // sub
-    sigma2 = seqsum(np.ascontiguousarray((x * x).T)) / F32(256)
+    sumx2 = seqsum(np.ascontiguousarray((x * x).T))
+    sigma2 = ((F32(2) * sumx2) if is_s else sumx2) / F32(256)
     xs = x.reshape(-1, ngr, 8)  # (G, k, 8), G = nbl * per
     G = xs.shape[0]
-    weight = np.tile(qw.reshape(-1, 256), (rows.shape[0], 1)).reshape(G, ngr, 8) * np.sqrt(np.repeat(sigma2, per)[:, None, None] + xs * xs)
+    s2 = np.repeat(sigma2, per)[:, None, None]
+    if qw is None:  # IQ2_S only: the others require an imatrix
+        weight = F32(0.25) * s2 + xs * xs
+    else:
+        weight = np.tile(qw.reshape(-1, 256), (rows.shape[0], 1)).reshape(G, ngr, 8) * np.sqrt(s2 + xs * xs)
     waux = np.sqrt(weight)
-    neg = ~(xs >= 0)
-    xval = np.where(neg, -xs, xs)
-    signs = (neg.astype(np.int64) << np.arange(8)).sum(axis=-1)
-    odd = neg.sum(axis=-1) % 2 == 1
-    imin = np.argmin((weight * xs) * xs, axis=-1)
-    gi, ki = np.nonzero(odd)
-    xval[gi, ki, imin[gi, ki]] = -xval[gi, ki, imin[gi, ki]]
-    signs = np.where(odd, signs ^ (1 << imin), signs) & 127
+    if is_s:
+        neg = ~(xs >= 0)
+        xval = np.where(neg, -xs, xs)
+        signs = (neg.astype(np.int64) << np.arange(8)).sum(axis=-1)
+    else:
+        xval, signs = _signs(xs, weight)
     vmax = xval.reshape(G, -1).max(axis=1)
-    zero = vmax < GROUP_MAX_EPS
+    zero = vmax < (F32(1e-8) if is_s else GROUP_MAX_EPS)
     if name == "iq2_xxs":
         scale, _ = make_qp_quants(np.ascontiguousarray(xval.reshape(G, -1).T), 3 + 1, np.ascontiguousarray(weight.reshape(G, -1).T))
         denom = scale * F32(3)
@@ -194,7 +202,7 @@ def _iq2(name: str, rows: np.ndarray, qw: np.ndarray) -> dict[str, np.ndarray]:
         scale = np.where(redo & (sumq2 > 0), sumqx / np.where(sumq2 > 0, sumq2, F32(1)), scale)
     flip = live & (scale < 0)
     scale = np.where(flip, -scale, scale)
-    signs = np.where(flip[:, None], ~signs & 127, signs)
+    signs = np.where(flip[:, None], ~signs & (255 if is_s else 127), signs)
     index = g.kmap[_pattern(g, L)].astype(np.int64)
     scale = np.where(zero, F32(0), scale).reshape(nbl, per)
     index = np.where(zero[:, None], 0, index)
@@ -210,8 +218,19 @@ def _iq2(name: str, rows: np.ndarray, qw: np.ndarray) -> dict[str, np.ndarray]:
         q2[:, :, 1] = (signs.reshape(nbl, per, 4) << (7 * np.arange(4))).sum(axis=-1) | (ls.astype(np.int64) << 28)
         q2 = np.where(has[:, None, None], q2, 0).astype("<u4")
         return {"d": fp32_to_fp16_bits(d), "qs": q2.reshape(nbl, -1).view("<u2")}
-    q2 = (index | (signs << 9)).reshape(nbl, 32)
     sc = (ls[:, 0::2] | (ls[:, 1::2] << 4)).astype(np.uint8)
+    if is_s:
+        index = np.where(zero[:, None], 0, index).reshape(nbl, 32)
+        signs = np.where(zero[:, None], 0, signs).reshape(nbl, 32)
+        qh = ((index >> 8).reshape(nbl, 8, 4) << (2 * np.arange(4))).sum(axis=-1)
+        qs = np.concatenate([index & 255, signs], axis=1).astype(np.uint8)
+        return {
+            "d": fp32_to_fp16_bits(d * F32(0.9875)),
+            "qs": qs,  # written per sub-block in C: not cleared when the block's max scale is 0 (unlike IQ2_XS)
+            "qh": qh.astype(np.uint8),
+            "scales": np.where(has[:, None], sc, 0).astype(np.uint8),
+        }
+    q2 = (index | (signs << 9)).reshape(nbl, 32)
     return {
         "d": fp32_to_fp16_bits(d),
         "qs": np.where(has[:, None], q2, 0).astype("<u2"),
@@ -364,6 +383,7 @@ def _iq3_s(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
     return {"d": fp32_to_fp16_bits(d * F32(1.033)), "qs": qs.reshape(nbl, 64), "qh": qh, "signs": sg.reshape(nbl, 32), "scales": sc}
 
 
+WEIGHTED["iq2_s"] = lambda rows, qw: _iq2("iq2_s", rows, qw)
 WEIGHTED["iq3_xxs"] = _iq3_xxs
 WEIGHTED["iq3_s"] = _iq3_s
-QUANTIZERS = {"iq3_xxs": lambda x: _iq3_xxs(x, None), "iq3_s": lambda x: _iq3_s(x, None)}
+QUANTIZERS = {"iq2_s": lambda x: _iq2("iq2_s", x, None), "iq3_xxs": lambda x: _iq3_xxs(x, None), "iq3_s": lambda x: _iq3_s(x, None)}
