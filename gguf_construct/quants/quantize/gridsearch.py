@@ -39,6 +39,7 @@ SPECS = {
     "iq2_s": (grids.IQ2S_GRID, 8, (8, 25, 43), 43692, 1),
     "iq3_xxs": (grids.IQ3XXS_GRID, 4, (4, 12, 20, 28, 36, 44, 52, 62), 4096, 2),
     "iq3_s": (grids.IQ3S_GRID, 4, (1, 3, 5, 7, 9, 11, 13, 15), 4096, 3),
+    "iq1_s": (grids.IQ1S_GRID, 8, (0xFF, 0x00, 0x01), 43692, 3),
 }
 
 
@@ -239,7 +240,7 @@ def _iq2(name: str, rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.nda
 
 
 WEIGHTED = {"iq2_xxs": lambda rows, qw: _iq2("iq2_xxs", rows, qw), "iq2_xs": lambda rows, qw: _iq2("iq2_xs", rows, qw)}
-REQUIRES_IMATRIX = frozenset(WEIGHTED)  # as ggml_quantize_requires_imatrix (IQ3_XXS works without one)
+REQUIRES_IMATRIX = frozenset({"iq2_xxs", "iq2_xs", "iq1_s"})  # ggml_quantize_requires_imatrix
 
 
 def _signs(xs: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -383,6 +384,105 @@ def _iq3_s(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
     return {"d": fp32_to_fp16_bits(d * F32(1.033)), "qs": qs.reshape(nbl, 64), "qh": qh, "signs": sg.reshape(nbl, 32), "scales": sc}
 
 
+def _iq1_s(rows: np.ndarray, qw: np.ndarray) -> dict[str, np.ndarray]:
+    """IQ1_S (``quantize_row_iq1_s_impl``): per 32 values, the exhaustive search over the two boundaries that split
+    the sorted values into -1/0/+1, for both signs of the 0.125 shift, scanned in C's order; groups off the
+    2048-point grid go to the neighbour with the least weighted error at that scale."""
+    g = grid("iq1_s")
+    x = rows.reshape(-1, 256)
+    nbl = x.shape[0]
+    G = nbl * 8
+    xb = x.reshape(G, 32)
+    sigma2 = (F32(2) * seqsum(np.ascontiguousarray((x * x).T))) / F32(256)
+    weight = np.tile(qw.reshape(-1, 256), (rows.shape[0], 1)).reshape(G, 32) * np.sqrt(np.repeat(sigma2, 8)[:, None] + xb * xb)
+    vmax = np.abs(xb).max(axis=1)
+    zero = vmax < F32(1e-12)  # GROUP_MAX_EPS_IQ1_S
+    order = np.argsort(xb, axis=1, kind="stable")  # qsort on the values alone: ties keep their order here
+    ws = np.take_along_axis(weight * xb, order, 1)
+    wo = np.take_along_axis(weight, order, 1)
+    sumx = np.zeros((33, G), F32)
+    sumw = np.zeros((33, G), F32)
+    for j in range(32):
+        sumx[j + 1] = sumx[j] + ws[:, j]
+        sumw[j + 1] = sumw[j] + wo[:, j]
+    d = F32(0.125)
+    x_p = (F32(-1) + d, d, F32(1) + d)
+    x_m = (F32(-1) - d, -d, F32(1) - d)
+    best = np.full(G, -np.finfo(np.float32).max, F32)
+    scale = vmax.copy()
+    b1 = np.full(G, -1)
+    b2 = np.full(G, -1)
+    shift = np.zeros(G, np.int64)
+    for i1 in range(33):
+        for i2 in range(i1, 33):
+            a, b, c = sumx[i1] - sumx[0], sumx[i2] - sumx[i1], sumx[32] - sumx[i2]
+            wa, wb, wc = sumw[i1] - sumw[0], sumw[i2] - sumw[i1], sumw[32] - sumw[i2]
+            for xx, sh in ((x_p, 1), (x_m, -1)):
+                sumqx = (a * xx[0] + b * xx[1]) + c * xx[2]
+                sumq2 = ((wa * xx[0]) * xx[0] + (wb * xx[1]) * xx[1]) + (wc * xx[2]) * xx[2]
+                better = (sumq2 > 0) & (sumqx * sumqx > best * sumq2)
+                if better.any():
+                    new_scale = sumqx / np.where(better, sumq2, F32(1))
+                    scale = np.where(better, new_scale, scale)
+                    best = np.where(better, new_scale * sumqx, best)
+                    b1 = np.where(better, i1, b1)
+                    b2 = np.where(better, i2, b2)
+                    shift = np.where(better, sh, shift)
+    zero |= (b1 < 0) | (b2 < 0) | (shift == 0)
+    live = ~zero
+    rank = np.arange(32)[None, :]
+    Ls = np.where(rank < b1[:, None], 0, np.where(rank < b2[:, None], 1, 2))
+    L = np.empty((G, 32), np.int64)
+    np.put_along_axis(L, order, Ls, 1)
+    neg = live & (scale < 0)
+    L = np.where(neg[:, None], 2 - L, L)
+    scale = np.where(neg, -scale, scale)
+    shift = np.where(neg, -shift, shift)
+    xg = np.where(shift[:, None] == 1, np.array(x_p, F32)[None], np.array(x_m, F32)[None])  # (G, 3)
+    L = L.reshape(G, 4, 8)
+    u = _pattern(g, L)
+    off = (g.kmap[u] < 0) & live[:, None]
+    index = g.kmap[u].astype(np.int64)
+    if off.any():
+        gi, ki = np.nonzero(off)
+        cand = g.neighbours[u[gi, ki]]
+        valid = cand >= 0
+        lv = g.levels[np.where(valid, cand, 0)].astype(np.int64)  # (m, n, 8)
+        q = np.take_along_axis(xg[gi][:, None, :].repeat(cand.shape[1], 1), lv, 2)
+        xv = xb.reshape(G, 4, 8)[gi, ki]
+        wv = weight.reshape(G, 4, 8)[gi, ki]
+        d2 = np.zeros(cand.shape, F32)
+        for i in range(8):
+            diff = scale[gi][:, None] * q[:, :, i] - xv[:, None, i]
+            d2 = d2 + (wv[:, None, i] * diff) * diff
+        d2 = np.where(valid, d2, np.inf)
+        if not (d2 < np.finfo(np.float32).max).any(axis=1).all():
+            raise InvalidValueError("quantize.grid", "no grid neighbour has a finite error (ggml's fallback reads out of bounds here)")
+        index[gi, ki] = np.take_along_axis(cand, np.argmin(d2, axis=1)[:, None], 1)[:, 0]
+        redo = off.any(axis=1)
+        lv = g.levels[index].astype(np.int64)  # (G, 4, 8)
+        q = np.take_along_axis(xg[:, None, :].repeat(4, 1), lv, 2).reshape(G, 32)
+        t1 = (weight * q) * xb
+        t2 = (weight * q) * q
+        sumqx = seqsum(np.ascontiguousarray(t1.T))
+        sumq2 = seqsum(np.ascontiguousarray(t2.T))
+        ok = redo & (sumqx > 0) & (sumq2 > 0)
+        scale = np.where(ok, sumqx / np.where(ok, sumq2, F32(1)), scale)
+    index = np.where(live[:, None], index, 0)
+    qh = np.where(live, ((index >> 8) << (3 * np.arange(4))).sum(axis=1), 0)
+    scale = np.where(zero, F32(0), scale).reshape(nbl, 8)
+    shift = np.where(zero, 1, shift).reshape(nbl, 8)
+    max_scale = scale.max(axis=1)
+    has = max_scale != 0
+    dd = np.where(has, max_scale / F32(15), F32(0))
+    idd = F32(1) / np.where(has, dd, F32(1))
+    ls = np.clip(nearest_int(F32(0.5) * (idd[:, None] * scale - F32(1))), 0, 7).astype(np.int64)
+    ls = np.where(shift == -1, ls | 8, ls)
+    qh = qh.reshape(nbl, 8) | np.where(has[:, None], ls << 12, 0)
+    return {"d": fp32_to_fp16_bits(dd * F32(1.125)), "qs": (index & 255).reshape(nbl, 32).astype(np.uint8), "qh": qh.astype("<u2")}
+
+
+WEIGHTED["iq1_s"] = _iq1_s
 WEIGHTED["iq2_s"] = lambda rows, qw: _iq2("iq2_s", rows, qw)
 WEIGHTED["iq3_xxs"] = _iq3_xxs
 WEIGHTED["iq3_s"] = _iq3_s
