@@ -9,7 +9,7 @@ import sys
 def _cmd_migrate(args: argparse.Namespace) -> int:
     from ..migrate import migrate
 
-    options = {k: v for k, v in (("context_length", args.context_length), ("eps", args.eps), ("gqa", args.gqa), ("name", args.name)) if v is not None}
+    options = {k: v for k, v in (("context_length", args.context_length), ("eps", args.eps), ("gqa", args.gqa), ("name", args.name), ("vocab", args.vocab)) if v is not None}
     report = migrate(args.input, args.output, hparams=args.hparams, progress=True, **options)
     for notice in report.notices:
         print(f"notice: {notice}", file=sys.stderr)
@@ -40,6 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--eps", type=float, help="llama RMS-norm epsilon (default 5e-6; LLaMA-2 uses 1e-5)")
     m.add_argument("--gqa", type=int, help="llama grouped-query factor: head_count_kv = head_count / GQA (default 1; 70B: 8)")
     m.add_argument("--name", help="general.name")
+    m.add_argument("--vocab", metavar="FILE", help="rwkv.cpp v6/v7: the World vocabulary file (rwkv_vocab_v20230424.txt format) for the 'rwkv' tokenizer; "
+                   "default: the 256 bytes for byte-level models, the World vocabulary shipped with gguf-construct otherwise")
     m.add_argument("--hparams", choices=PROFILES, help="hyper-parameter layout of an unversioned 'ggml' file (default: detected)")
     m.set_defaults(run=_cmd_migrate)
 
