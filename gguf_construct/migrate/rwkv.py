@@ -85,7 +85,7 @@ def export_rwkv(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     """A GGUF file written by :func:`migrate_rwkv` (architecture 'rwkv', version 4/5) → rwkv.cpp version 101."""
     md = g.metadata
     if md.get("general.architecture") != "rwkv" or md.get("rwkv.architecture_version") not in (4, 5):
-        raise MigrationError("export.architecture", "only GGUF files of the 'rwkv' architecture, version 4 or 5, export to rwkv.cpp")
+        raise MigrationError("export.architecture", "only GGUF files of the architectures rwkv (version 4 or 5), rwkv6 and rwkv7 export to rwkv.cpp")
     variant = "v5.2" if "blk.0.time_mix_gate.weight" in g.tensors else ("v5.1" if md["rwkv.architecture_version"] == 5 else "v4.0")
     ids = {v: int(k) for k, v in legacy_tables()["rwkv"]["types"]["101"].items()}
     main = {v: k for k, v in FILE_TYPE_OF.items()}.get(md.get("general.file_type"))
