@@ -4,7 +4,9 @@ For every ``tiny-rwkv-*.bin`` of ../shared/corpus/rwkv-v6-v7 and its variants in
 (made as rwkv.cpp makes them: tests/rwkv_models.py), migrate to GGUF, run llama.cpp (llama-cpp-python) on the
 prompt '"in' (token ids 34 105 110) and compare the last logits with rwkv.cpp's expected FP32 logits: max |diff|,
 argmax, the difference sum, and rwkv.cpp's own bound on that sum (tests/test_tiny_rwkv.c, which allows 1.05x it).
-Prints a markdown table.
+Then synthetic models of other sizes (tests/rwkv_models.py: several heads, unequal LoRA ranks; d = 256 for the
+k-quants), where llama.cpp's logits are compared with a numpy forward pass over the same rwkv.cpp file
+(tests/rwkv_reference.py). Prints markdown tables.
 
     PYTHONPATH=.:tests python benchmarks/rwkv_logits.py [--corpus ../shared/corpus]
 """
@@ -22,7 +24,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from oracles import llama_logits  # noqa: E402
-from rwkv_models import variant  # noqa: E402
+from rwkv_models import synthetic_v6, synthetic_v7, variant  # noqa: E402
+from rwkv_reference import RwkvReference  # noqa: E402
 from test_rwkv_llama import KINDS, PROMPT, RWKV_CPP_SUM  # noqa: E402
 
 from gguf_construct.migrate import export, migrate  # noqa: E402
@@ -49,6 +52,26 @@ def main() -> None:
                 made = "the corpus file" if v is src else (f"from {source_kind}" if source_kind != "FP32" else "from FP32")
                 bound = f"{RWKV_CPP_SUM[model][kind]:+.6f}" if source_kind == "FP32" or v is src else "—"
                 print(f"| {src.name} ({made}) | {kind} | {np.abs(diff).max():.3g} | {got.argmax() == want.argmax()} | {diff.sum():+.6f} | {bound} | {back.read_bytes() == v.read_bytes()} |")
+        synthetic(Path(tmp))
+
+
+def synthetic(tmp: Path) -> None:
+    models = {
+        "v7 d=64, 2 heads, ranks 32/64/16/48": (synthetic_v7(tmp / "s7.bin"), KINDS),
+        "v6 d=64, 4 heads, tm 32, td 64": (synthetic_v6(tmp / "s6.bin"), KINDS),
+        "v7 d=256, 4 heads, ranks 64/64/32/128": (synthetic_v7(tmp / "s7k.bin", d=256, head_size=64, ffn=512, ranks=(64, 64, 32, 128)), ["FP32", "Q4_K", "Q5_K"]),
+    }
+    print()
+    print("| synthetic model | type | max abs diff, llama.cpp vs numpy reference on the same file | export byte-identical |")
+    print("|---|---|---|---|")
+    for label, (src, kinds) in models.items():
+        for kind in kinds:
+            v = variant(src, tmp / f"{src.stem}-{kind}.bin", kind)
+            out, back = tmp / f"{v.stem}.gguf", tmp / f"{v.stem}.back.bin"
+            migrate(v, out)
+            export(out, back, to="rwkv")
+            diff = llama_logits(out, PROMPT) - RwkvReference(v).logits(PROMPT)
+            print(f"| {label} | {kind} | {np.abs(diff).max():.3g} | {back.read_bytes() == v.read_bytes()} |")
 
 
 if __name__ == "__main__":

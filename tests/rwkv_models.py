@@ -2,19 +2,20 @@
 
 - :func:`variant`: an rwkv.cpp file in another data type, made the way rwkv.cpp makes it: FP16 by
   ``convert_pytorch_to_ggml.py``'s rule, Q4_0…Q8_0 by ``rwkv_quantize.inc``'s (only 2-D parameters, never
-  ``emb``/``head``, for v7 never the LoRA matrices or ``r_k``), the blocks by gguf-py's numpy port of ggml's
-  reference quantizers (the ones ``ggml_quantize_chunk`` runs without an importance matrix).
+  ``emb``/``head``, for v7 never the LoRA matrices or ``r_k``), the blocks by ``ggml_quantize_chunk`` (ggml's C
+  library through ggml-python), the function rwkv.cpp's quantizer calls; also Q4_K/Q5_K, which its Python tool offers.
 - :func:`synthetic_v7` / :func:`synthetic_v6`: random models of sizes no corpus file has, in rwkv.cpp's
   parameter order and shapes (reference §5.3).
 """
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 
+import ggml
 import numpy as np
 from construct import Container
-from gguf import GGMLQuantizationType, quants
 
 from gguf_construct.formats.ggml import legacy_tables
 from gguf_construct.formats.rwkv import RWKV
@@ -22,6 +23,17 @@ from gguf_construct.formats.rwkv import RWKV
 RWKV_IDS = {v: int(k) for k, v in legacy_tables()["rwkv"]["types"]["101"].items()}
 FP16_KEEP = (".time_", ".k_k", ".k_a", ".r_k", ".x_rwkvag", ".x_k", ".w0", ".a0", ".v0")
 QUANT_KEEP = ("att.v1", "att.v2", "att.g1", "att.g2", "att.a1", "att.a2", "att.w1", "att.w2", "att.r_k")
+
+
+def quantize(values: np.ndarray, kind: str) -> bytes:
+    """Rows of float32 ``values`` (numpy order: the last axis is ggml's ne0) quantized by ggml_quantize_chunk."""
+    t = getattr(ggml, f"GGML_TYPE_{kind}")
+    rows = np.ascontiguousarray(values, np.float32).reshape(-1, values.shape[-1])
+    out = np.zeros(ggml.ggml_row_size(t, rows.shape[1]) * rows.shape[0], np.uint8)
+    src = rows.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+    n = ggml.ggml_quantize_chunk(t, src, out.ctypes.data_as(ctypes.c_void_p), 0, rows.shape[0], rows.shape[1], None)
+    assert n == len(out)
+    return out.tobytes()
 
 
 def _values(p: Container) -> np.ndarray:
@@ -43,12 +55,11 @@ def variant(src: Path, dst: Path, kind: str) -> Path:
             half = len(shape) > 1 and not any(s in key for s in FP16_KEEP)
             t, data = ("f16", values.astype("<f2").tobytes()) if half else ("f32", values.astype("<f4").tobytes())
         elif len(shape) == 2 and key not in ("emb.weight", "head.weight") and not any(s in key for s in QUANT_KEEP):
-            q = quants.quantize(values.reshape(shape[::-1]), GGMLQuantizationType[kind])
-            t, data = kind.lower(), q.tobytes()
+            t, data = kind.lower().replace("_k", "_K"), quantize(values.reshape(shape[::-1]), kind)
         else:
             t, data = "f32", values.astype("<f4").tobytes()
         params.append(Container(key=key, data_type=RWKV_IDS[t], shape=shape, data=data))
-    header = {"FP32": "f32", "FP16": "f16"}.get(kind, kind.lower())
+    header = {"FP32": "f32", "FP16": "f16"}.get(kind, kind.lower().replace("_k", "_K"))
     obj = Container(version=101, n_vocab=c["n_vocab"], n_embed=c["n_embed"], n_layer=c["n_layer"], data_type=RWKV_IDS[header], parameters=params)
     dst.write_bytes(RWKV.build(obj))
     return dst
@@ -83,7 +94,7 @@ def synthetic_v7(dst: Path, *, d: int = 64, head_size: int = 32, n_layer: int = 
         for name, r in (("w", rw), ("a", ra), ("v", rv), ("g", rg)):
             if name == "v" and i == 0:
                 continue
-            p += [(f"{b}.att.{name}1", [d, r], _rand(rng, [d, r])), (f"{b}.att.{name}2", [r, d], _rand(rng, [r, d]))]
+            p += [(f"{b}.att.{name}1", [d, r], _rand(rng, [d, r], d**-0.5)), (f"{b}.att.{name}2", [r, d], _rand(rng, [r, d], r**-0.5))]
             if name != "g":
                 p += [(f"{b}.att.{name}0", [d, 1, 1], _rand(rng, [d], 0.5))]
         p += [(f"{b}.att.k_k", [d, 1, 1], rng.uniform(0.5, 1, d).astype(np.float32)), (f"{b}.att.k_a", [d, 1, 1], rng.uniform(0.5, 1, d).astype(np.float32))]

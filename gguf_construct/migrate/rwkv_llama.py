@@ -143,13 +143,13 @@ def sizes_from_gguf(g: GGUFFile, variant: str, arch: str) -> dict[str, int]:
 
 def file_type_of(types: Iterable[tuple[str, int]]) -> tuple[str, int]:
     """llama.cpp's ``general.file_type`` from (type, element count) pairs: the non-F32 type holding most elements
-    (``MOSTLY_<TYPE>``), else ``ALL_F32``; returned with the ggml type name it stands for."""
+    (``MOSTLY_<TYPE>``; table "file_types" for k-quants), else ``ALL_F32``; returned with that ggml type's name."""
     counts: dict[str, int] = {}
     for name, n in types:
         if name != "f32":
             counts[name] = counts.get(name, 0) + n
     main = max(counts, key=lambda k: counts[k]) if counts else "f32"
-    label = "ALL_F32" if main == "f32" else f"MOSTLY_{main.upper()}"
+    label = "ALL_F32" if main == "f32" else table()["file_types"]["k_quants"].get(main, f"MOSTLY_{main.upper()}")
     ids = [i for i, n in FILE_TYPES.items() if n == label]
     if not ids:
         raise MigrationError("migrate.file_type", f"no general.file_type stands for {main}")
