@@ -80,8 +80,9 @@ def _norms(rng, d: int, prefix: str) -> list[tuple[str, list[int], np.ndarray]]:
 
 
 def synthetic_v7(dst: Path, *, d: int = 64, head_size: int = 32, n_layer: int = 2, ffn: int = 128, n_vocab: int = 256,
-                 ranks: tuple[int, int, int, int] = (32, 64, 16, 48), seed: int = 7) -> Path:  # fmt: skip
-    """A random RWKV v7 model (ranks: decay, ICLR, value-residual, gate) in rwkv.cpp's layout."""
+                 ranks: tuple[int, int, int, int] = (32, 64, 16, 48), seed: int = 7, block0_v: int | None = None) -> Path:  # fmt: skip
+    """A random RWKV v7 model (ranks: decay, ICLR, value-residual, gate) in rwkv.cpp's layout; ``block0_v``: give
+    block 0 dummy v0/v1/v2 of that rank, as some checkpoints have."""
     rng = np.random.default_rng(seed)
     rw, ra, rv, rg = ranks
     p: list[tuple[str, list[int], np.ndarray]] = [("emb.weight", [d, n_vocab], _rand(rng, [d, n_vocab], 1.0))]
@@ -93,7 +94,9 @@ def synthetic_v7(dst: Path, *, d: int = 64, head_size: int = 32, n_layer: int = 
         p += [(f"{b}.att.x_rwkvag", [d, 1, 6], rng.uniform(0, 1, 6 * d).astype(np.float32))]
         for name, r in (("w", rw), ("a", ra), ("v", rv), ("g", rg)):
             if name == "v" and i == 0:
-                continue
+                if block0_v is None:
+                    continue
+                r = block0_v
             p += [(f"{b}.att.{name}1", [d, r], _rand(rng, [d, r], d**-0.5)), (f"{b}.att.{name}2", [r, d], _rand(rng, [r, d], r**-0.5))]
             if name != "g":
                 p += [(f"{b}.att.{name}0", [d, 1, 1], _rand(rng, [d], 0.5))]

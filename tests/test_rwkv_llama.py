@@ -175,6 +175,25 @@ def test_k_quant_files_of_rwkv_cpps_python_tool(kind, tmp_path):
     _check_logits(got, RwkvReference(src).logits(PROMPT), 0.25, kind, near_ties=True)
 
 
+def test_block0_dummy_value_residual_tensors(tmp_path):
+    """Checkpoints with dummy block-0 v0/v1/v2: kept when llama.cpp can take their shape (the export is then the
+    same file), else replaced by copies of a0/a1/a2 and reported."""
+    fits = synthetic_v7(tmp_path / "fits.bin", ranks=(32, 64, 16, 48), block0_v=64)  # ICLR rank: llama.cpp's block-0 shape
+    got = _migrate_run_export(fits, tmp_path)
+    g = load_gguf(tmp_path / "fits.gguf")
+    assert bytes(g.tensors["blk.0.time_mix_v1.weight"].data) == bytes(load_rwkv(fits).tensors["blocks.0.att.v1"].data)
+    _check_logits(got, RwkvReference(fits).logits(PROMPT), 1e-4, "dummy kept")
+    odd = synthetic_v7(tmp_path / "odd.bin", ranks=(32, 64, 16, 48), block0_v=16)
+    report = migrate(odd, tmp_path / "odd.gguf")
+    assert any("blocks.0.att.v1 [64, 16]: a dummy" in n for n in report.notices)
+    g = load_gguf(tmp_path / "odd.gguf")
+    assert list(g.tensors["blk.0.time_mix_v1.weight"].shape) == [64, 64]
+    _check_logits(llama_logits(tmp_path / "odd.gguf", PROMPT), RwkvReference(odd).logits(PROMPT), 1e-4, "dummy replaced")
+    export(tmp_path / "odd.gguf", tmp_path / "odd.back.bin", to="rwkv")
+    # v0 ({d}) fits and is kept; v1/v2 of rank 16 do not and were replaced
+    assert sorted(load_rwkv(tmp_path / "odd.back.bin").tensors) == sorted(n for n in load_rwkv(odd).tensors if n not in ("blocks.0.att.v1", "blocks.0.att.v2"))
+
+
 def test_quantized_tensors_are_copied_bit_for_bit(tmp_path):
     src = variant(synthetic_v6(tmp_path / "v6.bin"), tmp_path / "v6-Q4_0.bin", "Q4_0")
     migrate(src, tmp_path / "q.gguf")

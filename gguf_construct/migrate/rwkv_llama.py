@@ -46,7 +46,7 @@ class Entry:
     shape: tuple[Any, ...]
     rwkv_shape: tuple[Any, ...] | None
     bid: int | None
-    block0: str | None = None  # rwkv.cpp parameter a synthesised block-0 tensor is copied from
+    block0: dict[str, Any] | None = None  # block 0 only: {"from": rwkv.cpp parameter to copy, "shape": block 0's shape}
     export_only: bool = False
     rescaled: bool = False
 
@@ -198,7 +198,16 @@ def migrate_rwkv_llama(f: LegacyFile, dst: str | os.PathLike[str], *, vocab: str
     missing = [r for e in plan if not e.block0 for r in e.rwkv if r not in f.tensors]
     if missing:
         raise MigrationError("migrate.missing", f"{arch} needs rwkv.cpp parameter {missing[0]!r}, which the file lacks")
-    synthesised = {e.block0: e for e in plan if e.block0 and e.rwkv[0] not in f.tensors}
+    synthesised: dict[str, Entry] = {}
+    for e in plan:
+        if e.block0:
+            e0 = Entry(e.gguf, e.rwkv, tuple(e.block0["shape"]), e.rwkv_shape, 0)
+            owner[e.rwkv[0]] = e0
+            have = f.tensors.get(e.rwkv[0])
+            if have is None or _element_count(have.shape) != _element_count(resolve(e0.shape, sizes)):
+                synthesised[e.block0["from"]] = Entry(e.gguf, (e.block0["from"],), e0.shape, e.rwkv_shape, 0)
+                if have is not None:
+                    report.notices.append(f"{have.name} {list(have.shape)}: a dummy that neither program uses, and not the shape llama.cpp wants in block 0; dropped (an export will not restore it)")
     planned: list[PlannedTensor] = []
     done: set[str] = set()
     for t in records:  # file order, a stack at its first part: export then restores rwkv.cpp's order
@@ -206,13 +215,15 @@ def migrate_rwkv_llama(f: LegacyFile, dst: str | os.PathLike[str], *, vocab: str
         if e.gguf in done:
             continue
         done.add(e.gguf)
+        if e.bid == 0 and e.gguf in {s.gguf for s in synthesised.values()}:
+            continue
         planned.append(_plan(e, [f.tensors[r] for r in e.rwkv], sizes, report))
         for r in e.rwkv:
             if r in synthesised:
                 s = synthesised[r]
                 done.add(s.gguf)
-                planned.append(_plan(Entry(s.gguf, (r,), s.shape, s.rwkv_shape, 0), [f.tensors[r]], {**sizes, "r_value": sizes["r_iclr"]}, report))
-                report.notices.append(f"{s.gguf}: llama.cpp requires it and never uses it (rwkv.cpp has none in block 0): copied from {r}, as llama.cpp's converter does")
+                planned.append(_plan(s, [f.tensors[r]], sizes, report))
+                report.notices.append(f"{s.gguf}: llama.cpp requires it and never uses it (the file has none in block 0): copied from {r}, as llama.cpp's converter does")
     main, ftype = file_type_of((p.type, _element_count(p.shape)) for p in planned)
     header = legacy_tables()["rwkv"]["types"][str(f.version)].get(str(f.container["data_type"]))
     if header != main:
@@ -266,14 +277,18 @@ def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     sizes = sizes_from_gguf(g, variant, arch)
     rescale = int(g.metadata.get(f"{arch}.rescale_every_n_layers", 0) or 0)
     by_name = {e.gguf: e for e in entries(variant, sizes["n_layer"])}
+    gguf_of = {e.rwkv[0]: e.gguf for e in by_name.values() if len(e.rwkv) == 1 and not e.export_only}
     ids = {v: int(k) for k, v in legacy_tables()["rwkv"]["types"]["101"].items()}
     params: list[Container] = []
     for t in g.tensors.values():
         e = by_name.get(t.name)
         if e is None:
             raise MigrationError("export.tensor_name", f"tensor {t.name!r} has no rwkv.cpp parameter")
-        if e.block0:
-            continue
+        if e.block0:  # a copy of its 'from' was made for llama.cpp; anything else is the file's own block-0 tensor
+            source = g.tensors.get(gguf_of[e.block0["from"]])
+            if source is not None and source.type.name == t.type.name and bytes(source.data) == bytes(t.data):
+                continue
+            e = Entry(e.gguf, e.rwkv, tuple(e.block0["shape"]), e.rwkv_shape, 0)
         kind = t.type.name
         if kind not in ids:
             raise MigrationError("export.type", f"tensor {t.name!r} is {kind}, which rwkv.cpp cannot store")
