@@ -426,6 +426,46 @@ def test_inconsistent_files_are_refused_before_llama_cpp_sees_them(edit, match, 
     assert not (tmp_path / "out.gguf").exists()
 
 
+@pytest.mark.parametrize(
+    "key, value, match",
+    [
+        ("rwkv7.wkv.head_size", 48, "not a multiple of the head size"),
+        ("rwkv7.wkv.head_size", 0, "not a positive integer"),
+        ("rwkv7.attention.decay_lora_rank", 8, "expects"),
+        ("rwkv7.feed_forward_length", "wide", "feed_forward_length is str"),  # the strict load refuses it first
+    ],
+)
+def test_export_refuses_inconsistent_keys(key, value, match, tmp_path):
+    ours = _migrated(synthetic_v7(tmp_path / "v7.bin", n_layer=1), tmp_path)
+    g = load_gguf(ours)
+    g.metadata.set(key, value, type="str" if isinstance(value, str) else "u32")
+    g.save(tmp_path / "bad.gguf")
+    with pytest.raises(FormatError, match=match):
+        export(tmp_path / "bad.gguf", tmp_path / "x.bin", to="rwkv")
+    assert not (tmp_path / "x.bin").exists()
+
+
+def test_damaged_ggufs_export_or_raise_format_errors(tmp_path):
+    """Single-byte damage anywhere in the header of a migrated file: an export succeeds or raises a FormatError."""
+    ours = _migrated(synthetic_v7(tmp_path / "v7.bin", n_layer=1, n_vocab=256), tmp_path)
+    data = ours.read_bytes()
+    header_end = load_gguf(ours).data_offset
+    rng = np.random.default_rng(17)
+    outcomes = {"exported": 0, "refused": 0}
+    for n in range(60):
+        damaged = bytearray(data)
+        at = int(rng.integers(0, header_end))
+        damaged[at] ^= int(rng.integers(1, 256))
+        path = tmp_path / f"d{n}.gguf"
+        path.write_bytes(bytes(damaged))
+        try:
+            export(path, tmp_path / f"d{n}.bin", to="rwkv")
+            outcomes["exported"] += 1
+        except FormatError:
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 0 and sum(outcomes.values()) == 60
+
+
 def test_export_refuses_what_rwkv_cpp_cannot_hold(tmp_path):
     ours = _migrated(synthetic_v7(tmp_path / "v7.bin", n_layer=1), tmp_path)
     g = load_gguf(ours)

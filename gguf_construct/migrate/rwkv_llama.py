@@ -275,7 +275,9 @@ def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     if variant is None:
         raise MigrationError("export.architecture", f"architecture {arch!r} is not rwkv6 or rwkv7")
     sizes = sizes_from_gguf(g, variant, arch)
-    rescale = int(g.metadata.get(f"{arch}.rescale_every_n_layers", 0) or 0)
+    rescale = g.metadata.get(f"{arch}.rescale_every_n_layers", 0)
+    if not isinstance(rescale, (int, np.integer)) or isinstance(rescale, bool) or rescale < 0:
+        raise MigrationError("export.metadata", f"{arch}.rescale_every_n_layers is {rescale!r}, not a count of layers")
     by_name = {e.gguf: e for e in entries(variant, sizes["n_layer"])}
     gguf_of = {e.rwkv[0]: e.gguf for e in by_name.values() if len(e.rwkv) == 1 and not e.export_only}
     ids = {v: int(k) for k, v in legacy_tables()["rwkv"]["types"]["101"].items()}
