@@ -91,9 +91,23 @@ def test_corpus_file_runs_in_llama_cpp_with_rwkv_cpp_logits(path, tmp_path):
     assert g.metadata["tokenizer.ggml.model"] == "rwkv" and len(g.metadata["tokenizer.ggml.tokens"]) == 256
 
 
+@pytest.fixture(scope="module")
+def same_weights(tmp_path_factory):
+    """llama.cpp's logits of a corpus file's weights written as FP32 (computed once per file)."""
+    cache: dict[Path, np.ndarray] = {}
+
+    def logits(path: Path) -> np.ndarray:
+        if path not in cache:
+            tmp = tmp_path_factory.mktemp("same-weights")
+            cache[path] = llama_logits(_migrated(variant(path, tmp / f"{path.stem}-as-FP32.bin", "FP32"), tmp), PROMPT)
+        return cache[path]
+
+    return logits
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("path", V6V7, ids=lambda p: p.name)
-def test_every_data_type_rwkv_cpp_writes(path, kind, tmp_path):
+def test_every_data_type_rwkv_cpp_writes(path, kind, tmp_path, same_weights):
     """The corpus file rewritten in each type as rwkv.cpp's converter/quantizer would. From an FP32 file the logits
     are held against rwkv.cpp's expected ones (and its difference-sum bound); from a quantized file (the corpus has
     v6 only as Q5_1) against llama.cpp's logits of the same weights written as FP32."""
@@ -108,8 +122,7 @@ def test_every_data_type_rwkv_cpp_writes(path, kind, tmp_path):
     if kind == "FP32":
         _check_logits(got, _expected(model), TOLERANCE.get(source_kind, 0.25), f"{model} {source_kind} as FP32")
         return
-    same_weights = llama_logits(_migrated(variant(path, tmp_path / "same-weights-FP32.bin", "FP32"), tmp_path), PROMPT)
-    _check_logits(got, same_weights, TOLERANCE.get(kind, 0.25), f"{model} {source_kind} as {kind}")
+    _check_logits(got, same_weights(path), TOLERANCE.get(kind, 0.25), f"{model} {source_kind} as {kind}")
 
 
 def _migrated(src: Path, tmp: Path) -> Path:
