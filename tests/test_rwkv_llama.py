@@ -34,6 +34,7 @@ from gguf_construct.migrate.rwkv_vocab import escape_token, read_world_vocab, rw
 PROMPT = [34, 105, 110]  # '"in', rwkv.cpp's tests/test_tiny_rwkv.c prompt
 KINDS = ["FP32", "FP16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]
 TOLERANCE = {"FP32": 1e-3, "FP16": 0.05}  # else 0.25 (quantization noise)
+FILE_TYPE = {"FP32": 0, "FP16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9}  # llama.cpp's llama_ftype
 
 #: rwkv.cpp's own bounds on the logit difference *sum* (tests/test_tiny_rwkv.c at rwkv.cpp 4358e70: its
 #: expected_difference_sum_full and _quantized_FP32 tables; it asserts |sum| <= |bound| * 1.05).
@@ -114,6 +115,7 @@ def test_every_data_type_rwkv_cpp_writes(path, kind, tmp_path, same_weights):
     model, source_kind = _model_and_kind(path)
     v = variant(path, tmp_path / f"tiny-rwkv-{model}-{kind}.bin", kind)
     got = _migrate_run_export(v, tmp_path)
+    assert load_gguf(tmp_path / f"{v.stem}.gguf").metadata["general.file_type"] == FILE_TYPE[kind]
     if source_kind == "FP32":
         want = _expected(model)
         _check_logits(got, want, TOLERANCE.get(kind, 0.25), f"{model} {kind}")
@@ -253,6 +255,26 @@ def test_gguf_in_llama_cpp_converter_layout_exports(split_lerp, tmp_path):
     assert sorted(back.tensors) == sorted(orig.tensors)
     for name, t in orig.tensors.items():  # powers of two: undone exactly
         assert list(back.tensors[name].shape) == list(t.shape) and bytes(back.tensors[name].data) == bytes(t.data), name
+
+
+def test_rwkv7_gguf_in_llama_cpp_converter_layout_exports(tmp_path):
+    """llama.cpp's converter writes rwkv7 in its own tensor order, with its rwkv tokenizer and the block-0 copies:
+    the export holds every rwkv.cpp parameter with the original's shape and bytes."""
+    src = synthetic_v7(tmp_path / "v7.bin", n_layer=2)
+    g = load_gguf(_migrated(src, tmp_path))
+    out = new()
+    for f in g.metadata.fields():
+        if not f.key.startswith("tokenizer."):
+            out.metadata.set(f.key, f.value, type=f.type_label)
+    rwkv_tokenizer(out.metadata, 256, None)
+    for name in sorted(g.tensors, key=lambda n: (n.startswith("blk."), n[::-1])):  # another order
+        t = g.tensors[name]
+        out.tensors.add(name, bytes(t.data), ggml_type=t.type.name, shape=list(t.shape))
+    out.save(tmp_path / "hf.gguf")
+    export(tmp_path / "hf.gguf", tmp_path / "back.bin", to="rwkv")
+    back, orig = load_rwkv(tmp_path / "back.bin"), load_rwkv(src)
+    assert [t.name for t in back.tensors.records()] != [t.name for t in orig.tensors.records()]
+    assert {n: (list(t.shape), bytes(t.data)) for n, t in back.tensors.items()} == {n: (list(t.shape), bytes(t.data)) for n, t in orig.tensors.items()}
 
 
 def test_rescaled_quantized_blocks_are_multiplied_back_exactly(tmp_path):
