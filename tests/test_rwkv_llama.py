@@ -501,6 +501,18 @@ def test_damaged_ggufs_export_or_raise_format_errors(tmp_path):
     assert outcomes["refused"] > 0 and sum(outcomes.values()) == 60
 
 
+def test_a_stack_of_mixed_types_is_refused(tmp_path):
+    """v6's five lerps are stacked byte for byte into one tensor, so they must share a type (rwkv.cpp's tools keep
+    them all F32); a file that mixes them is refused rather than silently widened."""
+
+    def half(ps):
+        return [dict(p, data_type=1, data=np.frombuffer(bytes(p["data"]), "<f4").astype("<f2").tobytes()) if p["key"] == "blocks.0.att.time_maa_k" else p for p in ps]
+
+    src = _rewrite(synthetic_v6(tmp_path / "v6.bin"), tmp_path / "mixed.bin", half)
+    with pytest.raises(MigrationError, match=r"blk.0.time_mix_lerp_fused.weight: .* are \['f16', 'f32'\]"):
+        migrate(src, tmp_path / "out.gguf")
+
+
 def test_export_refuses_what_rwkv_cpp_cannot_hold(tmp_path):
     ours = _migrated(synthetic_v7(tmp_path / "v7.bin", n_layer=1), tmp_path)
     g = load_gguf(ours)

@@ -157,11 +157,12 @@ def file_type_of(types: Iterable[tuple[str, int]]) -> tuple[str, int]:
 
 
 # -- rwkv.cpp → GGUF ---------------------------------------------------------------------------------------------
-def _plan(e: Entry, parts: list[LegacyTensor], sizes: dict[str, int], report: Report, name: str | None = None) -> PlannedTensor:
+def _plan(e: Entry, parts: list[LegacyTensor], sizes: dict[str, int], report: Report) -> PlannedTensor:
+    """The GGUF tensor ``e`` from its rwkv.cpp ``parts``, their bytes kept (shapes checked against the sizes)."""
     shape = resolve(e.shape, sizes)
     types = {p.type for p in parts}
     if len(types) != 1 or any(p.retired for p in parts):
-        raise MigrationError("migrate.type", f"{e.gguf}: its parts {', '.join(p.name for p in parts)} are of types {sorted(p.layout for p in parts)}; stacking needs one current type")
+        raise MigrationError("migrate.type", f"{e.gguf}: {', '.join(p.name for p in parts)} are {sorted({p.layout for p in parts})}; it needs one type in today's layout")
     (kind,) = types
     if kind.lower() not in GGML_TYPES.by_name or GGML_TYPES.lookup(kind).removed:
         raise MigrationError("migrate.type", f"{parts[0].name}: rwkv.cpp type {kind} has no GGUF counterpart")
@@ -176,7 +177,7 @@ def _plan(e: Entry, parts: list[LegacyTensor], sizes: dict[str, int], report: Re
         source: Any = parts[0]._data
     else:
         source = lambda: b"".join(bytes(p.data) for p in parts)  # noqa: E731
-    return PlannedTensor(name or e.gguf, shape, kind, source, lambda: np.concatenate([p.to_numpy().reshape(-1) for p in parts]), "copied")
+    return PlannedTensor(e.gguf, shape, kind, source, lambda: np.concatenate([p.to_numpy().reshape(-1) for p in parts]), "copied")
 
 
 def migrate_rwkv_llama(f: LegacyFile, dst: str | os.PathLike[str], *, vocab: str | os.PathLike[str] | None = None, name: str | None = None,
