@@ -156,6 +156,17 @@ def test_cli_and_api_end_to_end(tmp_path):
     assert load_gguf(tmp_path / "api.gguf").metadata["general.name"] == "tiny v7"
 
 
+@pytest.mark.parametrize("rel", ["rwkv/tiny-rwkv-4v0-660K-FP32.bin", "rwkv/tiny-rwkv-5v2-730K-Q5_1.bin"])
+def test_v4_v5_stay_on_the_spec_rwkv_architecture_and_say_so(rel, tmp_path):
+    src = corpus_file(rel)
+    report = migrate(src, tmp_path / "out.gguf")
+    assert any("llama.cpp has no RWKV v4/v5 architecture" in n for n in report.notices)
+    assert load_gguf(tmp_path / "out.gguf").metadata["general.architecture"] == "rwkv"
+    run = subprocess.run([sys.executable, "-m", "gguf_construct.cli.main", "info", str(src)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "`migrate` writes the GGUF specification's 'rwkv' architecture" in run.stdout
+    assert "llama.cpp has no RWKV v4/v5 architecture" in run.stdout
+
+
 # -- synthetic models: no ../shared needed --------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", KINDS)
 def test_synthetic_v7_of_other_sizes(kind, tmp_path):
@@ -411,6 +422,15 @@ def test_vocabulary_that_does_not_fit_is_refused(tmp_path):
     with pytest.raises(FormatError, match="byte-level model needs no --vocab"):
         migrate(src, tmp_path / "out.gguf", vocab=world_vocab_path())
     assert not (tmp_path / "out.gguf").exists()
+
+
+def test_oversized_vocabulary_file_is_refused_before_reading(tmp_path, monkeypatch):
+    from gguf_construct.migrate import rwkv_vocab
+
+    monkeypatch.setattr(rwkv_vocab, "MAX_FILE", 1000)
+    with pytest.raises(FormatError) as e:
+        read_world_vocab(world_vocab_path())
+    assert e.value.rule == "vocab.size"
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,8 @@ from ..tables import _load
 
 #: A World vocabulary line is short ("65529 '<128 spaces>' 128"); longer ones are refused before evaluating them.
 MAX_LINE = 4096
+#: The World vocabulary is 1 MiB; a vocabulary file is read whole, so larger ones than this are refused.
+MAX_FILE = 64 << 20
 
 
 def vocab_table() -> dict[str, Any]:
@@ -60,6 +62,9 @@ def unescape_token(text: str) -> bytes:
 def read_world_vocab(path: str | os.PathLike[str]) -> list[bytes]:
     """The tokens of a World vocabulary file (``id python-literal byte-length`` per line, ids 1, 2, 3 … in order)."""
     tokens: list[bytes] = []
+    size = os.path.getsize(path)
+    if size > MAX_FILE:
+        raise LimitError("vocab.size", f"{os.fspath(path)} has {size} bytes: more than {MAX_FILE} for a vocabulary")
     with open(path, encoding="utf-8", errors="strict", newline="\n") as f:
         try:
             lines = f.read().split("\n")
