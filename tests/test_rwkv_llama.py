@@ -533,6 +533,25 @@ def test_a_stack_of_mixed_types_is_refused(tmp_path):
         migrate(src, tmp_path / "out.gguf")
 
 
+def test_a_reshape_that_would_split_quantized_blocks_is_refused(tmp_path):
+    """r_k is {d} in llama.cpp and (head_size, n_head) in rwkv.cpp: Q8_0 data (blocks of 32) cannot take rows of 16
+    without re-quantizing, so the export says so instead."""
+    from rwkv_models import quantize
+
+    g = load_gguf(_migrated(synthetic_v7(tmp_path / "v7.bin", d=64, head_size=16, n_layer=1), tmp_path))
+    out = new()
+    for f in g.metadata.fields():
+        out.metadata.set(f.key, f.value, type=f.type_label)
+    for name, t in g.tensors.items():
+        if name == "blk.0.time_mix_r_k.weight":
+            out.tensors.add(name, quantize(t.to_numpy().reshape(1, -1), "Q8_0"), ggml_type="q8_0", shape=list(t.shape))
+        else:
+            out.tensors.add(name, bytes(t.data), ggml_type=t.type.name, shape=list(t.shape))
+    out.save(tmp_path / "q.gguf")
+    with pytest.raises(MigrationError, match=r"blocks.0.att.r_k: q8_0 data in blocks of 32 cannot take the shape \[16, 4\] without re-quantizing"):
+        export(tmp_path / "q.gguf", tmp_path / "x.bin", to="rwkv")
+
+
 def test_export_refuses_what_rwkv_cpp_cannot_hold(tmp_path):
     ours = _migrated(synthetic_v7(tmp_path / "v7.bin", n_layer=1), tmp_path)
     g = load_gguf(ours)
