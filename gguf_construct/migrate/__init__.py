@@ -1,8 +1,9 @@
 """Legacy model files to GGUF v3, and back where the types allow.
 
-- :func:`migrate` — GGML/GGMF/GGJT (llama, whisper.cpp, ggml examples) and rwkv.cpp files → GGUF v3;
-  GGUF v1/v2 → v3. Verified by reopening before it is renamed into place.
-- :func:`export` — GGUF → GGJT v3 (llama) or rwkv.cpp v101 (rwkv).
+- :func:`migrate` — GGML/GGMF/GGJT (llama, whisper.cpp, ggml examples) and rwkv.cpp files → GGUF v3 (RWKV v6/v7
+  to llama.cpp's rwkv6/rwkv7, v4/v5 to the spec's rwkv); GGUF v1/v2 → v3. Verified by reopening before it is
+  renamed into place.
+- :func:`export` — GGUF → GGJT v3 (llama) or rwkv.cpp v101 (rwkv, rwkv6, rwkv7).
 """
 
 from __future__ import annotations
