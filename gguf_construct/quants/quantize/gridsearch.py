@@ -482,8 +482,155 @@ def _iq1_s(rows: np.ndarray, qw: np.ndarray) -> dict[str, np.ndarray]:
     return {"d": fp32_to_fp16_bits(dd * F32(1.125)), "qs": (index & 255).reshape(nbl, 32).astype(np.uint8), "qh": qh.astype("<u2")}
 
 
+def _iq1_neighbours(g: Grid, u, xv, wv, sc, xg) -> np.ndarray:
+    """``iq1_find_best_neighbour2``: the neighbour with the least ``sum w (scale * xg[level] - x)^2``; ``xg`` is
+    each group's three values ``(m, 3)``."""
+    cand = g.neighbours[u]
+    valid = cand >= 0
+    lv = g.levels[np.where(valid, cand, 0)].astype(np.int64)
+    q = np.take_along_axis(xg[:, None, :].repeat(cand.shape[1], 1), lv, 2)
+    d2 = np.zeros(cand.shape, F32)
+    for i in range(8):
+        diff = sc[:, None] * q[:, :, i] - xv[:, None, i]
+        d2 = d2 + (wv[:, None, i] * diff) * diff
+    d2 = np.where(valid, d2, np.inf)
+    if not (d2 < np.finfo(np.float32).max).any(axis=1).all():
+        raise InvalidValueError("quantize.grid", "no grid neighbour has a finite error (ggml's fallback reads out of bounds here)")
+    return np.take_along_axis(cand, np.argmin(d2, axis=1)[:, None], 1)[:, 0]
+
+
+def _iq1_m(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
+    """IQ1_M (``quantize_row_iq1_m_impl``): sub-blocks of 16 whose two halves each take a shift sign (four
+    combinations, scanned with the boundaries in C's order, each candidate's sums recomputed in sorted order as C
+    does); 3-bit sub-block scales; the super-block scale refitted over the stored codes and spread over the top
+    nibbles of the four scale words."""
+    g = grid("iq1_s")
+    x = rows.reshape(-1, 256)
+    nbl = x.shape[0]
+    G = nbl * 16
+    xb = x.reshape(G, 16)
+    sigma2 = (F32(2) * seqsum(np.ascontiguousarray((x * x).T))) / F32(256)
+    s2 = np.repeat(sigma2, 16)[:, None]
+    if qw is None:
+        weight = xb * xb
+    else:
+        weight = np.tile(qw.reshape(-1, 256), (rows.shape[0], 1)).reshape(G, 16) * np.sqrt(s2 + xb * xb)
+    vmax = np.abs(xb).max(axis=1)
+    zero = vmax < F32(1e-7)  # GROUP_MAX_EPS_IQ1_M
+    d = F32(0.125)
+    x_p = np.array([F32(-1) + d, d, F32(1) + d], F32)
+    x_m = np.array([F32(-1) - d, -d, F32(1) - d], F32)
+    order = np.argsort(xb, axis=1, kind="stable")
+    first_half = order < 8  # (G, 16): sorted position j's element is in the first half
+    wx = np.take_along_axis(weight, order, 1)
+    xs_sorted = np.take_along_axis(xb, order, 1)
+    pairs = [(i1, i2) for i1 in range(17) for i2 in range(i1, 17)]
+    i1s = np.array([p[0] for p in pairs])[:, None]
+    i2s = np.array([p[1] for p in pairs])[:, None]
+    sqx = np.zeros((4, len(pairs), G), F32)
+    sq2 = np.zeros((4, len(pairs), G), F32)
+    for j in range(16):
+        cat = np.where(j < i1s, 0, np.where(j < i2s, 1, 2))  # (P, 1)
+        w, xv, fh = wx[:, j][None, :], xs_sorted[:, j][None, :], first_half[:, j][None, :]
+        vp, vm = x_p[cat], x_m[cat]  # (P, 1)
+        tpx = (w * vp) * xv
+        tmx = (w * vm) * xv
+        tp2 = (w * vp) * vp
+        tm2 = (w * vm) * vm
+        # first half: k=0,1 use x_p, k=2,3 x_m; second half: k=0,2 x_p, k=1,3 x_m
+        sqx[0] += tpx
+        sq2[0] += tp2
+        sqx[3] += tmx
+        sq2[3] += tm2
+        sqx[1] += np.where(fh, tpx, tmx)
+        sq2[1] += np.where(fh, tp2, tm2)
+        sqx[2] += np.where(fh, tmx, tpx)
+        sq2[2] += np.where(fh, tm2, tp2)
+    best = np.full(G, -np.finfo(np.float32).max, F32)
+    scale = vmax.copy()
+    b1 = np.full(G, -1)
+    b2 = np.full(G, -1)
+    bk = np.full(G, -1)
+    for p, (i1, i2) in enumerate(pairs):
+        for k in range(4):
+            a, b = sqx[k, p], sq2[k, p]
+            better = (b > 0) & (a * a > best * b)
+            if better.any():
+                ns = a / np.where(better, b, F32(1))
+                scale = np.where(better, ns, scale)
+                best = np.where(better, ns * a, best)
+                b1 = np.where(better, i1, b1)
+                b2 = np.where(better, i2, b2)
+                bk = np.where(better, k, bk)
+    zero |= (b1 < 0) | (b2 < 0) | (bk < 0)
+    live = ~zero
+    rank = np.arange(16)[None, :]
+    Ls = np.where(rank < b1[:, None], 0, np.where(rank < b2[:, None], 1, 2))
+    L = np.empty((G, 16), np.int64)
+    np.put_along_axis(L, order, Ls, 1)
+    neg = live & (scale < 0)
+    L = np.where(neg[:, None], 2 - L, L)
+    scale = np.where(neg, -scale, scale)
+    bk = np.where(neg, 3 - bk, bk)
+    xg0 = np.where((bk < 2)[:, None], x_p[None], x_m[None])
+    xg1 = np.where((bk % 2 == 0)[:, None], x_p[None], x_m[None])
+    xg = np.stack([xg0, xg1], 1)  # (G, 2, 3)
+    L = L.reshape(G, 2, 8)
+    u = _pattern(g, L)
+    index = g.kmap[u].astype(np.int64)
+    off = (index < 0) & live[:, None]
+    if off.any():
+        gi, ki = np.nonzero(off)
+        index[gi, ki] = _iq1_neighbours(g, u[gi, ki], xb.reshape(G, 2, 8)[gi, ki], weight.reshape(G, 2, 8)[gi, ki], scale[gi], xg[gi, ki])
+        redo = off.any(axis=1)
+        lv = g.levels[np.where(live[:, None], index, 0)].astype(np.int64)  # (G, 2, 8)
+        q = np.take_along_axis(xg, lv, 2).reshape(G, 16)
+        sumqx = seqsum(np.ascontiguousarray(((weight * q) * xb).T))
+        sumq2 = seqsum(np.ascontiguousarray(((weight * q) * q).T))
+        ok = redo & (sumqx > 0) & (sumq2 > 0)
+        scale = np.where(ok, sumqx / np.where(ok, sumq2, F32(1)), scale)
+    index = np.where(live[:, None], index, 0)
+    shifts = np.where(live, bk, 0).reshape(nbl, 16)
+    scale = np.where(zero, F32(0), scale).reshape(nbl, 16)
+    qs = (index & 255).reshape(nbl, 32)
+    qh = ((index[:, 0] >> 8) | ((index[:, 1] >> 8) << 4)).reshape(nbl, 16)
+    max_scale = scale.max(axis=1)
+    has = max_scale != 0
+    dd = np.where(has, max_scale / F32(15), F32(1))
+    idd = F32(1) / dd
+    ls = np.clip(nearest_int(F32(0.5) * (idd[:, None] * scale - F32(1))), 0, 7).astype(np.int64)  # (nbl, 16)
+    masks = np.array([0x00, 0x80, 0x08, 0x88])
+    qh_final = np.where(has[:, None], qh | masks[shifts], qh)
+    sc = (ls.reshape(nbl, 4, 4) << (3 * np.arange(4))).sum(axis=-1)  # four uint16 words
+    # the super-block scale: refit over the codes as stored, every sub-block in order
+    lv = g.levels[index].astype(np.int64).reshape(nbl, 16, 2, 8)
+    sh = shifts
+    xg0 = np.where((sh < 2)[..., None], x_p, x_m)  # (nbl, 16, 3)
+    xg1 = np.where((sh % 2 == 0)[..., None], x_p, x_m)
+    q = np.stack([np.take_along_axis(xg0, lv[:, :, 0], 2), np.take_along_axis(xg1, lv[:, :, 1], 2)], 2)  # (nbl,16,2,8)
+    q = (q * (2 * ls + 1).astype(F32)[:, :, None, None]).reshape(nbl, 256)
+    w = weight.reshape(nbl, 256)
+    xf = x
+    sumqx = seqsum(np.ascontiguousarray(((w * q) * xf).T))
+    sumq2 = seqsum(np.ascontiguousarray(((w * q) * q).T))
+    dfin = np.where(sumq2 > 0, sumqx / np.where(sumq2 > 0, sumq2, F32(1)), max_scale / F32(15))
+    bits = fp32_to_fp16_bits(dfin * F32(1.1125)).astype(np.int64)
+    sc[:, 0] |= (bits & 0x000F) << 12
+    sc[:, 1] |= (bits & 0x00F0) << 8
+    sc[:, 2] |= (bits & 0x0F00) << 4
+    sc[:, 3] |= bits & 0xF000
+    sc = np.where(has[:, None], sc, 0).astype("<u2")
+    return {"qs": qs.astype(np.uint8), "qh": qh_final.astype(np.uint8), "scales": sc.view(np.uint8).reshape(nbl, 8)}
+
+
+WEIGHTED["iq1_m"] = _iq1_m
 WEIGHTED["iq1_s"] = _iq1_s
 WEIGHTED["iq2_s"] = lambda rows, qw: _iq2("iq2_s", rows, qw)
 WEIGHTED["iq3_xxs"] = _iq3_xxs
 WEIGHTED["iq3_s"] = _iq3_s
-QUANTIZERS = {"iq2_s": lambda x: _iq2("iq2_s", x, None), "iq3_xxs": lambda x: _iq3_xxs(x, None), "iq3_s": lambda x: _iq3_s(x, None)}
+QUANTIZERS = {
+    "iq1_m": lambda x: _iq1_m(x, None),
+    "iq2_s": lambda x: _iq2("iq2_s", x, None),
+    "iq3_xxs": lambda x: _iq3_xxs(x, None),
+    "iq3_s": lambda x: _iq3_s(x, None),
+}
