@@ -22,5 +22,9 @@ def test_iq1_bit_exact(name):
         assert_exact(name, INPUTS[kind], qw)
         if name == "iq1_m":  # IQ1_M also quantizes without an imatrix
             assert_exact(name, INPUTS[kind])
+
+
+@pytest.mark.parametrize("name", ["iq1_s", "iq1_m"])
+def test_iq1_real_weights(name):
     x = rwkv_weights()
     assert_exact(name, x, np.mean(x * x, axis=0).astype(np.float32))
