@@ -51,9 +51,12 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
             next(bar[0], None)
             rows = model.tensors[name].to_numpy().reshape(-1, shape[0])
             qw = weights.get(name)
-            if qw is not None:
-                qw = qw.reshape(-1, shape[0])[0]  # one matrix (for expert tensors: the first expert's)
-            data = quantize(rows, new_type, imatrix=qw)
+            if qw is None:
+                data = quantize(rows, new_type)
+            else:  # one weight row per matrix: an expert tensor (ne2 = n_mat) gets its expert's, as llama-quantize
+                qw = qw.reshape(-1, shape[0])
+                mats = np.array_split(rows, len(qw)) if len(shape) == 3 and shape[2] == len(qw) else [rows]
+                data = b"".join(quantize(m, new_type, imatrix=w) for m, w in zip(mats, qw))
             back = dequantize(data, new_type).reshape(rows.shape)
             rmse = float(np.sqrt(np.mean((back.astype(np.float64) - rows) ** 2))) if rows.size else 0.0
             report.append((name, new_type, rmse))

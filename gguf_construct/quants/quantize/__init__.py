@@ -5,6 +5,11 @@ ggml writes. A family module turns ``(n_blocks, block_size)`` float32 values int
 are assembled through the type's declared dtype (:func:`..blocks.block_dtype`), so each layout stays declared once.
 With an importance matrix (``n_per_row`` float weights, one per column) the types that use one take ggml's
 ``quantize_row_*_impl`` path, which also depends on the whole row (sigma² is the row's mean square).
+
+Families: :mod:`.plain` (F16, BF16), :mod:`.legacy` (Q4_0 … Q8_1, Q1_0, MXFP4, NVFP4), :mod:`.kquants` (Q2_K … Q8_K
+and the weighted legacy paths), :mod:`.nonlinear` (IQ4_NL, IQ4_XS, TQ1_0, TQ2_0), :mod:`.gridsearch` (IQ1_*, IQ2_*,
+IQ3_*); :mod:`.search` holds ggml's shared scale searches and :mod:`.cfloat` C's float32 semantics;
+:mod:`.policy` decides which tensors of a model get which type.
 """
 
 from __future__ import annotations
