@@ -21,9 +21,11 @@ import pytest
 import gguf_construct as gc
 from gguf_construct.api.legacy import load_legacy
 from gguf_construct.formats.ggml import GGML
+from gguf_construct.migrate import export, migrate
 from gguf_construct.quants.dequant import dequantize
 from gguf_construct.quants.floats import half_to_float
 from gguf_construct.quants.retired import dequantize_retired
+from gguf_construct.tables import FILE_TYPES
 from tests.conftest import corpus_file, corpus_files
 from tests.oracles import llama_logits
 
@@ -186,7 +188,48 @@ def test_migrated_file_reproduces_the_era_logits_in_llama_cpp(path, tmp_path):
     assert md["llama.attention.layer_norm_rms_epsilon"] == pytest.approx(e["legacy_eval"]["rms_norm_eps"])
     assert md["llama.rope.dimension_count"] == e["hparams"]["n_rot"]
     assert len(md["tokenizer.ggml.tokens"]) == e["hparams"]["n_vocab"]
+    elements: dict[str, int] = {}
+    for t in g.tensors.values():
+        elements[t.type.name] = elements.get(t.type.name, 0) + int(np.prod(t.shape))
+    main = max(elements, key=elements.__getitem__)  # the header's ftype unless tensors were widened
+    assert FILE_TYPES[md["general.file_type"]] in ("ALL_F32" if main == "f32" else f"MOSTLY_{main.upper()}", e["ftype_name"])
     got, want = llama_logits(out, e["token_ids"]), era_logits(path)
     assert got.shape == want.shape
     assert got.argmax() == want.argmax()
     assert np.abs(got - want).max() <= bound(e)
+
+
+TOKENIZE_IN_SUBPROCESS = """
+import json, sys
+from llama_cpp import Llama
+llm = Llama(model_path=sys.argv[1], vocab_only=True, verbose=False)
+print(json.dumps([llm.tokenize(t.encode("latin-1"), add_bos=True) for t in json.loads(sys.argv[2])]))
+llm.close()
+"""
+
+
+@pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
+def test_migrated_vocabulary_tokenizes_in_llama_cpp(path, tmp_path):
+    """llama.cpp's tokenizer on the migrated vocabulary (scores, token types, byte tokens) gives the file's token
+    ids back for their own text, and a NUL byte becomes token 3 as in 2023 (an empty token 3 made it abort)."""
+    e = entry(path)
+    out = tmp_path / "migrated.gguf"
+    migrate(path, out)
+    texts = gc.load(path).metadata["vocab.tokens"]
+    text = b"".join(texts[i] for i in e["token_ids"][1:]).decode("latin-1").removeprefix(" ")  # the tokenizer adds it
+    res = subprocess.run([sys.executable, "-c", TOKENIZE_IN_SUBPROCESS, str(out), json.dumps([text, "a\x00b"])], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    ids, nul = json.loads(res.stdout)
+    assert ids == e["token_ids"]
+    assert 3 in nul
+    g = gc.load(out)
+    assert g.metadata["tokenizer.ggml.tokens"][3] == "<0x00>"
+
+
+@pytest.mark.parametrize("path", [p for p in REAL if entry(p)["format"] == "ggjt" and entry(p)["version"] == 3], ids=lambda p: p.name)
+def test_ggjt_v3_exports_back_byte_for_byte(path, tmp_path):
+    """GGJT v3 → GGUF → GGJT v3 is the identity, the empty token 3 of train-text-from-scratch files included."""
+    out, back = tmp_path / "m.gguf", tmp_path / "back.bin"
+    migrate(path, out)
+    export(out, back, to="ggjt")
+    assert back.read_bytes() == path.read_bytes()
