@@ -41,7 +41,11 @@ LOGITS_IN_SUBPROCESS = """
 import sys, numpy
 sys.path.insert(0, sys.argv[1])
 from tests.oracles import llama_logits
-numpy.save(sys.argv[3], llama_logits(sys.argv[2], [int(i) for i in sys.argv[4].split(',')]))
+try:
+    numpy.save(sys.argv[3], llama_logits(sys.argv[2], [int(i) for i in sys.argv[4].split(',')]))
+except ValueError:  # load it again, verbosely, for llama.cpp's reason
+    from llama_cpp import Llama
+    Llama(model_path=sys.argv[2], n_ctx=64, n_threads=1, verbose=True)
 """
 
 
@@ -54,7 +58,8 @@ def compare(got: np.ndarray, want: np.ndarray) -> dict[str, Any]:
 def ours(src: Path, e: dict[str, Any], want: np.ndarray, tmp: Path) -> dict[str, Any]:
     out = tmp / "ours.gguf"
     report = migrate(src, out)
-    return {"summary": report.summary().split(": ", 1)[1], **compare(llama_logits(out, e["token_ids"]), want)}
+    written = {"copied": report.copied, "re-encoded": report.reencoded, "widened to F16/F32": report.widened}
+    return {"tensors": {k: v for k, v in written.items() if v}, **compare(llama_logits(out, e["token_ids"]), want)}
 
 
 def failure(stderr: str, script: Path) -> tuple[str, str]:
@@ -86,9 +91,9 @@ def theirs(src: Path, e: dict[str, Any], want: np.ndarray, tmp: Path, llama_cpp:
     npy = tmp / "theirs.npy"
     ids = ",".join(map(str, e["token_ids"]))
     ev = subprocess.run([sys.executable, "-c", LOGITS_IN_SUBPROCESS, str(ROOT), str(out), str(npy), ids], capture_output=True, text=True, timeout=600)
-    if ev.returncode != 0:
-        last = (ev.stderr.strip().splitlines() or [f"exit code {ev.returncode}"])[-1]
-        row.update(loads=False, message=last)
+    if ev.returncode != 0 or not npy.exists():
+        reasons = [ln for ln in ev.stderr.splitlines() if ln.startswith("gguf_init_from_reader:") or "error" in ln.lower()]
+        row.update(loads=False, message=(reasons or ev.stderr.strip().splitlines() or [f"exit code {ev.returncode}"])[0])
         return row
     row.update(loads=True, **compare(np.load(npy), want))
     return row
@@ -115,26 +120,34 @@ def fmt_diff(r: dict[str, Any]) -> str:
     return f"{r['max_diff']:.2g}, argmax {'agrees' if r['argmax_agrees'] else 'DIFFERS'}"
 
 
+def brief(message: str, limit: int = 110) -> str:
+    """A long message cut after its first sentence."""
+    if len(message) <= limit or ". " not in message:
+        return message
+    return message[: message.index(". ") + 1] + " …"
+
+
 def describe_theirs(r: dict[str, Any]) -> str:
     if r["status"] != "runs":
-        return f"{r['status']}: `{r['message'][:150]}`"
+        return f"{r['status']}: `{brief(r['message'])}`"
     text = "runs" + ("" if r["shapes_agree"] else f"; wrong dimensions ({r['shape_note']})")
     if not r["loads"]:
-        return text + f"; llama.cpp cannot load it: `{r['message'][:150]}`"
+        return text + f"; llama.cpp cannot load it: `{brief(r['message'])}`"
     return text + f"; llama.cpp: {fmt_diff(r)}"
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| file | format | era (writer commit, date) | tensor types | ours: max \\|Δlogit\\| | llama.cpp's convert_llama_ggml_to_gguf.py |",
-        "|---|---|---|---|---|---|",
+        "| file | format | era (writer commit, date) | tensor types | our migration: tensors | ours in llama.cpp: max \\|Δlogit\\| | llama.cpp's convert_llama_ggml_to_gguf.py |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         e = r["entry"]
         fmt = e["format"].upper() + (f" v{e['version']}" if e["version"] else "")
         types = ", ".join(f"{k} ×{v}" for k, v in sorted(e["tensor_types"].items(), key=lambda kv: -kv[1]))
         era = f"{e['commit_written'][:9]}, {e['commit_written_date'][:10]}"
-        lines.append(f"| {Path(r['file']).name} | {fmt} ({e['ftype_name']}) | {era} | {types} | {fmt_diff(r['ours'])} | {describe_theirs(r['llama.cpp'])} |")
+        written = ", ".join(f"{v} {k}" for k, v in r["ours"]["tensors"].items())
+        lines.append(f"| {Path(r['file']).name} | {fmt} ({e['ftype_name']}) | {era} | {types} | {written} | {fmt_diff(r['ours'])} | {describe_theirs(r['llama.cpp'])} |")
     return "\n".join(lines)
 
 

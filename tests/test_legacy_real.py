@@ -3,8 +3,9 @@ with the logits that era's llama.cpp computed on it (manifest.json: formats, typ
 
 Checked here: byte-for-byte round trips; ``info`` reporting the tensors' own types (not the header's ftype); the
 decoded values of every layout, retired ones included, through the era's logits (a float64 numpy forward pass, so
-the transcription is checked without llama.cpp, and a wrong nibble order is shown to fail it); and every migrated
-file run by today's llama.cpp (``llama-cpp-python``) against the era's logits, through the command line.
+the transcription is checked without llama.cpp, and a wrong nibble order is shown to fail it); every file migrated
+by the command line and run by today's llama.cpp (``llama-cpp-python``) against the era's logits; llama.cpp's
+tokenizer on the migrated vocabulary; GGJT v3 → GGUF → GGJT v3 identity.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 
 import gguf_construct as gc
 from gguf_construct.api.legacy import load_legacy
+from gguf_construct.cli.main import main
 from gguf_construct.formats.ggml import GGML
 from gguf_construct.migrate import export, migrate
 from gguf_construct.quants.dequant import dequantize
@@ -57,8 +59,11 @@ def bound(e: dict) -> float:
     return 0.05 if e["format"] == "ggjt" else 0.3
 
 
-def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gguf_construct.cli.main", *map(str, args)], capture_output=True, text=True, timeout=300)
+def cli(capsys, *args) -> tuple[int, str]:
+    """The command line, in process: exit code and stdout."""
+    capsys.readouterr()
+    code = main([str(a) for a in args])
+    return code, capsys.readouterr().out
 
 
 # -- a float64 llama forward pass: the decoded values, checked against the era's logits ---------------------
@@ -115,17 +120,18 @@ def test_round_trip_byte_for_byte(path):
 
 
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
-def test_info_shows_the_tensors_own_types(path):
+def test_info_shows_the_tensors_own_types(path, capsys):
     e = entry(path)
-    res = cli("info", "--json", path)
-    assert res.returncode == 0, res.stderr
-    info = json.loads(res.stdout)
+    code, out = cli(capsys, "info", "--json", path)
+    assert code == 0
+    info = json.loads(out)
     got: dict[str, int] = {}
     for t in info["tensors"]:
         got[t["type"].upper()] = got.get(t["type"].upper(), 0) + 1
     assert got == e["tensor_types"]
     assert info["summary"]["header_ftype"] == {"id": e["ftype"], "name": e["ftype_name"]}
-    text = cli("info", path).stdout
+    code, text = cli(capsys, "info", path)
+    assert code == 0
     assert f"header ftype      {e['ftype']} ({e['ftype_name']})" in text
     retired = {t["name"]: t["layout"] for t in info["tensors"] if "layout" in t}
     expect_retired = e["format"] in ("ggml", "ggmf") or e["version"] == 1
@@ -178,11 +184,11 @@ def test_a_wrong_nibble_order_fails_the_logits_check(path):
 
 
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
-def test_migrated_file_reproduces_the_era_logits_in_llama_cpp(path, tmp_path):
+def test_migrated_file_reproduces_the_era_logits_in_llama_cpp(path, tmp_path, capsys):
     e = entry(path)
     out = tmp_path / "migrated.gguf"
-    res = cli("migrate", path, out)
-    assert res.returncode == 0, res.stderr
+    code, said = cli(capsys, "migrate", path, out)
+    assert code == 0 and "verified" in said
     g = gc.load(out)
     md = g.metadata
     assert md["llama.attention.layer_norm_rms_epsilon"] == pytest.approx(e["legacy_eval"]["rms_norm_eps"])
