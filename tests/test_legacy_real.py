@@ -24,12 +24,14 @@ from gguf_construct.api.legacy import load_legacy
 from gguf_construct.cli.main import main
 from gguf_construct.formats.ggml import GGML
 from gguf_construct.migrate import export, migrate
+from gguf_construct.migrate.llama import legacy_texts
 from gguf_construct.quants.dequant import dequantize
 from gguf_construct.quants.floats import half_to_float
 from gguf_construct.quants.retired import dequantize_retired
 from gguf_construct.tables import FILE_TYPES
 from tests.conftest import corpus_file, corpus_files
 from tests.oracles import llama_logits
+from tests.test_legacy import llama_file, random_blocks
 
 REAL = [p for p in corpus_files("legacy-real/**/*.bin") if not p.name.endswith(".logits.bin")]
 SHIPPED = "legacy-real/ggjt-v3/t256-ggjt-v3-Q4_0.bin"  # in tests/data: the module runs without ../shared
@@ -239,3 +241,26 @@ def test_ggjt_v3_exports_back_byte_for_byte(path, tmp_path):
     migrate(path, out)
     export(out, back, to="ggjt")
     assert back.read_bytes() == path.read_bytes()
+
+
+@pytest.mark.parametrize("byte_layout", [True, False])
+def test_synthetic_train_text_vocab_and_widened_file_type(byte_layout, tmp_path):
+    """Without the corpus: token 3 written empty beside LLaMA's byte tokens comes back as <0x00> (and exports back
+    empty); an empty token 3 in another vocabulary stays an empty control token; a widened Q4_2 tensor makes
+    general.file_type name the written type, not the header's MOSTLY_Q4_2."""
+    vocab = (b" \xe2\x81\x87 ", b"", b"", b"", b"\x01" if byte_layout else b"x", b" hello")
+    q4_2 = random_blocks("q4_2", 4, np.random.default_rng(3))
+    src = tmp_path / "old.bin"
+    src.write_bytes(llama_file("ggjt", 1, [("layers.0.feed_forward.w1.weight", 4, [32, 2], q4_2)], ftype=5, vocab=vocab))
+    out = tmp_path / "new.gguf"
+    report = migrate(src, out)
+    md = gc.load(out).metadata
+    assert md["tokenizer.ggml.tokens"][3] == ("<0x00>" if byte_layout else "")
+    assert ("llama.legacy.empty_tokens" in md) == byte_layout
+    assert any("restored as <0x00>" in n for n in report.notices) == byte_layout
+    written = gc.load(out).tensors["blk.0.ffn_gate.weight"].type.name
+    assert written in ("f16", "f32") and report.widened == 1
+    assert FILE_TYPES[md["general.file_type"]] == ("ALL_F32" if written == "f32" else "MOSTLY_F16")
+    if byte_layout:
+        tokens, types = md["tokenizer.ggml.tokens"], [int(t) for t in md["tokenizer.ggml.token_type"]]
+        assert legacy_texts(tokens, types, md["llama.legacy.empty_tokens"])[3] == b""
