@@ -138,15 +138,15 @@ def llama_metadata(f: LegacyFile, *, context_length: int, eps: float, gqa: int, 
     return out
 
 
-def written_file_type(planned: list[PlannedTensor]) -> int:
+def written_file_type(planned: list[PlannedTensor], header: int) -> int:
     """llama.cpp's ``general.file_type`` for the tensors as written: that of the type holding the most elements
-    (``ALL_F32``, ``MOSTLY_F16``, ``MOSTLY_Q4_0``, …)."""
+    (``ALL_F32``, ``MOSTLY_F16``, ``MOSTLY_Q4_0``, …), or the header's when llama.cpp has no name for it."""
     counts: dict[str, int] = {}
     for p in planned:
-        counts[p.type] = counts.get(p.type, 0) + int(np.prod(p.shape))
+        counts[p.type] = counts.get(p.type, 0) + int(np.prod(p.shape, dtype=np.int64))
     main = max(counts, key=counts.__getitem__)
     ids = {v: k for k, v in FILE_TYPES.items()}
-    return ids["ALL_F32" if main == "f32" else f"MOSTLY_{main.upper()}"]
+    return ids.get("ALL_F32" if main == "f32" else f"MOSTLY_{main.upper()}", header)
 
 
 def migrate_llama(f: LegacyFile, dst: str | os.PathLike[str], *, context_length: int | None = None, eps: float | None = None,
@@ -167,10 +167,11 @@ def migrate_llama(f: LegacyFile, dst: str | os.PathLike[str], *, context_length:
         if target is None:
             raise MigrationError("migrate.tensor_name", f"tensor {t.name!r} has no GGUF name (llama.cpp's map of reference §7.4)")
         planned.append(plan_tensor(t, target, report))
-    if report.widened:
-        ftype = written_file_type(planned)
+    header = f.metadata["ftype"]
+    if report.widened and written_file_type(planned, header) != header:
+        ftype = written_file_type(planned, header)
         metadata.set("general.file_type", ftype)
-        report.notices.append(f"general.file_type {ftype} ({FILE_TYPES[ftype]}): the header's ftype {f.metadata['ftype']} no longer describes the tensors")
+        report.notices.append(f"general.file_type {ftype} ({FILE_TYPES[ftype]}): the header's ftype {header} no longer describes the tensors")
     return finish_gguf(dst, metadata, planned, report, progress=progress)
 
 
