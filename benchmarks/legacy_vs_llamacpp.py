@@ -52,7 +52,8 @@ except ValueError:  # load it again, verbosely, for llama.cpp's reason
 def compare(got: np.ndarray, want: np.ndarray) -> dict[str, Any]:
     if got.shape != want.shape:
         return {"max_diff": None, "argmax_agrees": False, "note": f"{got.shape[0]} logits, not {want.shape[0]}"}
-    return {"max_diff": float(np.abs(got - want).max()), "argmax_agrees": bool(got.argmax() == want.argmax())}
+    top5 = bool(np.array_equal(np.argsort(-got, kind="stable")[:5], np.argsort(-want, kind="stable")[:5]))
+    return {"max_diff": float(np.abs(got - want).max()), "argmax_agrees": bool(got.argmax() == want.argmax()), "top5_agrees": top5}
 
 
 def ours(src: Path, e: dict[str, Any], want: np.ndarray, tmp: Path) -> dict[str, Any]:
@@ -117,7 +118,8 @@ def measure(corpus: Path, llama_cpp: Path, smoke: bool) -> list[dict[str, Any]]:
 def fmt_diff(r: dict[str, Any]) -> str:
     if r.get("max_diff") is None:
         return r.get("note", "-")
-    return f"{r['max_diff']:.2g}, argmax {'agrees' if r['argmax_agrees'] else 'DIFFERS'}"
+    ranks = "argmax and top 5 agree" if r["top5_agrees"] else ("argmax agrees" if r["argmax_agrees"] else "argmax DIFFERS")
+    return f"{r['max_diff']:.2g}, {ranks}"
 
 
 def brief(message: str, limit: int = 110) -> str:
