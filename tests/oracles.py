@@ -1,6 +1,6 @@
 """The reference readers as the tests use them: the fuzzer's adapters (:mod:`gguf_construct.fuzzing.adapters`),
 without dequantized digests (the tests check values their own way), ggml's refusal as None, our reader loading
-leniently, a view without the tensor shapes ggml does not report, and llama.cpp's logits (``llama-cpp-python``)."""
+leniently, and a view without the tensor shapes ggml does not report."""
 
 from __future__ import annotations
 
@@ -38,8 +38,7 @@ def shapeless(view):
 
 
 def llama_logits(model_path: str | Path, token_ids: Sequence[int], n_ctx: int = 64) -> numpy.ndarray:
-    """The logits llama.cpp computes for the last of ``token_ids``: a fresh context of ``n_ctx``, one eval call,
-    one thread; float32 ``(n_vocab,)``, copied out before the model is freed."""
+    """llama.cpp's logits (through llama-cpp-python) for the last of ``token_ids``: float32, shape (n_vocab,)."""
     from llama_cpp import Llama
 
     llm = Llama(model_path=str(model_path), n_ctx=n_ctx, logits_all=True, n_threads=1, verbose=False)
