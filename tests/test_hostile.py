@@ -64,6 +64,7 @@ def run_cli(*args: object, timeout: float = 60) -> subprocess.CompletedProcess:
 def test_load_rejects_or_reads_within_bounds(name, tmp_path):
     h = BY_NAME[name]
     path = write(tmp_path, name)
+    bound = CPU_BOUND + path.stat().st_size / 1e6  # linear work: 1 more CPU second per MB of input
     for strict in (True, False):
         start = time.process_time()
         try:
@@ -72,7 +73,7 @@ def test_load_rejects_or_reads_within_bounds(name, tmp_path):
             assert not h.rules or e.rule in h.rules or not strict, (e.rule, h.rules)
             continue
         finally:
-            assert time.process_time() - start < CPU_BOUND
+            assert time.process_time() - start < bound
         assert not (strict and h.rules), f"{name} loaded strictly; expected one of {h.rules}"
         for t in f.tensors.values():  # whatever loads must also give shapes and values, or a FormatError
             assert all(isinstance(d, int) for d in t.shape)
@@ -386,7 +387,7 @@ def test_merge_refuses_impossible_shard_names_and_its_own_shards(tmp_path):
     shards = split(f, tmp_path / "m", max_tensors=1)
     first = shards[0].read_bytes()
     rc, err, _ = run_main("merge", shards[0], shards[0])
-    assert rc == 1 and "merge.paths" in err
+    assert rc == 2 and "one of the shards" in err
     assert shards[0].read_bytes() == first
     assert run_main("merge", shards[0], tmp_path / "merged.gguf")[0] == 0
 
