@@ -56,7 +56,6 @@ def _cmd_split(args: argparse.Namespace) -> int:
 
 def _cmd_merge(args: argparse.Namespace) -> int:
     from ..api.shards import merge, shard_paths
-
     from ..errors import FormatError
 
     if shard_paths(args.file) is None:
