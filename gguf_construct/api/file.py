@@ -105,9 +105,10 @@ class GGUFFile:
             return np.ascontiguousarray(source, dtype=source.dtype.newbyteorder("<" if order == "little" else ">"))
         if order == self.byte_order:
             return source
+        from ..formats.gguf import tensor_bytes
         from ..quants import swap_byte_order
 
-        return lambda: swap_byte_order(source, ggml_type, self.byte_order, order)
+        return lambda: swap_byte_order(tensor_bytes(source), ggml_type, self.byte_order, order)  # a lazy source is read here
 
 
 def _nbytes_or_zero(ti: Container) -> int:
@@ -154,7 +155,14 @@ def _new_file_mode(target: Path) -> int:
 def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None) -> Any:
     """Open any model file ``detect()`` knows: a ``GGUFFile`` for GGUF, the format's own file object otherwise.
     The first shard of a gguf-split set (``*-00001-of-0000N.gguf``, N > 1) opens the whole set as one model
-    (``api.shards.load_shards``; ``load_gguf`` opens the shard alone)."""
+    (``api.shards.load_shards``; ``load_gguf`` opens the shard alone). ``path`` may also be an http(s)://,
+    hf://, ollama:// or fsspec URL: only the header is fetched, each tensor when read (``gguf_construct.remote``)."""
+    from ..remote.urls import is_remote
+
+    if is_remote(path):
+        from ..remote.load import load_url
+
+        return load_url(path, strict=strict, profile=profile, byte_order=byte_order)  # type: ignore[arg-type]
     from ..formats.detect import detect
     from ..formats.registry import FORMATS, resolve
 

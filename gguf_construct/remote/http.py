@@ -1,0 +1,227 @@
+"""HTTP(S) range reads with urllib3: retries with backoff on 5xx and on dropped connections, timeouts, a limit on
+redirects, and ``If-Range`` with the first response's ETag so a file that changes between reads is an error.
+
+urllib3 is the optional ``remote`` extra: it is small, has no dependencies of its own, and has the retry,
+backoff, timeout and redirect machinery built in (``Retry``, ``Timeout``); ``requests`` sits on top of it.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import time
+from typing import Any
+
+from .errors import RangeNotSupportedError, RemoteChangedError, RemoteError, RemoteLimitError
+from .options import RemoteOptions, options
+from .source import RangedSource
+
+USER_AGENT = "gguf-construct (+https://github.com/)"
+_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)\s*\Z")
+_UNSATISFIABLE = re.compile(r"bytes\s+\*/(\d+)\s*\Z")
+#: statuses worth retrying (urllib3 backs off between tries and honours Retry-After)
+RETRY_STATUSES = (429, 500, 502, 503, 504)
+
+_pool_lock = threading.Lock()
+_pool: Any = None
+
+
+def _urllib3() -> Any:
+    try:
+        import urllib3
+    except ImportError:
+        raise RemoteError("remote.missing_extra", "reading URLs needs urllib3: pip install 'gguf-construct[remote]'") from None
+    return urllib3
+
+
+def pool() -> Any:
+    """One connection pool per process (thread-safe; keeps connections alive between the ranges of a file)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = _urllib3().PoolManager(num_pools=64, maxsize=64, block=False, headers={"User-Agent": USER_AGENT})
+        return _pool
+
+
+class HttpFile:
+    """One URL read by ranges. ``open()`` makes the first ranged request and returns a ``RangedSource``."""
+
+    def __init__(self, url: str, opts: RemoteOptions | None = None, headers: dict[str, str] | None = None, *, digest: str | None = None, expected_size: int | None = None):
+        self.url = url
+        self.opts = opts or options()
+        self.headers = {"Accept-Encoding": "identity", **self.opts.headers, **(headers or {})}
+        self.digest = digest
+        self.expected_size = expected_size
+        self.etag: str | None = None  # the first response's ETag
+        self.validator: str | None = None  # what If-Range sends: the ETag, else Last-Modified
+        self.size: int | None = None
+
+    # -- one request ------------------------------------------------------------------------------------
+    def _request(self, headers: dict[str, str]) -> Any:
+        u3 = _urllib3()
+        o = self.opts
+        retry = u3.Retry(
+            total=o.retries, connect=o.retries, read=o.retries, status=o.retries, redirect=o.max_redirects,
+            backoff_factor=o.backoff, backoff_max=max(o.backoff * 16, 1.0), status_forcelist=RETRY_STATUSES,
+            allowed_methods=frozenset({"GET", "HEAD"}), raise_on_status=False, raise_on_redirect=True, respect_retry_after_header=True,
+        )  # fmt: skip
+        try:
+            return pool().request("GET", self.url, headers={**self.headers, **headers}, retries=retry, redirect=True, preload_content=False, decode_content=False,
+                                  timeout=u3.Timeout(connect=o.connect_timeout, read=o.read_timeout))  # fmt: skip
+        except u3.exceptions.MaxRetryError as e:
+            reason = e.reason
+            if isinstance(reason, u3.exceptions.ResponseError) and "redirect" in str(reason):
+                raise RemoteLimitError("remote.redirects", f"more than {o.max_redirects} redirects", url=self.url) from None
+            raise RemoteError("remote.connection", f"no answer after {o.retries + 1} tries: {_reason(reason)}", url=self.url) from None
+        except (u3.exceptions.HTTPError, OSError, ValueError) as e:
+            raise RemoteError("remote.connection", _reason(e), url=self.url) from None
+
+    def _fail(self, resp: Any) -> RemoteError:
+        status = resp.status
+        what = {401: "unauthorized (a token? --header 'Authorization: Bearer ...' or HF_TOKEN)", 403: "forbidden", 404: "not found", 416: "range not satisfiable"}.get(status)
+        resp.release_conn() if status < 500 else resp.drain_conn()
+        return RemoteError("remote.status", what or f"the server answered {status} {resp.reason or ''}".strip(), url=self.url, status=status)
+
+    def _read_body(self, resp: Any, want: int | None, got: bytearray, deadline: float) -> None:
+        """Append up to ``want`` bytes of ``resp``'s body to ``got`` (everything when ``want`` is None)."""
+        limit = self.opts.max_bytes
+        try:
+            while want is None or len(got) < want:
+                if time.monotonic() > deadline:
+                    raise RemoteLimitError("remote.deadline", f"the request took more than {self.opts.request_deadline:g} s", url=self.url, status=resp.status)
+                piece = resp.read(min(1 << 20, want - len(got)) if want is not None else 1 << 20)
+                if not piece:
+                    break
+                got += piece
+                if limit is not None and len(got) > limit:
+                    raise RemoteLimitError("remote.max_bytes", f"more than {limit} bytes", url=self.url, status=resp.status)
+        finally:
+            resp.release_conn() if want is not None and len(got) >= want else resp.close()
+
+    # -- the first request: size, validator, range support ------------------------------------------------
+    def open(self) -> RangedSource:
+        o = self.opts
+        resp = self._request({"Range": f"bytes=0-{o.first_chunk - 1}"})
+        self.etag = resp.headers.get("ETag")
+        self.validator = self.etag or resp.headers.get("Last-Modified")
+        first = bytearray()
+        deadline = time.monotonic() + o.request_deadline
+        if resp.status == 206:
+            start, _, total = self._content_range(resp)
+            if start != 0 or total is None:
+                resp.close()
+                raise RemoteError("remote.content_range", f"asked for bytes 0.., got Content-Range {resp.headers.get('Content-Range')!r}", url=self.url, status=206)
+            self.size = total
+            self._read_ranged(resp, 0, min(total, o.first_chunk), first, deadline)
+        elif resp.status == 416:
+            m = _UNSATISFIABLE.match(resp.headers.get("Content-Range", ""))
+            resp.release_conn()
+            if not m or int(m.group(1)) != 0:
+                raise self._fail(resp)
+            self.size = 0
+        elif resp.status == 200:
+            if not o.download:
+                resp.close()
+                raise RangeNotSupportedError("remote.no_ranges", "the server does not support range requests (it sent the whole file); --download fetches it whole", url=self.url, status=200)
+            length = resp.headers.get("Content-Length")
+            self._download(resp, int(length) if length and length.isdigit() else None, first, deadline)
+            self.size = len(first)
+        else:
+            raise self._fail(resp)
+        if self.expected_size is not None and self.size != self.expected_size:
+            raise RemoteChangedError("blob.size", f"the server has {self.size} bytes, the manifest says {self.expected_size}", url=self.url)
+        return RangedSource(self.url, self.size, self.fetch, o, first=bytes(first), digest=self.digest)
+
+    def _download(self, resp: Any, length: int | None, into: bytearray, deadline: float) -> None:
+        """A whole body, with a progress bar on a terminal."""
+        from ..progress import progress
+
+        bar = None
+        if length and sys.stderr.isatty():
+            bar = progress(range(0), length, f"downloading {self.url.rsplit('/', 1)[-1]}", unit="B", minimum=0)
+            bar = bar if hasattr(bar, "update") else None
+        limit = self.opts.max_bytes
+        try:
+            while True:
+                if time.monotonic() > deadline:
+                    raise RemoteLimitError("remote.deadline", f"the download took more than {self.opts.request_deadline:g} s", url=self.url, status=200)
+                piece = resp.read(1 << 20)
+                if not piece:
+                    break
+                into += piece
+                if bar is not None:
+                    bar.update(len(piece))
+                if limit is not None and len(into) > limit:
+                    raise RemoteLimitError("remote.max_bytes", f"more than {limit} bytes", url=self.url, status=200)
+        except _urllib3().exceptions.HTTPError as e:
+            raise RemoteError("remote.dropped", f"the download broke off after {len(into)} bytes: {_reason(e)}", url=self.url, status=200) from None
+        finally:
+            resp.close()
+            if bar is not None:
+                bar.close()
+        if length is not None and len(into) != length:
+            raise RemoteError("remote.dropped", f"the download ended after {len(into)} of {length} bytes", url=self.url, status=200)
+
+    def _content_range(self, resp: Any) -> tuple[int, int, int | None]:
+        m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
+        if not m:
+            resp.close()
+            raise RemoteError("remote.content_range", f"a 206 answer without a valid Content-Range ({resp.headers.get('Content-Range')!r})", url=self.url, status=206)
+        return int(m.group(1)), int(m.group(2)), None if m.group(3) == "*" else int(m.group(3))
+
+    def _read_ranged(self, resp: Any, start: int, end: int, into: bytearray, deadline: float) -> None:
+        """Read a 206 body for ``[start, end)`` into ``into``, resuming after a dropped connection."""
+        u3 = _urllib3()
+        tries = 0
+        while True:
+            try:
+                self._read_body(resp, end - start, into, deadline)
+            except (u3.exceptions.HTTPError, OSError) as e:
+                if tries >= self.opts.retries:
+                    raise RemoteError("remote.dropped", f"the connection broke off {tries + 1} times reading bytes {start}..{end}: {_reason(e)}", url=self.url, status=206) from None
+            if len(into) >= end - start:
+                del into[end - start :]
+                return
+            tries += 1
+            if tries > self.opts.retries:
+                raise RemoteError("remote.dropped", f"the body of bytes {start}..{end} ended after {len(into)} bytes, {tries} times", url=self.url, status=206)
+            time.sleep(min(self.opts.backoff * (2 ** (tries - 1)), 5.0))
+            resp = self._range_request(start + len(into), end)
+
+    def _range_request(self, start: int, end: int) -> Any:
+        headers = {"Range": f"bytes={start}-{end - 1}"}
+        if self.validator:
+            headers["If-Range"] = self.validator
+        resp = self._request(headers)
+        if resp.status == 200:
+            resp.close()
+            raise RemoteChangedError("remote.changed", "the file changed since it was opened (the server sent the whole new file in answer to If-Range)", url=self.url, status=200)
+        if resp.status != 206:
+            raise self._fail(resp)
+        got_start, _, total = self._content_range(resp)
+        etag = resp.headers.get("ETag")
+        if (total is not None and total != self.size) or (etag and self.etag and etag != self.etag):
+            resp.close()
+            raise RemoteChangedError("remote.changed", f"the file changed since it was opened (size {total}, ETag {etag}; was {self.size}, {self.validator})", url=self.url, status=206)
+        if got_start != start:
+            resp.close()
+            raise RemoteError("remote.content_range", f"asked for bytes {start}.., got Content-Range {resp.headers.get('Content-Range')!r}", url=self.url, status=206)
+        return resp
+
+    # -- later ranges ---------------------------------------------------------------------------------
+    def fetch(self, start: int, end: int) -> bytes:
+        """Exactly the bytes ``[start, end)``; RemoteChangedError if the file is no longer the one opened."""
+        resp = self._range_request(start, end)
+        out = bytearray()
+        self._read_ranged(resp, start, end, out, time.monotonic() + self.opts.request_deadline)
+        return bytes(out)
+
+
+def _reason(e: Any) -> str:
+    text = str(e)
+    return text.split(": ", 1)[-1] if "Connection" in text and ": " in text else text
+
+
+def open_http(url: str, opts: RemoteOptions | None = None, headers: dict[str, str] | None = None, **kw: Any) -> RangedSource:
+    return HttpFile(url, opts, headers, **kw).open()

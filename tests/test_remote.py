@@ -1,0 +1,392 @@
+"""Remote sources: GGUF, safetensors, legacy files and Ollama models over HTTP range requests from a loopback
+server (``gguf_construct.remote.testserver``), with its faults; hf:// and ollama:// names; sharded sets; scan.
+
+Every server runs on 127.0.0.1 and is stopped by its fixture; timeouts and retries are set small so that no
+test can hang."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import corpus_files
+
+import gguf_construct as gc
+from gguf_construct.cli.main import main
+from gguf_construct.remote import RangeNotSupportedError, RemoteChangedError, RemoteError, RemoteLimitError, configure
+from gguf_construct.remote.load import load_url, open_source, validate_url
+from gguf_construct.remote.testserver import TestServer
+
+FAST = {"retries": 2, "backoff": 0.01, "connect_timeout": 2.0, "read_timeout": 2.0, "request_deadline": 20.0}
+
+
+@pytest.fixture(autouse=True)
+def fast_options():
+    previous = configure(**FAST)
+    yield
+    configure(previous)
+
+
+@pytest.fixture
+def server():
+    with TestServer() as s:
+        yield s
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def big_gguf(path: Path, *, vocab: int = 20000, rows: int = 256) -> Path:
+    """A GGUF file with a large header (a vocabulary) and several MiB of tensor data."""
+    f = gc.new()
+    f.metadata["general.architecture"] = "llama"
+    f.metadata["general.name"] = "remote test"
+    f.metadata["tokenizer.ggml.tokens"] = [f"token-{i:06d}" for i in range(vocab)]
+    rng = np.random.default_rng(0)
+    for i in range(4):
+        f.tensors.add(f"blk.{i}.weight", rng.standard_normal((rows, 1024)).astype(np.float32))
+    f.tensors.add("output.weight", rng.standard_normal((8, 64)).astype(np.float16))
+    f.save(path)
+    return path
+
+
+def info_of(source: str) -> dict:
+    code, out, err = cli("info", "--json", source)
+    assert code == 0, err
+    return json.loads(out)
+
+
+# -- the same answers as for local files ------------------------------------------------------------------
+REMOTE_CORPUS = [*corpus_files("gguf/*.gguf"), *corpus_files("generated/*.gguf"), *corpus_files("legacy/whisper-ggml-tiny.bin"), *corpus_files("rwkv/*FP16.bin")]
+
+
+@pytest.mark.parametrize("path", REMOTE_CORPUS, ids=lambda p: p.name)
+def test_remote_info_equals_local(server, path):
+    url = server.add(f"/files/{path.name}", path.read_bytes())
+    assert info_of(url) == info_of(str(path))
+    if path.suffix == ".gguf":
+        assert server.counts.bytes <= path.stat().st_size  # nothing is fetched twice
+
+
+def test_header_open_fetches_header_plus_one_chunk(server, tmp_path):
+    path = big_gguf(tmp_path / "big.gguf")
+    url = server.add("/big.gguf", path.read_bytes())
+    f = gc.load(url)
+    local = gc.load(path)
+    size = path.stat().st_size
+    assert f.data_offset == local.data_offset > 200_000
+    chunk = gc.remote.options().max_chunk
+    assert server.counts.bytes <= f.data_offset + chunk
+    assert server.counts.bytes < size / 2  # the tensor data (4 MiB) was not fetched
+    assert server.counts.requests <= 6
+    assert list(f.metadata["tokenizer.ggml.tokens"][-3:]) == list(local.metadata["tokenizer.ggml.tokens"][-3:])
+
+
+def test_one_tensor_fetches_its_range_only(server, tmp_path):
+    path = big_gguf(tmp_path / "big.gguf")
+    url = server.add("/big.gguf", path.read_bytes())
+    f, local = gc.load(url), gc.load(path)
+    server.reset_counts()
+    t = f.tensors["blk.2.weight"]
+    assert np.array_equal(t.to_numpy(), local.tensors["blk.2.weight"].to_numpy())
+    assert t.nbytes <= server.counts.bytes <= t.nbytes + gc.remote.options().first_chunk
+    assert server.counts.requests == 1
+    t.to_numpy()  # cached: nothing more
+    assert server.counts.requests == 1
+
+
+def test_safetensors_header_and_tensor(server, tmp_path):
+    from gguf_construct.api.safetensors import save_safetensors
+
+    rng = np.random.default_rng(1)
+    arrays = {f"layer.{i}": rng.standard_normal((512, 512)).astype(np.float32) for i in range(4)}
+    path = tmp_path / "model.safetensors"
+    save_safetensors(path, arrays, {"format": "pt"})
+    url = server.add("/model.safetensors", path.read_bytes())
+    f = gc.load(url)
+    assert server.counts.bytes <= f.data_offset + gc.remote.options().first_chunk < path.stat().st_size
+    server.reset_counts()
+    assert np.array_equal(f.tensors["layer.2"].to_numpy(), arrays["layer.2"])
+    assert server.counts.bytes == arrays["layer.2"].nbytes
+    assert info_of(url) == info_of(str(path))
+
+
+def test_commands_on_urls(server, tmp_path):
+    path = big_gguf(tmp_path / "big.gguf", vocab=100, rows=16)
+    url = server.add("/big.gguf", path.read_bytes())
+    assert cli("validate", url)[0] == 0
+    assert cli("hash", url)[1].replace(url, "X") == cli("hash", str(path))[1].replace(str(path), "X")
+    code, out, _ = cli("diff", url, str(path), "--exit-code")
+    assert code == 0, out
+    assert cli("dequant", url, "--tensor", "blk.1.weight", "-o", str(tmp_path / "t.npy"))[0] == 0
+    assert np.array_equal(np.load(tmp_path / "t.npy"), gc.load(path).tensors["blk.1.weight"].to_numpy())
+    code, _, err = cli("convert", url, str(tmp_path / "be.gguf"), "--byte-order", "big")
+    assert code == 0, err
+    assert gc.load(tmp_path / "be.gguf").byte_order == "big"
+
+
+# -- hf:// and ollama:// -------------------------------------------------------------------------------------------
+def test_hf_names_use_endpoint_revision_and_token(server, tmp_path, monkeypatch):
+    path = big_gguf(tmp_path / "m.gguf", vocab=50, rows=8)
+    server.add("/owner/repo/resolve/v1.0/sub/m.gguf", path.read_bytes())
+    server.add("/owner/repo/resolve/main/m.gguf", path.read_bytes())
+    server.required["Authorization"] = "Bearer secret"
+    monkeypatch.setenv("HF_ENDPOINT", server.base)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    with pytest.raises(RemoteError) as e:
+        gc.load("hf://owner/repo/m.gguf")
+    assert e.value.status == 401 and "/owner/repo/resolve/main/m.gguf" in str(e.value)
+    monkeypatch.setenv("HF_TOKEN", "secret")
+    assert len(gc.load("hf://owner/repo@v1.0/sub/m.gguf").tensors) == 5
+    assert info_of("hf://owner/repo/m.gguf")["tensors"] == info_of(str(path))["tensors"]
+    monkeypatch.delenv("HF_TOKEN")
+    code, out, _ = cli("--header", "Authorization: Bearer secret", "info", "--json", "hf://owner/repo/m.gguf")
+    assert code == 0 and json.loads(out)["tensors"]
+
+
+def serve_models_root(server: TestServer, root: Path, model: str) -> str:
+    """Serve an Ollama models folder as a registry; returns the ollama:// name."""
+    from gguf_construct.api.ollama import manifest_path
+
+    manifest = manifest_path(root, model)
+    server.add(f"/v2/library/{model.split(':')[0]}/manifests/{model.split(':')[1]}", manifest.read_bytes())
+    for blob in (root / "blobs").iterdir():
+        server.add(f"/v2/library/{model.split(':')[0]}/blobs/{blob.name.replace('sha256-', 'sha256:')}", blob.read_bytes())
+    return f"ollama://127.0.0.1:{server.httpd.server_address[1]}/library/{model}"
+
+
+def test_ollama_registry_model_written_by_our_writer(server, tmp_path):
+    from gguf_construct.api.ollama import manifest_path, open_model
+    from gguf_construct.convert import convert
+
+    path = big_gguf(tmp_path / "m.gguf", vocab=50, rows=8)
+    root = tmp_path / "models"
+    convert(path, str(root) + "/", model="tiny:q")
+    name = serve_models_root(server, root, "tiny:q")
+    remote, local = gc.load(name), open_model(manifest_path(root, "tiny:q"))
+    assert sorted(remote.tensors) == sorted(local.tensors)
+    for n in local.tensors:
+        assert np.array_equal(remote.tensors[n].to_numpy(), local.tensors[n].to_numpy())
+    code, _, err = cli("validate", name)  # reads every blob whole and checks its sha256
+    assert code == 0, err
+
+
+def test_ollama_registry_gguf_blob_and_digest_check(server, tmp_path):
+    from gguf_construct.api.ollama import Layer, Manifest
+
+    path = big_gguf(tmp_path / "m.gguf", vocab=50, rows=8)
+    data = path.read_bytes()
+    import hashlib
+
+    config = b'{"model_format":"gguf"}'
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    cdigest = "sha256:" + hashlib.sha256(config).hexdigest()
+    manifest = Manifest(Layer("application/vnd.docker.container.image.v1+json", cdigest, len(config)), (Layer("application/vnd.ollama.image.model", digest, len(data)),))
+    server.add("/v2/library/m/manifests/latest", manifest.to_bytes())
+    server.add(f"/v2/library/m/blobs/{digest}", data)
+    server.add(f"/v2/library/m/blobs/{cdigest}", config)
+    name = f"ollama://127.0.0.1:{server.httpd.server_address[1]}/library/m"
+    f = gc.load(name)
+    assert f.format == "gguf" and info_of(name)["tensors"] == info_of(str(path))["tensors"]
+    assert cli("validate", name)[0] == 0
+    bad = bytearray(data)
+    bad[-1] ^= 1  # same size, another digest
+    server.add(f"/v2/library/m/blobs/{digest}", bytes(bad))
+    code, _, err = cli("validate", name)
+    assert code == 1 and "blob.digest" in err + cli("validate", name)[1]
+
+
+# -- faults ----------------------------------------------------------------------------------------------------
+def small_url(server: TestServer, tmp_path: Path) -> tuple[str, Path]:
+    path = big_gguf(tmp_path / "s.gguf", vocab=20000, rows=64)
+    return server.add("/s.gguf", path.read_bytes()), path
+
+
+def test_no_range_support_is_a_clear_error_or_a_download(server, tmp_path):
+    url, path = small_url(server, tmp_path)
+    server.faults.no_ranges = True
+    with pytest.raises(RangeNotSupportedError) as e:
+        gc.load(url)
+    assert e.value.status == 200 and url in str(e.value)
+    code, _, err = cli("info", url)
+    assert code == 1 and "range requests" in err and "Traceback" not in err
+    code, out, err = cli("--download", "info", "--json", url)
+    assert code == 0, err
+    assert json.loads(out)["tensors"] == info_of(str(path))["tensors"]
+
+
+def test_retries_on_503_then_gives_up_with_the_status(server, tmp_path):
+    url, path = small_url(server, tmp_path)
+    server.faults.fail_next = 2
+    assert len(gc.load(url).tensors) == 5
+    server.faults.fail_next = 100
+    with pytest.raises(RemoteError) as e:
+        gc.load(url)
+    assert e.value.status == 503
+
+
+def test_dropped_connections_resume(server, tmp_path):
+    url, path = small_url(server, tmp_path)
+    f = gc.load(url)
+    server.faults.drop_next = 2
+    assert np.array_equal(f.tensors["blk.0.weight"].to_numpy(), gc.load(path).tensors["blk.0.weight"].to_numpy())
+    server.faults.drop_next = 100
+    with pytest.raises(RemoteError, match="broke off|ended after"):
+        f.tensors["blk.1.weight"].to_numpy()
+
+
+def test_a_file_replaced_between_reads_is_an_error(server, tmp_path):
+    url, path = small_url(server, tmp_path)
+    f = gc.load(url)
+    server.add("/s.gguf", big_gguf(tmp_path / "other.gguf", vocab=20000, rows=64).read_bytes()[::-1])
+    with pytest.raises(RemoteChangedError):
+        f.tensors["blk.3.weight"].to_numpy()
+    server.faults.no_etag = True  # without an ETag the size still tells
+    server.add("/s.gguf", path.read_bytes())
+    f = gc.load(url)
+    server.add("/s.gguf", path.read_bytes() + b"\0" * 64)
+    with pytest.raises(RemoteChangedError):
+        f.tensors["blk.3.weight"].to_numpy()
+
+
+def test_slow_server_times_out(server, tmp_path):
+    url, _ = small_url(server, tmp_path)
+    server.faults.delay = 1.0
+    configure(read_timeout=0.2, retries=1)
+    started = time.monotonic()
+    with pytest.raises(RemoteError) as e:
+        gc.load(url)
+    assert time.monotonic() - started < 10
+    assert e.value.url == url and "timed out" in str(e.value).lower()
+
+
+def test_limits_statuses_and_redirects(server, tmp_path):
+    url, path = small_url(server, tmp_path)
+    with pytest.raises(RemoteError) as e:
+        gc.load(server.url("/missing.gguf"))
+    assert e.value.status == 404
+    server.redirects["/loop"] = server.url("/loop")
+    with pytest.raises(RemoteLimitError):
+        gc.load(server.url("/loop"))
+    server.redirects["/moved.gguf"] = url
+    assert len(gc.load(server.url("/moved.gguf")).tensors) == 5
+    configure(max_bytes=100_000)
+    with pytest.raises(RemoteLimitError):
+        gc.load(url)
+    configure(max_bytes=None, max_header=64 * 1024)
+    with pytest.raises(RemoteLimitError, match="header"):
+        gc.load(url)
+    configure(max_header=1 << 30)
+    code, _, err = cli("info", "http://127.0.0.1:9/nothing.gguf")
+    assert code == 1 and "remote.connection" in err and "Traceback" not in err
+
+
+def test_corrupt_remote_file_gives_the_same_error_as_local(server):
+    for path in corpus_files("corrupt/*.gguf")[:12]:
+        url = server.add(f"/c/{path.name}", path.read_bytes())
+        issues = [(i.rule, i.path, i.offset) for i in validate_url(url)]
+        from gguf_construct.validation import validate_file
+
+        assert issues == [(i.rule, i.path, i.offset) for i in validate_file(path)], path.name
+
+
+# -- shards, fsspec -----------------------------------------------------------------------------------------------
+def test_sharded_set_opens_from_the_first_url(server, tmp_path):
+    from gguf_construct.api.shards import load_shards, split
+
+    path = big_gguf(tmp_path / "m.gguf", vocab=100, rows=16)
+    shards = split(gc.load(path), tmp_path / "model", max_tensors=2)
+    assert len(shards) == 3
+    for p in shards:
+        server.add(f"/set/{p.name}", p.read_bytes())
+    f = gc.load(server.url(f"/set/{shards[0].name}"))
+    local = load_shards(shards[0])
+    assert list(f.tensors) == list(local.tensors)
+    assert np.array_equal(f.tensors["output.weight"].to_numpy(), local.tensors["output.weight"].to_numpy())
+    assert info_of(server.url(f"/set/{shards[0].name}"))["tensors"] == info_of(str(shards[0]))["tensors"]
+    server.files.pop(f"/set/{shards[2].name}")
+    with pytest.raises(RemoteError) as e:
+        gc.load(server.url(f"/set/{shards[0].name}"))
+    assert e.value.status == 404
+
+
+def test_fsspec_urls(tmp_path):
+    fsspec = pytest.importorskip("fsspec")  # the test extra installs it
+    path = big_gguf(tmp_path / "m.gguf", vocab=100, rows=16)
+    with fsspec.open("memory://models/m.gguf", "wb") as f:
+        f.write(path.read_bytes())
+    src = open_source("memory://models/m.gguf")
+    remote = load_url("memory://models/m.gguf")
+    assert src.size == path.stat().st_size
+    assert np.array_equal(remote.tensors["blk.0.weight"].to_numpy(), gc.load(path).tensors["blk.0.weight"].to_numpy())
+
+
+# -- scan -------------------------------------------------------------------------------------------------------
+def scan_files(server: TestServer, n: int) -> list[str]:
+    f = gc.new()
+    f.metadata["general.architecture"] = "llama"
+    f.tensors.add("w", np.arange(16, dtype=np.float32))
+    buf = tmp = None
+    del buf, tmp
+    urls = []
+    for i in range(n):
+        f.metadata["general.name"] = f"model {i}"
+        out = io.BytesIO()
+        from gguf_construct.formats.gguf import GGUF
+
+        GGUF.build_stream(f.to_container(), out)
+        urls.append(server.add(f"/scan/m{i:04d}.gguf", out.getvalue()))
+    urls.append(server.url("/scan/missing.gguf"))
+    return urls
+
+
+def read_lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_scan_is_complete_and_resumable(server, tmp_path):
+    urls = scan_files(server, 60)
+    listing = tmp_path / "list.txt"
+    listing.write_text("# sources\n" + "\n".join(urls) + "\n")
+    out = tmp_path / "results.jsonl"
+    code, _, err = cli("scan", str(listing), "--concurrency", "8", "--out", str(out))
+    assert code == 1  # the missing one
+    lines = read_lines(out)
+    assert sorted(x["source"] for x in lines) == sorted(urls)
+    bad = [x for x in lines if not x["ok"]]
+    assert [x["source"] for x in bad] == [urls[-1]] and bad[0]["status"] == 404
+    good = next(x for x in lines if x["source"] == urls[3])
+    assert good["info"]["metadata"][1]["value"] == "model 3" and good["errors"] == 0
+    # a killed scan: half the lines and a line cut short
+    text = out.read_text().splitlines(keepends=True)
+    out.write_text("".join(text[:25]) + text[25][:40])
+    server.reset_counts()
+    cli("scan", str(listing), "--concurrency", "8", "--out", str(out))
+    lines = read_lines(out)
+    assert sorted(x["source"] for x in lines) == sorted(urls)
+    assert server.counts.requests == len(urls) - 25
+    cli("scan", *urls[:5], "--out", str(out))
+    assert len(read_lines(out)) == len(urls)  # nothing twice
+
+
+def test_scan_on_a_dask_local_cluster(server, tmp_path):
+    pytest.importorskip("distributed")  # the cluster extra
+    from distributed import Client, LocalCluster
+
+    from gguf_construct.remote.scan import scan
+
+    urls = scan_files(server, 40)
+    out = tmp_path / "results.jsonl"
+    with LocalCluster(n_workers=1, threads_per_worker=4, processes=False, protocol="tcp://", host="127.0.0.1", dashboard_address=None) as cluster, Client(cluster) as client:
+        counts = scan(urls, out, dask=client, batch=8, opts=gc.remote.options())
+    assert counts["scanned"] == len(urls) and counts["unreadable"] == 1
+    assert sorted(x["source"] for x in read_lines(out)) == sorted(urls)
