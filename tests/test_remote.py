@@ -291,12 +291,29 @@ def test_limits_statuses_and_redirects(server, tmp_path):
 
 
 def test_corrupt_remote_file_gives_the_same_error_as_local(server):
-    for path in corpus_files("corrupt/*.gguf")[:12]:
-        url = server.add(f"/c/{path.name}", path.read_bytes())
-        issues = [(i.rule, i.path, i.offset) for i in validate_url(url)]
-        from gguf_construct.validation import validate_file
+    from gguf_construct.validation import validate_file
 
-        assert issues == [(i.rule, i.path, i.offset) for i in validate_file(path)], path.name
+    for path in corpus_files("corrupt/*.gguf"):
+        url = server.add(f"/c/{path.name}", path.read_bytes())
+        assert [i.line() for i in validate_url(url)] == [i.line() for i in validate_file(path)], path.name
+
+
+def test_a_hostile_header_stops_early(server, tmp_path):
+    """A string that claims more bytes than the file has: one more request at most, not the whole file."""
+    from gguf_construct.errors import TruncatedError
+
+    path = big_gguf(tmp_path / "big.gguf", vocab=100, rows=256)
+    data = bytearray(path.read_bytes())
+    at = data.index(b"general.name") + len(b"general.name") + 4  # the value's u64 length
+    data[at : at + 8] = (len(data) * 2).to_bytes(8, "little")
+    tmp_path.joinpath("bad.gguf").write_bytes(data)
+    url = server.add("/bad.gguf", bytes(data))
+    with pytest.raises(TruncatedError) as remote:
+        gc.load(url)
+    with pytest.raises(TruncatedError) as local:
+        gc.load(tmp_path / "bad.gguf")
+    assert remote.value.describe() == local.value.describe()
+    assert server.counts.requests == 1 and server.counts.bytes <= gc.remote.options().first_chunk
 
 
 # -- shards, fsspec -----------------------------------------------------------------------------------------------
@@ -390,3 +407,36 @@ def test_scan_on_a_dask_local_cluster(server, tmp_path):
         counts = scan(urls, out, dask=client, batch=8, opts=gc.remote.options())
     assert counts["scanned"] == len(urls) and counts["unreadable"] == 1
     assert sorted(x["source"] for x in read_lines(out)) == sorted(urls)
+
+
+def test_a_killed_scan_resumes(server, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    urls = scan_files(server, 40)[:-1]
+    listing = tmp_path / "list.txt"
+    listing.write_text("\n".join(urls) + "\n")
+    out = tmp_path / "results.jsonl"
+    cmd = [sys.executable, "-m", "gguf_construct.cli.main", "scan", str(listing), "--concurrency", "2", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    server.faults.delay = 0.02
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not out.exists() or out.read_bytes().count(b"\n") < 8):
+            time.sleep(0.02)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    written = out.read_bytes().count(b"\n")
+    assert 8 <= written < len(urls)
+    server.faults.delay = 0.0
+    server.reset_counts()
+    assert subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, timeout=120).returncode == 0
+    lines = read_lines(out)
+    assert sorted(x["source"] for x in lines) == sorted(urls)
+    assert server.counts.requests == len(urls) - written

@@ -7,6 +7,7 @@ backoff, timeout and redirect machinery built in (``Retry``, ``Timeout``); ``req
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import threading
@@ -33,6 +34,15 @@ def _urllib3() -> Any:
     except ImportError:
         raise RemoteError("remote.missing_extra", "reading URLs needs urllib3: pip install 'gguf-construct[remote]'") from None
     return urllib3
+
+
+def _forget_pool() -> None:
+    global _pool
+    _pool = None  # a forked worker (info -j, validate -j) must not share its parent's sockets
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def pool() -> Any:

@@ -13,6 +13,7 @@ import bisect
 import hashlib
 import mmap
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..errors import LimitError, TruncatedError
+from ..errors import FormatError, LimitError, TruncatedError
 from ..formats.base import map_file
 from .errors import RemoteChangedError, RemoteLimitError
 from .options import RemoteOptions, options
@@ -196,17 +197,38 @@ class RangedSource:
             try:
                 container = schema.parse(prefix, **kw)
                 break
-            except (TruncatedError, LimitError):
+            except (TruncatedError, LimitError) as e:
                 if n >= self.size:
                     raise
+                needed = _needed_end(e, n)
+                if needed is not None and needed > self.size:
+                    raise _as_whole_file(e, n, self.size) from None  # the whole file could not satisfy it either
                 if n >= o.max_header:
                     raise RemoteLimitError("remote.max_header", f"the header is larger than {o.max_header} bytes (the limit; see RemoteOptions.max_header)", url=self.name) from None
                 chunk = min(chunk * 2, o.max_chunk)
-                n = min(self.size, n + chunk, o.max_header)
+                n = min(self.size, max(n + chunk, needed or 0), o.max_header)
         rest = container.get(tail)
         if rest is not None:
             container[tail] = self._view[n - len(rest) :]  # the rest of the prefix becomes the rest of the file
         return container
+
+
+#: what the schemas' truncation messages say: "... N bytes but only R remain" / "... N bytes, R remain"
+_NEED = re.compile(r"(\d+) bytes(?: but only|,) (\d+) remain")
+
+
+def _needed_end(e: FormatError, n: int) -> int | None:
+    """Where the bytes a failed read of an ``n``-byte prefix asked for end, when its message says."""
+    m = _NEED.search(e.message)
+    return None if m is None else n - int(m.group(2)) + int(m.group(1))
+
+
+def _as_whole_file(e: FormatError, n: int, size: int) -> FormatError:
+    """The same error as a parse of the whole file gives: the bytes that remain counted to the file's end."""
+    m = _NEED.search(e.message)
+    assert m is not None
+    message = e.message[: m.start(2)] + str(int(m.group(2)) + size - n) + e.message[m.end(2) :]
+    return type(e)(e.rule, message, path=e.path, offset=e.offset)
 
 
 class LazyRange:

@@ -49,6 +49,7 @@ class TestServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
 
             def log_message(self, *args: Any) -> None:
                 pass
