@@ -17,7 +17,6 @@ import numpy as np
 from construct import Container
 
 from ..errors import FormatError
-from ..formats.base import map_file
 from ..formats.gguf import GGUF
 from .metadata import Metadata, StandardKeys
 from .tensors import Tensors
@@ -177,18 +176,16 @@ def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "s
 
 
 def load_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None) -> GGUFFile:
-    """Open a GGUF file through a read-only memory map.
+    """Open a GGUF file through a read-only memory map (the byte source; ``remote.load.gguf_from_source`` reads
+    a remote one the same way).
 
     ``strict`` runs validation (``profile`` 'spec' or 'ggml') and raises the first error as a FormatError;
     without it only what the structure needs is checked and string arrays are decoded when read.
     """
-    view = map_file(path)
-    container = GGUF.parse(view, **({"byte_order": byte_order} if byte_order else {}))
-    if strict:
-        from ..validation import check, raise_first
+    from ..remote.load import gguf_from_source
+    from ..remote.source import MappedSource
 
-        raise_first(check(container, len(view), profile=profile))
-    return GGUFFile(container, view, os.fspath(path))
+    return gguf_from_source(MappedSource(path), strict=strict, profile=profile, byte_order=byte_order)
 
 
 def from_bytes(data: Any, *, strict: bool = True, profile: str = "spec") -> GGUFFile:

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from ..formats.registry import PROFILES
 from .common import EXIT_BAD, EXIT_OK
 
+#: files with these endings list sources, one a line
+LIST_SUFFIXES = (".txt", ".list", ".lst", ".urls")
+
 
 def sources_of(args: list[str]) -> list[str]:
-    """URLs and model files as given; directories walked; any other file (or ``-``) is a list, one source a line
-    (blank lines and ``#`` comments skipped)."""
-    from ..formats.detect import detect
+    """URLs and model files as given; directories walked; ``-`` and files ending in .txt, .list, .lst or .urls
+    are lists, one source a line (blank lines and ``#`` comments skipped)."""
     from ..remote.urls import is_remote
     from .info import expand
 
@@ -22,20 +23,12 @@ def sources_of(args: list[str]) -> list[str]:
     for a in args:
         if is_remote(a):
             out.append(a)
-        elif a == "-" or (os.path.isfile(a) and not _is_model(a, detect)):
+        elif a == "-" or a.lower().endswith(LIST_SUFFIXES):
             lines = sys.stdin.read().splitlines() if a == "-" else Path(a).read_text(encoding="utf-8").splitlines()
             out += [s.strip() for s in lines if s.strip() and not s.lstrip().startswith("#")]
         else:
             out += expand([a], skip_later_shards=False)
     return out
-
-
-def _is_model(path: str, detect: object) -> bool:
-    try:
-        detect(path)  # type: ignore[operator]
-        return True
-    except (ValueError, OSError):
-        return False
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -59,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "--out are skipped, so a killed scan resumes where it stopped. Exit 1 if any source is invalid or unreadable."
         ),
     )
-    p.add_argument("sources", nargs="+", metavar="LIST|URL|PATH")
+    p.add_argument("sources", nargs="+", metavar="LIST|URL|PATH", help="URLs, paths, directories, or lists of them (- or *.txt, *.list, *.lst, *.urls: one a line)")
     p.add_argument("--out", metavar="RESULTS.jsonl", help="append the lines here, skipping sources already in it (default: stdout)")
     p.add_argument("--concurrency", type=int, default=16, metavar="N", help="sources in flight at once (default: %(default)s)")
     p.add_argument("--dask", metavar="SCHEDULER", help="run on a Dask cluster: its scheduler address (tcp://HOST:8786), or 'local' for a LocalCluster")

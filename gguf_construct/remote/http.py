@@ -118,12 +118,12 @@ class HttpFile:
         first = bytearray()
         deadline = time.monotonic() + o.request_deadline
         if resp.status == 206:
-            start, _, total = self._content_range(resp)
+            start, last, total = self._content_range(resp)
             if start != 0 or total is None:
                 resp.close()
                 raise RemoteError("remote.content_range", f"asked for bytes 0.., got Content-Range {resp.headers.get('Content-Range')!r}", url=self.url, status=206)
             self.size = total
-            self._read_ranged(resp, 0, min(total, o.first_chunk), first, deadline)
+            self._read_ranged(resp, 0, min(total, o.first_chunk, last + 1), first, deadline)  # a server may send less
         elif resp.status == 416:
             m = _UNSATISFIABLE.match(resp.headers.get("Content-Range", ""))
             resp.release_conn()
