@@ -66,7 +66,8 @@ def info_of(source: str) -> dict:
 
 
 # -- the same answers as for local files ------------------------------------------------------------------
-REMOTE_CORPUS = [*corpus_files("gguf/*.gguf"), *corpus_files("generated/*.gguf"), *corpus_files("legacy/whisper-ggml-tiny.bin"), *corpus_files("rwkv/*FP16.bin")]
+REMOTE_CORPUS = [*corpus_files("gguf/*.gguf"), *corpus_files("generated/*.gguf"), *(p for p in corpus_files("legacy/*.bin") if "not-a-model" not in p.name), *corpus_files("rwkv/*FP16.bin")]
+BAD_CORPUS = [*corpus_files("corrupt/*"), *corpus_files("legacy/not-a-model-*.bin")]
 
 
 @pytest.mark.parametrize("path", REMOTE_CORPUS, ids=lambda p: p.name)
@@ -75,6 +76,21 @@ def test_remote_info_equals_local(server, path):
     assert info_of(url) == info_of(str(path))
     if path.suffix == ".gguf":
         assert server.counts.bytes <= path.stat().st_size  # nothing is fetched twice
+
+
+@pytest.mark.parametrize("path", BAD_CORPUS, ids=lambda p: p.name)
+def test_remote_errors_equal_local(server, path):
+    """A bad file gives the same one-line error over HTTP as on disk (exit 1, no traceback)."""
+    url = server.add(f"/bad/{path.name}", path.read_bytes())
+    remote, local = cli("info", url), cli("info", str(path))
+    assert remote[0] == local[0] == 1
+    assert remote[2].replace(url, "F") == local[2].replace(str(path), "F")
+
+
+def test_file_urls_are_local_files(tmp_path):
+    path = big_gguf(tmp_path / "m.gguf", vocab=10, rows=8)
+    assert info_of(path.as_uri()) == info_of(str(path))
+    assert isinstance(open_source(path.as_uri()).view(), memoryview)
 
 
 def test_header_open_fetches_header_plus_one_chunk(server, tmp_path):

@@ -12,7 +12,7 @@ from ..errors import FormatError, LayoutError
 from .errors import RemoteError
 from .options import RemoteOptions, options
 from .source import ByteSource, LazyRegion, MappedSource, RangedSource
-from .urls import hf_url, scheme_of
+from .urls import hf_url, local_path, scheme_of
 
 #: gguf-split shards whose headers are read at once (@huggingface/gguf reads 20 at a time)
 SHARD_CONCURRENCY = 16
@@ -23,6 +23,8 @@ def open_source(source: Any, opts: RemoteOptions | None = None, *, headers: dict
     scheme = scheme_of(source)
     if scheme is None:
         return MappedSource(source)
+    if scheme == "file":
+        return MappedSource(local_path(source))
     from .http import open_http
 
     if scheme in ("http", "https"):

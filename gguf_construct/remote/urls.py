@@ -26,13 +26,18 @@ _HF = re.compile(r"hf://(?:(?P<kind>datasets|spaces)/)?(?P<owner>[^/@]+)/(?P<rep
 
 
 def scheme_of(source: object) -> str | None:
-    """``'https'``, ``'hf'``, ``'ollama'``, ``'s3'`` ... for a URL; None for a local path."""
+    """``'https'``, ``'hf'``, ``'ollama'``, ``'file'``, ``'s3'`` ... for a URL; None for a local path."""
     if not isinstance(source, str):
         return None
     m = _SCHEME.match(source)
-    if not m or m.group(1).lower() == "file":
-        return None
-    return m.group(1).lower()
+    return m.group(1).lower() if m else None
+
+
+def local_path(url: str) -> str:
+    """The path of a ``file://`` URL."""
+    from urllib.parse import unquote, urlparse
+
+    return unquote(urlparse(url).path)
 
 
 def is_remote(source: object) -> bool:
