@@ -93,21 +93,19 @@ class HttpFile:
         resp.release_conn() if status < 500 else resp.drain_conn()
         return RemoteError("remote.status", what or f"the server answered {status} {resp.reason or ''}".strip(), url=self.url, status=status)
 
-    def _read_body(self, resp: Any, want: int | None, got: bytearray, deadline: float) -> None:
-        """Append up to ``want`` bytes of ``resp``'s body to ``got`` (everything when ``want`` is None)."""
-        limit = self.opts.max_bytes
+    def _read_body(self, resp: Any, into: memoryview, pos: int, deadline: float) -> int:
+        """Read ``resp``'s body into ``into[pos:]`` (in place: a large tensor is not held twice); the new position."""
         try:
-            while want is None or len(got) < want:
+            while pos < len(into):
                 if time.monotonic() > deadline:
                     raise RemoteLimitError("remote.deadline", f"the request took more than {self.opts.request_deadline:g} s", url=self.url, status=resp.status)
-                piece = resp.read(min(1 << 20, want - len(got)) if want is not None else 1 << 20)
-                if not piece:
+                n = resp.readinto(into[pos : pos + (1 << 20)])
+                if not n:
                     break
-                got += piece
-                if limit is not None and len(got) > limit:
-                    raise RemoteLimitError("remote.max_bytes", f"more than {limit} bytes", url=self.url, status=resp.status)
+                pos += n
         finally:
-            resp.release_conn() if want is not None and len(got) >= want else resp.close()
+            resp.release_conn() if pos >= len(into) else resp.close()
+        return pos
 
     # -- the first request: size, validator, range support ------------------------------------------------
     def open(self) -> RangedSource:
@@ -115,7 +113,7 @@ class HttpFile:
         resp = self._request({"Range": f"bytes=0-{o.first_chunk - 1}"})
         self.etag = resp.headers.get("ETag")
         self.validator = self.etag or resp.headers.get("Last-Modified")
-        first = bytearray()
+        first: memoryview | bytearray = bytearray()
         deadline = time.monotonic() + o.request_deadline
         if resp.status == 206:
             start, last, total = self._content_range(resp)
@@ -123,7 +121,8 @@ class HttpFile:
                 resp.close()
                 raise RemoteError("remote.content_range", f"asked for bytes 0.., got Content-Range {resp.headers.get('Content-Range')!r}", url=self.url, status=206)
             self.size = total
-            self._read_ranged(resp, 0, min(total, o.first_chunk, last + 1), first, deadline)  # a server may send less
+            first = memoryview(bytearray(min(total, o.first_chunk, last + 1)))  # a server may send less than asked
+            self._read_ranged(resp, 0, first, deadline)
         elif resp.status == 416:
             m = _UNSATISFIABLE.match(resp.headers.get("Content-Range", ""))
             resp.release_conn()
@@ -135,13 +134,14 @@ class HttpFile:
                 resp.close()
                 raise RangeNotSupportedError("remote.no_ranges", "the server does not support range requests (it sent the whole file); --download fetches it whole", url=self.url, status=200)
             length = resp.headers.get("Content-Length")
+            first = bytearray()
             self._download(resp, int(length) if length and length.isdigit() else None, first, deadline)
             self.size = len(first)
         else:
             raise self._fail(resp)
         if self.expected_size is not None and self.size != self.expected_size:
             raise RemoteChangedError("blob.size", f"the server has {self.size} bytes, the manifest says {self.expected_size}", url=self.url)
-        return RangedSource(self.url, self.size, self.fetch, o, first=bytes(first), digest=self.digest)
+        return RangedSource(self.url, self.size, self.fetch, o, first=first, digest=self.digest)
 
     def _download(self, resp: Any, length: int | None, into: bytearray, deadline: float) -> None:
         """A whole body, with a progress bar on a terminal."""
@@ -180,24 +180,24 @@ class HttpFile:
             raise RemoteError("remote.content_range", f"a 206 answer without a valid Content-Range ({resp.headers.get('Content-Range')!r})", url=self.url, status=206)
         return int(m.group(1)), int(m.group(2)), None if m.group(3) == "*" else int(m.group(3))
 
-    def _read_ranged(self, resp: Any, start: int, end: int, into: bytearray, deadline: float) -> None:
-        """Read a 206 body for ``[start, end)`` into ``into``, resuming after a dropped connection."""
+    def _read_ranged(self, resp: Any, start: int, into: memoryview, deadline: float) -> None:
+        """Read a 206 body for bytes ``[start, start + len(into))`` into ``into``, resuming after a dropped
+        connection (a new ranged request with If-Range for the rest) up to ``retries`` times."""
         u3 = _urllib3()
-        tries = 0
+        end, pos, tries = start + len(into), 0, 0
         while True:
             try:
-                self._read_body(resp, end - start, into, deadline)
+                pos = self._read_body(resp, into, pos, deadline)
             except (u3.exceptions.HTTPError, OSError) as e:
                 if tries >= self.opts.retries:
                     raise RemoteError("remote.dropped", f"the connection broke off {tries + 1} times reading bytes {start}..{end}: {_reason(e)}", url=self.url, status=206) from None
-            if len(into) >= end - start:
-                del into[end - start :]
+            if pos >= len(into):
                 return
             tries += 1
             if tries > self.opts.retries:
-                raise RemoteError("remote.dropped", f"the body of bytes {start}..{end} ended after {len(into)} bytes, {tries} times", url=self.url, status=206)
+                raise RemoteError("remote.dropped", f"the body of bytes {start}..{end} ended after {pos} bytes, {tries} times", url=self.url, status=206)
             time.sleep(min(self.opts.backoff * (2 ** (tries - 1)), 5.0))
-            resp = self._range_request(start + len(into), end)
+            resp = self._range_request(start + pos, end)
 
     def _range_request(self, start: int, end: int) -> Any:
         headers = {"Range": f"bytes={start}-{end - 1}"}
@@ -220,12 +220,10 @@ class HttpFile:
         return resp
 
     # -- later ranges ---------------------------------------------------------------------------------
-    def fetch(self, start: int, end: int) -> bytes:
-        """Exactly the bytes ``[start, end)``; RemoteChangedError if the file is no longer the one opened."""
-        resp = self._range_request(start, end)
-        out = bytearray()
-        self._read_ranged(resp, start, end, out, time.monotonic() + self.opts.request_deadline)
-        return bytes(out)
+    def fetch(self, start: int, into: memoryview) -> None:
+        """Fill ``into`` with the bytes from ``start``; RemoteChangedError if the file is no longer the one opened."""
+        resp = self._range_request(start, start + len(into))
+        self._read_ranged(resp, start, into, time.monotonic() + self.opts.request_deadline)
 
 
 def _reason(e: Any) -> str:

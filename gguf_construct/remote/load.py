@@ -51,14 +51,14 @@ def open_fsspec(url: str, opts: RemoteOptions | None = None) -> RangedSource:
     except OSError as e:
         raise RemoteError("remote.open", f"{type(e).__name__}: {e}", url=url) from None
 
-    def fetch(start: int, end: int) -> bytes:
+    def fetch(start: int, into: memoryview) -> None:
         try:
-            data = fs.cat_file(path, start=start, end=end)
+            data = fs.cat_file(path, start=start, end=start + len(into))
         except OSError as e:
             raise RemoteError("remote.read", f"{type(e).__name__}: {e}", url=url) from None
-        if len(data) != end - start:
-            raise RemoteError("remote.read", f"asked for {end - start} bytes at {start}, got {len(data)}", url=url)
-        return data
+        if len(data) != len(into):
+            raise RemoteError("remote.read", f"asked for {len(into)} bytes at {start}, got {len(data)}", url=url)
+        into[:] = data
 
     return RangedSource(url, size, fetch, opts)
 

@@ -125,8 +125,8 @@ def sparse_buffer(size: int) -> Any:
         return mmap.mmap(f.fileno(), size)
 
 
-#: ``fetch(start, end)`` returns exactly the bytes ``[start, end)`` of the file, or raises a RemoteError.
-Fetch = Callable[[int, int], bytes]
+#: ``fetch(start, into)`` fills ``into`` with the file's bytes from ``start`` on, or raises a RemoteError.
+Fetch = Callable[[int, memoryview], None]
 
 
 class RangedSource:
@@ -136,7 +136,7 @@ class RangedSource:
     Counts ``requests`` and ``fetched`` bytes (the benchmarks and tests read them).
     """
 
-    def __init__(self, name: str, size: int, fetch: Fetch, opts: RemoteOptions | None = None, *, first: bytes = b"", digest: str | None = None):
+    def __init__(self, name: str, size: int, fetch: Fetch, opts: RemoteOptions | None = None, *, first: Any = b"", digest: str | None = None):
         self.name = name
         self.size = size
         self.opts = opts or options()
@@ -148,13 +148,11 @@ class RangedSource:
         self.digest = digest
         self.requests = 0
         self.fetched = 0
-        if first:
-            self._store(0, first[: size])
-
-    def _store(self, start: int, data: bytes) -> None:
-        self._view[start : start + len(data)] = data
-        self._have.add(start, start + len(data))
-        self.fetched += len(data)
+        if len(first):  # what the first request (which told the size) brought
+            n = min(len(first), size)
+            self._view[:n] = first[:n]
+            self._have.add(0, n)
+            self.fetched, self.requests = n, 1
 
     def view(self) -> memoryview:
         return self._view
@@ -165,9 +163,10 @@ class RangedSource:
             for s, e in self._have.missing(start, end):
                 if self.opts.max_bytes is not None and self.fetched + (e - s) > self.opts.max_bytes:
                     raise RemoteLimitError("remote.max_bytes", f"reading bytes {s}..{e} would pass the limit of {self.opts.max_bytes} bytes fetched", url=self.name, offset=s)
-                data = self._fetch(s, e)
+                self._fetch(s, self._view[s:e])  # written in place
                 self.requests += 1
-                self._store(s, data)
+                self._have.add(s, e)
+                self.fetched += e - s
             if self.digest and self.complete:
                 self._check_digest()
         return self._view[start:end]
