@@ -59,7 +59,7 @@ def header_open(server: TestServer, url: str, first: int, most: int, head: bool 
     """(requests, bytes, data_offset) of one header open with chunks from ``first`` doubling up to ``most``."""
     server.reset_counts()
     if head:
-        pool().request("HEAD", url).release_conn()
+        pool(url).request("HEAD", url).release_conn()
     src = HttpFile(url, options().replace(first_chunk=first, max_chunk=most)).open()
     f = gguf_from_source(src, strict=False)
     return server.counts.requests, server.counts.bytes, f.data_offset

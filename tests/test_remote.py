@@ -169,6 +169,27 @@ def test_hf_names_use_endpoint_revision_and_token(server, tmp_path, monkeypatch)
     assert code == 0 and json.loads(out)["tensors"]
 
 
+def test_proxies_from_the_environment(server, tmp_path, monkeypatch):
+    """HTTP_PROXY is honoured (the server plays the proxy for a host that does not exist); NO_PROXY and loopback
+    hosts bypass it."""
+    path = big_gguf(tmp_path / "m.gguf", vocab=50, rows=8)
+    server.add("/m.gguf", path.read_bytes())
+    monkeypatch.setenv("HTTP_PROXY", server.base)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    f = gc.load("http://models.invalid/m.gguf")
+    assert server.counts.proxied == server.counts.requests >= 1
+    assert np.array_equal(f.tensors["blk.0.weight"].to_numpy(), gc.load(path).tensors["blk.0.weight"].to_numpy())
+    server.reset_counts()
+    gc.load(server.url("/m.gguf"))
+    assert server.counts.proxied == 0
+    from gguf_construct.remote.http import proxy_for
+
+    assert proxy_for("http://models.invalid/m.gguf") == server.base
+    monkeypatch.setenv("NO_PROXY", "models.invalid")
+    assert proxy_for("http://models.invalid/m.gguf") is None  # (not fetched: no lookup leaves the machine)
+
+
 def serve_models_root(server: TestServer, root: Path, model: str) -> str:
     """Serve an Ollama models folder as a registry; returns the ollama:// name."""
     from gguf_construct.api.ollama import manifest_path

@@ -18,14 +18,14 @@ from .errors import RangeNotSupportedError, RemoteChangedError, RemoteError, Rem
 from .options import RemoteOptions, options
 from .source import RangedSource
 
-USER_AGENT = "gguf-construct (+https://github.com/)"
+USER_AGENT = "gguf-construct/0.1 (urllib3)"
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)\s*\Z")
 _UNSATISFIABLE = re.compile(r"bytes\s+\*/(\d+)\s*\Z")
 #: statuses worth retrying (urllib3 backs off between tries and honours Retry-After)
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 
 _pool_lock = threading.Lock()
-_pool: Any = None
+_pools: dict[str | None, Any] = {}
 
 
 def _urllib3() -> Any:
@@ -36,22 +36,38 @@ def _urllib3() -> Any:
     return urllib3
 
 
-def _forget_pool() -> None:
-    global _pool
-    _pool = None  # a forked worker (info -j, validate -j) must not share its parent's sockets
+def _forget_pools() -> None:
+    global _pools
+    _pools = {}  # a forked worker (info -j, validate -j) must not share its parent's sockets
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
+    os.register_at_fork(after_in_child=_forget_pools)
 
 
-def pool() -> Any:
-    """One connection pool per process (thread-safe; keeps connections alive between the ranges of a file)."""
-    global _pool
+def proxy_for(url: str) -> str | None:
+    """The proxy ``HTTPS_PROXY``/``HTTP_PROXY`` name for ``url``, unless ``NO_PROXY`` or a loopback host bypasses it."""
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    proxy = urllib.request.getproxies_environment().get(parts.scheme)
+    host = parts.hostname or ""
+    if not proxy or host in ("localhost", "127.0.0.1", "::1") or urllib.request.proxy_bypass_environment(host):
+        return None
+    return proxy
+
+
+def pool(url: str = "") -> Any:
+    """The connection pool for ``url`` (one per proxy, one direct), shared by the process's threads; it keeps
+    connections alive between the ranges of a file."""
+    proxy = proxy_for(url) if url else None
     with _pool_lock:
-        if _pool is None:
-            _pool = _urllib3().PoolManager(num_pools=64, maxsize=64, block=False, headers={"User-Agent": USER_AGENT})
-        return _pool
+        if proxy not in _pools:
+            u3 = _urllib3()
+            kw = {"num_pools": 64, "maxsize": 64, "block": False, "headers": {"User-Agent": USER_AGENT}}
+            _pools[proxy] = u3.ProxyManager(proxy, **kw) if proxy else u3.PoolManager(**kw)
+        return _pools[proxy]
 
 
 class HttpFile:
@@ -77,7 +93,7 @@ class HttpFile:
             allowed_methods=frozenset({"GET", "HEAD"}), raise_on_status=False, raise_on_redirect=True, respect_retry_after_header=True,
         )  # fmt: skip
         try:
-            return pool().request("GET", self.url, headers={**self.headers, **headers}, retries=retry, redirect=True, preload_content=False, decode_content=False,
+            return pool(self.url).request("GET", self.url, headers={**self.headers, **headers}, retries=retry, redirect=True, preload_content=False, decode_content=False,
                                   timeout=u3.Timeout(connect=o.connect_timeout, read=o.read_timeout))  # fmt: skip
         except u3.exceptions.MaxRetryError as e:
             reason = e.reason

@@ -29,6 +29,7 @@ class Faults:
 class Counts:
     requests: int = 0
     bytes: int = 0
+    proxied: int = 0  # requests made to this server as a proxy (absolute URLs)
     ranges: list[tuple[str, str]] = field(default_factory=list)  # (path, Range header) of each request
 
 
@@ -102,6 +103,9 @@ class TestServer:
     # -- answering -------------------------------------------------------------------------------------------
     def _answer(self, h: BaseHTTPRequestHandler, head: bool) -> None:
         path = h.path.split("?", 1)[0]
+        if path.startswith(("http://", "https://")):  # asked as a forward proxy: serve the path as our own
+            self.counts.proxied += 1
+            path = "/" + path.split("/", 3)[-1] if path.count("/") >= 3 else "/"
         rng = h.headers.get("Range")
         with self._lock:
             self.counts.requests += 1
