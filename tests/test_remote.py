@@ -167,6 +167,9 @@ def test_hf_names_use_endpoint_revision_and_token(server, tmp_path, monkeypatch)
     monkeypatch.delenv("HF_TOKEN")
     code, out, _ = cli("--header", "Authorization: Bearer secret", "info", "--json", "hf://owner/repo/m.gguf")
     assert code == 0 and json.loads(out)["tensors"]
+    server.add("/datasets/owner/data/resolve/main/m.gguf", path.read_bytes())
+    code, out, _ = cli("info", "--json", "hf://datasets/owner/data/m.gguf", "--header", "Authorization: Bearer secret")
+    assert code == 0 and json.loads(out)["tensors"]
 
 
 def test_proxies_from_the_environment(server, tmp_path, monkeypatch):
@@ -444,6 +447,10 @@ def test_scan_on_a_dask_local_cluster(server, tmp_path):
         counts = scan(urls, out, dask=client, batch=8, opts=gc.remote.options())
     assert counts["scanned"] == len(urls) and counts["unreadable"] == 1
     assert sorted(x["source"] for x in read_lines(out)) == sorted(urls)
+    out2 = tmp_path / "cli.jsonl"
+    code, _, err = cli("scan", *urls, "--dask", "local", "--batch", "8", "--out", str(out2))
+    assert code == 1 and "41 scanned (40 ok, 0 invalid, 1 unreadable)" in err
+    assert sorted(x["source"] for x in read_lines(out2)) == sorted(urls)
 
 
 def test_a_killed_scan_resumes(server, tmp_path):
