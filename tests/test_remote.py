@@ -223,7 +223,7 @@ def test_ollama_registry_model_written_by_our_writer(server, tmp_path):
 def test_ollama_registry_gguf_blob_and_digest_check(server, tmp_path):
     from gguf_construct.api.ollama import Layer, Manifest
 
-    path = big_gguf(tmp_path / "m.gguf", vocab=50, rows=8)
+    path = big_gguf(tmp_path / "m.gguf", vocab=50, rows=64)  # 1 MiB of tensors: more than the first chunk
     data = path.read_bytes()
     import hashlib
 
@@ -241,8 +241,14 @@ def test_ollama_registry_gguf_blob_and_digest_check(server, tmp_path):
     bad = bytearray(data)
     bad[-1] ^= 1  # same size, another digest
     server.add(f"/v2/library/m/blobs/{digest}", bytes(bad))
-    code, _, err = cli("validate", name)
-    assert code == 1 and "blob.digest" in err + cli("validate", name)[1]
+    code, out, _ = cli("validate", name)
+    assert code == 1 and "blob.digest" in out
+    f = gc.load(name)  # header only: nothing to check yet
+    with pytest.raises(RemoteChangedError, match="blob.digest"):
+        for t in f.tensors.values():
+            t.to_numpy()  # the last byte in: the digest is checked
+    with pytest.raises(RemoteChangedError, match="blob.digest"):
+        f.tensors["blk.0.weight"].to_numpy()  # and stays failed
 
 
 # -- faults ----------------------------------------------------------------------------------------------------

@@ -146,6 +146,7 @@ class RangedSource:
         self._have = _Intervals()
         self._lock = threading.Lock()
         self.digest = digest
+        self._failed: RemoteChangedError | None = None
         self.requests = 0
         self.fetched = 0
         if len(first):  # what the first request (which told the size) brought
@@ -159,6 +160,8 @@ class RangedSource:
 
     def ensure(self, start: int, end: int) -> memoryview:
         start, end = max(0, start), min(self.size, end)
+        if self._failed is not None:
+            raise self._failed
         with self._lock:
             for s, e in self._have.missing(start, end):
                 if self.opts.max_bytes is not None and self.fetched + (e - s) > self.opts.max_bytes:
@@ -176,11 +179,13 @@ class RangedSource:
         return self._have.covered() >= self.size
 
     def _check_digest(self) -> None:
+        """Once every byte is in: hash them; a mismatch fails this read and every later one."""
         algo, _, want = self.digest.partition(":")  # type: ignore[union-attr]
         got = hashlib.new(algo, self._view).hexdigest()
         digest, self.digest = self.digest, None  # checked once
         if got != want.lower():
-            raise RemoteChangedError("blob.digest", f"the bytes fetched hash to {algo}:{got}, not {digest}", url=self.name)
+            self._failed = RemoteChangedError("blob.digest", f"the bytes fetched hash to {algo}:{got}, not {digest}", url=self.name)
+            raise self._failed
 
     def lazy(self, start: int, end: int) -> LazyRange:
         return LazyRange(self, start, end)
