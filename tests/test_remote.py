@@ -120,6 +120,19 @@ def test_one_tensor_fetches_its_range_only(server, tmp_path):
     assert server.counts.requests == 1
 
 
+def test_small_tensors_come_in_few_requests(server, tmp_path):
+    f = gc.new()
+    for i in range(64):
+        f.tensors.add(f"norm.{i}", np.full(1024, i, np.float32))  # 4 KiB each
+    f.tensors.add("big", np.zeros((256, 1024), np.float32))
+    f.save(tmp_path / "m.gguf")
+    url = server.add("/m.gguf", (tmp_path / "m.gguf").read_bytes())
+    remote = gc.load(url)
+    server.reset_counts()
+    assert all(np.array_equal(remote.tensors[f"norm.{i}"].to_numpy(), np.full(1024, i, np.float32)) for i in range(64))
+    assert server.counts.requests <= 2 and server.counts.bytes <= 64 * 4096 + gc.remote.options().first_chunk
+
+
 def test_safetensors_header_and_tensor(server, tmp_path):
     from gguf_construct.api.safetensors import save_safetensors
 

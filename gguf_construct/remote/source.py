@@ -130,7 +130,8 @@ Fetch = Callable[[int, memoryview], None]
 
 
 class RangedSource:
-    """A remote file read by ranges into a sparse buffer; each byte is fetched at most once.
+    """A remote file read by ranges into a sparse buffer; each byte is fetched at most once, and a read shorter
+    than ``first_chunk`` fetches that much (so a run of small tensors costs one request, not one each).
 
     ``digest`` (``sha256:<hex>``), when given, is checked as soon as every byte has been fetched.
     Counts ``requests`` and ``fetched`` bytes (the benchmarks and tests read them).
@@ -164,6 +165,8 @@ class RangedSource:
             raise self._failed
         with self._lock:
             for s, e in self._have.missing(start, end):
+                if e - s < self.opts.first_chunk:  # read ahead to one small chunk: the small tensors that follow come along
+                    e = max(e, self._have.missing(s, min(self.size, s + self.opts.first_chunk))[0][1])
                 if self.opts.max_bytes is not None and self.fetched + (e - s) > self.opts.max_bytes:
                     raise RemoteLimitError("remote.max_bytes", f"reading bytes {s}..{e} would pass the limit of {self.opts.max_bytes} bytes fetched", url=self.name, offset=s)
                 self._fetch(s, self._view[s:e])  # written in place
