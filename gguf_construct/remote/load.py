@@ -4,13 +4,11 @@ interleave headers and data, so they are fetched whole (within ``max_bytes``).""
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..errors import FormatError, LayoutError
 from .errors import RemoteError
-from .options import RemoteOptions, options
+from .options import RemoteOptions
 from .source import ByteSource, LazyRegion, MappedSource, RangedSource
 from .urls import hf_url, local_path, scheme_of
 
@@ -200,16 +198,3 @@ def validate_url(source: str, profile: str = "spec") -> list[Any]:
         return validate_bytes(src.ensure(0, src.size), profile)
     except FormatError as e:
         return [Issue(e.rule, e.message, e.path, e.offset)]
-
-
-def shard_sources(urls: list[str], opts: RemoteOptions | None = None) -> list[ByteSource]:
-    """Open several sources at once (the shards of a set): one thread per source, at most SHARD_CONCURRENCY."""
-    with ThreadPoolExecutor(max_workers=max(1, min(SHARD_CONCURRENCY, len(urls)))) as pool:
-        return list(pool.map(lambda u: open_source(u, opts), urls))
-
-
-def source_name(path: Any) -> str:
-    return path if isinstance(path, str) else os.fspath(path)
-
-
-__all__ = ["open_source", "load_url", "load_source", "validate_url", "gguf_from_source", "safetensors_from_source", "options"]
