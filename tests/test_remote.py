@@ -231,6 +231,10 @@ def test_ollama_registry_model_written_by_our_writer(server, tmp_path):
         assert np.array_equal(remote.tensors[n].to_numpy(), local.tensors[n].to_numpy())
     code, _, err = cli("validate", name)  # reads every blob whole and checks its sha256
     assert code == 0, err
+    code, _, err = cli("convert", name, str(tmp_path / "back.gguf"))
+    assert code == 0, err
+    back = gc.load(tmp_path / "back.gguf")
+    assert all(np.array_equal(back.tensors[n].to_numpy(), local.tensors[n].to_numpy()) for n in local.tensors)
 
 
 def test_ollama_registry_gguf_blob_and_digest_check(server, tmp_path):
