@@ -22,7 +22,7 @@ from gguf_construct.remote import RangeNotSupportedError, RemoteChangedError, Re
 from gguf_construct.remote.load import load_url, open_source, validate_url
 from gguf_construct.remote.testserver import TestServer
 
-FAST = {"retries": 2, "backoff": 0.01, "connect_timeout": 2.0, "read_timeout": 2.0, "request_deadline": 20.0}
+FAST = {"retries": 2, "backoff": 0.01, "connect_timeout": 2.0, "read_timeout": 2.0, "request_deadline": 20.0, "max_retry_after": 0.2}
 
 
 @pytest.fixture(autouse=True)
@@ -295,6 +295,10 @@ def test_retries_on_503_then_gives_up_with_the_status(server, tmp_path):
     with pytest.raises(RemoteError) as e:
         gc.load(url)
     assert e.value.status == 503
+    server.faults.fail_next, server.faults.retry_after = 2, "86400"  # "come back tomorrow": capped, not obeyed
+    started = time.monotonic()
+    assert len(gc.load(url).tensors) == 5
+    assert time.monotonic() - started < 10
 
 
 def test_dropped_connections_resume(server, tmp_path):

@@ -12,6 +12,7 @@ import re
 import sys
 import threading
 import time
+from functools import cache
 from typing import Any
 
 from .errors import RangeNotSupportedError, RemoteChangedError, RemoteError, RemoteLimitError
@@ -43,6 +44,21 @@ def _forget_pools() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pools)
+
+
+def _retry_after(most: float) -> dict[str, Any]:
+    """Honour ``Retry-After`` up to ``most`` seconds (urllib3 >= 2.5 caps it); an older urllib3 cannot cap it, so
+    there it is ignored rather than let a server make us sleep for hours."""
+    if _caps_retry_after():
+        return {"respect_retry_after_header": True, "retry_after_max": most}
+    return {"respect_retry_after_header": False}
+
+
+@cache
+def _caps_retry_after() -> bool:
+    import inspect
+
+    return "retry_after_max" in inspect.signature(_urllib3().Retry.__init__).parameters
 
 
 def proxy_for(url: str) -> str | None:
@@ -90,7 +106,7 @@ class HttpFile:
         retry = u3.Retry(
             total=o.retries, connect=o.retries, read=o.retries, status=o.retries, redirect=o.max_redirects,
             backoff_factor=o.backoff, backoff_max=max(o.backoff * 16, 1.0), status_forcelist=RETRY_STATUSES,
-            allowed_methods=frozenset({"GET", "HEAD"}), raise_on_status=False, raise_on_redirect=True, respect_retry_after_header=True,
+            allowed_methods=frozenset({"GET", "HEAD"}), raise_on_status=False, raise_on_redirect=True, **_retry_after(o.max_retry_after),
         )  # fmt: skip
         try:
             return pool(self.url).request("GET", self.url, headers={**self.headers, **headers}, retries=retry, redirect=True, preload_content=False, decode_content=False,

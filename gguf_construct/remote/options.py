@@ -26,6 +26,8 @@ class RemoteOptions:
     request_deadline: float = 600.0
     retries: int = 4
     backoff: float = 0.25
+    #: a server's Retry-After is honoured up to this many seconds
+    max_retry_after: float = 30.0
     max_redirects: int = 5
     #: a server without range support: download the whole file (progress bar on a terminal) instead of failing
     download: bool = False

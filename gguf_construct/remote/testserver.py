@@ -23,6 +23,7 @@ class Faults:
     drop_next: int = 0  # send half of the next N bodies, then close the connection
     delay: float = 0.0  # seconds to wait before each answer
     no_etag: bool = False
+    retry_after: str | None = None  # the Retry-After header of the 503s
 
 
 @dataclass
@@ -121,7 +122,7 @@ class TestServer:
         if f.delay:
             time.sleep(f.delay)
         if fail:
-            return self._send(h, 503, b"busy", {}, head)
+            return self._send(h, 503, b"busy", {"Retry-After": f.retry_after} if f.retry_after else {}, head)
         for name, value in self.required.items():
             if h.headers.get(name) != value:
                 return self._send(h, 401, b"unauthorized", {}, head)
