@@ -147,6 +147,7 @@ def test_safetensors_header_and_tensor(server, tmp_path):
     assert np.array_equal(f.tensors["layer.2"].to_numpy(), arrays["layer.2"])
     assert server.counts.bytes == arrays["layer.2"].nbytes
     assert info_of(url) == info_of(str(path))
+    assert f.to_bytes() == path.read_bytes()  # the rest is fetched first
 
 
 def test_commands_on_urls(server, tmp_path):

@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import FormatError, LayoutError
 from .errors import RemoteError
 from .options import RemoteOptions
-from .source import ByteSource, LazyRegion, MappedSource, RangedSource
+from .source import ByteSource, MappedSource, RangedSource
 from .urls import hf_url, local_path, scheme_of
 
 #: gguf-split shards whose headers are read at once (@huggingface/gguf reads 20 at a time)
@@ -128,17 +128,15 @@ def safetensors_from_source(src: ByteSource, *, strict: bool = True, profile: st
 
         raise_first(check_safetensors(container, profile))
     try:
-        f = SafetensorsFile(container, src.view(), src.name, hint=hint)
+        if isinstance(src, RangedSource):
+            from .safetensors import RemoteSafetensorsFile
+
+            return RemoteSafetensorsFile(container, src, hint=hint)
+        return SafetensorsFile(container, src.view(), src.name, hint=hint)
     except FormatError:
         raise
     except (ValueError, TypeError, KeyError, IndexError, OverflowError) as e:
         raise LayoutError(f"internal.{type(e).__name__}", str(e)) from None
-    if isinstance(src, RangedSource):
-        start = src.size - len(container.data)
-        region = LazyRegion(src, start, src.size)
-        for t in (*f.entries.values(), *f.tensors.values()):
-            t._region = region  # the tensors slice the region: each slice fetches its range first
-    return f
 
 
 def legacy_from_source(src: ByteSource, fmt: str, *, strict: bool = True, profile: str = "spec") -> Any:
