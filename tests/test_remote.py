@@ -512,3 +512,22 @@ def test_a_killed_scan_resumes(server, tmp_path):
     lines = read_lines(out)
     assert sorted(x["source"] for x in lines) == sorted(urls)
     assert server.counts.requests == len(urls) - written
+
+
+def test_scan_records_a_crash_and_goes_on(server, tmp_path, monkeypatch):
+    from gguf_construct.remote import scan as scan_module
+
+    urls = scan_files(server, 5)[:-1]
+    real = scan_module._open_and_check
+
+    def flaky(source, profile, opts):
+        if source == urls[1]:
+            raise TypeError("a bug")
+        return real(source, profile, opts)
+
+    monkeypatch.setattr(scan_module, "_open_and_check", flaky)
+    out = tmp_path / "r.jsonl"
+    counts = scan_module.scan(urls, out, concurrency=2)
+    lines = {x["source"]: x for x in read_lines(out)}
+    assert counts["scanned"] == 5 and counts["unreadable"] == 1
+    assert lines[urls[1]]["rule"] == "internal.TypeError" and lines[urls[0]]["ok"]

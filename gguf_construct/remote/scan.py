@@ -40,6 +40,9 @@ def scan_one(source: str, profile: str = "spec", opts: RemoteOptions | None = No
         line["status"] = getattr(e, "status", None)
     except OSError as e:
         line["error"] = f"{type(e).__name__}: {e}"
+    except Exception as e:  # a bug, not the file's fault: recorded (and reported) without stopping a long scan
+        line["error"] = f"internal error {type(e).__name__}: {e}"
+        line["rule"] = f"internal.{type(e).__name__}"
     line["seconds"] = round(time.perf_counter() - started, 6)
     return line
 
@@ -169,11 +172,15 @@ def scan(sources: Iterable[str], out: TextIO | str | os.PathLike[str], *, concur
     todo = pending(sources, done)
     counts["skipped"] = len(done)
 
+    bar = _bar(len(todo))
+
     def emit(line: dict[str, Any]) -> None:
         stream.write(json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str) + "\n")
         stream.flush()
         counts["scanned"] += 1
         counts["ok" if line["ok"] else "unreadable" if line["error"] else "invalid"] += 1
+        if bar is not None:
+            bar.update(1)
 
     try:
         if dask is not None:
@@ -183,4 +190,14 @@ def scan(sources: Iterable[str], out: TextIO | str | os.PathLike[str], *, concur
     finally:
         if stream is not out:
             stream.close()
+        if bar is not None:
+            bar.close()
     return counts
+
+
+def _bar(total: int) -> Any:
+    """A progress bar on a terminal (``progress.progress``'s rules), else None."""
+    from ..progress import progress
+
+    bar = progress(iter(()), total, "scan", unit="file", minimum=2)
+    return bar if hasattr(bar, "update") else None
