@@ -326,6 +326,15 @@ def test_a_file_replaced_between_reads_is_an_error(server, tmp_path):
         f.tensors["blk.3.weight"].to_numpy()
 
 
+@pytest.mark.parametrize("content_range", ["bytes 5-10/100", "bytes */100", "nonsense", "bytes 0-10/*"])
+def test_a_wrong_content_range_is_an_error(server, tmp_path, content_range):
+    url, _ = small_url(server, tmp_path)
+    server.faults.content_range = content_range
+    with pytest.raises(RemoteError, match="Content-Range") as e:
+        gc.load(url)
+    assert e.value.status == 206 and e.value.url == url
+
+
 def test_slow_server_times_out(server, tmp_path):
     url, _ = small_url(server, tmp_path)
     server.faults.delay = 1.0

@@ -24,6 +24,7 @@ class Faults:
     delay: float = 0.0  # seconds to wait before each answer
     no_etag: bool = False
     retry_after: str | None = None  # the Retry-After header of the 503s
+    content_range: str | None = None  # send this Content-Range on 206 answers instead of the true one
 
 
 @dataclass
@@ -145,7 +146,7 @@ class TestServer:
             start, end = int(a), min(size, int(b) + 1 if b else size)
         if start >= size or start >= end:
             return self._send(h, 416, b"", {**headers, "Content-Range": f"bytes */{size}"}, head)
-        headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+        headers["Content-Range"] = f.content_range or f"bytes {start}-{end - 1}/{size}"
         return self._send(h, 206, data[start:end], headers, head, drop)
 
     def _send(self, h: BaseHTTPRequestHandler, status: int, body: bytes, headers: dict[str, str], head: bool, drop: bool = False) -> None:
