@@ -64,6 +64,7 @@ class TestServer:
                 server._answer(self, head=False)
 
         class Server(ThreadingHTTPServer):
+            request_queue_size = 256  # many clients connect at once (scan): no refused connections, no retries
             def handle_error(self, request: Any, client_address: Any) -> None:
                 pass  # a client that hangs up (a timeout test, a closed pool) is not news
 
