@@ -22,7 +22,7 @@ from gguf_construct.remote import RangeNotSupportedError, RemoteChangedError, Re
 from gguf_construct.remote.load import load_url, open_source, validate_url
 from gguf_construct.remote.testserver import TestServer
 
-FAST = {"retries": 2, "backoff": 0.01, "connect_timeout": 2.0, "read_timeout": 2.0, "request_deadline": 20.0, "max_retry_after": 0.2}
+FAST = {"retries": 2, "backoff": 0.01, "connect_timeout": 5.0, "read_timeout": 10.0, "request_deadline": 30.0, "max_retry_after": 0.2}
 
 
 @pytest.fixture(autouse=True)
