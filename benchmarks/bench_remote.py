@@ -9,7 +9,7 @@
 3. A killed scan resumes: ``gguf-construct scan`` in a subprocess, killed after a third of its lines, then run
    again: every source once.
 
-    PYTHONPATH=. python benchmarks/bench_remote.py [--files 1000] [--smoke]
+    PYTHONPATH=. python benchmarks/bench_remote.py [--files 1000] [--smoke] [--first-chunks 64,128,256,512]
 """
 
 from __future__ import annotations
@@ -84,6 +84,18 @@ def bench_headers(server: TestServer, smoke: bool) -> None:
         print(f"| {name} | {mb(len(data))} | {mb(ours[2])} | {ours[0]} | {mb(ours[1])} | {hf[0]} | {mb(hf[1])} | {go[0]} | {mb(go[1])} |")
 
 
+def bench_first_chunks(server: TestServer, sizes_kib: list[int]) -> None:
+    """Requests per header open for several first-chunk sizes (the choice of the default)."""
+    cases = [("vocab 2k", model(2_000, 1)), ("vocab 32k", model(32_000, 1)), ("vocab 150k", model(150_000, 1))]
+    cases += [(p.name, p.read_bytes()) for p in sorted(CORPUS.glob("*.gguf"))[:3]]
+    print("\n| file | header | " + " | ".join(f"first {k} KiB: requests, MB" for k in sizes_kib) + " |")
+    print("|:--|--:|" + "--:|" * len(sizes_kib))
+    for name, data in cases:
+        url = server.add(f"/c/{name.replace(' ', '_')}.gguf", data)
+        runs = [header_open(server, url, k << 10, options().max_chunk) for k in sizes_kib]
+        print(f"| {name} | {runs[0][2] / 1e6:.2f} | " + " | ".join(f"{r[0]}, {r[1] / 1e6:.2f}" for r in runs) + " |")
+
+
 def small_files(server: TestServer, n: int) -> list[str]:
     f = gc.new()
     f.metadata["general.architecture"] = "llama"
@@ -148,10 +160,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--smoke", action="store_true", help="small files and 60 scan sources: a quick check that it all runs")
+    ap.add_argument("--first-chunks", metavar="KIB,...", help="only compare first-chunk sizes, e.g. 64,128,256,512")
     args = ap.parse_args()
     configure(retries=2, backoff=0.05, read_timeout=30.0)
     n = 60 if args.smoke else args.files
     with TestServer() as server, tempfile.TemporaryDirectory() as tmp:
+        if args.first_chunks:
+            bench_first_chunks(server, [int(k) for k in args.first_chunks.split(",")])
+            return
         bench_headers(server, args.smoke)
         urls = small_files(server, n)
         bench_scan(server, urls, Path(tmp))

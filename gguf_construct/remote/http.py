@@ -142,7 +142,8 @@ class HttpFile:
     # -- the first request: size, validator, range support ------------------------------------------------
     def open(self) -> RangedSource:
         o = self.opts
-        resp = self._request({"Range": f"bytes=0-{o.first_chunk - 1}"})
+        first_chunk = max(1, min(o.first_chunk, o.max_bytes)) if o.max_bytes is not None else o.first_chunk
+        resp = self._request({"Range": f"bytes=0-{first_chunk - 1}"})
         self.etag = resp.headers.get("ETag")
         self.validator = self.etag or resp.headers.get("Last-Modified")
         first: memoryview | bytearray = bytearray()
@@ -153,7 +154,7 @@ class HttpFile:
                 resp.close()
                 raise RemoteError("remote.content_range", f"asked for bytes 0.., got Content-Range {resp.headers.get('Content-Range')!r}", url=self.url, status=206)
             self.size = total
-            first = memoryview(bytearray(min(total, o.first_chunk, last + 1)))  # a server may send less than asked
+            first = memoryview(bytearray(min(total, first_chunk, last + 1)))  # a server may send less than asked
             self._read_ranged(resp, 0, first, deadline)
         elif resp.status == 416:
             m = _UNSATISFIABLE.match(resp.headers.get("Content-Range", ""))

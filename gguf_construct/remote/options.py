@@ -14,7 +14,7 @@ class RemoteOptions:
     headers: dict[str, str] = field(default_factory=dict)
     #: the first ranged read; each further header read doubles, up to ``max_chunk`` (or goes straight to the end of
     #: what a length or count in the header asks for)
-    first_chunk: int = 256 * 1024
+    first_chunk: int = 512 * 1024
     max_chunk: int = 16 * MiB
     #: a header larger than this is refused (the anchors: @huggingface/gguf stops at 50 MB)
     max_header: int = 256 * MiB

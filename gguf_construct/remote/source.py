@@ -215,8 +215,11 @@ class RangedSource:
                 chunk = min(chunk * 2, o.max_chunk)
                 n = min(self.size, max(n + chunk, needed or 0), o.max_header)
         rest = container.get(tail)
+        header_end = n - len(rest) if rest is not None else n
+        if header_end > o.max_header:
+            raise RemoteLimitError("remote.max_header", f"the header is {header_end} bytes, more than the limit of {o.max_header} (RemoteOptions.max_header)", url=self.name)
         if rest is not None:
-            container[tail] = self._view[n - len(rest) :]  # the rest of the prefix becomes the rest of the file
+            container[tail] = self._view[header_end:]  # the rest of the prefix becomes the rest of the file
         return container
 
 
