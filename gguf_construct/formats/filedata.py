@@ -88,6 +88,24 @@ def file_span(data: Any) -> Span | None:
     return Span(owner.fd, offset, view.nbytes)
 
 
+def release(data: Any) -> None:
+    """Drop the pages of a mapped file's view from this process (``madvise(MADV_DONTNEED)``; they are read from
+    the file again if touched): after a view has been transformed, its pages need not stay resident."""
+    span = file_span(data)
+    owner = _owner(memoryview(data)) if span is not None else None
+    if owner is None or not hasattr(owner, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    start = span.offset - span.offset % mmap.PAGESIZE
+    owner.madvise(mmap.MADV_DONTNEED, start, span.offset + span.length - start)
+
+
+def transformed(data: Any, transform: Any) -> Any:
+    """``transform(data)``, then ``data``'s pages released (:func:`release`)."""
+    out = transform(data)
+    release(data)
+    return out
+
+
 def _output_fd(stream: Any) -> int | None:
     """The descriptor of a real file ``stream`` writes to, or None (an in-memory stream)."""
     try:
