@@ -166,3 +166,24 @@ def test_whole_file_commands_do_not_map_the_file_in(tmp_path, command, limit_mib
         assert [t.to_numpy()[-3:].tolist() for t in out.tensors.values()] == [t.to_numpy()[-3:].tolist() for t in gc.load(path).tensors.values()]
     if command == "set":
         assert hash_cli.compare(hash_cli.hash_file(gc.load(path)), hash_cli.hash_file(gc.load(tmp_path / "out.gguf")))["different"] == []
+
+
+def test_split_and_merge_copy_in_the_kernel(tmp_path, monkeypatch):
+    """Every tensor of a split and of the merge goes through copy_file_range, and the merge is the original."""
+    from gguf_construct.api.shards import merge, split
+
+    src = model(tmp_path / "m.gguf", [3000, 5000, 7000, 11])
+    copied = []
+    real = os.copy_file_range
+
+    def spy(src_fd, dst_fd, count, offset_src, offset_dst):
+        copied.append(count)
+        return real(src_fd, dst_fd, count, offset_src, offset_dst)
+
+    monkeypatch.setattr(os, "copy_file_range", spy)
+    shards = split(gc.load(src), tmp_path / "part", max_tensors=2)
+    assert len(shards) == 2 and sum(copied) == sum(t.nbytes for t in gc.load(src).tensors.values())
+    copied.clear()
+    merge(shards[0], tmp_path / "merged.gguf")
+    assert sum(copied) == sum(t.nbytes for t in gc.load(src).tensors.values())
+    assert (tmp_path / "merged.gguf").read_bytes() == src.read_bytes()
