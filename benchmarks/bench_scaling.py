@@ -7,7 +7,8 @@ plot (``--plot``, needs the ``bench`` extra: matplotlib) shows it on log-log axe
 Sizes: vocabularies of 10k, 100k and 1M strings (as many merges; synthetic, like bench_read.py's), files of 1k,
 10k and 100k tensor infos, files of 1, 3 and 10 GiB of tensor data (``--gib``; made with our writer in a
 temporary folder, deleted afterwards). ``--smoke`` runs tiny sizes in seconds, to check the script itself.
-In-process figures are the best of ``--repeat`` runs; hash and set run as processes (bench_stream.py's way).
+In-process figures (parse, open) are the least CPU time of ``--repeat`` runs; hash and set run as processes
+(bench_stream.py's way) and are wall times.
 """
 
 from __future__ import annotations
@@ -33,11 +34,13 @@ from gguf_construct import load, new  # noqa: E402
 
 
 def best(fn, repeat: int) -> float:
+    """Least CPU time of this process over ``repeat`` runs: steadier than wall time on a shared machine, and the
+    same thing for single-threaded work."""
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = time.process_time()
         fn()
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
     return min(times)
 
 

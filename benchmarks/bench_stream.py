@@ -31,15 +31,16 @@ TENSOR = 256 << 20
 
 
 def make_file(path: Path, n_bytes: int) -> None:
-    """A GGUF file of ``n_bytes`` of tensor data written by our writer (one random 256 MiB block, repeated)."""
+    """A GGUF file of ``n_bytes`` of tensor data written by our writer (one random block of up to 256 MiB, repeated)."""
     sys.path.insert(0, str(ROOT))
     from gguf_construct import new
 
-    block = np.random.default_rng(0).integers(0, 256, TENSOR, dtype=np.uint8)
+    size = min(TENSOR, n_bytes)
+    block = np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8)
     f = new()
     f.metadata["general.architecture"] = "llama"
     f.metadata["general.name"] = "bench-stream"
-    for i in range(max(1, n_bytes // TENSOR)):
+    for i in range(max(1, n_bytes // size)):
         f.tensors.add(f"blk.{i}.ffn_up.weight", block.view(np.float32))
     f.save(path)
 
