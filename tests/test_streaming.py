@@ -110,6 +110,7 @@ def test_hash_in_many_chunks_matches_hashlib_and_gguf_hash(tmp_path, monkeypatch
         assert h["tensors"][name] == {"sha1": hashlib.sha1(data).hexdigest(), "sha256": hashlib.sha256(data).hexdigest()}
         whole.update(data)
     assert h["sha256"] == whole.hexdigest()
+    assert hash_cli.hash_file(gc.from_bytes(path.read_bytes())) == h  # in memory: the same digests from slices
     theirs = subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_hash", str(path)], capture_output=True, text=True, timeout=120)
     assert theirs.returncode == 0
     assert "\n".join(hash_cli.hash_lines(h, str(path))) + "\n" == theirs.stdout
