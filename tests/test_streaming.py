@@ -188,3 +188,22 @@ def test_split_and_merge_copy_in_the_kernel(tmp_path, monkeypatch):
     merge(shards[0], tmp_path / "merged.gguf")
     assert sum(copied) == sum(t.nbytes for t in gc.load(src).tensors.values())
     assert (tmp_path / "merged.gguf").read_bytes() == src.read_bytes()
+
+
+def test_tensor_index_kept_through_edits():
+    """``add`` keeps the name index instead of rebuilding it (adding n tensors was quadratic in n); lookups stay
+    right through adds, deletes and renames."""
+    f = gc.new()
+    one = np.zeros(8, np.float32)
+    for i in range(50):
+        f.tensors.add(f"t{i}", one + i)
+    assert f.tensors._index is not None and len(f.tensors._index) == 50
+    with pytest.raises(KeyError):
+        f.tensors.add("t7", one)
+    del f.tensors["t3"]
+    f.tensors.add("t3", one + 100)
+    f.tensors.rename("t10", "ten")
+    f.tensors.add("t10", one + 200)
+    for name, value in (("t0", 0), ("t49", 49), ("t3", 100), ("ten", 10), ("t10", 200), ("t11", 11)):
+        assert float(np.frombuffer(f.tensors[name].data, np.float32)[0]) == value
+    assert list(f.tensors)[-3:] == ["t49", "t3", "t10"]
