@@ -104,10 +104,12 @@ class GGUFFile:
             return np.ascontiguousarray(source, dtype=source.dtype.newbyteorder("<" if order == "little" else ">"))
         if order == self.byte_order:
             return source
+        from ..formats.filedata import transformed
         from ..formats.gguf import tensor_bytes
         from ..quants import swap_byte_order
 
-        return lambda: swap_byte_order(tensor_bytes(source), ggml_type, self.byte_order, order)  # a lazy source is read here
+        # tensor_bytes reads a lazy (remote) source here; a mapped one is released after the swap
+        return lambda: transformed(tensor_bytes(source), lambda data: swap_byte_order(data, ggml_type, self.byte_order, order))
 
 
 def _nbytes_or_zero(ti: Container) -> int:
