@@ -72,7 +72,14 @@ def raise_first(issues: list[Issue]) -> None:
 
 
 def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
-    """Parse and check a file; a file the schema cannot read gives one issue from its FormatError."""
+    """Parse and check a file (or a URL: ``remote.load.validate_url``); a file the schema cannot read gives one
+    issue from its FormatError."""
+    from .remote.urls import is_remote
+
+    if is_remote(path):
+        from .remote.load import validate_url
+
+        return validate_url(path, profile)
     try:
         view = map_file(path)
     except OSError as e:
@@ -199,7 +206,7 @@ def _check_array(arr: Container, path: str, at: int | None, ggml: bool, out: lis
         out.append(Issue("value.bool", f"bool element {j} is not 0 or 1", f"{path}.array[{j}]", at))
     elif et == "str" and isinstance(items, StringArray):
         try:
-            items.tolist()
+            items.check_utf8()
         except errors.FormatError as e:
             out.append(Issue(e.rule, e.message, e.path, e.offset))
 

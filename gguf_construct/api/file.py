@@ -21,7 +21,6 @@ import numpy as np
 from construct import Container
 
 from ..errors import FormatError, InvalidValueError
-from ..formats.base import map_file
 from ..formats.gguf import GGUF
 from .metadata import Metadata, StandardKeys
 from .tensors import Tensors
@@ -116,9 +115,12 @@ class GGUFFile:
             return np.ascontiguousarray(source, dtype=source.dtype.newbyteorder("<" if order == "little" else ">"))
         if order == self.byte_order:
             return source
+        from ..formats.filedata import transformed
+        from ..formats.gguf import tensor_bytes
         from ..quants import swap_byte_order
 
-        return lambda: swap_byte_order(source, ggml_type, self.byte_order, order)
+        # tensor_bytes reads a lazy (remote) source here; a mapped one is released after the swap
+        return lambda: transformed(tensor_bytes(source), lambda data: swap_byte_order(data, ggml_type, self.byte_order, order))
 
 
 def _nbytes_or_zero(ti: Container) -> int:
@@ -228,8 +230,9 @@ def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "s
          limits: Mapping[str, int] | None = None) -> Any:  # fmt: skip
     """Open any model file ``detect()`` knows: a ``GGUFFile`` for GGUF, the format's own file object otherwise.
     The first shard of a gguf-split set (``*-00001-of-0000N.gguf``, N > 1) opens the whole set as one model
-    (``api.shards.load_shards``; ``load_gguf`` opens the shard alone). ``limits`` changes named resource limits
-    (``schema/limits.json``, e.g. ``{"nesting": 32}``) for this call."""
+    (``api.shards.load_shards``; ``load_gguf`` opens the shard alone). ``path`` may also be an http(s)://,
+    hf://, ollama:// or fsspec URL: only the header is fetched, each tensor when read (``gguf_construct.remote``).
+    ``limits`` changes named resource limits (``schema/limits.json``, e.g. ``{"nesting": 32}``) for this call."""
     from ..limits import limits as limits_scope
 
     with limits_scope(limits):
@@ -237,6 +240,12 @@ def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "s
 
 
 def _load_any(path: str | os.PathLike[str], *, strict: bool, profile: str, byte_order: str | None) -> Any:
+    from ..remote.urls import is_remote
+
+    if is_remote(path):
+        from ..remote.load import load_url
+
+        return load_url(path, strict=strict, profile=profile, byte_order=byte_order)  # type: ignore[arg-type]
     from ..formats.detect import detect
     from ..formats.registry import FORMATS, resolve
 
@@ -251,18 +260,16 @@ def _load_any(path: str | os.PathLike[str], *, strict: bool, profile: str, byte_
 
 
 def load_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None) -> GGUFFile:
-    """Open a GGUF file through a read-only memory map.
+    """Open a GGUF file through a read-only memory map (the byte source; ``remote.load.gguf_from_source`` reads
+    a remote one the same way).
 
     ``strict`` runs validation (``profile`` 'spec' or 'ggml') and raises the first error as a FormatError;
     without it only what the structure needs is checked and string arrays are decoded when read.
     """
-    view = map_file(path)
-    container = GGUF.parse(view, **({"byte_order": byte_order} if byte_order else {}))
-    if strict:
-        from ..validation import check, raise_first
+    from ..remote.load import gguf_from_source
+    from ..remote.source import MappedSource
 
-        raise_first(check(container, len(view), profile=profile))
-    return GGUFFile(container, view, os.fspath(path))
+    return gguf_from_source(MappedSource(path), strict=strict, profile=profile, byte_order=byte_order)
 
 
 def from_bytes(data: Any, *, strict: bool = True, profile: str = "spec", limits: Mapping[str, int] | None = None) -> GGUFFile:

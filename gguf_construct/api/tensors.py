@@ -156,7 +156,8 @@ class Tensors(Mapping[str, TensorInfo]):
         info, source = tensor_from(name, data, ggml_type, shape)
         self._infos.append(info)
         self._sources.append(source)
-        self._edited()
+        if self._index is not None:  # kept up to date: adding n tensors stays linear in n
+            self._index[name] = len(self._infos) - 1
 
     def replace(self, name: str, data: Any, ggml_type: Any = None, shape: Any = None) -> None:
         i = self._find(name)
@@ -177,7 +178,7 @@ class Tensors(Mapping[str, TensorInfo]):
         if not 1 <= size <= MAX_TENSOR_NAME:
             raise ValueError(f"tensor names are 1 to {MAX_TENSOR_NAME} bytes; {new!r} has {size}")
         self._infos[i] = Container(self._infos[i], name=new)
-        self._edited()
+        self._edited()  # a duplicate of ``old`` later in an invalid file would take its place: rebuild
 
     def __repr__(self) -> str:
         return f"Tensors({len(self)})"

@@ -120,11 +120,16 @@ def _file_kind(mode: int) -> str:
 
 
 def map_file(path: str | os.PathLike[str]) -> memoryview:
-    """Memory-map a regular file read-only (an empty file gives an empty view; anything else is refused)."""
+    """Memory-map a regular file read-only (an empty file gives an empty view; anything but a regular file is
+    refused before it is opened). The map remembers its file, so that views of it can be copied or read without
+    touching their pages (:mod:`.filedata`)."""
+    from .filedata import open_map
+
     with open_regular(path) as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return memoryview(b"")
-        return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+        empty = os.fstat(f.fileno()).st_size == 0
+    if empty:
+        return memoryview(b"")
+    return memoryview(open_map(path))
 
 
 _PATH_PART = re.compile(r"\s*->\s*")
