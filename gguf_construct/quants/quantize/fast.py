@@ -107,14 +107,14 @@ def _symmetric(x: np.ndarray, blocks: np.ndarray, steps: float, top: int) -> np.
         return None
     np.multiply(x, idv[:, None], out=buf)
     buf += F32(steps + 0.5)  # in [0.5 - ulp, 2 steps + 0.5 + ulp]: positive, so the cast truncates as C does
+    np.minimum(buf, F32(top), out=buf)  # MIN(top, trunc(v)) == trunc(min(v, top)): trunc is monotone, top whole
     q = _trunc_u8(buf, np.empty(x.shape, np.uint8))
-    np.minimum(q, np.uint8(top), out=q)
     blocks["d"] = fp32_to_fp16_bits(d).view("<f2")
     return q
 
 
-def _affine(x: np.ndarray, blocks: np.ndarray, steps: int) -> np.ndarray | None:
-    """Q4_1/Q5_1: ``d = (max - min) / steps``, ``q = (int)((x - min) * id + 0.5)``; the codes, or None."""
+def _affine(x: np.ndarray, blocks: np.ndarray, steps: int, top: int = 255) -> np.ndarray | None:
+    """Q4_1/Q5_1: ``d = (max - min) / steps``, ``q = MIN(top, (int)((x - min) * id + 0.5))``; the codes, or None."""
     vmin = _first_extreme(x, np.argmin)
     vmax = _first_extreme(x, np.argmax)
     d = (vmax - vmin) / F32(steps)
@@ -124,15 +124,26 @@ def _affine(x: np.ndarray, blocks: np.ndarray, steps: int) -> np.ndarray | None:
     buf = np.subtract(x, vmin[:, None])
     buf *= idv[:, None]
     buf += F32(0.5)  # in [0.5, steps + 0.5 + ulp]
+    if top < 255:
+        np.minimum(buf, F32(top), out=buf)  # as in _symmetric
     q = _trunc_u8(buf, np.empty(x.shape, np.uint8))
     blocks["d"] = fp32_to_fp16_bits(d).view("<f2")
     blocks["m"] = fp32_to_fp16_bits(vmin).view("<f2")
     return q
 
 
+#: multiplying eight 0/1 bytes (little-endian in a uint64) by this puts byte k's bit at bit 56 + k, and nothing else
+#: in the top byte: the partial products ``2**(8k + 56 - 7j)`` are distinct bits, in the top byte only for j = k
+_GATHER_BITS = np.uint64(0x0102040810204080)
+
+
 def _high_bits(q: np.ndarray, blocks: np.ndarray) -> None:
-    """Q5's ``qh``: bit 4 of element j at bit j, little-endian."""
-    blocks["qh"] = np.packbits(q >> np.uint8(4), axis=1, bitorder="little")
+    """Q5's ``qh``: bit 4 of element j at bit j, little-endian (q <= 31, so ``q >> 4`` is that bit)."""
+    h = q.view(np.uint64) >> np.uint64(4)
+    h &= np.uint64(0x0101010101010101)
+    h *= _GATHER_BITS
+    h >>= np.uint64(56)
+    blocks["qh"] = h
 
 
 def q4_0(x: np.ndarray, blocks: np.ndarray) -> bool:
@@ -153,10 +164,9 @@ def q5_0(x: np.ndarray, blocks: np.ndarray) -> bool:
 
 
 def q4_1(x: np.ndarray, blocks: np.ndarray) -> bool:
-    q = _affine(x, blocks, 15)
+    q = _affine(x, blocks, 15, top=15)
     if q is None:
         return False
-    np.minimum(q, np.uint8(15), out=q)
     blocks["qs"] = _pack_nibbles(q)
     return True
 
@@ -309,32 +319,30 @@ QUANTIZERS = {
 
 
 def f16_bits(x: np.ndarray, out: np.ndarray) -> None:
-    """``ggml_compute_fp32_to_fp16`` (ggml's portable conversion) over float32 ``x`` into uint16 ``out``, step by
-    step as C writes it: the float part (scale to inf and back, plus the exponent-aligned bias) is one float32
-    operation per C operation; the rest is integer. NaN (``2w > 0xFF000000``) is fixed up only where present."""
+    """``ggml_compute_fp32_to_fp16`` (ggml's portable conversion) over float32 ``x`` into uint16 ``out``. The float
+    part is C's, one float32 operation per C operation: ``base = (|f| * 2**112) * 2**-110``, then ``base +=
+    from_bits((bias >> 1) + 0x07800000)``. C's ``bias = max((w + w) & 0xFF000000, 0x71000000)`` shifted right once is
+    ``max(w & 0x7F800000, 0x38800000)`` (the exponent field, kept in place), computed so. The rest is integer; NaN
+    (``w + w > 0xFF000000``) becomes ``sign | 0x7E00``, fixed up only where present."""
     w = x.view(U32)
     base = np.abs(x)
     base *= F32(2.0**112)
     base *= F32(2.0**-110)
-    bias = np.add(w, w)  # shl1_w
-    nan = bool((bias > U32(0xFF000000)).any())
-    shl1 = bias.copy() if nan else None
-    bias &= U32(0xFF000000)
-    np.maximum(bias, U32(0x71000000), out=bias)
-    bias >>= U32(1)
+    bias = np.bitwise_and(w, U32(0x7F800000))
+    np.maximum(bias, U32(0x38800000), out=bias)
     bias += U32(0x07800000)
     base += bias.view(F32)
     bits = base.view(U32)
     np.right_shift(bits, U32(13), out=bias)
     bias &= U32(0x7C00)  # exp_bits
-    bits &= U32(0xFFF)
+    bits &= U32(0xFFF)  # mantissa_bits
     bias += bits  # nonsign
     np.right_shift(w, U32(16), out=bits)
-    bits &= U32(0x8000)
-    bias |= bits
-    if nan:
-        bias[shl1 > U32(0xFF000000)] = (bits[shl1 > U32(0xFF000000)] | U32(0x7E00))
-    out[...] = bias
+    bits &= U32(0x8000)  # sign >> 16
+    np.bitwise_or(bias, bits, out=out, casting="unsafe")
+    if np.isnan(x).any():
+        nan = np.flatnonzero(np.isnan(x.reshape(-1)))
+        out.reshape(-1)[nan] = bits.reshape(-1)[nan] | U32(0x7E00)
 
 
 def bf16_bits(x: np.ndarray, out: np.ndarray) -> None:
@@ -345,8 +353,7 @@ def bf16_bits(x: np.ndarray, out: np.ndarray) -> None:
     r &= U32(1)
     r += U32(0x7FFF)
     r += u
-    r >>= U32(16)
-    out[...] = r
+    np.right_shift(r, U32(16), out=out, casting="unsafe")
     if np.isnan(x).any():
         nan = np.flatnonzero(np.isnan(x.reshape(-1)))
         out.reshape(-1)[nan] = ((u.reshape(-1)[nan] >> U32(16)) | U32(64)).astype(np.uint16)
