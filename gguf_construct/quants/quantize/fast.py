@@ -46,21 +46,28 @@ def _inverse(d: np.ndarray) -> np.ndarray:
     return np.divide(F32(1), d, out=np.zeros_like(d), where=d != 0)
 
 
+def _first_index(x: np.ndarray, arg, a: np.ndarray | None = None) -> np.ndarray:
+    """``arg`` (``np.argmax``/``np.argmin``: the first occurrence) of each row of ``x``, or of ``|x|`` written into
+    ``a``, as flat indices. (Along 32-value rows this costs about 1 ns a value, mostly per-row overhead; numpy's
+    ``max``/``min`` along the rows cost more, and a tree of whole-array ``maximum`` passes about as much.)"""
+    if a is not None:
+        x = np.abs(x, out=a)
+    flat = arg(x, axis=1)
+    flat += np.arange(0, x.size, x.shape[1])
+    return flat
+
+
 def _abs_max(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(``max |x|`` per row, ``|x|``): ``argmax`` then a gather, faster than numpy's ``max`` along short rows; a NaN
     is its own maximum (the guards then decline the piece)."""
-    a = np.abs(x)
-    flat = a.argmax(axis=1)
-    flat += np.arange(0, x.size, x.shape[1])
-    return a.reshape(-1)[flat], a
+    a = np.empty_like(x)
+    return a.reshape(-1)[_first_index(x, np.argmax, a)], a
 
 
 def _signed_abs_max(x: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``if (amax < fabsf(v)) { amax = fabsf(v); max = v; }`` per row: the first value of largest magnitude,
     +0.0 for an all-zero row (C never updates its initial 0). ``a`` receives ``|x|``."""
-    np.abs(x, out=a)
-    flat = a.argmax(axis=1)
-    flat += np.arange(0, x.size, x.shape[1])
+    flat = _first_index(x, np.argmax, a)
     vmax = x.reshape(-1)[flat]
     amax = a.reshape(-1)[flat]
     vmax[amax == 0] = 0
@@ -70,15 +77,26 @@ def _signed_abs_max(x: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarra
 def _first_extreme(x: np.ndarray, arg) -> np.ndarray:
     """The row's first minimum or maximum (``arg``: ``np.argmin``/``np.argmax``, which return the first
     occurrence, so of equal zeros the sign C's strict comparison keeps; a NaN is returned, for the guards)."""
-    flat = arg(x, axis=1)
-    flat += np.arange(0, x.size, x.shape[1])
-    return x.reshape(-1)[flat]
+    return x.reshape(-1)[_first_index(x, arg)]
 
 
 def _trunc_u8(v: np.ndarray, out: np.ndarray) -> np.ndarray:
     """``(uint8)(int)v`` for finite ``v`` in [0, 256): numpy's cast truncates like C's."""
     out[...] = v
     return out
+
+
+_ONES = np.uint64(0x0101010101010101)
+
+
+def _min_top(q: np.ndarray, top: int) -> np.ndarray:
+    """``MIN(top, q)`` in place for codes ``q <= top + 1`` with ``top + 1`` a power of two, 8 bytes at a time: a byte
+    equal to ``top + 1`` is the only one with that bit set, and loses 1 without borrowing from its neighbour."""
+    q64 = q.view(np.uint64)
+    over = q64 >> np.uint64(top.bit_length())
+    over &= _ONES
+    q64 -= over
+    return q
 
 
 def _pack_nibbles(q: np.ndarray, mask: bool = False) -> np.ndarray:
@@ -107,8 +125,7 @@ def _symmetric(x: np.ndarray, blocks: np.ndarray, steps: float, top: int) -> np.
         return None
     np.multiply(x, idv[:, None], out=buf)
     buf += F32(steps + 0.5)  # in [0.5 - ulp, 2 steps + 0.5 + ulp]: positive, so the cast truncates as C does
-    np.minimum(buf, F32(top), out=buf)  # MIN(top, trunc(v)) == trunc(min(v, top)): trunc is monotone, top whole
-    q = _trunc_u8(buf, np.empty(x.shape, np.uint8))
+    q = _min_top(_trunc_u8(buf, np.empty(x.shape, np.uint8)), top)
     blocks["d"] = fp32_to_fp16_bits(d).view("<f2")
     return q
 
@@ -124,9 +141,9 @@ def _affine(x: np.ndarray, blocks: np.ndarray, steps: int, top: int = 255) -> np
     buf = np.subtract(x, vmin[:, None])
     buf *= idv[:, None]
     buf += F32(0.5)  # in [0.5, steps + 0.5 + ulp]
-    if top < 255:
-        np.minimum(buf, F32(top), out=buf)  # as in _symmetric
     q = _trunc_u8(buf, np.empty(x.shape, np.uint8))
+    if top < 255:
+        _min_top(q, top)
     blocks["d"] = fp32_to_fp16_bits(d).view("<f2")
     blocks["m"] = fp32_to_fp16_bits(vmin).view("<f2")
     return q
@@ -140,7 +157,7 @@ _GATHER_BITS = np.uint64(0x0102040810204080)
 def _high_bits(q: np.ndarray, blocks: np.ndarray) -> None:
     """Q5's ``qh``: bit 4 of element j at bit j, little-endian (q <= 31, so ``q >> 4`` is that bit)."""
     h = q.view(np.uint64) >> np.uint64(4)
-    h &= np.uint64(0x0101010101010101)
+    h &= _ONES
     h *= _GATHER_BITS
     h >>= np.uint64(56)
     blocks["qh"] = h
