@@ -101,17 +101,22 @@ def _min_top(q: np.ndarray, top: int) -> np.ndarray:
 
 def _pack_nibbles(q: np.ndarray, mask: bool = False) -> np.ndarray:
     """``qs[j] = q[j] | q[j + 16] << 4`` (bits 4 and up of ``q[j + 16]`` dropped; ``mask``: ``q[j] & 15`` too), on
-    8 bytes at a time: with every ``q[j + 16] & 15`` below 16, a 64-bit shift by 4 never carries across bytes."""
-    half = q.shape[1] // 2
-    q64 = q.view(np.uint64)
-    lo, hi = q64[:, : half // 8], q64[:, half // 8 :]
-    if mask:
-        out = hi & np.uint64(0x0F0F0F0F0F0F0F0F)
-        out <<= np.uint64(4)
-        out |= lo & np.uint64(0x0F0F0F0F0F0F0F0F)
-    else:
-        out = hi << np.uint64(4)
-        out |= lo
+    8 bytes at a time: with every ``q[j + 16] & 15`` below 16, a 64-bit shift by 4 never carries across bytes. One
+    strided 1-D call per word of a half (not per block: numpy's per-row overhead would dominate)."""
+    words = q.shape[1] // 16  # 64-bit words in a half
+    flat = q.view(np.uint64).reshape(-1)
+    out = np.empty((q.shape[0], words), np.uint64)
+    nibbles = np.uint64(0x0F0F0F0F0F0F0F0F)
+    for k in range(words):
+        col = out[:, k]
+        hi, lo = flat[words + k :: 2 * words], flat[k :: 2 * words]
+        if mask:
+            np.bitwise_and(hi, nibbles, out=col)
+            col <<= np.uint64(4)
+            col |= lo & nibbles
+        else:
+            np.left_shift(hi, np.uint64(4), out=col)
+            col |= lo
     return out.view(np.uint8)
 
 
