@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from ..api.metadata import MetadataField, first_last, infer_type, json_value
-from ..tables import FILE_TYPES
+from ..tables import FILE_TYPES, GGMLType
+from ..validation import Issue, parameter_issue
 
 #: Header facts a file object may have; a GGUF file has them all.
 HEADER_FIELDS = ("version", "byte_order", "alignment", "data_offset")
@@ -43,8 +44,38 @@ def fields_of(f: Any) -> list[MetadataField]:
 
 
 def type_name(t: Any) -> str:
-    """A tensor type as ggml spells it (``q4_K``), or the format's own type string."""
-    return getattr(t.type, "name", None) or str(t.type)
+    """A tensor type as ggml spells it (``q4_K``), ``type 43 (unknown)`` for an id no table knows, or the
+    format's own type string."""
+    kind = t.type
+    if isinstance(kind, GGMLType) and not kind.known:
+        return f"type {kind.id} (unknown)"
+    return getattr(kind, "name", None) or str(kind)
+
+
+def reading_warnings(f: Any, path: str | None = None) -> list[Issue]:
+    """What a lenient load let through that a reader of the summary must know: tensors of a type without
+    sizes (their bytes are the range up to the next tensor; ``to_numpy`` cannot decode them) and a parameter
+    count the files' size cannot hold (rule ``model.parameters``). Warnings only: ``validate`` judges."""
+    out: list[Issue] = []
+    unsized: dict[str, list[Any]] = {}
+    for t in f.tensors.values():
+        if isinstance(t.type, GGMLType) and not t.type.sized:
+            unsized.setdefault(type_name(t), []).append(t)
+    for kind, ts in unsized.items():
+        first = ts[0]
+        what = "unknown to this version's tables (GGUF_CONSTRUCT_TYPES can declare it)" if not first.type.known else "removed from ggml"
+        out.append(Issue("tensor.type", f"{len(ts)} tensor(s) of {kind}, {what}: listed with the bytes up to the next tensor, not decodable (first: {first.name!r} at offset {first.offset}, {int(first.nbytes):,} bytes)", severity="warning"))
+    paths = [str(p) for p in getattr(f, "shard_paths", None) or [path or getattr(f, "path", None)] if p]
+    try:
+        size = sum(os.path.getsize(p) for p in paths)
+    except OSError:
+        return out
+    if paths:
+        size -= getattr(f, "data_offset", 0) if len(paths) == 1 else 0
+        issue = parameter_issue([t.shape for t in f.tensors.values()], size, not unsized)
+        if issue is not None:
+            out.append(Issue(issue.rule, issue.message, issue.path, issue.offset, "warning"))
+    return out
 
 
 def n_elements(t: Any) -> int:
@@ -136,6 +167,7 @@ def summary(f: Any, path: str | None = None) -> dict[str, Any]:
     shards = getattr(f, "shard_paths", None)
     if shards:
         out["shards"] = [str(p) for p in shards]
+    out["warnings"] = [i.line() for i in reading_warnings(f, path)]
     return out
 
 
