@@ -234,3 +234,9 @@ def standard_key(key: str, architecture: str | None = None) -> StandardKey | Non
 def architecture_required_keys(architecture: str) -> list[str]:
     """The keys the spec requires for an architecture (empty for architectures it does not describe)."""
     return [f"{architecture}.{k}" for k in _load("keys.json")["architectures"].get(architecture, [])]
+
+
+@cache
+def template_rules() -> dict[str, Any]:
+    """``schema/template_rules.json``: the rules of chat template scanning and the names they look for."""
+    return _load("template_rules.json")
