@@ -34,11 +34,11 @@ def cli(*args, env=None):
     return subprocess.run([sys.executable, "-m", "gguf_construct.cli.main", *map(str, args)], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
 
 
-def build(tensors, kvs=(), *, version=3, data=b""):
+def build(tensors, kvs=(), *, version=3, data=b"", byte_order="little"):
     """A GGUF file from (name, dims, type, offset) and a raw data section, laid out as given."""
     infos = [Container(name=n, dimensions=list(d), type=t, offset=o) for n, d, t, o in tensors]
     kv = [Container(key=k, value_type=vt, value=v) for k, vt, v in kvs]
-    return gc.GGUF.build(Container(version=version, metadata_kv=kv, tensor_infos=infos, tensor_data=data))
+    return gc.GGUF.build(Container(version=version, byte_order=byte_order, metadata_kv=kv, tensor_infos=infos, tensor_data=data))
 
 
 def unknown_type_file(last=False):
@@ -155,13 +155,26 @@ def test_save_keeps_an_unknown_tensor(unknown_file, tmp_path):
 
 
 # -- unknown value types ----------------------------------------------------------------------------------
-def unknown_value_file():
+def unknown_value_file(version=3, byte_order="little"):
     kvs = [("general.architecture", "str", "llama"), ("general.name", "str", "x"), ("a.new", "u32", 7), ("a.after", "u8", 1)]
-    raw = bytearray(build([("a.weight", [64], "f32", 0)], kvs, data=A.tobytes()))
+    order = "<" if byte_order == "little" else ">"
+    raw = bytearray(build([("a.weight", [64], "f32", 0)], kvs, data=A.astype(order + "f4").tobytes(), version=version, byte_order=byte_order))
     kv = gc.GGUF.parse(bytes(raw)).metadata_kv[2]
-    at = kv._offset + 8 + len(kv.key)
-    struct.pack_into("<I", raw, at, 13)  # a value type the spec does not (yet) define
+    at = kv._offset + (8 if version > 1 else 4) + len(kv.key)
+    struct.pack_into(order + "I", raw, at, 13)  # a value type the spec does not (yet) define
     return bytes(raw), at
+
+
+@pytest.mark.parametrize(("version", "byte_order"), [(1, "little"), (3, "big")])
+def test_the_readable_prefix_of_every_layout(version, byte_order):
+    raw, at = unknown_value_file(version, byte_order)
+    with pytest.raises(UnsupportedTypeError) as e:
+        gc.from_bytes(raw, strict=False)
+    assert e.value.offset == at
+    partial = e.value.partial
+    assert (partial.version, partial.byte_order) == (version, byte_order)
+    assert dict(partial.metadata) == {"general.architecture": "llama", "general.name": "x"}
+    assert partial.declared == {"metadata_kv_count": 4, "tensor_count": 1}
 
 
 def test_an_unknown_value_type_is_named_and_what_precedes_it_is_shown(tmp_path):
@@ -175,11 +188,16 @@ def test_an_unknown_value_type_is_named_and_what_precedes_it_is_shown(tmp_path):
         assert "value type 13 is unknown" in e.value.message
         partial = e.value.partial
         assert list(partial.metadata) == ["general.architecture", "general.name"] and len(partial.tensors) == 0
+        assert partial.declared == {"metadata_kv_count": 4, "tensor_count": 1}
     r = cli("info", path)
     assert r.returncode == 1
+    assert "PARTIAL, the header declares 4 keys and 1 tensors; readable: the first 2 keys" in r.stdout
     assert "general.name" in r.stdout and "a.after" not in r.stdout
     assert "value type 13 is unknown" in r.stderr and "the 2 keys before it" in r.stderr
-    assert cli("info", "--json", path).returncode == 1
+    j = cli("info", "--json", path)
+    assert j.returncode == 1
+    doc = json.loads(j.stdout)
+    assert doc["partial"] is True and [m["key"] for m in doc["metadata"]] == ["general.architecture", "general.name"]
 
 
 # -- user type tables -------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import corpus_file
 
 import gguf_construct as gc
 from gguf_construct.security import scan_template, scan_templates, template_keys
@@ -144,3 +145,12 @@ def test_validate_security_exits_1_on_a_hostile_template_and_0_on_a_real_one(tmp
     j = cli("validate", "--security", "--json", hostile)
     rules = {i["rule"] for i in json.loads(j.stdout)[0]["issues"]}
     assert {"template.dunder", "template.private", "template.introspection"} <= rules
+
+
+def test_the_corpus_chat_template_is_not_flagged():
+    """The one corpus file with a chat template (Phi-3's, committed to llama.cpp): clean, through the CLI too."""
+    path = corpus_file("gguf/v3-phi-3-vocab-old.gguf")
+    assert template_keys(gc.load(path, strict=False).metadata) == ["tokenizer.chat_template"]
+    assert scan_templates(path) == []
+    r = cli("validate", "--security", path)
+    assert r.returncode == 0 and "chat templates" in r.stdout, r.stdout + r.stderr

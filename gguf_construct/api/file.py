@@ -189,7 +189,8 @@ def readable_prefix(data: Any, error: FormatError, path: str | None = None) -> G
     tensor infos, not the data. What comes before it is sound. This is the file's own bytes up to the bad
     record, with the header's counts set to the records read (``tensor_count`` 0), parsed by the same
     declaration: a read-only ``GGUFFile`` with those keys and no tensors. ``load`` attaches it to the
-    ``UnsupportedTypeError`` it raises (``error.partial``); ``info`` prints it. None when there is nothing to show.
+    ``UnsupportedTypeError`` it raises (``error.partial``, with ``.declared``: the counts the real header
+    declares); ``info`` prints it. None when there is nothing to show.
     """
     m = re.match(r"metadata_kv\[(\d+)\]", error.path or "")
     if m is None or error.offset is None:
@@ -197,12 +198,16 @@ def readable_prefix(data: Any, error: FormatError, path: str | None = None) -> G
     view = memoryview(data)
     order = ORDERS[detect_byte_order(bytes(view[:8]))]
     (version,) = struct.unpack_from(order + "I", view, 4)
+    counts = order + ("QQ" if version >= 2 else "II")
     prefix = bytearray(view[: error.offset])
-    struct.pack_into(order + ("QQ" if version >= 2 else "II"), prefix, 8, 0, int(m.group(1)))
+    n_tensors, n_kv = struct.unpack_from(counts, prefix, 8)
+    struct.pack_into(counts, prefix, 8, 0, int(m.group(1)))
     try:
-        return GGUFFile(GGUF.parse(bytes(prefix)), None, path)
+        partial = GGUFFile(GGUF.parse(bytes(prefix)), None, path)
     except FormatError:
         return None
+    partial.declared = {"metadata_kv_count": n_kv, "tensor_count": n_tensors}  # what the real header says
+    return partial
 
 
 def from_bytes(data: Any, *, strict: bool = True, profile: str = "spec") -> GGUFFile:

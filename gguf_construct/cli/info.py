@@ -110,11 +110,15 @@ def _show_partial(path: str, error: FormatError, args: argparse.Namespace) -> in
     partial = getattr(error, "partial", None)
     if partial is None:
         raise error
+    declared = getattr(partial, "declared", {})
     if args.json:
-        json.dump({**info_json(partial, full=args.full, path=path), "error": error.describe(), "partial": True}, sys.stdout, ensure_ascii=False, indent=1)
+        doc = {**info_json(partial, full=args.full, path=path), "error": error.describe(), "partial": True, "declared": declared}
+        json.dump(doc, sys.stdout, ensure_ascii=False, indent=1)
         sys.stdout.write("\n")
     else:
-        print(info_text(partial, path, full=args.full))
+        lines = info_text(partial, path, full=args.full).split("\n")
+        header = f"  GGUF v{partial.version}, {partial.byte_order}-endian: PARTIAL, the header declares {declared.get('metadata_kv_count')} keys and {declared.get('tensor_count')} tensors; readable: the first {len(partial.metadata)} keys"
+        print("\n".join([path, header, "", *lines[lines.index("metadata:") :]]))
     print(
         f"{path}: error: {error.describe()}; shown: the {len(partial.metadata)} keys before it. A value of an unknown type has no "
         "known length, so the later keys and the tensor infos cannot be located.",
