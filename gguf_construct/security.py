@@ -65,9 +65,11 @@ def scan_template(text: str, key: str = "tokenizer.chat_template", offset: int |
     try:
         tree = env.parse(text)
     except jinja2.TemplateSyntaxError as e:
-        return [_finding("template.syntax", f"does not parse: {e.message}", key, text, e.lineno or 1, offset)]
+        return [_finding("template.syntax", f"does not parse: {_short(e.message)}", key, text, e.lineno or 1, offset)]
     except RecursionError:
         return [_finding("template.syntax", "does not parse: nested too deeply for the parser", key, text, 1, offset)]
+    except Exception as e:  # noqa: BLE001 - Jinja2's lexer lets Python's own errors out (an int of 5000 digits)
+        return [_finding("template.syntax", f"does not parse: {type(e).__name__}: {_short(str(e))}", key, text, 1, offset)]
     return [_finding(rule, why, key, text, line, offset) for rule, why, line in _walk(tree, jinja2.nodes, table)]
 
 
@@ -94,6 +96,11 @@ def _finding(rule: str, why: str, key: str, text: str, line: int, offset: int | 
     if len(snippet) > SNIPPET:
         snippet = snippet[: SNIPPET - 3] + "..."
     return Issue(rule, f"line {line}: {why}: {snippet!r}", f"{key}:{line}", offset)
+
+
+def _short(message: str | None, width: int = 200) -> str:
+    message = message or ""
+    return message if len(message) <= width else message[: width - 3] + "..."
 
 
 def _children(node: Any) -> Iterator[Any]:

@@ -154,3 +154,22 @@ def test_the_corpus_chat_template_is_not_flagged():
     assert scan_templates(path) == []
     r = cli("validate", "--security", path)
     assert r.returncode == 0 and "chat templates" in r.stdout, r.stdout + r.stderr
+
+
+def test_parser_failures_are_findings_not_exceptions():
+    """Jinja2's lexer lets Python's own errors out (int() of 5000 digits raises ValueError); a scanner of
+    hostile input must turn every failure into a finding. Plus 300 seeded mutations of the real templates."""
+    import random
+
+    for text in ("{{ 1" + "0" * 5000 + " }}", "{{ '\\N{no such name}' }}", "{{ '\\x' }}", "{% if a %}" * 3000, "\ud800{{ x }}"):
+        findings = scan_template(text)
+        assert all(f.rule == "template.syntax" for f in findings), findings
+    rnd = random.Random(12)
+    texts = [p.read_text(encoding="utf-8") for p in TEMPLATES]
+    pieces = [*"{}%#()[]'\"._~|+-*/\\ \nabc0_", "{{", "}}", "{%", "%}", "__", "set ", "endfor", "\\x5f", "\\N{"]
+    for _ in range(300):
+        t = rnd.choice(texts)
+        for _ in range(rnd.randint(1, 6)):
+            i = rnd.randrange(len(t) + 1)
+            t = t[:i] + "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 5))) + t[i + rnd.randint(0, 20) :]
+        assert all(f.rule in template_rules()["rules"] for f in scan_template(t))
