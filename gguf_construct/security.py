@@ -11,6 +11,7 @@ they look for are data: ``schema/template_rules.json``. Needs the ``security`` e
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -63,7 +64,9 @@ def scan_template(text: str, key: str = "tokenizer.chat_template", offset: int |
     jinja2 = _jinja()
     env = _environment()
     try:
-        tree = env.parse(text)
+        with warnings.catch_warnings():  # string literals are decoded by Python: '\-' warns, and fails under -W error
+            warnings.simplefilter("ignore")
+            tree = env.parse(text)
     except jinja2.TemplateSyntaxError as e:
         return [_finding("template.syntax", f"does not parse: {_short(e.message)}", key, text, e.lineno or 1, offset)]
     except RecursionError:
