@@ -17,9 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from construct import Container
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import gguf_construct as gc
 from gguf_construct.errors import LayoutError, UnsupportedTypeError
+from gguf_construct.strategies.gguf import Layout, gguf_bytes
 from gguf_construct.tables import GGML_TYPES, GGMLType, user_types
 from gguf_construct.validation import densest_type, parameter_issue
 
@@ -330,3 +333,38 @@ def test_a_plausible_file_gets_no_parameter_warning(unknown_file, tmp_path):
     huge = build([("b.weight", [10**12], UNKNOWN, 0)], data=bytes(64))
     issues = gc.validate_bytes(huge)
     assert ("model.parameters", "warning") in {(i.rule, i.severity) for i in issues}
+
+
+# -- every layout: a generated file with one tensor retyped to an unknown id ------------------------------
+@st.composite
+def retyped(draw):
+    """A valid generated file (any version, byte order, alignment) with one tensor's type id replaced by one
+    no table knows: (original bytes, retyped bytes, the tensor's name, the new id)."""
+    files = gguf_bytes(max_kv=3, max_tensors=4, tensor_types=("f32", "f16", "q4_0", "q8_0", "q4_K"))
+    data = draw(files.filter(lambda b: len(gc.GGUF.parse(b).tensor_infos) >= 1))
+    layout = Layout(data)
+    i = draw(st.integers(0, len(layout.c.tensor_infos) - 1))
+    new_id = draw(st.integers(max(GGML_TYPES) + 1, 2**32 - 1))
+    return data, layout.patch(layout.tensor(i)["type"], "I", new_id), layout.c.tensor_infos[i].name, new_id
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(retyped())
+def test_an_unknown_type_in_any_layout_keeps_everything_else(case):
+    original, data, name, new_id = case
+    before = gc.from_bytes(original)
+    f = gc.from_bytes(data, strict=False)
+    t = f.tensors[name]
+    assert (t.type.id, t.type.name, t.type.known) == (new_id, f"unknown({new_id})", False)
+    c = gc.GGUF.parse(data)
+    later = [int(ti.offset) for ti in c.tensor_infos if int(ti.offset) > t.offset]
+    end = min(later) if later else len(c.tensor_data)
+    assert bytes(t.data) == bytes(c.tensor_data[t.offset : end])  # up to the next tensor, or the end of the data
+    assert bytes(t.data)[: before.tensors[name].nbytes] == bytes(before.tensors[name].data)
+    assert [i.rule for i in gc.validate_bytes(data) if i.severity == "error"] == ["tensor.type"]
+    for other in f.tensors:
+        if other != name:
+            np.testing.assert_array_equal(f.tensors[other].to_numpy(), before.tensors[other].to_numpy())
+    assert gc.GGUF.build(c) == data
+    with pytest.raises(UnsupportedTypeError):
+        t.to_numpy()
