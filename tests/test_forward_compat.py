@@ -115,6 +115,8 @@ def test_info_lists_the_tensor_warns_and_exits_0(unknown_file):
     b = next(t for t in doc["tensors"] if t["name"] == "b.weight")
     assert (b["type"], b["offset"], b["nbytes"]) == (f"type {UNKNOWN} (unknown)", 256, 64)
     assert any("tensor.type" in w for w in doc["summary"]["warnings"])
+    table = cli("info", "-j", "1", unknown_file, unknown_file.parent)
+    assert table.returncode == 0 and "1 reading warnings" in table.stdout
 
 
 def test_validate_cli_reports_the_rule_and_exits_1(unknown_file):

@@ -140,7 +140,9 @@ def print_rows(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         if r["ok"]:
             from ..naming import size_label
 
-            status = f"{r['name_warnings']} name warnings" if r["name_warnings"] else "ok"
+            notes = [f"{len(r['warnings'])} reading warnings"] if r.get("warnings") else []
+            notes += [f"{r['name_warnings']} name warnings"] if r["name_warnings"] else []
+            status = ", ".join(notes) or "ok"
             body.append([r["file"], r["format"], r["architecture"] or "-", size_label(r["parameters"]) if r["parameters"] else "0", r["tensors"], human_bytes(r["tensor_bytes"]), r["main_type"] or "-", status])
         else:
             body.append([r["file"], "-", "-", "-", "-", "-", "-", "error: " + r["error"]])

@@ -372,6 +372,7 @@ def summary_row(f: Any, path: str) -> dict[str, Any]:
         "tensor_bytes": s["tensor_bytes"],
         "main_type": s["size_by_type"][0]["type"] if s["size_by_type"] else None,
         "name_warnings": len(s.get("name_warnings", [])),
+        "warnings": s["warnings"],
     }
 
 
