@@ -132,6 +132,10 @@ def test_diff_and_hash_work_by_byte_range(unknown_file, tmp_path):
     other.write_bytes(unknown_type_file()[:-64] + unknown_type_file()[-64:][::-1])  # c.weight's bytes reversed
     d = cli("diff", "--exit-code", unknown_file, other)
     assert d.returncode == 1 and "c.weight" in d.stdout and "b.weight" not in d.stdout.split("identical")[-1]
+    changed = tmp_path / "changed.gguf"
+    changed.write_bytes(unknown_type_file().replace(B_BYTES, B_BYTES[::-1]))  # the unknown tensor's bytes differ
+    d = cli("diff", "--exit-code", unknown_file, changed)
+    assert d.returncode == 1 and "b.weight" in d.stdout and "values not compared" in d.stdout, d.stdout
     h = cli("hash", unknown_file)
     assert h.returncode == 0, h.stderr
     assert f"sha256    {hashlib.sha256(B_BYTES).hexdigest()}  {unknown_file}:b.weight" in h.stdout
