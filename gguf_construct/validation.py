@@ -290,7 +290,8 @@ def _check_tensors(c: Container, file_size: int, alignment: int, ggml: bool, arc
         expected_offset = align_offset(offset + nbytes, alignment) if nbytes else offset
         spans.append((offset, offset + nbytes, i, at))
     _check_overlaps(spans, out)
-    issue = parameter_issue([ti["dimensions"] for ti in infos], file_size - data_offset, all(sized_type(ti["type"]) for ti in infos))
+    places = [(f"tensor_infos[{i}].dimensions", ti.get("_offset")) for i, ti in enumerate(infos)]
+    issue = parameter_issue([ti["dimensions"] for ti in infos], file_size - data_offset, all(sized_type(ti["type"]) for ti in infos), places)
     if issue is not None:
         out.append(issue)
     if ggml and first_inconsistent is not None:
@@ -349,19 +350,20 @@ def densest_type() -> GGMLType:
     return max(sized, key=lambda t: Fraction(t.block_size, t.type_size))
 
 
-def parameter_issue(shapes: list[Any], data_bytes: int, all_sized: bool = True) -> Issue | None:
+def parameter_issue(shapes: list[Any], data_bytes: int, all_sized: bool = True, places: list[tuple[str, int | None]] | None = None) -> Issue | None:
     """Rule ``model.parameters``: tensors claiming more elements than their data can hold.
 
     ``data_bytes`` bytes of tensor data hold at most ``data_bytes × block_size / type_size`` elements of the
     densest type of the tables (``densest_type``); a file whose tensors add up to more is implausible, e.g.
     a crafted 70-byte header claiming 7e159 parameters. An error when every tensor's type has known sizes; a
     warning when one has not (a type newer than the tables could be denser). Products stop growing as soon as
-    they pass the bound, so absurd shapes cost no big-integer work and no huge number is ever printed.
+    they pass the bound, so absurd shapes cost no big-integer work and no huge number is ever printed. The
+    finding names the tensor whose count crosses the bound (``places[i]``: its path and offset, when given).
     """
     dense = densest_type()
     cap = max(0, data_bytes) * dense.block_size // dense.type_size
     total = 0
-    for dims in shapes:
+    for i, dims in enumerate(shapes):
         dims = [int(d) for d in dims]
         n = 0 if 0 in dims else 1
         for d in dims if n else ():
@@ -370,11 +372,13 @@ def parameter_issue(shapes: list[Any], data_bytes: int, all_sized: bool = True) 
                 break
         total += n
         if total > cap:
+            path, at = places[i] if places else (f"tensors[{i}]", None)
             return Issue(
                 "model.parameters",
-                f"the tensors claim more than {cap:,} parameters, the most {max(0, data_bytes):,} bytes of tensor data can hold ({dense.name}, the densest type, stores {dense.block_size} per {dense.type_size} bytes)",
-                "tensor_infos",
-                None,
+                f"the tensors claim more than {cap:,} parameters (from this one on), the most {max(0, data_bytes):,} bytes of tensor data "
+                f"can hold ({dense.name}, the densest type, stores {dense.block_size} per {dense.type_size} bytes)",
+                path,
+                at,
                 "error" if all_sized else "warning",
             )
     return None

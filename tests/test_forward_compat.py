@@ -303,7 +303,8 @@ def test_the_bound_is_the_densest_type_of_the_table():
     assert parameter_issue([[cap]], 256) is None
     issue = parameter_issue([[cap + 1]], 256)
     assert issue.rule == "model.parameters" and issue.severity == "error"
-    assert parameter_issue([[cap // 2], [cap - cap // 2 + 1]], 256) is not None  # the sum counts
+    summed = parameter_issue([[cap // 2], [cap - cap // 2 + 1]], 256, places=[("a", 1), ("b", 2)])
+    assert (summed.path, summed.offset) == ("b", 2)  # the sum counts; the tensor that crosses the bound is named
     assert parameter_issue([[cap + 1]], 256, all_sized=False).severity == "warning"
     assert parameter_issue([[2**64 - 1, 0]], 256) is None  # no elements at all
     assert "7" not in parameter_issue([[10**40, 10**40, 10**40, 10**40]], 0).message.split("claim")[0]
@@ -321,6 +322,7 @@ def test_a_crafted_parameter_claim_is_an_error_and_info_warns(tmp_path):
     assert "model.parameters" in {i.rule for i in issues}
     hit = next(i for i in issues if i.rule == "model.parameters")
     assert hit.severity == "error" and isinstance(hit.error(), LayoutError)
+    assert (hit.path, hit.offset) == ("tensor_infos[0].dimensions", gc.GGUF.parse(raw).tensor_infos[0]._offset)
     path = tmp_path / "claim.gguf"
     path.write_bytes(raw)
     r = cli("info", path)
