@@ -327,6 +327,9 @@ def test_a_crafted_parameter_claim_is_an_error_and_info_warns(tmp_path):
     path.write_bytes(raw)
     r = cli("info", path)
     assert "[model.parameters]" in r.stderr, r.stderr
+    assert r.returncode == 0 and "parameters        ~10^48 (implausible)" in r.stdout, r.stdout
+    doc = json.loads(cli("info", "--json", path).stdout)
+    assert doc["summary"]["parameters_plausible"] is False and doc["summary"]["parameters"] == 2**160
     assert cli("validate", path).returncode == 1
 
 

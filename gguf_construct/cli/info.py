@@ -128,7 +128,7 @@ def _show_partial(path: str, error: FormatError, args: argparse.Namespace) -> in
 
 
 def print_rows(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    from .report import human_bytes, table
+    from .report import ABSURD_COUNT, human_bytes, table
 
     if args.json:
         json.dump(rows, sys.stdout, ensure_ascii=False, indent=1)
@@ -143,7 +143,7 @@ def print_rows(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
             notes = [f"{len(r['warnings'])} reading warnings"] if r.get("warnings") else []
             notes += [f"{r['name_warnings']} name warnings"] if r["name_warnings"] else []
             status = ", ".join(notes) or "ok"
-            body.append([r["file"], r["format"], r["architecture"] or "-", size_label(r["parameters"]) if r["parameters"] else "0", r["tensors"], human_bytes(r["tensor_bytes"]), r["main_type"] or "-", status])
+            body.append([r["file"], r["format"], r["architecture"] or "-", (size_label(r["parameters"]) if r["parameters"] < ABSURD_COUNT else "implausible") if r["parameters"] else "0", r["tensors"], human_bytes(r["tensor_bytes"]), r["main_type"] or "-", status])
         else:
             body.append([r["file"], "-", "-", "-", "-", "-", "-", "error: " + r["error"]])
     if args.markdown:

@@ -87,7 +87,13 @@ def n_elements(t: Any) -> int:
     return n
 
 
+#: Counts from here on are no model's (a quadrillion): shown by order of magnitude, never digit by digit.
+ABSURD_COUNT = 10**15
+
+
 def human_bytes(n: float) -> str:
+    if n >= ABSURD_COUNT * 1024:  # a crafted shape: more bytes than any disk holds
+        return f"~2^{int(n).bit_length() - 1} B (implausible)"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
@@ -96,9 +102,12 @@ def human_bytes(n: float) -> str:
 
 
 def human_count(n: int) -> str:
-    """``1.23M``-style, with the exact count."""
+    """``1.23M``-style, with the exact count; an absurd count (a crafted shape) only as ``~10^N``, which
+    needs no conversion of thousands of digits."""
     from ..naming import size_label
 
+    if n >= ABSURD_COUNT:
+        return f"~10^{int(n.bit_length() * 0.30103)} (implausible)"
     return f"{size_label(n)} ({n:,})" if n >= 1000 else str(n)
 
 
@@ -165,11 +174,15 @@ def summary(f: Any, path: str | None = None) -> dict[str, Any]:
     if name and getattr(f, "format", "gguf") == "gguf":  # the naming convention is GGUF's
         parsed = parse(name)
         out["name"] = parsed.as_dict() if parsed else None
-        out["name_warnings"] = disagreements(parsed, f) if parsed else []
+        out["name_warnings"] = disagreements(parsed, f) if parsed and out["parameters"] < ABSURD_COUNT else []
     shards = getattr(f, "shard_paths", None)
     if shards:
         out["shards"] = [str(p) for p in shards]
-    out["warnings"] = [i.line() for i in reading_warnings(f, path)]
+    warnings = reading_warnings(f, path)
+    out["warnings"] = [i.line() for i in warnings]
+    if any(i.rule == "model.parameters" for i in warnings):
+        out["parameters_plausible"] = False
+        out["name_warnings"] = []  # comparing the name's size label with an absurd count says nothing
     return out
 
 
