@@ -173,3 +173,42 @@ def test_parser_failures_are_findings_not_exceptions():
             i = rnd.randrange(len(t) + 1)
             t = t[:i] + "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 5))) + t[i + rnd.randint(0, 20) :]
         assert all(f.rule in template_rules()["rules"] for f in scan_template(t))
+
+
+def sandbox():
+    """Jinja2's ImmutableSandboxedEnvironment set up as transformers' apply_chat_template sets it up."""
+    import datetime
+
+    from jinja2.exceptions import TemplateError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message):
+        raise TemplateError(message)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = lambda x, indent=None, separators=None, sort_keys=False, ensure_ascii=False: json.dumps(x, indent=indent, separators=separators, sort_keys=sort_keys, ensure_ascii=ensure_ascii)
+    env.globals.update(raise_exception=raise_exception, strftime_now=lambda fmt: datetime.datetime(2026, 1, 1).strftime(fmt))
+    return env
+
+
+@pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: p.stem)
+def test_the_benign_templates_really_render(path):
+    """The benign set is real: each template renders a conversation in the sandbox, as transformers does."""
+    messages = [{"role": "user", "content": "Hello there"}, {"role": "assistant", "content": "Hi! How can I help?"}, {"role": "user", "content": "Tell me a joke"}]
+    out = sandbox().from_string(path.read_text(encoding="utf-8")).render(messages=messages, bos_token="<s>", eos_token="</s>", add_generation_prompt=True)
+    assert "Hello there" in out and "Tell me a joke" in out
+
+
+@pytest.mark.parametrize(
+    "payload",
+    ["{{ ''.__class__.__name__ }}", "{{ self._TemplateReference__context.keys }}", "{{ cycler.__init__.__globals__ }}", "{{ (()|attr('__class__')).__name__ }}", "{{ lipsum['__globals__'].os }}"],
+)
+def test_what_the_sandbox_refuses_is_flagged(payload):
+    """The oracle for the underscore rules: Jinja2's sandbox refuses these when rendering (it hands back an
+    undefined for the unsafe attribute, which raises SecurityError once used; harmless ends only: nothing here
+    calls anything even outside a sandbox), and the scanner flags each one without rendering."""
+    from jinja2.exceptions import SecurityError
+
+    with pytest.raises(SecurityError):
+        sandbox().from_string(payload).render()
+    assert {"template.dunder", "template.private"} & {f.rule for f in scan_template(payload)}
