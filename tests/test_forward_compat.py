@@ -379,3 +379,20 @@ def test_an_unknown_type_in_any_layout_keeps_everything_else(case):
     assert gc.GGUF.build(c) == data
     with pytest.raises(UnsupportedTypeError):
         t.to_numpy()
+
+
+def test_the_references_refuse_what_we_read_leniently(unknown_file, tmp_path):
+    """ggml's C reader refuses a tensor type it does not know, gguf-py raises ValueError: our strict load
+    agrees. Leniently, we see what ggml sees in the same file with a known type there (the same names, types
+    of the other tensors, offsets and sizes: the unknown one's byte range is its f16 size here)."""
+    from oracles import ggml_read, gguf_py_read, ours
+
+    assert ggml_read(unknown_file) is None
+    with pytest.raises(ValueError):
+        gguf_py_read(unknown_file)
+    known = tmp_path / "known.gguf"
+    known.write_bytes(build([("a.weight", [64], "f32", 0), ("b.weight", [32], "f16", 256), ("c.weight", [16], "f32", 320)], [("general.architecture", "str", "llama")], data=A.tobytes() + B_BYTES + C.tobytes()))
+    reference = ggml_read(known)["tensors"]
+    seen = ours(unknown_file)["tensors"]
+    assert [[n, o, b] for n, _, _, o, b in seen] == [[n, o, b] for n, _, _, o, b in reference]
+    assert [t for _, t, _, _, _ in seen] == ["f32", f"unknown({UNKNOWN})", "f32"]
