@@ -199,9 +199,22 @@ def test_the_benign_templates_really_render(path):
     assert "Hello there" in out and "Tell me a joke" in out
 
 
+@pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: p.stem)
+def test_llama_cpp_python_renders_the_benign_templates(path):
+    """The consumer CVE-2024-34359 was found in: llama-cpp-python's Jinja2ChatFormatter (sandboxed since the
+    fix) renders every benign template into a prompt holding the conversation."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    formatter = Jinja2ChatFormatter(path.read_text(encoding="utf-8"), eos_token="</s>", bos_token="<s>")
+    tool = {"type": "function", "function": {"name": "joke", "description": "Tell a joke", "parameters": {"type": "object", "properties": {"topic": {"type": "string", "description": "what about"}}, "required": []}}}
+    messages = [{"role": "user", "content": "Hello there"}, {"role": "assistant", "content": "Hi!"}, {"role": "user", "content": "Tell me a joke"}]
+    prompt = formatter(messages=messages, tools=[tool]).prompt  # the *-tool_use templates iterate over tools
+    assert "Hello there" in prompt and "Tell me a joke" in prompt
+
+
 @pytest.mark.parametrize(
     "payload",
-    ["{{ ''.__class__.__name__ }}", "{{ self._TemplateReference__context.keys }}", "{{ cycler.__init__.__globals__ }}", "{{ (()|attr('__class__')).__name__ }}", "{{ lipsum['__globals__'].os }}"],
+    ["{{ '.__class__.__name__ }}", "{{ self._TemplateReference__context.keys }}", "{{ cycler.__init__.__globals__ }}", "{{ (()|attr('__class__')).__name__ }}", "{{ lipsum['__globals__'].os }}"],
 )
 def test_what_the_sandbox_refuses_is_flagged(payload):
     """The oracle for the underscore rules: Jinja2's sandbox refuses these when rendering (it hands back an
