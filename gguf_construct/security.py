@@ -116,6 +116,7 @@ def _walk(tree: Any, nodes: Any, table: dict[str, Any]) -> list[tuple[str, str, 
     global_objects = set(table["global_objects"])
     builders = table["string_builders"]
     attr_callables = set(table["attribute_callables"])
+    attr_filters = table["attribute_filters"]
     all_nodes = []
     stack = [tree]
     while stack:
@@ -152,6 +153,16 @@ def _walk(tree: Any, nodes: Any, table: dict[str, Any]) -> list[tuple[str, str, 
             name = arg.value if isinstance(arg, nodes.Const) and isinstance(arg.value, str) else None
             if name is None:
                 out.append((line, "template.dynamic_attribute", "the attr filter with a name computed at render time"))
+        elif isinstance(node, nodes.Filter) and node.name in attr_filters:
+            for arg in _attribute_arguments(node, attr_filters[node.name]):
+                if not (isinstance(arg, nodes.Const) and isinstance(arg.value, str)):
+                    out.append((line, "template.dynamic_attribute", f"the {node.name} filter with an attribute name computed at render time"))
+                    continue
+                for segment in arg.value.split("."):  # Jinja2 follows dotted attribute paths
+                    hit = name_rule(segment)
+                    if hit:
+                        out.append((line, hit[0], f"{hit[1]} through the {node.name} filter"))
+            continue
         elif isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name) and node.node.name in attr_callables and node.node.name not in assigned:
             out.append((line, "template.dynamic_attribute", f"{node.node.name}() takes attribute names as strings"))
             continue
@@ -168,6 +179,15 @@ def _walk(tree: Any, nodes: Any, table: dict[str, Any]) -> list[tuple[str, str, 
                 out.append((line, "template.self", "access through self, the template reference"))
     out.sort(key=lambda f: f[0])
     return [(rule, why, line) for line, rule, why in out]
+
+
+def _attribute_arguments(node: Any, position: int | None) -> list[Any]:
+    """The arguments of a filter call that name attributes: ``attribute=`` and, for selectattr, rejectattr and
+    groupby, the first positional one."""
+    args = [kw.value for kw in node.kwargs if kw.key == "attribute"]
+    if position is not None and len(node.args) > position:
+        args.append(node.args[position])
+    return args
 
 
 def _builds_string(expr: Any, nodes: Any, builders: dict[str, list[str]], built_names: set[str]) -> bool:

@@ -68,6 +68,9 @@ HOSTILE = {
     "item-format": ("{{ ''['{0}{0}class{0}{0}'.format('_')] }}", {"template.dynamic_attribute"}),
     "item-via-set": ("{% set a = '__cla' %}{% set b = a ~ 'ss__' %}{{ ''[b] }}", {"template.dynamic_attribute"}),
     "item-join-filter": ("{{ ''[('_','_','class','_','_')|join] }}", {"template.dynamic_attribute"}),
+    "map-attribute": ("{{ ()|map(attribute='__class__')|list }}", {"template.dunder"}),
+    "selectattr-dotted": ("{{ messages|selectattr('0.__class__.__mro__') }}", {"template.dunder"}),
+    "sort-attribute-variable": ("{% set k = '__cla' ~ 'ss__' %}{{ messages|sort(attribute=k) }}", {"template.dynamic_attribute"}),
     "getattr-call": ("{{ getattr(messages, '__class__') }}", {"template.dynamic_attribute"}),
     "func-globals": ("{{ x.func_globals }}", {"template.introspection"}),
     "frame-walk": ("{{ g.gi_frame.f_back.f_globals }}", {"template.introspection"}),
@@ -214,7 +217,7 @@ def test_llama_cpp_python_renders_the_benign_templates(path):
 
 @pytest.mark.parametrize(
     "payload",
-    ["{{ '.__class__.__name__ }}", "{{ self._TemplateReference__context.keys }}", "{{ cycler.__init__.__globals__ }}", "{{ (()|attr('__class__')).__name__ }}", "{{ lipsum['__globals__'].os }}"],
+    ["{{ ''.__class__.__name__ }}", "{{ self._TemplateReference__context.keys }}", "{{ cycler.__init__.__globals__ }}", "{{ (()|attr('__class__')).__name__ }}", "{{ lipsum['__globals__'].os }}"],
 )
 def test_what_the_sandbox_refuses_is_flagged(payload):
     """The oracle for the underscore rules: Jinja2's sandbox refuses these when rendering (it hands back an
