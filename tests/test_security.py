@@ -217,7 +217,7 @@ def test_llama_cpp_python_renders_the_benign_templates(path):
 
 @pytest.mark.parametrize(
     "payload",
-    ["{{ ''.__class__.__name__ }}", "{{ self._TemplateReference__context.keys }}", "{{ cycler.__init__.__globals__ }}", "{{ (()|attr('__class__')).__name__ }}", "{{ lipsum['__globals__'].os }}"],
+    ["{{ ''.__class__.__name__ }}", "{{ self._TemplateReference__context.keys }}", "{{ cycler.__init__.__globals__ }}", "{{ (()|attr('__class__')).__name__ }}", "{{ lipsum['__globals__'].os }}", "{{ ((1,)|map(attribute='__class__')|first).__name__ }}"],
 )
 def test_what_the_sandbox_refuses_is_flagged(payload):
     """The oracle for the underscore rules: Jinja2's sandbox refuses these when rendering (it hands back an
