@@ -330,7 +330,7 @@ def _check_shape_and_type(ti: Container, path: str, at: int | None, out: list[Is
     type_id = int(ti["type"])
     t = GGML_TYPES.get(type_id)
     if t is None or t.removed:
-        why = "has been removed from ggml" if t else f"is unknown (to read it, declare it in {USER_TYPES_ENV})"
+        why = "has been removed from ggml" if t else f"is unknown (a newer ggml's? strict=False reads the rest; {USER_TYPES_ENV} can declare it)"
         out.append(Issue("tensor.type", f"ggml type {type_id} {why}", f"{path}.type", at, "error" if t else unknown_types))
         return None
     if dims[0] % t.block_size:
