@@ -8,7 +8,8 @@
     alignment (computed), _padding, data_offset (computed), tensor_data (memoryview), byte_order
 
 and builds such a container back to bytes. v1 stores counts, lengths and dimensions as u32 (u64 from v2) and
-has no 64-bit value types. The byte order is detected as ggml does it (a big-endian version word read
+has no 64-bit value types (their sizes being unambiguous, they are read anyway: validation reports them). A
+tensor type the tables do not know parses as its id; its bytes reach up to the next tensor (``data_extents``). The byte order is detected as ggml does it (a big-endian version word read
 little-endian has its low 16 bits zero) or forced with ``byte_order="big"|"little"``.
 
 Building computes what the caller may leave out: the counts, ``n_dimensions``, tensor offsets (the running
