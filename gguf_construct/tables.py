@@ -240,3 +240,8 @@ def architecture_required_keys(architecture: str) -> list[str]:
 def template_rules() -> dict[str, Any]:
     """``schema/template_rules.json``: the rules of chat template scanning and the names they look for."""
     return _load("template_rules.json")
+
+
+def quantize_rules() -> dict[str, Any]:
+    """llama-quantize's default choice of which tensors to quantize and to what (``schema/quantize.json``)."""
+    return _load("quantize.json")
