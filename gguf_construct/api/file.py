@@ -19,7 +19,6 @@ import numpy as np
 from construct import Container
 
 from ..errors import FormatError, UnsupportedTypeError
-from ..formats.base import map_file
 from ..formats.gguf import GGUF, ORDERS, data_extents, detect_byte_order
 from .metadata import Metadata, StandardKeys
 from .tensors import Tensors
@@ -108,9 +107,11 @@ class GGUFFile:
         if order == self.byte_order:
             return source
         from ..formats.filedata import transformed
+        from ..formats.gguf import tensor_bytes
         from ..quants import swap_byte_order
 
-        return lambda: transformed(source, lambda data: swap_byte_order(data, ggml_type, self.byte_order, order))
+        # tensor_bytes reads a lazy (remote) source here; a mapped one is released after the swap
+        return lambda: transformed(tensor_bytes(source), lambda data: swap_byte_order(data, ggml_type, self.byte_order, order))
 
 
 def _check_v1(f: GGUFFile) -> None:
@@ -148,7 +149,14 @@ def _new_file_mode(target: Path) -> int:
 def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None) -> Any:
     """Open any model file ``detect()`` knows: a ``GGUFFile`` for GGUF, the format's own file object otherwise.
     The first shard of a gguf-split set (``*-00001-of-0000N.gguf``, N > 1) opens the whole set as one model
-    (``api.shards.load_shards``; ``load_gguf`` opens the shard alone)."""
+    (``api.shards.load_shards``; ``load_gguf`` opens the shard alone). ``path`` may also be an http(s)://,
+    hf://, ollama:// or fsspec URL: only the header is fetched, each tensor when read (``gguf_construct.remote``)."""
+    from ..remote.urls import is_remote
+
+    if is_remote(path):
+        from ..remote.load import load_url
+
+        return load_url(path, strict=strict, profile=profile, byte_order=byte_order)  # type: ignore[arg-type]
     from ..formats.detect import detect
     from ..formats.registry import FORMATS, resolve
 
@@ -163,24 +171,17 @@ def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "s
 
 
 def load_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, unknown_types: str = "error") -> GGUFFile:
-    """Open a GGUF file through a read-only memory map.
+    """Open a GGUF file through a read-only memory map (the byte source; ``remote.load.gguf_from_source`` reads
+    a remote one the same way).
 
     ``strict`` runs validation (``profile`` 'spec' or 'ggml') and raises the first error as a FormatError;
     without it only what the structure needs is checked and string arrays are decoded when read.
     ``unknown_types='warning'`` lets a strict load through tensor types no table knows (``validation.check``).
     """
-    view = map_file(path)
-    try:
-        container = GGUF.parse(view, **({"byte_order": byte_order} if byte_order else {}))
-    except UnsupportedTypeError as e:
-        if e.rule == "value.type":
-            e.partial = readable_prefix(view, e, os.fspath(path))
-        raise
-    if strict:
-        from ..validation import check, raise_first
+    from ..remote.load import gguf_from_source
+    from ..remote.source import MappedSource
 
-        raise_first(check(container, len(view), profile=profile, unknown_types=unknown_types))
-    return GGUFFile(container, view, os.fspath(path))
+    return gguf_from_source(MappedSource(path), strict=strict, profile=profile, byte_order=byte_order, unknown_types=unknown_types)
 
 
 def readable_prefix(data: Any, error: FormatError, path: str | None = None) -> GGUFFile | None:

@@ -66,7 +66,10 @@ class TensorInfo:
         """Bytes of data. For a type without sizes (unknown or removed) in a loaded file: the byte range from
         its offset to the next tensor's (``formats.gguf.data_extents``), empty where that cannot be derived."""
         if self._data is not None and not self.type.sized:
-            return len(tensor_bytes(self._data))
+            try:
+                return len(self._data)  # a view, or a remote range: its length without fetching it
+            except TypeError:
+                return len(tensor_bytes(self._data))
         return tensor_nbytes(self.shape, self._info["type"])
 
     @property
