@@ -396,3 +396,34 @@ def test_the_references_refuse_what_we_read_leniently(unknown_file, tmp_path):
     seen = ours(unknown_file)["tensors"]
     assert [[n, o, b] for n, _, _, o, b in seen] == [[n, o, b] for n, _, _, o, b in reference]
     assert [t for _, t, _, _, _ in seen] == ["f32", f"unknown({UNKNOWN})", "f32"]
+
+
+def test_a_remote_file_with_an_unknown_type_and_one_with_an_unknown_value_type(tmp_path):
+    """Over HTTP (the remote loader is the same code path): info as for the local file; the unknown tensor's
+    size comes without fetching its bytes; the readable prefix of a value of unknown type is shown."""
+    import contextlib
+    import io
+
+    from gguf_construct.cli.main import main
+    from gguf_construct.remote.testserver import TestServer
+
+    def run(*argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(argv))
+        return code, out.getvalue(), err.getvalue()
+
+    local = tmp_path / "new-type.gguf"
+    local.write_bytes(unknown_type_file())
+    with TestServer() as server:
+        url = server.add("/new-type.gguf", local.read_bytes())
+        code, out, err = run("info", "--json", url)
+        assert code == 0 and json.loads(out) == json.loads(run("info", "--json", str(local))[1])
+        assert "type 43 (unknown)" in err
+        f = gc.load(url, strict=False)
+        server.reset_counts()
+        assert f.tensors["b.weight"].nbytes == 64 and server.counts.requests == 0
+        assert bytes(f.tensors["b.weight"].data) == B_BYTES
+        url2 = server.add("/new-value-type.gguf", unknown_value_file()[0])
+        code, out, err = run("info", url2)
+        assert code == 1 and "general.name" in out and "value type 13 is unknown" in err
