@@ -11,6 +11,8 @@ block) and ``out`` a float32 ``(n_blocks, block_size)`` array to fill, exactly a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 U8 = np.uint8
@@ -65,6 +67,20 @@ def expand(per_group: np.ndarray, size: int) -> np.ndarray:
     return np.repeat(per_group.reshape(-1), size // g).reshape(n, size)
 
 
+FINISH_VALUES = 1 << 15  # float32 values per slice of :func:`finish`: output and temporaries stay in the L2 cache
+
+
+def _apply(out: np.ndarray, op: Callable[..., np.ndarray], per_group: np.ndarray) -> None:
+    """``op(out, per_group broadcast over its group of values, out=out)`` for ``out`` ``(rows, size)``."""
+    rows, size = out.shape
+    g = per_group.shape[1]
+    if size // g >= 128:  # long groups: broadcasting loops over whole groups
+        grouped = out.reshape(rows, g, size // g)
+        op(grouped, per_group[:, :, None], out=grouped)
+    else:  # short groups: one value per output value costs less than short inner loops
+        op(out, expand(per_group, size), out=out)
+
+
 def finish(
     codes: np.ndarray,
     out: np.ndarray,
@@ -75,13 +91,21 @@ def finish(
     minus: np.ndarray | None = None,
 ) -> None:
     """out = (float(codes) [+ before]) * scale [+ plus | - minus], each per-group array ``(n, g)`` broadcast to its
-    group of values; float32 operations in exactly this order (ggml's)."""
-    np.copyto(out, codes, casting="unsafe")
-    size = out.shape[1]
-    if before is not None:
-        out += expand(before, size)
-    out *= expand(scale, size)
-    if plus is not None:
-        out += expand(plus, size)
-    if minus is not None:
-        out -= expand(minus, size)
+    group of values; float32 operations in exactly this order (ggml's).
+
+    The passes run slice by slice (``FINISH_VALUES`` values), so that each pass reads what the one before it left
+    in the cache instead of memory.
+    """
+    n, size = out.shape
+    step = max(1, FINISH_VALUES // size)
+    for i in range(0, n, step):
+        j = min(n, i + step)
+        part = out[i:j]
+        np.copyto(part, codes[i:j], casting="unsafe")
+        if before is not None:
+            _apply(part, np.add, before[i:j])
+        _apply(part, np.multiply, scale[i:j])
+        if plus is not None:
+            _apply(part, np.add, plus[i:j])
+        if minus is not None:
+            _apply(part, np.subtract, minus[i:j])
