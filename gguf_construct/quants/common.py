@@ -52,13 +52,30 @@ def planes(data: np.ndarray, shifts: list[int] | range, mask: int) -> np.ndarray
     return shifted
 
 
-def nibbles(data: np.ndarray, group: int) -> np.ndarray:
-    """``(n, k)`` contiguous bytes → ``(n, 2k)`` codes: per ``group`` bytes, their low nibbles then their high ones."""
+def nibble_planes(data: np.ndarray, group: int) -> np.ndarray:
+    """``(n, k)`` bytes (a field view will do) → ``(2k/group, n, group)`` codes: per ``group`` bytes a plane of
+    their low nibbles, then one of their high nibbles, planes first so that every operation is one long loop."""
     n, k = data.shape
-    out = np.empty((n, k // group, 2, group), U8)
-    place(out[:, :, 0], (data & U8(0x0F)).reshape(n, k // group, group))
-    place(out[:, :, 1], (data >> U8(4)).reshape(n, k // group, group))
-    return out.reshape(n, 2 * k)
+    g = k // group
+    out = np.empty((g, 2, n, group), U8)
+    place(out[:, 0], data.reshape(n, g, group).transpose(1, 0, 2))
+    words = out.view(U64) if group % 8 == 0 else out  # eight nibbles per operation where the group allows
+    np.right_shift(words[:, 0], words.dtype.type(4), out=words[:, 1])
+    words &= words.dtype.type(0x0F0F0F0F0F0F0F0F & np.iinfo(words.dtype).max)
+    return out.reshape(2 * g, n, group)
+
+
+def interleave(planes: np.ndarray) -> np.ndarray:
+    """``(p, n, w)`` planes → ``(n, p * w)``: block by block, plane after plane (ggml's element order)."""
+    p, n, w = planes.shape
+    out = np.empty((n, p, w), planes.dtype)
+    place(out, planes.transpose(1, 0, 2))
+    return out.reshape(n, p * w)
+
+
+def nibbles(data: np.ndarray, group: int) -> np.ndarray:
+    """``(n, k)`` bytes → ``(n, 2k)`` codes: per ``group`` bytes, their low nibbles then their high ones."""
+    return interleave(nibble_planes(data, group))
 
 
 def expand(per_group: np.ndarray, size: int) -> np.ndarray:
@@ -67,7 +84,7 @@ def expand(per_group: np.ndarray, size: int) -> np.ndarray:
     return np.repeat(per_group.reshape(-1), size // g).reshape(n, size)
 
 
-FINISH_VALUES = 1 << 15  # float32 values per slice of :func:`finish`: output and temporaries stay in the L2 cache
+FINISH_VALUES = 1 << 17  # float32 values per slice of :func:`finish`: output and temporaries stay in the L2 cache
 
 
 def _apply(out: np.ndarray, op: Callable[..., np.ndarray], per_group: np.ndarray) -> None:
