@@ -392,6 +392,20 @@ def test_float_types_and_nan_patterns():
     assert bits_equal(dequantize(f32.astype(">f4").tobytes(), "f32", byte_order="big"), f32)
 
 
+def test_scale_halves_convert_as_ggml_does():
+    """Block scales come from the 65536-entry table built with ggml's formula: every half as ggml's F16 to_float
+    gives it (signalling NaNs quiet), read from a strided block field too."""
+    from gguf_construct.quants.floats import half_table, half_to_float
+
+    halves = np.arange(1 << 16, dtype=np.uint16)
+    ref = ggml_to_float(GGML_TYPES.lookup("f16").id, halves.view(np.uint8), halves.size)
+    assert bits_equal(half_to_float(halves), ref)
+    assert bits_equal(half_table(), ref)
+    strided = np.zeros(halves.size, [("d", "<u2"), ("qs", "u1", (3,))])
+    strided["d"] = halves
+    assert bits_equal(half_to_float(strided["d"]), ref)
+
+
 @pytest.mark.parametrize("bad", [r.id for r in REMOVED] + [r.name for r in REMOVED] + [43, 99, -1, "q9_9", "", 3.5])
 def test_removed_and_unknown_types_are_rejected(bad):
     for call in (
