@@ -19,7 +19,6 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
-
 from bench_dequant import geomean, ggml_to_float, gguf_py_types, parse_size, random_tensor
 
 
