@@ -67,7 +67,11 @@ def main() -> None:
         with np.errstate(all="ignore"):
             if not np.array_equal(new.dequantize(data, name).view(np.uint32), c_fn(data, n).view(np.uint32)):
                 raise SystemExit(f"{name}: new output differs from ggml's to_float")
-            fns = [lambda: c_fn(data, n), lambda: old.dequantize(data, name), lambda: new.dequantize(data, name)]
+            fns = [
+                lambda f=c_fn, d=data, k=n: f(d, k),
+                lambda d=data, k=name: old.dequantize(d, k),
+                lambda d=data, k=name: new.dequantize(d, k),
+            ]
             best = [math.inf] * 3
             for _ in range(args.repeat):
                 for i, fn in enumerate(fns):
