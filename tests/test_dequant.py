@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from gguf_construct import GGUF
 from gguf_construct.errors import FormatError, TruncatedError, UnsupportedTypeError
 from gguf_construct.quants import SUPPORTED, block_dtype, block_struct, dequantize, grids, swap_byte_order
+from gguf_construct.quants import common as common_module
 from gguf_construct.quants import dequant as dequant_module
 from gguf_construct.quants.blocks import block_elements
 from gguf_construct.tables import GGML_TYPES
@@ -391,6 +392,20 @@ def test_float_types_and_nan_patterns():
     assert bits_equal(dequantize(f32.astype(">f4").tobytes(), "f32", byte_order="big"), f32)
 
 
+def test_scale_halves_convert_as_ggml_does():
+    """Block scales come from the 65536-entry table built with ggml's formula: every half as ggml's F16 to_float
+    gives it (signalling NaNs quiet), read from a strided block field too."""
+    from gguf_construct.quants.floats import half_table, half_to_float
+
+    halves = np.arange(1 << 16, dtype=np.uint16)
+    ref = ggml_to_float(GGML_TYPES.lookup("f16").id, halves.view(np.uint8), halves.size)
+    assert bits_equal(half_to_float(halves), ref)
+    assert bits_equal(half_table(), ref)
+    strided = np.zeros(halves.size, [("d", "<u2"), ("qs", "u1", (3,))])
+    strided["d"] = halves
+    assert bits_equal(half_to_float(strided["d"]), ref)
+
+
 @pytest.mark.parametrize("bad", [r.id for r in REMOVED] + [r.name for r in REMOVED] + [43, 99, -1, "q9_9", "", 3.5])
 def test_removed_and_unknown_types_are_rejected(bad):
     for call in (
@@ -436,6 +451,30 @@ def test_chunking_does_not_change_results(name, monkeypatch):
     monkeypatch.setattr(dequant_module, "CHUNK_VALUES", 1000)  # many uneven chunks over the thread pool
     assert bits_equal(dequantize(raw, name), whole)
     assert bits_equal(dequantize(swap_byte_order(raw, name, "little", "big"), name, byte_order="big"), whole)
+
+
+@pytest.mark.parametrize("name", ["q8_0", "q4_1", "q4_K", "q5_K", "q2_K", "tq2_0", "iq1_s", "iq1_m", "q8_K"])
+def test_finish_slices_do_not_change_results(name, monkeypatch):
+    """The float passes run slice by slice; slices that end inside a block's groups, or hold one row, agree."""
+    t = GGML_TYPES.lookup(name)
+    raw = random_blocks(name, 97, seed=11)
+    whole = dequantize(raw, name)
+    for values in (1, 300, 4096):
+        monkeypatch.setattr(common_module, "FINISH_VALUES", values)
+        assert bits_equal(dequantize(raw, name), whole)
+    if name != "q8_K":
+        assert bits_equal(whole, ggml_to_float(t.id, raw, 97 * t.block_size))
+
+
+@pytest.mark.parametrize("name", C_TYPES)
+def test_unaligned_data_is_exact(name):
+    """Kernels read fields as 64-bit words where they can: data at an odd address gives the same values."""
+    t = GGML_TYPES.lookup(name)
+    raw = random_blocks(name, 40, seed=t.id + 1)
+    shifted = np.empty(raw.size + 1, np.uint8)[1:]
+    shifted[:] = raw
+    assert shifted.ctypes.data % 2 == 1
+    assert bits_equal(dequantize(shifted, name), ggml_to_float(t.id, raw, 40 * t.block_size))
 
 
 def test_peak_memory_is_bounded():

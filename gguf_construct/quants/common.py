@@ -11,6 +11,8 @@ block) and ``out`` a float32 ``(n_blocks, block_size)`` array to fill, exactly a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 U8 = np.uint8
@@ -50,19 +52,50 @@ def planes(data: np.ndarray, shifts: list[int] | range, mask: int) -> np.ndarray
     return shifted
 
 
-def nibbles(data: np.ndarray, group: int) -> np.ndarray:
-    """``(n, k)`` contiguous bytes → ``(n, 2k)`` codes: per ``group`` bytes, their low nibbles then their high ones."""
+def nibble_planes(data: np.ndarray, group: int) -> np.ndarray:
+    """``(n, k)`` bytes (a field view will do) → ``(2k/group, n, group)`` codes: per ``group`` bytes a plane of
+    their low nibbles, then one of their high nibbles, planes first so that every operation is one long loop."""
     n, k = data.shape
-    out = np.empty((n, k // group, 2, group), U8)
-    place(out[:, :, 0], (data & U8(0x0F)).reshape(n, k // group, group))
-    place(out[:, :, 1], (data >> U8(4)).reshape(n, k // group, group))
-    return out.reshape(n, 2 * k)
+    g = k // group
+    out = np.empty((g, 2, n, group), U8)
+    place(out[:, 0], data.reshape(n, g, group).transpose(1, 0, 2))
+    words = out.view(U64) if group % 8 == 0 else out  # eight nibbles per operation where the group allows
+    np.right_shift(words[:, 0], words.dtype.type(4), out=words[:, 1])
+    words &= words.dtype.type(0x0F0F0F0F0F0F0F0F & np.iinfo(words.dtype).max)
+    return out.reshape(2 * g, n, group)
+
+
+def interleave(planes: np.ndarray) -> np.ndarray:
+    """``(p, n, w)`` planes → ``(n, p * w)``: block by block, plane after plane (ggml's element order)."""
+    p, n, w = planes.shape
+    out = np.empty((n, p, w), planes.dtype)
+    place(out, planes.transpose(1, 0, 2))
+    return out.reshape(n, p * w)
+
+
+def nibbles(data: np.ndarray, group: int) -> np.ndarray:
+    """``(n, k)`` bytes → ``(n, 2k)`` codes: per ``group`` bytes, their low nibbles then their high ones."""
+    return interleave(nibble_planes(data, group))
 
 
 def expand(per_group: np.ndarray, size: int) -> np.ndarray:
     """``(n, g)`` per-group values repeated to ``(n, size)``, i.e. one per value."""
     n, g = per_group.shape
     return np.repeat(per_group.reshape(-1), size // g).reshape(n, size)
+
+
+FINISH_VALUES = 1 << 17  # float32 values per slice of :func:`finish`: output and temporaries stay in the L2 cache
+
+
+def _apply(out: np.ndarray, op: Callable[..., np.ndarray], per_group: np.ndarray) -> None:
+    """``op(out, per_group broadcast over its group of values, out=out)`` for ``out`` ``(rows, size)``."""
+    rows, size = out.shape
+    g = per_group.shape[1]
+    if size // g >= 128:  # long groups: broadcasting loops over whole groups
+        grouped = out.reshape(rows, g, size // g)
+        op(grouped, per_group[:, :, None], out=grouped)
+    else:  # short groups: one value per output value costs less than short inner loops
+        op(out, expand(per_group, size), out=out)
 
 
 def finish(
@@ -75,13 +108,21 @@ def finish(
     minus: np.ndarray | None = None,
 ) -> None:
     """out = (float(codes) [+ before]) * scale [+ plus | - minus], each per-group array ``(n, g)`` broadcast to its
-    group of values; float32 operations in exactly this order (ggml's)."""
-    np.copyto(out, codes, casting="unsafe")
-    size = out.shape[1]
-    if before is not None:
-        out += expand(before, size)
-    out *= expand(scale, size)
-    if plus is not None:
-        out += expand(plus, size)
-    if minus is not None:
-        out -= expand(minus, size)
+    group of values; float32 operations in exactly this order (ggml's).
+
+    The passes run slice by slice (``FINISH_VALUES`` values), so that each pass reads what the one before it left
+    in the cache instead of memory.
+    """
+    n, size = out.shape
+    step = max(1, FINISH_VALUES // size)
+    for i in range(0, n, step):
+        j = min(n, i + step)
+        part = out[i:j]
+        np.copyto(part, codes[i:j], casting="unsafe")
+        if before is not None:
+            _apply(part, np.add, before[i:j])
+        _apply(part, np.multiply, scale[i:j])
+        if plus is not None:
+            _apply(part, np.add, plus[i:j])
+        if minus is not None:
+            _apply(part, np.subtract, minus[i:j])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import U8, U32, finish, nibbles, packed, place, planes
+from .common import U8, U32, U64, field, finish, interleave, nibble_planes, nibbles, packed, place, planes
 from .floats import half_to_float
 
 F32 = np.float32
@@ -89,18 +89,17 @@ def _k4_finish(blocks: np.ndarray, codes: np.ndarray, out: np.ndarray) -> None:
 
 
 def q4_K(blocks: np.ndarray, out: np.ndarray) -> None:
-    _k4_finish(blocks, nibbles(packed(blocks, "qs"), 32), out)
+    _k4_finish(blocks, nibbles(field(blocks, "qs"), 32), out)
 
 
 def q5_K(blocks: np.ndarray, out: np.ndarray) -> None:
-    n = blocks.shape[0]
-    codes = nibbles(packed(blocks, "qs"), 32)
-    bits = planes(packed(blocks, "qh"), range(8), 1)  # (8, n, 32): sub-block s takes bit s of qh[l]
-    high = np.empty((n, 8, 32), U8)
-    place(high, bits.transpose(1, 0, 2))
-    high <<= U8(4)
-    codes |= high.reshape(n, 256)
-    _k4_finish(blocks, codes, out)
+    planes_ = nibble_planes(field(blocks, "qs"), 32).view(U64)  # (8, n, 4): sub-block s, words of 8 codes
+    qh = field(blocks, "qh").view(U64)  # (n, 4): sub-block s takes bit s of each byte, as bit 4 of its code
+    for s, plane in enumerate(planes_):
+        bits = qh << np.uint64(4 - s) if s <= 4 else qh >> np.uint64(s - 4)
+        bits &= np.uint64(0x1010101010101010)
+        plane |= bits
+    _k4_finish(blocks, interleave(planes_.view(U8)), out)
 
 
 def q6_K(blocks: np.ndarray, out: np.ndarray) -> None:

@@ -21,18 +21,18 @@ def _scale(blocks: np.ndarray, name: str = "d") -> np.ndarray:
 
 
 def q4_0(blocks: np.ndarray, out: np.ndarray) -> None:
-    codes = nibbles(packed(blocks, "qs"), 16)
+    codes = nibbles(field(blocks, "qs"), 16)
     codes -= U8(8)
     finish(codes.view(np.int8), out, _scale(blocks))
 
 
 def q4_1(blocks: np.ndarray, out: np.ndarray) -> None:
-    finish(nibbles(packed(blocks, "qs"), 16), out, _scale(blocks), plus=_scale(blocks, "m"))
+    finish(nibbles(field(blocks, "qs"), 16), out, _scale(blocks), plus=_scale(blocks, "m"))
 
 
 def _five_bit_codes(blocks: np.ndarray) -> np.ndarray:
     """Q5_0/Q5_1 codes 0..31: nibbles plus 16 where bit j of ``qh`` (a little-endian uint32) is set."""
-    codes = nibbles(packed(blocks, "qs"), 16)
+    codes = nibbles(field(blocks, "qs"), 16)
     high = np.unpackbits(packed(blocks, "qh"), bitorder="little").reshape(codes.shape)
     high <<= U8(4)
     codes |= high
@@ -51,7 +51,7 @@ def q5_1(blocks: np.ndarray, out: np.ndarray) -> None:
 
 def q8_0(blocks: np.ndarray, out: np.ndarray) -> None:
     """Q8_0, and Q8_1 (whose ``s = d * sum(qs)`` only serves dot products): qs * d."""
-    finish(packed(blocks, "qs").view(np.int8), out, _scale(blocks))
+    finish(field(blocks, "qs").view(np.int8), out, _scale(blocks))  # finish casts slice by slice from the blocks
 
 
 def q1_0(blocks: np.ndarray, out: np.ndarray) -> None:
