@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import CORPUS
+from conftest import corpus_file
 from gguf import GGUFReader
 
 import gguf_construct as gc
@@ -22,7 +22,7 @@ def run(*args):
 @pytest.fixture
 def model(tmp_path):
     path = tmp_path / "m.gguf"
-    shutil.copy(CORPUS / "generated/gguf-py-le.gguf", path)
+    shutil.copy(corpus_file("generated/gguf-py-le.gguf"), path)
     path.chmod(0o644)
     return path
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import CORPUS, VALID_GGUF, rel
+from conftest import VALID_GGUF, corpus_file, rel
 from hypothesis import HealthCheck, given, settings
 from oracles import ggml_read, gguf_py_read, ours, shapeless
 
@@ -107,12 +107,12 @@ def test_we_read_what_gguf_py_writes(tmp_path, endian):
 
 
 def test_ggml_reads_a_file_we_edited_and_saved(tmp_path):
-    src = load(CORPUS / "generated/ggml-writer-kquants.gguf")
+    src = load(corpus_file("generated/ggml-writer-kquants.gguf"))
     src.metadata["general.name"] = "renamed, and longer than before"
     src.metadata.set("test.new", [1, 2, 3], type="arr[u16]")
     del src.metadata["test.u8"]
     src.save(tmp_path / "edited.gguf")
     theirs = ggml_read(tmp_path / "edited.gguf")
     assert theirs == shapeless(ours(tmp_path / "edited.gguf"))
-    before = ggml_read(CORPUS / "generated/ggml-writer-kquants.gguf")
+    before = ggml_read(corpus_file("generated/ggml-writer-kquants.gguf"))
     assert [(n, t, b) for n, t, _, _, b in theirs["tensors"]] == [(n, t, b) for n, t, _, _, b in before["tensors"]]
