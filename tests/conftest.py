@@ -105,6 +105,15 @@ def manifest() -> dict[str, dict]:
     return dict(_manifest())
 
 
+def drawn(strategy, n: int, *, seed_value) -> list:
+    """``draw_examples`` that fails unless it drew all ``n`` values (hypothesis stops early on a small space)."""
+    from gguf_construct.strategies import draw_examples
+
+    values = draw_examples(strategy, n, seed_value=seed_value)
+    assert len(values) == n, f"drew {len(values)} of {n} examples from {strategy!r}"
+    return values
+
+
 class _TieredCorpus:
     """``CORPUS / "gguf/x.gguf"`` and ``CORPUS.glob(pattern)`` for tests written against the old Path constant:
     the same resolution as corpus_file / corpus_files."""
