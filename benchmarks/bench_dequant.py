@@ -6,7 +6,9 @@ finite halves, so every value is a number. Times are the best of ``--repeat`` ru
 allocated during one call (tracemalloc, which sees numpy's buffers), minus the output itself, relative to the
 output's size. Prints markdown tables.
 
-    PYTHONPATH=. python benchmarks/bench_dequant.py [--size 16Mi] [--repeat 5] [--types q4_0,q6_K]
+    PYTHONPATH=. python benchmarks/bench_dequant.py [--size 16Mi] [--repeat 5] [--types q4_0,q6_K] [--quick]
+
+``--quick`` is a smoke run: 64 Ki values, one run, every type.
 """
 
 from __future__ import annotations
@@ -86,7 +88,10 @@ def main() -> None:
     parser.add_argument("--size", default="16Mi", help="values per tensor (16Mi, 1Mi, 65536 …)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per measurement (the best is kept)")
     parser.add_argument("--types", default="", help="comma-separated type names (default: all gguf-py supports)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 64 Ki values, one run")
     args = parser.parse_args()
+    if args.quick:
+        args.size, args.repeat = "64Ki", 1
 
     import gguf.quants
 
