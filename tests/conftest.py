@@ -38,6 +38,8 @@ def _full_corpus() -> Path | None:
 
 FULL_CORPUS: Path | None = _full_corpus()
 TIERS: tuple[Path, ...] = (DATA,) if FULL_CORPUS is None else (DATA, FULL_CORPUS)
+#: kept for older imports; read files through corpus_file / corpus_files, which work without it
+SHARED = FULL_CORPUS.parent if FULL_CORPUS is not None else ROOT.parent / "shared"
 
 
 def _where() -> str:
