@@ -63,7 +63,9 @@ def random_tensor(name: str, n_values: int, rng: np.random.Generator) -> np.ndar
 
 def best_times(fns: list[Callable[[], object]], repeat: int) -> list[float]:
     """Best wall time of each function over ``repeat`` rounds; the functions take turns, so that a burst of
-    load from elsewhere on the machine hits them alike."""
+    load from elsewhere on the machine hits them alike. One warm-up call each first (imports, lookup tables)."""
+    for fn in fns:
+        fn()
     best = [math.inf] * len(fns)
     for _ in range(repeat):
         for i, fn in enumerate(fns):
