@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import VALID_GGUF, corpus_file, rel
 from hypothesis import HealthCheck, given, settings
-from oracles import ggml_read, gguf_py_read, known_behaviour, ours, shapeless
+from oracles import ORACLE_PINS, ggml_read, gguf_py_read, known_behaviour, ours, shapeless
 
 from gguf_construct import GGUF, load
 from gguf_construct.strategies import TENSOR_TYPES, gguf_files
@@ -118,3 +118,18 @@ def test_ggml_reads_a_file_we_edited_and_saved(tmp_path):
     assert theirs == shapeless(ours(tmp_path / "edited.gguf"))
     before = ggml_read(corpus_file("generated/ggml-writer-kquants.gguf"))
     assert [(n, t, b) for n, t, _, _, b in theirs["tensors"]] == [(n, t, b) for n, t, _, _, b in before["tensors"]]
+
+
+def test_the_oracles_are_the_pinned_versions():
+    """The assertions about the oracles were written against these versions: pyproject's `test` extra pins them,
+    and a different installed version fails here first, by name, before any check of its behaviour."""
+    import re
+    from importlib.metadata import version
+
+    from conftest import ROOT
+
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    extra = re.search(r"^test = \[(.*)\]$", pyproject, re.M).group(1)  # tomllib is 3.11+; the project supports 3.10
+    for dist, pinned in ORACLE_PINS.items():
+        assert re.search(rf'"{re.escape(dist)}(\[cpu\])?=={re.escape(pinned)}[";]', extra), (dist, extra)
+        assert version(dist) == pinned, f"{dist} {version(dist)} is installed; the tests were written against {pinned} (pyproject's test extra)"
