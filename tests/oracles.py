@@ -6,22 +6,7 @@ from __future__ import annotations
 
 from gguf_construct.fuzzing.adapters import read_ggml, read_gguf_py, read_ours
 
-__all__ = ["ORACLE_PINS", "ggml_read", "gguf_py_read", "known_behaviour", "ours", "shapeless"]
-
-# The oracle versions the assertions were written against (pinned in pyproject's `test` extra).
-ORACLE_PINS = {"gguf": "0.19.0", "ggml-python": "0.0.45", "safetensors": "0.8.0", "mlx": "0.32.4"}
-
-
-def known_behaviour(dist: str, what: str) -> str:
-    """An assertion message for a check of an oracle's known bug or limit: names the version it was seen in and
-    the installed one, so that an upgrade that fixes it fails with a clear message."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        installed = version(dist)
-    except PackageNotFoundError:
-        installed = "not installed"
-    return f"{dist} {ORACLE_PINS[dist]} {what}; installed {dist} is {installed}: if it changed, update docs/findings.md and this test"
+__all__ = ["ggml_read", "gguf_py_read", "ours", "shapeless"]
 
 
 def ours(path):

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from conftest import DATA, corpus_file
-from oracles import known_behaviour
+from oracle_pins import known_behaviour
 
 from gguf_construct.cli import fuzz as fuzz_cli
 from gguf_construct.fuzzing import compare, ddmin, mutate, run

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from oracles import known_behaviour
+from oracle_pins import known_behaviour
 
 from gguf_construct import GGUF, FormatError, UnsupportedTypeError, from_bytes, load, validate_bytes
 from gguf_construct.fuzzing.adapters import read_ggml, read_gguf_py

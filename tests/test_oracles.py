@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from conftest import VALID_GGUF, corpus_file, rel
 from hypothesis import HealthCheck, given, settings
-from oracles import ORACLE_PINS, ggml_read, gguf_py_read, known_behaviour, ours, shapeless
+from oracle_pins import ORACLE_PINS, known_behaviour
+from oracles import ggml_read, gguf_py_read, ours, shapeless
 
 from gguf_construct import GGUF, load
 from gguf_construct.strategies import TENSOR_TYPES, gguf_files
