@@ -6,9 +6,7 @@ finite halves, so every value is a number. Times are the best of ``--repeat`` ru
 allocated during one call (tracemalloc, which sees numpy's buffers), minus the output itself, relative to the
 output's size. Prints markdown tables.
 
-    PYTHONPATH=. python benchmarks/bench_dequant.py [--size 16Mi] [--repeat 5] [--types q4_0,q6_K] [--quick]
-
-``--quick`` is a smoke run: 64 Ki values, one run, every type.
+    PYTHONPATH=. python benchmarks/bench_dequant.py [--size 16Mi] [--repeat 5] [--types q4_0,q6_K]
 """
 
 from __future__ import annotations
@@ -63,9 +61,7 @@ def random_tensor(name: str, n_values: int, rng: np.random.Generator) -> np.ndar
 
 def best_times(fns: list[Callable[[], object]], repeat: int) -> list[float]:
     """Best wall time of each function over ``repeat`` rounds; the functions take turns, so that a burst of
-    load from elsewhere on the machine hits them alike. One warm-up call each first (imports, lookup tables)."""
-    for fn in fns:
-        fn()
+    load from elsewhere on the machine hits them alike."""
     best = [math.inf] * len(fns)
     for _ in range(repeat):
         for i, fn in enumerate(fns):
@@ -87,16 +83,16 @@ def peak_extra(fn: Callable[[], np.ndarray]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: 64 Ki values, one run")
     parser.add_argument("--size", default="16Mi", help="values per tensor (16Mi, 1Mi, 65536 …)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per measurement (the best is kept)")
     parser.add_argument("--types", default="", help="comma-separated type names (default: all gguf-py supports)")
-    parser.add_argument("--quick", action="store_true", help="smoke run: 64 Ki values, one run")
     args = parser.parse_args()
-    if args.quick:
-        args.size, args.repeat = "64Ki", 1
 
     import gguf.quants
 
+    if args.quick:
+        args.size, args.repeat = "64Ki", 1
     n_values = parse_size(args.size)
     n_values -= n_values % ROW
     types = gguf_py_types()
