@@ -5,6 +5,7 @@
 - ``validate_file(path, profile)``: every rule a file breaks, as ``Issue`` records.
 - ``detect(data)`` / ``schema_for(data)``: which format, which schema.
 - ``dequantize(data, ggml_type)``: any ggml tensor type to float32, bit-exact with ggml; ``tensor.to_numpy()``.
+- ``migrate(src, dst)`` / ``export(src, dst, to=)``: legacy and rwkv.cpp files to GGUF v3, and back.
 - ``FormatError`` and its subclasses: the only exceptions raised for bad input.
 """
 
@@ -24,6 +25,7 @@ from .formats.ggml import GGML
 from .formats.gguf import GGUF
 from .formats.rwkv import RWKV
 from .formats.safetensors import SAFETENSORS
+from .migrate import export, migrate
 from .quants import dequantize, swap_byte_order
 from .validation import Issue, check, validate_bytes, validate_file
 
@@ -31,6 +33,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "GGML", "RWKV", "GGUF", "SAFETENSORS", "GGUFFile", "MetadataField", "TensorInfo", "Issue", "FormatError", "DuplicateError", "InvalidValueError",
-    "LayoutError", "LimitError", "TruncatedError", "UnknownFormatError", "UnsupportedTypeError", "check", "dequantize", "detect", "swap_byte_order",
+    "LayoutError", "LimitError", "TruncatedError", "UnknownFormatError", "UnsupportedTypeError", "check", "dequantize", "detect", "export", "migrate", "swap_byte_order",
     "from_bytes", "load", "new", "schema_for", "validate_bytes", "validate_file",
 ]  # fmt: skip

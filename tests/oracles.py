@@ -4,9 +4,14 @@ leniently, and a view without the tensor shapes ggml does not report."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy
+
 from gguf_construct.fuzzing.adapters import read_ggml, read_gguf_py, read_ours
 
-__all__ = ["ggml_read", "gguf_py_read", "ours", "shapeless"]
+__all__ = ["ggml_read", "gguf_py_read", "llama_logits", "ours", "shapeless"]
 
 
 def ours(path):
@@ -30,3 +35,15 @@ def ggml_read(path):
 def shapeless(view):
     """A view with the tensor shapes left out, as ggml's (gguf_get_* has no getter for them)."""
     return {**view, "tensors": [[n, t, None, o, b] for n, t, _, o, b in view["tensors"]]}
+
+
+def llama_logits(model_path: str | Path, token_ids: Sequence[int], n_ctx: int = 64) -> numpy.ndarray:
+    """llama.cpp's logits (through llama-cpp-python) for the last of ``token_ids``: float32, shape (n_vocab,)."""
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(model_path), n_ctx=n_ctx, logits_all=True, n_threads=1, verbose=False)
+    try:
+        llm.eval(list(token_ids))
+        return numpy.array(llm.scores[llm.n_tokens - 1], dtype=numpy.float32, copy=True)
+    finally:
+        llm.close()

@@ -9,7 +9,7 @@ import sys
 def _cmd_migrate(args: argparse.Namespace) -> int:
     from ..migrate import migrate
 
-    options = {k: v for k, v in (("context_length", args.context_length), ("eps", args.eps), ("gqa", args.gqa), ("name", args.name)) if v is not None}
+    options = {k: v for k, v in (("context_length", args.context_length), ("eps", args.eps), ("gqa", args.gqa), ("name", args.name), ("vocab", args.vocab)) if v is not None}
     report = migrate(args.input, args.output, hparams=args.hparams, progress=True, **options)
     for notice in report.notices:
         print(f"notice: {notice}", file=sys.stderr)
@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     m = sub.add_parser(
         "migrate",
-        help="turn a GGML/GGMF/GGJT, whisper.cpp or rwkv.cpp file (or GGUF v1/v2) into GGUF v3",
+        help="turn a GGML/GGMF/GGJT, whisper.cpp or rwkv.cpp file (or GGUF v1/v2) into GGUF v3 (RWKV v6/v7: llama.cpp's rwkv6/rwkv7)",
         description="Write IN as GGUF v3 at OUT. Tensors whose layout is current are copied bit for bit; retired block layouts are "
         "re-encoded when no value changes, else written as F16/F32 (with a notice). The output is validated and every tensor compared "
         "with the input before it replaces OUT; IN is never modified.",
@@ -40,12 +40,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--eps", type=float, help="llama RMS-norm epsilon (default 5e-6; LLaMA-2 uses 1e-5)")
     m.add_argument("--gqa", type=int, help="llama grouped-query factor: head_count_kv = head_count / GQA (default 1; 70B: 8)")
     m.add_argument("--name", help="general.name")
+    m.add_argument("--vocab", metavar="FILE", help="rwkv.cpp v6/v7: the World vocabulary file (rwkv_vocab_v20230424.txt format) for the 'rwkv' tokenizer; "
+                   "default: the 256 bytes for byte-level models, the World vocabulary shipped with gguf-construct otherwise")
     m.add_argument("--hparams", choices=PROFILES, help="hyper-parameter layout of an unversioned 'ggml' file (default: detected)")
     m.set_defaults(run=_cmd_migrate)
 
     e = sub.add_parser(
         "export",
-        help="write a GGUF file as GGJT v3 (llama) or rwkv.cpp v101 (rwkv) for old tools",
+        help="write a GGUF file as GGJT v3 (llama) or rwkv.cpp v101 (rwkv, rwkv6, rwkv7) for old tools",
         description="Write a GGUF file in a legacy format where its types allow; migrating the result back gives the same GGUF file.",
     )
     e.add_argument("input", metavar="IN")

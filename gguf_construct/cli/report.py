@@ -136,6 +136,11 @@ def summary(f: Any, path: str | None = None) -> dict[str, Any]:
     shards = getattr(f, "shard_paths", None)
     if shards:
         out["shards"] = [str(p) for p in shards]
+    if getattr(f, "format", "gguf") == "rwkv":
+        from ..migrate.rwkv import migration_target
+
+        out["rwkv_version"] = f.metadata["architecture"]
+        out["migrates_to"] = migration_target(f.metadata["architecture"])
     return out
 
 
@@ -232,6 +237,8 @@ def summary_text(s: dict[str, Any]) -> list[str]:
         lines += [f"  warning: {w}" for w in s["name_warnings"]]
     if s.get("shards"):
         lines.append(f"  shards            {len(s['shards'])}: " + ", ".join(os.path.basename(p) for p in s["shards"]))
+    if "migrates_to" in s:
+        lines.append(f"  RWKV version      {s['rwkv_version']}; `migrate` writes {s['migrates_to']}")
     return lines
 
 

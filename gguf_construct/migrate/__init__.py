@@ -1,8 +1,9 @@
 """Legacy model files to GGUF v3, and back where the types allow.
 
-- :func:`migrate` — GGML/GGMF/GGJT (llama, whisper.cpp, ggml examples) and rwkv.cpp files → GGUF v3;
-  GGUF v1/v2 → v3. Verified by reopening before it is renamed into place.
-- :func:`export` — GGUF → GGJT v3 (llama) or rwkv.cpp v101 (rwkv).
+- :func:`migrate` — GGML/GGMF/GGJT (llama, whisper.cpp, ggml examples) and rwkv.cpp files → GGUF v3 (RWKV v6/v7
+  to llama.cpp's rwkv6/rwkv7, v4/v5 to the spec's rwkv); GGUF v1/v2 → v3. Verified by reopening before it is
+  renamed into place.
+- :func:`export` — GGUF → GGJT v3 (llama) or rwkv.cpp v101 (rwkv, rwkv6, rwkv7).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from .common import MigrationError, Report, check_distinct_paths
 def migrate(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, hparams: str | None = None, progress: bool = False, **options: Any) -> Report:
     """Write ``src`` (any legacy format, rwkv.cpp, or GGUF v1/v2) as GGUF v3 at ``dst``.
 
-    ``options``: ``context_length``, ``eps``, ``gqa`` (llama, as llama.cpp's migrator has them), ``name``.
+    ``options``: ``context_length``, ``eps``, ``gqa`` (llama, as llama.cpp's migrator has them), ``name``;
+    ``vocab`` (rwkv.cpp v6/v7: a World vocabulary file; default: bytes for 256-token models, else the shipped one).
     ``hparams`` names the hyper-parameter profile of an unversioned 'ggml' file (detected otherwise).
     """
     from ..api.file import load_gguf
@@ -31,8 +33,12 @@ def migrate(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, hparams
         return Report(os.fspath(dst), "GGUF v3", tensors=len(g.tensors), copied=len(g.tensors))
     if fmt == "rwkv":
         from .rwkv import migrate_rwkv
+        from .rwkv_llama import migrate_rwkv_llama, table
 
-        return migrate_rwkv(load_rwkv(src, strict=True), dst, progress=progress, **options)
+        f = load_rwkv(src, strict=True)
+        if f.metadata["architecture"] in table()["architectures"]:
+            return migrate_rwkv_llama(f, dst, progress=progress, **options)
+        return migrate_rwkv(f, dst, progress=progress, **options)
     f = load_legacy(src, strict=True, hparams=hparams)
     if f.profile == "llama":
         from .llama import migrate_llama
@@ -44,7 +50,7 @@ def migrate(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, hparams
 
 
 def export(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str) -> Report:
-    """Write a GGUF file as GGJT v3 (``to='ggjt'``) or rwkv.cpp v101 (``to='rwkv'``)."""
+    """Write a GGUF file as GGJT v3 (``to='ggjt'``) or rwkv.cpp v101 (``to='rwkv'``: architectures rwkv, rwkv6, rwkv7)."""
     from ..api.file import load_gguf
 
     check_distinct_paths(src, dst)
@@ -55,7 +61,10 @@ def export(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str) ->
         return export_ggjt(g, dst)
     if to == "rwkv":
         from .rwkv import export_rwkv
+        from .rwkv_llama import export_rwkv_llama, variant_of
 
+        if variant_of(g.metadata.get("general.architecture")) is not None:
+            return export_rwkv_llama(g, dst)
         return export_rwkv(g, dst)
     raise ValueError(f"export to 'ggjt' or 'rwkv', not {to!r}")
 

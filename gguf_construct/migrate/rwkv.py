@@ -4,7 +4,7 @@ RWKV v4 and v5 have no llama.cpp architecture (reference §8.1), so they go to t
 architecture (``rwkv.architecture_version`` 4 or 5) with llama.cpp's RWKV tensor names where it has one and the
 same naming style for the v4/v5-only parameters (schema/migrate.json). Shapes and bytes are unchanged (retired
 version-100 layouts are re-encoded as in :mod:`.common`), so exporting back to rwkv.cpp gives the input again.
-v6 and v7 files need llama.cpp's reshaping and stacking (§8.4), which is not done yet: they are refused.
+v6 and v7 files go to llama.cpp's ``rwkv6``/``rwkv7`` instead (:mod:`.rwkv_llama`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,19 @@ from .common import MigrationError, NameMap, PlannedTensor, Report, finish_gguf,
 FILE_TYPE_OF = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7, "q5_0": 8, "q5_1": 9}
 
 
+def migration_target(variant: str) -> str:
+    """Where ``migrate`` puts an rwkv.cpp file of RWKV ``variant`` ('v4.0' … 'v7.0'), in words (for info and notices)."""
+    from .rwkv_llama import table
+
+    arch = table()["architectures"].get(variant)
+    if arch:
+        return f"llama.cpp's '{arch}' architecture"
+    version = migrate_tables()["rwkv"]["architectures"].get(variant)
+    if version is None:
+        return "nothing: this RWKV version has no GGUF architecture"
+    return f"the GGUF specification's 'rwkv' architecture (rwkv.architecture_version {version}): llama.cpp has no RWKV v4/v5 architecture, so llama.cpp cannot run it"
+
+
 def rwkv_names() -> NameMap:
     return NameMap(migrate_tables()["rwkv"]["tensor_names"])
 
@@ -34,8 +47,9 @@ def migrate_rwkv(f: LegacyFile, dst: str | os.PathLike[str], *, context_length: 
     spec = migrate_tables()["rwkv"]
     variant = f.metadata["architecture"]
     if variant not in spec["architectures"]:
-        raise MigrationError("migrate.rwkv_version", f"RWKV {variant} files need llama.cpp's reshaping (reference §8.4): not supported yet")
+        raise MigrationError("migrate.rwkv_version", f"RWKV {variant}: no GGUF architecture for it")
     report = Report(os.fspath(dst), f"GGUF v3 (rwkv {variant})")
+    report.notices.append(f"RWKV {variant} goes to {migration_target(variant)}")
     header_type = f.container["data_type"]
     table = {int(k): v for k, v in legacy_tables()["rwkv"]["types"][str(f.version)].items()}
     main = table.get(header_type, "").split(".")[0]
@@ -71,7 +85,7 @@ def export_rwkv(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     """A GGUF file written by :func:`migrate_rwkv` (architecture 'rwkv', version 4/5) → rwkv.cpp version 101."""
     md = g.metadata
     if md.get("general.architecture") != "rwkv" or md.get("rwkv.architecture_version") not in (4, 5):
-        raise MigrationError("export.architecture", "only GGUF files of the 'rwkv' architecture, version 4 or 5, export to rwkv.cpp")
+        raise MigrationError("export.architecture", "only GGUF files of the architectures rwkv (version 4 or 5), rwkv6 and rwkv7 export to rwkv.cpp")
     variant = "v5.2" if "blk.0.time_mix_gate.weight" in g.tensors else ("v5.1" if md["rwkv.architecture_version"] == 5 else "v4.0")
     ids = {v: int(k) for k, v in legacy_tables()["rwkv"]["types"]["101"].items()}
     main = {v: k for k, v in FILE_TYPE_OF.items()}.get(md.get("general.file_type"))
@@ -97,4 +111,4 @@ def export_rwkv(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     return Report(os.fspath(dst), "rwkv.cpp v101", tensors=len(params), copied=len(params))
 
 
-__all__ = ["PlannedTensor", "export_rwkv", "migrate_rwkv"]
+__all__ = ["PlannedTensor", "export_rwkv", "migrate_rwkv", "migration_target"]
