@@ -4,7 +4,8 @@ tokenizer, chat template, the file name's components) and every key and tensor, 
 It works on any loaded file object of the common protocol (``format``, ``path``, ``metadata``, ``tensors``);
 GGUF files add their header (version, byte order, alignment, data offset) and each key's GGUF type. The JSON
 shape keeps the header fields, ``metadata`` (key, type, value; arrays as array_type, n, first/last) and
-``tensors`` (name, type, shape, offset, nbytes), and adds ``summary``.
+``tensors`` (name, type, shape, offset, nbytes; ``layout`` when a legacy file's blocks are in a retired layout),
+and adds ``summary`` (with ``header_ftype`` for llama.cpp legacy files).
 """
 
 from __future__ import annotations
@@ -119,6 +120,9 @@ def summary(f: Any, path: str | None = None) -> dict[str, Any]:
     ft = meta.get("general.file_type")
     if isinstance(ft, int) and not isinstance(ft, bool):
         out["file_type"] = FILE_TYPES.get(ft, str(ft))
+    hint = header_ftype(f)
+    if hint is not None:
+        out["header_ftype"] = hint
     out["general"] = {k: json_value(v) for k, v in meta.items() if k.startswith("general.") and _small(v)}
     if isinstance(arch, str):
         out["hyperparameters"] = {k[len(arch) + 1 :]: json_value(v) for k, v in meta.items() if k.startswith(arch + ".") and _small(v)}
@@ -142,6 +146,25 @@ def summary(f: Any, path: str | None = None) -> dict[str, Any]:
         out["rwkv_version"] = f.metadata["architecture"]
         out["migrates_to"] = migration_target(f.metadata["architecture"])
     return out
+
+
+def header_ftype(f: Any) -> dict[str, Any] | None:
+    """A llama.cpp legacy file's header ``ftype`` (a ``llama_ftype``) with its name. It is a hint only: quantize
+    chose types per tensor (e.g. Q6_K ``output.weight`` in "MOSTLY_Q4_0" files), so ``info`` lists the tensors'
+    own types beside it."""
+    if getattr(f, "format", "gguf") == "gguf" or getattr(f, "profile", None) != "llama":
+        return None
+    from ..formats.ggml import legacy_tables
+
+    ft = f.metadata.get("ftype")
+    if legacy_tables()["profiles"]["llama"]["ftype"] != "llama" or not isinstance(ft, int):
+        return None
+    return {"id": ft, "name": FILE_TYPES.get(ft, "unknown")}
+
+
+def layout_name(t: Any) -> str:
+    """A tensor's type, or its era's block layout when that layout is retired ('q4_0.v1', 'q4_2')."""
+    return t.layout if getattr(t, "retired", False) else type_name(t)
 
 
 def _small(value: Any) -> bool:
@@ -171,6 +194,7 @@ def info_json(f: Any, full: bool = False, path: str | None = None) -> dict[str, 
         metadata.append(entry)
     tensors = [
         {"name": t.name, "type": type_name(t), "shape": [int(d) for d in t.shape], "offset": getattr(t, "offset", None), "nbytes": int(t.nbytes)}
+        | ({"layout": t.layout} if getattr(t, "retired", False) else {})
         for t in f.tensors.values()
     ]
     out: dict[str, Any] = {"format": getattr(f, "format", "gguf")}
@@ -214,6 +238,8 @@ def summary_text(s: dict[str, Any]) -> list[str]:
     lines.append(f"  parameters        {human_count(s['parameters'])}")
     if "file_type" in s:
         lines.append(f"  file type         {s['file_type']}")
+    if "header_ftype" in s:
+        lines.append(f"  header ftype      {s['header_ftype']['id']} ({s['header_ftype']['name']}): a hint; the tensors' own types follow")
     lines.append(f"  tensor data       {human_bytes(s['tensor_bytes'])} ({s['tensor_bytes']:,} bytes)")
     for g in s["size_by_type"]:
         share = 100 * g["nbytes"] / s["tensor_bytes"] if s["tensor_bytes"] else 0.0
@@ -269,7 +295,7 @@ def info_text(f: Any, path: str, full: bool = False) -> str:
         lines += ["", "tensors:"]
         for t in f.tensors.values():
             off = getattr(t, "offset", None)
-            lines.append(f"  {t.name:48s} {type_name(t):8s} {str(list(t.shape)):24s} offset {str(off):>12} {int(t.nbytes):>12} bytes")
+            lines.append(f"  {t.name:48s} {layout_name(t):8s} {str(list(t.shape)):24s} offset {str(off):>12} {int(t.nbytes):>12} bytes")
         lines.append(f"  {len(f.tensors)} tensors, {s['tensor_bytes']} bytes of data")
     return "\n".join(lines)
 
@@ -307,6 +333,8 @@ def info_markdown(f: Any, path: str) -> str:
     out.append(f"- Parameters: {human_count(s['parameters'])}")
     if "file_type" in s:
         out.append(f"- File type: {s['file_type']}")
+    if "header_ftype" in s:
+        out.append(f"- Header ftype (a hint, not the tensor types): {s['header_ftype']['id']} ({s['header_ftype']['name']})")
     out.append(f"- Tensor data: {human_bytes(s['tensor_bytes'])} in {len(f.tensors)} tensors")
     if s.get("name"):
         out.append("- File name: " + ", ".join(f"{k} {_code(str(v))}" for k, v in s["name"].items() if v is not None))

@@ -40,7 +40,8 @@ def export_ggjt(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     tokens = list(md.get("tokenizer.ggml.tokens", []))
     types = [int(x) for x in md.get("tokenizer.ggml.token_type", [1] * len(tokens))]
     scores = md.get("tokenizer.ggml.scores")
-    vocab = LegacyVocab(legacy_texts(tokens, types), np.zeros(len(tokens), "<f4") if scores is None else scores.astype("<f4"))
+    empty = [int(i) for i in md.get("llama.legacy.empty_tokens", [])]
+    vocab = LegacyVocab(legacy_texts(tokens, types, empty), np.zeros(len(tokens), "<f4") if scores is None else scores.astype("<f4"))
     names, records = llama_names(), []
     for t in g.tensors.values():
         legacy = names.backward(t.name)

@@ -5,7 +5,8 @@ vocabulary rewrite of §7.3, the tensor names of §7.4), with three differences:
 (llama.cpp's script divides it by the type size today, §7.6); quantized files of every era are accepted (retired
 layouts are re-encoded, see :mod:`.common`); vocab-only files are accepted (``n_ff`` then comes from ``n_mult``).
 ``n_mult`` and ``n_rot``, which GGUF has no key for, are kept as ``llama.legacy.n_mult``/``llama.legacy.n_rot``
-so that nothing is lost and :mod:`.export` can write the file back.
+so that nothing is lost and :mod:`.export` can write the file back; so is ``llama.legacy.empty_tokens`` when the
+NUL byte token that ``train-text-from-scratch`` wrote empty is restored (:func:`lost_nul`).
 
 Other profiles keep their tensor names; hyper-parameters with a GGUF key go there, the rest to
 ``{arch}.{name}``; byte-level BPE tokens are written in GPT-2's byte-to-unicode form.
@@ -14,6 +15,7 @@ Other profiles keep their tensor names; hyper-parameters with a GGUF key go ther
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ import numpy as np
 
 from ..api.legacy import LegacyFile
 from ..api.metadata import Metadata
-from ..tables import standard_key
+from ..tables import FILE_TYPES, standard_key
 from .common import MigrationError, NameMap, PlannedTensor, Report, finish_gguf, migrate_tables, plan_tensor
 
 SPIECE_SPACE = "\u2581"
@@ -46,13 +48,25 @@ def n_ff_of(f: LegacyFile) -> int:
     return (2 * (4 * md["n_embd"]) // 3 + n_mult - 1) // n_mult * n_mult
 
 
+def lost_nul(texts: list[bytes]) -> bool:
+    """Whether token 3 is LLaMA's byte token 0x00 whose text a C-string writer dropped: ``train-text-from-scratch``
+    (2023) wrote it as an empty string, while the byte tokens around it (4 = 0x01, …) are intact. llama.cpp's
+    tokenizer of that era mapped byte ``b`` to id ``b + 3`` whatever the text; today's looks ``<0x00>`` up and
+    aborts (``std::out_of_range``) on a NUL in the input when no token has that text."""
+    return len(texts) > 4 and texts[3] == b"" and texts[4] == b"\x01"
+
+
 def llama_vocab(texts: list[bytes], scored: bool) -> tuple[list[str], list[int]]:
-    """Legacy token texts → GGUF tokens and token types (reference §7.3)."""
+    """Legacy token texts → GGUF tokens and token types (reference §7.3); a dropped NUL byte token (:func:`lost_nul`)
+    becomes ``<0x00>`` again."""
     tt = migrate_tables()["llama"]["token_types"]
+    nul = lost_nul(texts)
     tokens, types = [], []
     for i, raw in enumerate(texts):
         if i < 3:
             token, kind = ("<unk>", "<s>", "</s>")[i], ("unknown", "control", "control")[i]
+        elif i == 3 and nul:
+            token, kind = "<0x00>", "byte"
         elif not raw:
             token, kind = "", "control"
         elif i <= 258 and len(raw) == 1:
@@ -67,12 +81,16 @@ def llama_vocab(texts: list[bytes], scored: bool) -> tuple[list[str], list[int]]
     return tokens, types
 
 
-def legacy_texts(tokens: list[str], types: list[int]) -> list[bytes]:
-    """The inverse of :func:`llama_vocab` for files that follow the GGMF/GGJT convention (reference §2.5)."""
+def legacy_texts(tokens: list[str], types: list[int], empty: Sequence[int] = ()) -> list[bytes]:
+    """The inverse of :func:`llama_vocab` for files that follow the GGMF/GGJT convention (reference §2.5); the ids
+    in ``empty`` (``llama.legacy.empty_tokens``: restored byte tokens) are written empty as the source had them."""
     tt = migrate_tables()["llama"]["token_types"]
+    blank = set(int(i) for i in empty)
     out = []
     for i, (tok, kind) in enumerate(zip(tokens, types)):
-        if i == 0 and kind == tt["unknown"]:
+        if i in blank:
+            out.append(b"")
+        elif i == 0 and kind == tt["unknown"]:
             out.append(UNK_TEXT)
         elif kind == tt["control"]:
             out.append(b"")
@@ -115,7 +133,20 @@ def llama_metadata(f: LegacyFile, *, context_length: int, eps: float, gqa: int, 
         out.set("tokenizer.ggml.unknown_token_id", 0)
         out.set("tokenizer.ggml.bos_token_id", 1)
         out.set("tokenizer.ggml.eos_token_id", 2)
+        if lost_nul(texts):
+            out.set("llama.legacy.empty_tokens", np.array([3], np.int32))
     return out
+
+
+def written_file_type(planned: list[PlannedTensor], header: int) -> int:
+    """llama.cpp's ``general.file_type`` for the tensors as written: that of the type holding the most elements
+    (``ALL_F32``, ``MOSTLY_F16``, ``MOSTLY_Q4_0``, …), or the header's when llama.cpp has no name for it."""
+    counts: dict[str, int] = {}
+    for p in planned:
+        counts[p.type] = counts.get(p.type, 0) + int(np.prod(p.shape, dtype=np.int64))
+    main = max(counts, key=counts.__getitem__)
+    ids = {v: k for k, v in FILE_TYPES.items()}
+    return ids.get("ALL_F32" if main == "f32" else f"MOSTLY_{main.upper()}", header)
 
 
 def migrate_llama(f: LegacyFile, dst: str | os.PathLike[str], *, context_length: int | None = None, eps: float | None = None,
@@ -124,6 +155,8 @@ def migrate_llama(f: LegacyFile, dst: str | os.PathLike[str], *, context_length:
     report = Report(os.fspath(dst), "GGUF v3 (llama)")
     if "vocab.scores" not in f.metadata and f.metadata.get("vocab.tokens"):
         report.notices.append("unversioned GGML files have no token scores: written as 0.0")
+    if lost_nul(f.metadata.get("vocab.tokens", [])):
+        report.notices.append("token 3 (byte 0x00, written empty by train-text-from-scratch) restored as <0x00>")
     metadata = llama_metadata(
         f, context_length=context_length or d["context_length"], eps=d["eps"] if eps is None else eps, gqa=gqa or d["gqa"], name=name
     )
@@ -134,6 +167,11 @@ def migrate_llama(f: LegacyFile, dst: str | os.PathLike[str], *, context_length:
         if target is None:
             raise MigrationError("migrate.tensor_name", f"tensor {t.name!r} has no GGUF name (llama.cpp's map of reference §7.4)")
         planned.append(plan_tensor(t, target, report))
+    header = f.metadata["ftype"]
+    if report.widened and written_file_type(planned, header) != header:
+        ftype = written_file_type(planned, header)
+        metadata.set("general.file_type", ftype)
+        report.notices.append(f"general.file_type {ftype} ({FILE_TYPES[ftype]}): the header's ftype {header} no longer describes the tensors")
     return finish_gguf(dst, metadata, planned, report, progress=progress)
 
 
