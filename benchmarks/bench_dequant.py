@@ -1,12 +1,14 @@
-"""Time gguf_construct.quants.dequantize against gguf-py's gguf.quants.dequantize, type by type.
+"""Time gguf_construct.quants.dequantize against gguf-py's gguf.quants.dequantize and ggml's C, type by type.
 
 Both dequantize the same tensor (default 16 Mi values, as 4096-value rows: gguf-py gets the 2-D byte array it
 expects, we get the flat bytes). Blocks are random bytes whose half-precision scale fields are replaced by random
-finite halves, so every value is a number. Times are the best of ``--repeat`` runs, ours and gguf-py's taking turns. Then the peak of memory
+finite halves, so every value is a number. The C column is ggml's own ``to_float`` (``ggml_get_type_traits(t).to_float``
+from ggml-python's shared library, called through ctypes on one thread: the limit a numpy backend is held to).
+Times are the best of ``--repeat`` runs, ours, gguf-py's and C's taking turns. Then the peak of memory
 allocated during one call (tracemalloc, which sees numpy's buffers), minus the output itself, relative to the
 output's size. Prints markdown tables.
 
-    PYTHONPATH=. python benchmarks/bench_dequant.py [--size 16Mi] [--repeat 5] [--types q4_0,q6_K]
+    PYTHONPATH=. python benchmarks/bench_dequant.py [--size 16Mi] [--repeat 5] [--types q4_0,q6_K] [--workers 1 --clock cpu]
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from gguf_construct.quants import block_dtype, dequantize
+from gguf_construct.quants import block_dtype, dequant, dequantize
 from gguf_construct.tables import GGML_TYPES
 
 ROW = 4096
@@ -59,15 +61,47 @@ def random_tensor(name: str, n_values: int, rng: np.random.Generator) -> np.ndar
     return raw
 
 
+def ggml_to_float(type_id: int) -> Callable[[np.ndarray, int], np.ndarray] | None:
+    """ggml's C ``to_float`` for ``type_id`` as a Python function (data, n_values) → float32 values, or None
+    when ggml-python is missing or its library has no such type."""
+    try:
+        import ctypes
+
+        import ggml
+    except ImportError:
+        return None
+    if type_id >= ggml.GGML_TYPE_COUNT:
+        return None
+    traits = ggml.ggml_get_type_traits(type_id).contents
+    if not traits.to_float:
+        return None
+    to_float = traits.to_float
+    as_float = ctypes.POINTER(ctypes.c_float)
+
+    def run(data: np.ndarray, n_values: int) -> np.ndarray:
+        out = np.empty(n_values, np.float32)
+        to_float(data.ctypes.data_as(ctypes.c_void_p), out.ctypes.data_as(as_float), n_values)
+        return out
+
+    return run
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+CLOCK: Callable[[], float] = time.perf_counter
+
+
 def best_times(fns: list[Callable[[], object]], repeat: int) -> list[float]:
-    """Best wall time of each function over ``repeat`` rounds; the functions take turns, so that a burst of
-    load from elsewhere on the machine hits them alike."""
+    """Best time (``CLOCK``: wall, or this process's CPU time with ``--clock cpu``) of each function over
+    ``repeat`` rounds; the functions take turns, so that a burst of load from elsewhere hits them alike."""
     best = [math.inf] * len(fns)
     for _ in range(repeat):
         for i, fn in enumerate(fns):
-            start = time.perf_counter()
+            start = CLOCK()
             fn()
-            best[i] = min(best[i], time.perf_counter() - start)
+            best[i] = min(best[i], CLOCK() - start)
     return best
 
 
@@ -87,7 +121,14 @@ def main() -> None:
     parser.add_argument("--size", default="16Mi", help="values per tensor (16Mi, 1Mi, 65536 …)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per measurement (the best is kept)")
     parser.add_argument("--types", default="", help="comma-separated type names (default: all gguf-py supports)")
+    parser.add_argument("--workers", type=int, default=dequant.WORKERS, help="our thread count (1: like for like with C)")
+    parser.add_argument(
+        "--clock", choices=["wall", "cpu"], default="wall", help="cpu: this process's CPU time, steadier on a loaded machine (use with --workers 1)"
+    )
     args = parser.parse_args()
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
+    dequant.WORKERS = args.workers
 
     import gguf.quants
 
@@ -104,26 +145,38 @@ def main() -> None:
         t = GGML_TYPES.lookup(name)
         data = random_tensor(name, n_values, rng)
         as_rows = data.reshape(-1, ROW // t.block_size * t.type_size)
+        c_fn = ggml_to_float(t.id)
+        fns = [lambda d=data, n=name: dequantize(d, n), lambda d=as_rows, q=qtype: gguf.quants.dequantize(d, q)]
+        if c_fn is not None:
+            ours_out = dequantize(data, name)
+            if not np.array_equal(ours_out.view(np.uint32), c_fn(data, n_values).view(np.uint32)):
+                raise SystemExit(f"{name}: ours differs from ggml's to_float")
+            fns.append(lambda d=data, f=c_fn: f(d, n_values))
         with np.errstate(all="ignore"):
-            ours, theirs = best_times(
-                [lambda d=data, n=name: dequantize(d, n), lambda d=as_rows, q=qtype: gguf.quants.dequantize(d, q)], args.repeat
-            )
+            times = best_times(fns, args.repeat)
+        ours, theirs = times[:2]
+        c_time = times[2] if c_fn is not None else math.nan
         memory = peak_extra(lambda d=data, n=name: dequantize(d, n))
-        rows.append((name, ours, theirs, theirs / ours, memory))
-        print(f"  {name}: {ours * 1e3:.1f} ms vs {theirs * 1e3:.1f} ms", flush=True)
+        rows.append((name, ours, theirs, c_time, memory))
+        print(f"  {name}: {ours * 1e3:.1f} ms vs gguf-py {theirs * 1e3:.1f} ms, C {c_time * 1e3:.1f} ms", flush=True)
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
-        f"\n{n_values} values ({n_values / (1 << 20):g} Mi) per tensor, best of {args.repeat}; {os.cpu_count()} CPUs, load average {load:.2f}\n"
+        f"\n{n_values} values ({n_values / (1 << 20):g} Mi) per tensor, best of {args.repeat}; ours on {dequant.WORKERS} thread(s), "
+        f"C on 1, {args.clock} time; {os.cpu_count()} CPUs, load average {load:.2f}\n"
     )
-    print("| type | ours (ms) | gguf-py (ms) | speed-up | peak extra memory / output |")
-    print("|---|---:|---:|---:|---:|")
-    for name, ours, theirs, ratio, memory in rows:
-        print(f"| {name} | {ours * 1e3:.1f} | {theirs * 1e3:.1f} | {ratio:.2f}x | {memory:.2f} |")
-    ratios = [r[3] for r in rows]
-    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else float("nan")
+    print("| type | ours (ms) | gguf-py (ms) | ggml C, 1 thread (ms) | vs gguf-py | vs C | peak extra memory / output |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, ours, theirs, c_time, memory in rows:
+        print(
+            f"| {name} | {ours * 1e3:.1f} | {theirs * 1e3:.1f} | {c_time * 1e3:.1f} | {theirs / ours:.2f}× | {c_time / ours:.2f}× | {memory:.2f} |"
+        )
+    vs_py = [r[2] / r[1] for r in rows]
+    vs_c = [r[3] / r[1] for r in rows if not math.isnan(r[3])]
     print(
-        f"\ngeometric mean speed-up: {geo:.2f}x; slowest: {min(ratios):.2f}x; peak extra memory at most {max(r[4] for r in rows):.2f}x the output"
+        f"\ngeometric mean vs gguf-py {geomean(vs_py):.2f}× (slowest {min(vs_py):.2f}×); "
+        f"vs C {geomean(vs_c):.2f}× over {len(vs_c)} types (slowest {min(vs_c, default=math.nan):.2f}×); "
+        f"peak extra memory at most {max(r[4] for r in rows):.2f}× the output"
     )
 
 

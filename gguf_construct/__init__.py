@@ -5,6 +5,7 @@
 - ``validate_file(path, profile)``: every rule a file breaks, as ``Issue`` records.
 - ``detect(data)`` / ``schema_for(data)``: which format, which schema.
 - ``dequantize(data, ggml_type)``: any ggml tensor type to float32, bit-exact with ggml; ``tensor.to_numpy()``.
+- ``quantize(values, ggml_type, imatrix=None)``: float rows to any type ggml quantizes, byte for byte as ggml.
 - ``migrate(src, dst)`` / ``export(src, dst, to=)``: legacy and rwkv.cpp files to GGUF v3, and back.
 - ``FormatError`` and its subclasses: the only exceptions raised for bad input.
 """
@@ -27,12 +28,13 @@ from .formats.rwkv import RWKV
 from .formats.safetensors import SAFETENSORS
 from .migrate import export, migrate
 from .quants import dequantize, swap_byte_order
+from .quants.quantize import quantize
 from .validation import Issue, check, validate_bytes, validate_file
 
 __version__ = "0.1.0"
 
 __all__ = [
     "GGML", "RWKV", "GGUF", "SAFETENSORS", "GGUFFile", "MetadataField", "TensorInfo", "Issue", "FormatError", "DuplicateError", "InvalidValueError",
-    "LayoutError", "LimitError", "TruncatedError", "UnknownFormatError", "UnsupportedTypeError", "check", "dequantize", "detect", "export", "migrate", "swap_byte_order",
+    "LayoutError", "LimitError", "TruncatedError", "UnknownFormatError", "UnsupportedTypeError", "check", "dequantize", "detect", "export", "migrate", "quantize", "swap_byte_order",
     "from_bytes", "load", "new", "schema_for", "validate_bytes", "validate_file",
 ]  # fmt: skip

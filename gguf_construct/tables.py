@@ -135,3 +135,8 @@ def standard_key(key: str, architecture: str | None = None) -> StandardKey | Non
 def architecture_required_keys(architecture: str) -> list[str]:
     """The keys the spec requires for an architecture (empty for architectures it does not describe)."""
     return [f"{architecture}.{k}" for k in _load("keys.json")["architectures"].get(architecture, [])]
+
+
+def quantize_rules() -> dict[str, Any]:
+    """llama-quantize's default choice of which tensors to quantize and to what (``schema/quantize.json``)."""
+    return _load("quantize.json")

@@ -179,7 +179,7 @@ def _check_array(arr: Container, path: str, at: int | None, ggml: bool, out: lis
         out.append(Issue("value.bool", f"bool element {j} is not 0 or 1", f"{path}.array[{j}]", at))
     elif et == "str" and isinstance(items, StringArray):
         try:
-            items.tolist()
+            items.check_utf8()
         except errors.FormatError as e:
             out.append(Issue(e.rule, e.message, e.path, e.offset))
 

@@ -105,9 +105,10 @@ class GGUFFile:
             return np.ascontiguousarray(source, dtype=source.dtype.newbyteorder("<" if order == "little" else ">"))
         if order == self.byte_order:
             return source
+        from ..formats.filedata import transformed
         from ..quants import swap_byte_order
 
-        return lambda: swap_byte_order(source, ggml_type, self.byte_order, order)
+        return lambda: transformed(source, lambda data: swap_byte_order(data, ggml_type, self.byte_order, order))
 
 
 def _nbytes_or_zero(ti: Container) -> int:

@@ -106,6 +106,8 @@ def tensor_from(name: str, data: Any, ggml_type: Any = None, shape: Any = None) 
         raise ValueError(f"shape {shape}: 1 to 4 dimensions, each at least 1")
     if shape[0] % t.block_size:
         raise ValueError(f"ne0 = {shape[0]} is not a multiple of {t.name}'s block size {t.block_size}")
+    if callable(data):  # produced when the file is written (one tensor at a time); the writer checks its size
+        return Container(name=name, dimensions=shape, type=t.name, offset=None), data
     size = len(tensor_bytes(data))
     if size != tensor_nbytes(shape, t.id):
         raise ValueError(f"{name}: {size} bytes given, shape {shape} of {t.name} needs {tensor_nbytes(shape, t.id)}")
@@ -147,14 +149,15 @@ class Tensors(Mapping[str, TensorInfo]):
         return len(self._infos)
 
     def add(self, name: str, data: Any, ggml_type: Any = None, shape: Any = None) -> None:
-        """Append a tensor (numpy array, or bytes with ``ggml_type`` and ``shape``); numeric arrays are
-        converted to the file's byte order when saved."""
+        """Append a tensor (numpy array, or bytes with ``ggml_type`` and ``shape``, or a callable returning such
+        bytes when the file is saved); numeric arrays are converted to the file's byte order when saved."""
         if name in self:
             raise KeyError(f"tensor {name!r} exists: use replace()")
         info, source = tensor_from(name, data, ggml_type, shape)
         self._infos.append(info)
         self._sources.append(source)
-        self._edited()
+        if self._index is not None:  # kept up to date: adding n tensors stays linear in n
+            self._index[name] = len(self._infos) - 1
 
     def replace(self, name: str, data: Any, ggml_type: Any = None, shape: Any = None) -> None:
         i = self._find(name)
@@ -175,7 +178,7 @@ class Tensors(Mapping[str, TensorInfo]):
         if not 1 <= size <= MAX_TENSOR_NAME:
             raise ValueError(f"tensor names are 1 to {MAX_TENSOR_NAME} bytes; {new!r} has {size}")
         self._infos[i] = Container(self._infos[i], name=new)
-        self._edited()
+        self._edited()  # a duplicate of ``old`` later in an invalid file would take its place: rebuild
 
     def __repr__(self) -> str:
         return f"Tensors({len(self)})"

@@ -15,12 +15,18 @@ Convert a model file; the input kind is detected, the output kind comes from its
                           and integers as they are; otherwise BF16 or F32, whichever holds every value exactly (a notice)
   GGUF -> OUT.safetensors one file in the combined layout: MXFP4 -> mxfp4, NVFP4 -> nvfp4, Q4_1 -> int4; others as floats
   GGUF -> OUT/            an Ollama models folder: one blob per tensor and a manifest for --model
+  any -> GGUF --type T    quantized to ggml type T, bit-exact with ggml (see the quantize command)
 Every conversion is verified: input and output are dequantized and compared value by value."""
 
 
 def _run(args: argparse.Namespace) -> int:
     from ..convert import VerificationError, convert
     from ..errors import FormatError
+
+    if args.type:  # quantization is lossy: the quantize command's path, with its per-tensor RMSE instead of a check
+        from .quantize import _run as quantize_run
+
+        return quantize_run(argparse.Namespace(input=args.input, output=args.output, type=args.type, imatrix=args.imatrix, keep=args.keep))
 
     def notice(line: str) -> None:
         print(f"notice: {line}", file=sys.stderr)
@@ -56,4 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     conv.add_argument("--style", choices=("safetensors", "mlx", "ollama"), help="safetensors header layout: the HF library's, MLX's or Ollama's Go writer's")
     conv.add_argument("--model", default="converted", help="model name[:tag] for an Ollama models folder (default: converted)")
     conv.add_argument("--quant-hint", metavar="TYPE", help="quant type (int4, int8) to assume for blobs without quant metadata whose shapes are ambiguous")
+    conv.add_argument("--type", metavar="TYPE", help="quantize to this ggml type (as the quantize command: GGUF output, llama-quantize's tensor choices)")
+    conv.add_argument("--imatrix", metavar="FILE", help="with --type: an importance matrix (GGUF or legacy .dat)")
+    conv.add_argument("--keep", metavar="PATTERN", nargs="+", default=[], help="with --type: tensor names (glob) to keep as they are")
     conv.set_defaults(run=_run)

@@ -13,8 +13,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import queue
 import sys
+import threading
 import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .common import EXIT_BAD, EXIT_OK
@@ -26,18 +29,122 @@ SKIPPED_SUFFIXES = (".attention.masked_bias", ".attention.bias", ".rotary_emb.in
 
 
 def hash_file(f: Any, *, include_all: bool = False) -> dict[str, Any]:
-    """``{"tensors": {name: {"sha1", "sha256"}}, "sha1", "sha256", "uuid"}`` of a loaded file's tensor data."""
-    sha1, sha256, uuid_sha1 = hashlib.sha1(), hashlib.sha256(), hashlib.sha1(UUID_NAMESPACE_LLAMA_CPP.bytes)
-    tensors: dict[str, dict[str, str]] = {}
-    for t in f.tensors.values():
-        if not include_all and t.name.endswith(SKIPPED_SUFFIXES):
-            continue
-        data = t.data
-        tensors[t.name] = {"sha1": hashlib.sha1(data).hexdigest(), "sha256": hashlib.sha256(data).hexdigest()}
-        for h in (sha1, sha256, uuid_sha1):
-            h.update(data)
-    model_uuid = uuid.UUID(bytes=uuid_sha1.digest()[:16], version=5)
-    return {"tensors": tensors, "sha1": sha1.hexdigest(), "sha256": sha256.hexdigest(), "uuid": str(model_uuid)}
+    """``{"tensors": {name: {"sha1", "sha256"}}, "sha1", "sha256", "uuid"}`` of a loaded file's tensor data.
+
+    Five digests run over every byte (per tensor sha1 and sha256, the model's sha1 and sha256, the UUID's sha1),
+    each on its own thread (hashlib releases the GIL on large buffers, so they share the cores), while this
+    thread reads the next chunks: tensor bytes are read in bounded chunks into a few reused buffers
+    (:func:`..formats.filedata.read_chunks`), so memory stays flat whatever the file's size.
+    """
+    names = [t.name for t in f.tensors.values() if include_all or not t.name.endswith(SKIPPED_SUFFIXES)]
+    hashes = _HashPipeline()
+    try:
+        for t in f.tensors.values():
+            if include_all or not t.name.endswith(SKIPPED_SUFFIXES):
+                hashes.tensor(t.data)
+    finally:
+        digests = hashes.close()
+    tensor_sha1, tensor_sha256, (model_sha1,), (model_sha256,), (uuid_digest,) = digests
+    model_uuid = uuid.UUID(bytes=uuid_digest[:16], version=5)
+    tensors = {n: {"sha1": a.hex(), "sha256": b.hex()} for n, a, b in zip(names, tensor_sha1, tensor_sha256)}
+    return {"tensors": tensors, "sha1": model_sha1.hex(), "sha256": model_sha256.hex(), "uuid": str(model_uuid)}
+
+
+#: Chunk buffers in flight: the reader fills one while the hash threads work through the others.
+BUFFERS = 4
+
+
+class _Digest(threading.Thread):
+    """One running digest: takes (chunk, tensor ends here) items in order, keeps one digest per tensor (or one
+    for everything), and hands each chunk's buffer back when done with it."""
+
+    def __init__(self, make: Callable[[], Any], per_tensor: bool, release: Callable[[int], None]):
+        super().__init__(daemon=True)
+        self.make, self.per_tensor, self.release = make, per_tensor, release
+        self.todo: queue.SimpleQueue[tuple[int, memoryview, bool] | None] = queue.SimpleQueue()
+        self.digests: list[bytes] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        h = self.make()
+        while (item := self.todo.get()) is not None:
+            slot, chunk, last = item
+            try:
+                if self.error is None:
+                    h.update(chunk)
+                    if last and self.per_tensor:
+                        self.digests.append(h.digest())
+                        h = self.make()
+            except BaseException as e:  # reported by close()
+                self.error = e
+            finally:
+                self.release(slot)
+        if self.error is None and not self.per_tensor:
+            self.digests.append(h.digest())
+
+
+class _HashPipeline:
+    """Reads tensors chunk by chunk into :data:`BUFFERS` reused buffers and feeds every chunk to five digest
+    threads; a buffer is reused once all five are done with it."""
+
+    def __init__(self) -> None:
+        from ..formats.filedata import CHUNK
+
+        self.buffers = [bytearray(CHUNK) for _ in range(BUFFERS)]
+        self.free: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for i in range(BUFFERS):
+            self.free.put(i)
+        self.pending = [0] * BUFFERS
+        self.lock = threading.Lock()
+        makers = [(hashlib.sha1, True), (hashlib.sha256, True), (hashlib.sha1, False), (hashlib.sha256, False)]
+        makers.append((lambda: hashlib.sha1(UUID_NAMESPACE_LLAMA_CPP.bytes), False))
+        self.threads = [_Digest(make, per_tensor, self._release) for make, per_tensor in makers]
+        for t in self.threads:
+            t.start()
+
+    def _release(self, slot: int) -> None:
+        if slot < 0:
+            return
+        with self.lock:
+            self.pending[slot] -= 1
+            done = self.pending[slot] == 0
+        if done:
+            self.free.put(slot)
+
+    def _buffers(self) -> Iterator[bytearray]:
+        while True:
+            slot = self.free.get()
+            self.current = slot
+            yield self.buffers[slot]
+
+    def _feed(self, slot: int, chunk: memoryview, last: bool) -> None:
+        with self.lock:
+            self.pending[slot] = len(self.threads) if slot >= 0 else 0
+        for t in self.threads:
+            t.todo.put((slot, chunk, last))
+
+    def tensor(self, data: Any) -> None:
+        """Hash one tensor's bytes (an empty tensor still gets its own digests)."""
+        from ..formats.filedata import read_chunks
+
+        self.current = -1  # a chunk that is a slice of ``data`` itself, in no buffer
+        previous: tuple[int, memoryview] | None = None
+        for chunk in read_chunks(data, self._buffers()):
+            if previous is not None:
+                self._feed(*previous, False)
+            previous = (self.current, chunk)
+            self.current = -1
+        self._feed(*(previous or (-1, memoryview(b""))), True)
+
+    def close(self) -> list[list[bytes]]:
+        for t in self.threads:
+            t.todo.put(None)
+        for t in self.threads:
+            t.join()
+        for t in self.threads:
+            if t.error is not None:
+                raise t.error
+        return [t.digests for t in self.threads]
 
 
 def hash_lines(h: dict[str, Any], name: str, per_tensor: bool = True) -> list[str]:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from ..api.file import load
 from ..errors import FormatError
 from ..progress import progress
-from . import convert, diff, edit, info, split, validate
+from . import convert, diff, edit, info, quantize, split, validate
 from . import fuzz as fuzz_cli
 from . import hash as hash_cli
 from . import migrate as migrate_cli
@@ -57,6 +57,7 @@ def parser() -> argparse.ArgumentParser:
     split.register(sub)
 
     convert.register(sub)
+    quantize.register(sub)
     migrate_cli.register(sub)
     fuzz_cli.register(sub)
 

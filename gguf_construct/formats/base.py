@@ -77,11 +77,13 @@ def as_stream(stream: Any) -> BufferStream:
 
 
 def map_file(path: str | os.PathLike[str]) -> memoryview:
-    """Memory-map a file read-only (an empty file gives an empty view)."""
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return memoryview(b"")
-        return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+    """Memory-map a file read-only (an empty file gives an empty view). The map remembers its file, so that
+    views of it can be copied or read without touching their pages (:mod:`.filedata`)."""
+    from .filedata import open_map
+
+    if os.stat(path).st_size == 0:
+        return memoryview(b"")
+    return memoryview(open_map(path))
 
 
 _PATH_PART = re.compile(r"\s*->\s*")

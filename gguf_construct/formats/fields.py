@@ -46,14 +46,20 @@ def enum_value_type(vt_id: int) -> Any:
 
 
 class StringArray(Sequence[str]):
-    """A GGUF string array, decoded on access: the bodies' offsets into the source buffer are all it keeps."""
+    """A GGUF string array, decoded on access: the bodies' start offsets into the source buffer are all it keeps.
 
-    __slots__ = ("_view", "_starts", "_ends", "_region", "_layout", "path")
+    The strings lie back to back, so each one ends where the next one's length field begins (the last one at the
+    end of the array's region). Bulk work (:meth:`tolist`, :meth:`check_utf8`) goes through the region in windows:
+    a window's bytes are copied once with every length field blanked to NUL bytes and decoded with one call; since
+    an ASCII byte ends any UTF-8 sequence, the window decodes if and only if each string in it does. The strings
+    are then split out of the text at the blanked fields (or sliced out, when a body itself holds a NUL).
+    """
 
-    def __init__(self, view: memoryview, starts: np.ndarray, ends: np.ndarray, region: tuple[int, int], layout: tuple[str, bool], path: str = ""):
+    __slots__ = ("_view", "_starts", "_region", "_layout", "path")
+
+    def __init__(self, view: memoryview, starts: np.ndarray, region: tuple[int, int], layout: tuple[str, bool], path: str = ""):
         self._view = view
         self._starts = starts
-        self._ends = ends
         self._region = region  # (first length field, end of last body): the array's exact encoded bytes
         self._layout = layout  # (byte order, wide counts) of that encoding
         self.path = path
@@ -61,8 +67,24 @@ class StringArray(Sequence[str]):
     def __len__(self) -> int:
         return len(self._starts)
 
+    def _width(self) -> int:
+        return 8 if self._layout[1] else 4
+
+    def _end(self, i: int) -> int:
+        return int(self._starts[i + 1]) - self._width() if i + 1 < len(self._starts) else self._region[1]
+
+    def _ends(self, i: int = 0, j: int | None = None) -> np.ndarray:
+        """End offsets of strings ``i:j``, each derived from the next one's start."""
+        starts, n = self._starts, len(self._starts)
+        j = n if j is None else j
+        ends = np.empty(j - i, dtype=np.int64)
+        if j > i:
+            np.subtract(starts[i + 1 : j], self._width(), out=ends[:-1])
+            ends[-1] = self._end(j - 1)
+        return ends
+
     def _decode(self, i: int) -> str:
-        s, e = int(self._starts[i]), int(self._ends[i])
+        s, e = int(self._starts[i]), self._end(i)
         try:
             return str(self._view[s:e], "utf-8")
         except UnicodeDecodeError as err:
@@ -83,17 +105,64 @@ class StringArray(Sequence[str]):
     def __iter__(self) -> Iterator[str]:
         return iter(self.tolist())
 
-    def tolist(self) -> list[str]:
-        """Every string, decoded (strict UTF-8)."""
-        view = self._view
+    def _windows(self) -> Iterator[tuple[int, int, int, np.ndarray]]:
+        """(first string, end string, region offset, bytes) windows of about ``DECODE_WINDOW`` bytes, each a copy
+        of whole strings' encodings whose length fields are blanked to NUL bytes."""
+        starts, n, width = self._starts, len(self._starts), self._width()
+        i = 0
+        while i < n:
+            lo = int(starts[i]) - width
+            j = max(i + 1, int(np.searchsorted(starts, lo + width + DECODE_WINDOW, side="right")))
+            hi = int(starts[j]) - width if j < n else self._region[1]
+            buf = np.frombuffer(self._view, dtype=np.uint8, count=hi - lo, offset=lo).copy()
+            fields = starts[i:j] - (lo + width)
+            for k in range(width):
+                buf[fields + k] = 0
+            yield i, j, lo, buf
+            i = j
+
+    def _window_text(self, i: int, buf: np.ndarray, lo: int) -> str:
         try:
-            return [str(view[s:e], "utf-8") for s, e in zip(self._starts.tolist(), self._ends.tolist())]
-        except UnicodeDecodeError:
-            return [self._decode(i) for i in range(len(self))]  # re-run to name the bad element
+            return str(memoryview(buf), "utf-8")
+        except UnicodeDecodeError as err:
+            bad = max(i, int(np.searchsorted(self._starts, lo + err.start, side="right")) - 1)
+            self._decode(bad)  # raises, naming the element and its offset
+            raise InvalidValueError("string.utf8", f"invalid UTF-8 ({err.reason})", path=f"{self.path}[{bad}]", offset=lo + err.start) from None
+
+    def check_utf8(self) -> None:
+        """Raise ``InvalidValueError`` (rule ``string.utf8``) at the first string that is not UTF-8, without
+        building a Python string per element (an all-ASCII window needs no decoding at all)."""
+        for i, _, lo, buf in self._windows():
+            if buf.size and int(buf.max()) >= 0x80:
+                self._window_text(i, buf, lo)
+
+    def tolist(self) -> list[str]:
+        """Every string, decoded (strict UTF-8): one decode per window, then each string sliced out of it."""
+        out: list[str] = []
+        width = self._width()
+        for i, j, lo, buf in self._windows():
+            text = self._window_text(i, buf, lo)
+            if np.count_nonzero(buf == 0) == (j - i) * width:  # no NUL in any body: the fields are the separators
+                parts = text.split("\0" * width)
+                del parts[0]  # before the first field
+                if out:
+                    out.extend(parts)
+                else:
+                    out = parts
+                continue
+            begin = self._starts[i:j] - lo
+            end = self._ends(i, j) - lo
+            if len(text) != buf.size:  # not all ASCII: byte offsets → character offsets
+                before = np.zeros(buf.size + 1, dtype=np.int64 if buf.size >= 1 << 31 else np.int32)
+                np.cumsum((buf & 0xC0) == 0x80, out=before[1:])
+                begin = begin - before[begin]
+                end = end - before[end]
+            out.extend(map(text.__getitem__, map(slice, begin.tolist(), end.tolist())))
+        return out
 
     def lengths(self) -> np.ndarray:
         """The byte length of every string, without decoding."""
-        return self._ends - self._starts
+        return self._ends() - self._starts
 
     def offsets(self) -> np.ndarray:
         """The absolute byte offset of every string body in the source."""
@@ -121,6 +190,11 @@ class StringArray(Sequence[str]):
         return f"StringArray([{head}{', ...' if n > 3 else ''}], n={n})"
 
 
+#: Bytes of a string array decoded per call in :meth:`StringArray.tolist` / :meth:`StringArray.check_utf8`:
+#: large enough to amortise the per-window numpy calls, small enough that the copy and its text stay in cache.
+DECODE_WINDOW = 1 << 20
+
+
 def encode_strings(items: Sequence[str | bytes], order: str, wide: bool) -> bytes:
     """Length-prefixed UTF-8 strings, back to back: the bodies are joined once and the length fields are
     scattered between them with numpy (no per-string packing)."""
@@ -142,21 +216,21 @@ def encode_strings(items: Sequence[str | bytes], order: str, wide: bool) -> byte
     return out.tobytes()
 
 
-def scan_strings(stream: BufferStream, n: int, order: str, wide: bool, path: str) -> tuple[np.ndarray, np.ndarray]:
-    """Walk ``n`` length-prefixed strings from the stream's position; return body starts and ends.
+def scan_strings(stream: BufferStream, n: int, order: str, wide: bool, path: str) -> np.ndarray:
+    """Walk ``n`` length-prefixed strings from the stream's position; return the body starts (each body ends
+    where the next length field begins; the last one at the stream's new position).
 
     Each position depends on the one before, so the exact walk is a loop (``_scan_loop``). For u64 lengths a
     vectorised speculation does most of the work first (``_scan_speculative``); it only ever returns positions
     it has proven, and leaves the rest, and every error, to the loop.
     """
     starts = np.empty(n, dtype=np.int64)
-    ends = np.empty(n, dtype=np.int64)
-    done = _scan_speculative(stream, n, order, starts, ends) if wide and n > 64 else 0
-    _scan_loop(stream, n, done, order, wide, path, starts, ends)
-    return starts, ends
+    done = _scan_speculative(stream, n, order, starts) if wide and n > 64 else 0
+    _scan_loop(stream, n, done, order, wide, path, starts)
+    return starts
 
 
-def _scan_loop(stream: BufferStream, n: int, first: int, order: str, wide: bool, path: str, starts: np.ndarray, ends: np.ndarray) -> None:
+def _scan_loop(stream: BufferStream, n: int, first: int, order: str, wide: bool, path: str, starts: np.ndarray) -> None:
     fmt = count_format(order, wide)
     width = fmt.size
     unpack = fmt.unpack_from
@@ -173,7 +247,6 @@ def _scan_loop(stream: BufferStream, n: int, first: int, order: str, wide: bool,
             )
         starts[i] = pos
         pos += length
-        ends[i] = pos
     stream.pos = pos
 
 
@@ -206,7 +279,7 @@ def _short_string_candidates(view: memoryview, pos: int, window: int, order: str
 SCAN_WINDOW = 1 << 14
 
 
-def _scan_speculative(stream: BufferStream, n: int, order: str, starts: np.ndarray, ends: np.ndarray) -> int:
+def _scan_speculative(stream: BufferStream, n: int, order: str, starts: np.ndarray) -> int:
     """Find string positions for u64 lengths with numpy; return how many were proven (from the first).
 
     Short strings (length < 256, nearly every token and merge) have seven zero bytes after the length byte;
@@ -218,7 +291,7 @@ def _scan_speculative(stream: BufferStream, n: int, order: str, starts: np.ndarr
     """
     view, size = stream.view, stream.size
     unpack = struct.Struct(order + "Q").unpack_from
-    done, pos = 0, stream.pos
+    done, pos, last_end = 0, stream.pos, stream.pos
     step = max(SCAN_WINDOW, size // 16)
     while done < n:
         window = min(size - pos, step)
@@ -239,7 +312,7 @@ def _scan_speculative(stream: BufferStream, n: int, order: str, starts: np.ndarr
                     return done  # the loop reports it
                 starts[done] = pos + cur + 8
                 cur += 8 + length
-                ends[done] = pos + cur
+                last_end = pos + cur
                 done += 1
                 continue
             b = int(breaks[np.searchsorted(breaks, i)])
@@ -252,13 +325,13 @@ def _scan_speculative(stream: BufferStream, n: int, order: str, starts: np.ndarr
                     stream.pos = pos + cur
                     return done
             starts[done : done + take] = cand[i : i + take] + (pos + 8)
-            ends[done : done + take] = seg + pos
+            last_end = int(seg[-1]) + pos
             done += take
             cur = int(seg[-1])
         if cur == 0:
             break
         pos += cur
-    stream.pos = pos if done == 0 else int(ends[done - 1])
+    stream.pos = last_end
     return done
 
 
@@ -370,8 +443,8 @@ class MetadataValue(Construct):
             s.pos += n * etype.size
         elif etype.name == "str":
             region_start = s.pos
-            starts, ends = scan_strings(s, n, self.order, self.wide, apath)
-            array = StringArray(s.view, starts, ends, (region_start, s.pos), (self.order, self.wide), readable_path(apath))
+            starts = scan_strings(s, n, self.order, self.wide, apath)
+            array = StringArray(s.view, starts, (region_start, s.pos), (self.order, self.wide), readable_path(apath))
         else:
             array = [self._parse_array(s, context_path(apath, i), depth + 1) for i in range(n)]
         return Container(type=enum_value_type(etype.id), len=n, array=array)

@@ -44,6 +44,7 @@ from ..errors import InvalidValueError, LayoutError, UnknownFormatError, Unsuppo
 from ..tables import GGML_TYPES, VALUE_TYPES
 from .base import BufferStream, FileConstruct, as_stream
 from .fields import AlignPadding, CheckedArray, GGUFString, MetadataValue, Remainder, value_type_id
+from .filedata import write_data
 
 MAGIC = b"GGUF"
 VERSIONS = (1, 2, 3)
@@ -106,7 +107,8 @@ class TensorDataSection(Remainder):
 
     def _build(self, obj, stream, context, path):
         if obj is not None:
-            return super()._build(obj, stream, context, path)
+            write_data(stream, obj)  # a mapped file's section is copied in the kernel
+            return obj
         infos, alignment = context.tensor_infos, context.alignment
         written = 0
         for ti in sorted(infos, key=lambda t: int(t["offset"])):
@@ -118,7 +120,7 @@ class TensorDataSection(Remainder):
             expected = tensor_nbytes(ti["dimensions"], ti["type"])
             if len(data) != expected:
                 raise ValueError(f"tensor {ti['name']!r}: {len(data)} bytes of data, its shape and type need {expected}")
-            stream.write(data)
+            write_data(stream, data)
             written = int(ti["offset"]) + expected
         if infos:
             stream.write(b"\0" * (align_offset(written, alignment) - written))

@@ -276,3 +276,34 @@ READERS: dict[str, Callable[..., dict[str, Any]]] = {
     "gguf-py": read_gguf_py,
     "ggml": read_ggml,
 }
+
+
+def ggml_quantize(values: np.ndarray, type_id: int, imatrix: np.ndarray | None = None) -> bytes:
+    """ggml's ``ggml_quantize_chunk`` (ggml-python's C library) on ``values`` shaped ``(n_rows, n_per_row)``; for
+    Q8_1 and Q8_K, which it does not quantize, the type's ``from_float_ref`` row quantizer on every row.
+
+    The destination starts zeroed (Q8_K leaves an all-zero block's ``bsums`` unwritten)."""
+    import ctypes
+
+    import ggml
+
+    x = np.ascontiguousarray(values, dtype=np.float32)
+    if x.ndim == 1:
+        x = x[None]
+    n_rows, n_per_row = x.shape
+    row_size = ggml.ggml_row_size(type_id, n_per_row)
+    dst = (ctypes.c_uint8 * (row_size * n_rows))()
+    qw = None
+    if imatrix is not None:
+        qw_array = np.ascontiguousarray(imatrix, dtype=np.float32)
+        qw = qw_array.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+    src = x.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+    if type_id in (9, 15):  # Q8_1, Q8_K: libggml-base exports their reference row quantizers
+        ref = getattr(ggml.ggml.lib, "quantize_row_q8_1_ref" if type_id == 9 else "quantize_row_q8_K_ref")
+        ref.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+        ref.restype = None
+        ref(x.ctypes.data, ctypes.addressof(dst), x.size)
+        return bytes(dst)
+    written = ggml.ggml_quantize_chunk(type_id, src, ctypes.cast(dst, ctypes.c_void_p), 0, n_rows, n_per_row, qw)
+    assert written == row_size * n_rows
+    return bytes(dst)

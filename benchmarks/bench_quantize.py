@@ -1,0 +1,96 @@
+"""Time gguf_construct's numpy quantizers against ggml's C (``ggml_quantize_chunk`` through ggml-python: one
+thread) and gguf-py's numpy ``gguf.quants.quantize`` where gguf-py can quantize the type.
+
+Every quantizer gets the same float32 tensor of normal values (default 1 Mi values in rows of 4096); the output
+of ours is also checked byte for byte against ggml's in the same run. Times are the best of ``--repeat`` runs,
+taking turns. Prints a markdown table: times in ms, and the ratios ours/ggml-C and gguf-py/ours.
+
+    PYTHONPATH=. python benchmarks/bench_quantize.py [--size 1Mi] [--repeat 3] [--types q4_0,q4_K] [--imatrix]
+    PYTHONPATH=. python benchmarks/bench_quantize.py --smoke      # a few small tensors, seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from gguf_construct.fuzzing.adapters import ggml_quantize
+from gguf_construct.quants.blocks import resolve
+from gguf_construct.quants.quantize import REQUIRES_IMATRIX, WEIGHTED, quantize, supported
+
+ROW = 4096
+
+
+def gguf_py_quantizer(name: str):
+    """gguf-py's quantize for ``name``, or None when gguf-py cannot quantize it."""
+    try:
+        import gguf
+        from gguf.quants import quantize as gq
+    except ImportError:
+        return None
+    member = {m.name.lower(): m for m in gguf.GGMLQuantizationType}.get(name.lower())
+    if member is None:
+        return None
+
+    def run(x: np.ndarray) -> bytes:
+        return gq(x, member).tobytes()
+
+    try:
+        run(np.zeros((1, 256), np.float32))
+    except NotImplementedError:
+        return None
+    except Exception:  # noqa: BLE001  (gguf-py raises its own types for types it lacks)
+        return None
+    return run
+
+
+def best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", default="1Mi")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--types", default="")
+    ap.add_argument("--imatrix", action="store_true", help="quantize with an importance matrix (the types that use one)")
+    ap.add_argument("--smoke", action="store_true", help="64 Ki values, one run: checks the script works")
+    args = ap.parse_args(argv)
+    text = args.size.lower()
+    size = (
+        int(float(text[:-2]) * (1 << 20))
+        if text.endswith("mi")
+        else int(float(text[:-2]) * (1 << 10))
+        if text.endswith("ki")
+        else int(text)
+    )
+    if args.smoke:
+        size, args.repeat = 1 << 16, 1
+    names = [n for n in args.types.split(",") if n] or sorted(n for n in supported() if n != "f32")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((max(1, size // ROW), ROW)).astype(np.float32)
+    qw = rng.uniform(0, 4, ROW).astype(np.float32)
+    print(f"{x.size} values ({x.shape[0]} rows of {ROW}){', with an importance matrix' if args.imatrix else ''}, best of {args.repeat}\n")
+    print("| type | ours (ms) | ggml C (ms) | ours / C | gguf-py (ms) | gguf-py / ours | bit-exact |")
+    print("|---|---:|---:|---:|---:|---:|:---:|")
+    for name in names:
+        w = qw if (args.imatrix and name in WEIGHTED) or name in REQUIRES_IMATRIX else None  # IQ2_XXS/XS need one
+        tid = resolve(name).id
+        ours_t = best(lambda name=name, w=w: quantize(x, name, imatrix=w), args.repeat)
+        c_t = best(lambda tid=tid, w=w: ggml_quantize(x, tid, w), args.repeat)
+        exact = quantize(x, name, imatrix=w) == ggml_quantize(x, tid, w)
+        gp = gguf_py_quantizer(name) if w is None else None
+        gp_t = best(lambda gp=gp: gp(x), args.repeat) if gp else None
+        gp_cells = f"{gp_t * 1e3:.1f} | {gp_t / ours_t:.2f}x" if gp_t else "– | –"
+        print(f"| {name} | {ours_t * 1e3:.1f} | {c_t * 1e3:.1f} | {ours_t / c_t:.1f}x | {gp_cells} | {'yes' if exact else 'NO'} |")
+
+
+if __name__ == "__main__":
+    main()

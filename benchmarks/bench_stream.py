@@ -1,0 +1,142 @@
+"""Whole-file commands on big files: ``hash`` against gguf-py's gguf_hash and ``set`` against ``cp``, with peak RSS.
+
+    PYTHONPATH=. python benchmarks/bench_stream.py [--gib 1,3] [--repeat 3] [--dir /tmp]
+
+For each size, a GGUF file of that much tensor data (256 MiB tensors of random bytes) is made with our writer in
+a temporary folder under ``--dir`` and deleted afterwards. Each command runs as its own process under
+``/usr/bin/time -v`` (wall time and maximum resident set size); the commands take turns, best of ``--repeat``,
+so that load from elsewhere on a shared machine hits them alike. The file is read once first, so every run sees
+the page cache warm. Our ``set`` writes a temporary file, fsyncs it and renames it into place, so besides plain
+``cp`` (whose copy is still being written back when it exits) the fair reference is ``cp`` then ``sync`` of the
+copy. Prints markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+CODE = ROOT  # the checkout whose gguf_construct is timed (--code: e.g. an older commit, for before/after)
+TENSOR = 256 << 20
+
+
+def make_file(path: Path, n_bytes: int) -> None:
+    """A GGUF file of ``n_bytes`` of tensor data written by our writer (one random block of up to 256 MiB, repeated)."""
+    sys.path.insert(0, str(ROOT))
+    from gguf_construct import new
+
+    size = min(TENSOR, n_bytes)
+    block = np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8)
+    f = new()
+    f.metadata["general.architecture"] = "llama"
+    f.metadata["general.name"] = "bench-stream"
+    for i in range(max(1, n_bytes // size)):
+        f.tensors.add(f"blk.{i}.ffn_up.weight", block.view(np.float32))
+    f.save(path)
+
+
+def timed(cmd: list[str], cwd: Path) -> tuple[float, int, str]:
+    """(wall seconds, max RSS in bytes, stdout) of ``cmd`` run under /usr/bin/time -v."""
+    env = {**os.environ, "PYTHONPATH": str(CODE)}
+    start = time.perf_counter()
+    r = subprocess.run(["/usr/bin/time", "-v", *cmd], capture_output=True, text=True, cwd=cwd, env=env)
+    wall = time.perf_counter() - start
+    if r.returncode != 0:
+        raise SystemExit(f"{cmd} failed: {r.stderr[-2000:]}")
+    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr).group(1)) * 1024
+    return wall, rss, r.stdout
+
+
+def best_of(cmds: dict[str, list[str]], repeat: int, cwd: Path, before=None) -> dict[str, tuple[float, int, str]]:
+    best: dict[str, tuple[float, int, str]] = {}
+    for _ in range(repeat):
+        for label, cmd in cmds.items():
+            if before is not None:
+                before()
+            wall, rss, out = timed(cmd, cwd)
+            if label not in best or wall < best[label][0]:
+                best[label] = (wall, max(rss, best.get(label, (0, 0))[1]), out)
+            else:
+                best[label] = (best[label][0], max(rss, best[label][1]), best[label][2])
+    return best
+
+
+def warm(path: Path) -> None:
+    with open(path, "rb") as f:
+        while f.read(64 << 20):
+            pass
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gib", default="1,3", help="file sizes in GiB, comma-separated")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--dir", default=tempfile.gettempdir(), help="where to make the big files")
+    ap.add_argument("--code", default=str(ROOT), help="checkout whose gguf_construct to time (default: this one)")
+    args = ap.parse_args()
+    global CODE
+    CODE = Path(args.code)
+    py = sys.executable
+    rows = []
+    for gib in (float(x) for x in args.gib.split(",")):
+        with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-stream-") as tmp:
+            tmp_path = Path(tmp)
+            src = tmp_path / "model.gguf"
+            make_file(src, int(gib * (1 << 30)))
+            size = src.stat().st_size
+            warm(src)
+            hashes = best_of(
+                {
+                    "ours": [py, "-m", "gguf_construct.cli.main", "hash", str(src)],
+                    "gguf-py": [py, "-m", "gguf.scripts.gguf_hash", str(src)],
+                },
+                args.repeat,
+                tmp_path,
+            )
+            same = hashes["ours"][2] == hashes["gguf-py"][2]
+            out = tmp_path / "out.gguf"
+
+            def clear(out: Path = out) -> None:
+                out.unlink(missing_ok=True)
+
+            sets = best_of(
+                {
+                    "ours": [py, "-m", "gguf_construct.cli.main", "set", str(src), "general.name", "renamed", "-o", str(out)],
+                    "cp": ["cp", str(src), str(out)],
+                    "cp + sync": ["sh", "-c", f'cp "{src}" "{out}" && sync "{out}"'],
+                },
+                args.repeat,
+                tmp_path,
+                before=clear,
+            )
+            rows.append((gib, size, hashes, same, sets))
+            print(f"  {gib:g} GiB: hash {hashes['ours'][0]:.2f} s vs {hashes['gguf-py'][0]:.2f} s; set {sets['ours'][0]:.2f} s vs cp {sets['cp'][0]:.2f} s", flush=True)
+    load = os.getloadavg()[0]
+    print(f"\nbest of {args.repeat}, warm page cache, {os.cpu_count()} CPUs, load average {load:.2f}, {shutil.disk_usage(args.dir).free >> 30} GiB free in {args.dir}\n")
+    print("| file | command | ours | reference | reference time | speed-up | our peak RSS | reference peak RSS |")
+    print("|---|---|---:|---|---:|---:|---:|---:|")
+    for gib, size, hashes, same, sets in rows:
+        label = f"{gib:g} GiB ({size / (1 << 30):.2f} GiB file)"
+        h, r = hashes["ours"], hashes["gguf-py"]
+        note = "" if same else " (output differs!)"
+        print(f"| {label} | hash | {h[0]:.2f} s | gguf-py gguf_hash{note} | {r[0]:.2f} s | {r[0] / h[0]:.2f}× | {h[1] >> 20} MB | {r[1] >> 20} MB |")
+        s, c = sets["ours"], sets["cp"]
+        print(f"| {label} | set one key (-o new file) | {s[0]:.2f} s | cp | {c[0]:.2f} s | {c[0] / s[0]:.2f}× | {s[1] >> 20} MB | {c[1] >> 20} MB |")
+        c = sets["cp + sync"]
+        print(f"| {label} | set one key (-o new file) | {s[0]:.2f} s | cp, then sync the copy (our save fsyncs) | {c[0]:.2f} s | {c[0] / s[0]:.2f}× | {s[1] >> 20} MB | {c[1] >> 20} MB |")
+    if any(not same for *_, same, _ in rows):
+        raise SystemExit("hash output differs from gguf_hash")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""``gguf-construct quantize IN OUT --type TYPE [--imatrix FILE] [--keep PATTERN ...]``: a model quantized with
+the numpy quantizers (bit-exact with ggml), tensor by tensor, with llama-quantize's defaults for which tensors
+keep their precision; prints each tensor's RMSE against its input as ``llama-quantize`` does."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from .common import EXIT_OK, EXIT_USAGE
+
+
+def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None, keep: list[str] | None = None,
+                  log=print) -> list[tuple[str, str, float | None]]:  # fmt: skip
+    """Quantize every tensor of ``src`` (GGUF, safetensors/Ollama blob, legacy) into the GGUF ``dst``.
+
+    Returns ``(name, type written, rmse or None when kept)`` per tensor. The input stays memory-mapped; each
+    quantized tensor is made when the (atomic) writer reaches it and dropped once written, so memory stays at about
+    one tensor's values.
+    """
+    from ..api import load, new
+    from ..api.file import GGUFFile
+    from ..imatrix import read_imatrix
+    from ..progress import progress
+    from ..quants import dequantize, swap_byte_order
+    from ..quants.blocks import resolve
+    from ..quants.quantize import REQUIRES_IMATRIX, quantize, supported
+    from ..quants.quantize.policy import tensor_type
+
+    target = resolve(target).name
+    if target not in supported():
+        raise ValueError(f"quantizing to {target} is not implemented (supported: {', '.join(sorted(supported()))})")
+    weights = read_imatrix(imatrix) if imatrix else {}
+    if target in REQUIRES_IMATRIX and not weights:
+        raise ValueError(f"{target} needs --imatrix")
+    model = load(src)
+    out = new()
+    if isinstance(model, GGUFFile):
+        for key in model.metadata:
+            out.metadata.set(key, model.metadata[key], type=model.metadata.type_of(key))
+    names = list(model.tensors)
+    has_output = "output.weight" in names
+    report: list[tuple[str, str, float | None]] = []
+
+    def produce(name: str, new_type: str, shape: tuple[int, ...]):
+        """The tensor's quantized bytes, made when the writer reaches it (so one tensor is in memory at a time)."""
+
+        def make() -> bytes:
+            next(bar[0], None)
+            rows = model.tensors[name].to_numpy().reshape(-1, shape[0])
+            qw = weights.get(name)
+            if qw is None:
+                data = quantize(rows, new_type)
+            else:  # one weight row per matrix: an expert tensor (ne2 = n_mat) gets its expert's, as llama-quantize
+                qw = qw.reshape(-1, shape[0])
+                mats = np.array_split(rows, len(qw)) if len(shape) == 3 and shape[2] == len(qw) else [rows]
+                data = b"".join(quantize(m, new_type, imatrix=w) for m, w in zip(mats, qw))
+            back = dequantize(data, new_type).reshape(rows.shape)
+            rmse = float(np.sqrt(np.mean((back.astype(np.float64) - rows) ** 2))) if rows.size else 0.0
+            report.append((name, new_type, rmse))
+            log(f"[{len(report):4}/{len(names)}] {name:<40} {str(shape):<20} -> {new_type:<7} rmse {rmse:.6g}")
+            return data
+
+        return make
+
+    bar: list = [iter(())]
+    n_quantized = 0
+    for name in names:
+        t = model.tensors[name]
+        shape = tuple(int(d) for d in t.shape)  # ggml order for every format
+        new_type = tensor_type(name, shape, target, has_output=has_output, keep=keep)
+        if new_type is None:
+            if isinstance(model, GGUFFile) and model.byte_order == "little":
+                out.tensors.add(name, t.data, t.type.name, shape)  # the mapped bytes, as they are
+            elif isinstance(model, GGUFFile):
+                out.tensors.add(name, lambda t=t: swap_byte_order(t.data, t.type.name, "big", "little"), t.type.name, shape)
+            else:
+                out.tensors.add(name, lambda t=t: np.ascontiguousarray(t.to_numpy(), "<f4"), "f32", shape)
+            report.append((name, "kept", None))
+            log(f"[{len(report):4}/{len(names)}] {name:<40} {str(shape):<20} kept")
+            continue
+        n_quantized += 1
+        out.tensors.add(name, produce(name, new_type, shape), new_type, shape)
+    bar[0] = iter(progress(range(n_quantized), n_quantized, "quantize", unit="tensor"))
+    out.save(dst)
+    return report
+
+
+def _run(args: argparse.Namespace) -> int:
+    def log(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    try:
+        report = quantize_file(args.input, args.output, args.type, imatrix=args.imatrix, keep=args.keep, log=log)
+    except ValueError as e:
+        print(f"gguf-construct quantize: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    changed = sum(1 for _, t, _ in report if t != "kept")
+    print(f"{args.output}: {changed} of {len(report)} tensors quantized to {args.type} (others kept)")
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "quantize",
+        help="quantize a model (GGUF, safetensors/Ollama blob, legacy) to a ggml type, bit-exact with ggml",
+        description=__doc__,
+    )
+    p.add_argument("input", metavar="IN")
+    p.add_argument("output", metavar="OUT", help="the GGUF file to write")
+    p.add_argument("--type", required=True, help="ggml type name, e.g. q4_K, q8_0, iq4_xs")
+    p.add_argument("--imatrix", metavar="FILE", help="importance matrix: llama.cpp's GGUF imatrix or legacy imatrix.dat")
+    p.add_argument("--keep", metavar="PATTERN", nargs="+", default=[], help="tensor names (glob) to keep as they are")
+    p.set_defaults(run=_run)
