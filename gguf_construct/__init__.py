@@ -1,7 +1,8 @@
 """gguf-construct: GGUF and the model formats before it, declared as construct schemas.
 
 - ``GGUF``: the schema (``GGUF.parse(data)``, ``GGUF.build(container)``, ``GGUF.parse_file(path)``).
-- ``load(path)``: a memory-mapped, lazy ``GGUFFile`` to read, edit and ``save``.
+- ``load(path)``: a memory-mapped, lazy ``GGUFFile`` to read, edit and ``save``; ``path`` may be a URL
+  (http(s)://, hf://, ollama://, fsspec): the header is fetched by ranges, tensors when read.
 - ``validate_file(path, profile)``: every rule a file breaks, as ``Issue`` records.
 - ``detect(data)`` / ``schema_for(data)``: which format, which schema.
 - ``dequantize(data, ggml_type)``: any ggml tensor type to float32, bit-exact with ggml; ``tensor.to_numpy()``.
@@ -29,6 +30,7 @@ from .formats.safetensors import SAFETENSORS
 from .migrate import export, migrate
 from .quants import dequantize, swap_byte_order
 from .quants.quantize import quantize
+from .remote.errors import RemoteError
 from .validation import Issue, check, validate_bytes, validate_file
 
 __version__ = "0.1.0"
@@ -38,3 +40,4 @@ __all__ = [
     "LayoutError", "LimitError", "TruncatedError", "UnknownFormatError", "UnsupportedTypeError", "check", "dequantize", "detect", "export", "migrate", "quantize", "swap_byte_order",
     "from_bytes", "load", "new", "schema_for", "validate_bytes", "validate_file",
 ]  # fmt: skip
+__all__ += ["RemoteError"]  # a remote read failed (gguf_construct.remote): URL and HTTP status

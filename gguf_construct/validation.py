@@ -71,7 +71,14 @@ def raise_first(issues: list[Issue]) -> None:
 
 
 def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
-    """Parse and check a file; a file the schema cannot read gives one issue from its FormatError."""
+    """Parse and check a file (or a URL: ``remote.load.validate_url``); a file the schema cannot read gives one
+    issue from its FormatError."""
+    from .remote.urls import is_remote
+
+    if is_remote(path):
+        from .remote.load import validate_url
+
+        return validate_url(path, profile)
     try:
         view = map_file(path)
     except OSError as e:

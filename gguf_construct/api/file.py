@@ -17,7 +17,6 @@ import numpy as np
 from construct import Container
 
 from ..errors import FormatError
-from ..formats.base import map_file
 from ..formats.gguf import GGUF
 from .metadata import Metadata, StandardKeys
 from .tensors import Tensors
@@ -106,9 +105,11 @@ class GGUFFile:
         if order == self.byte_order:
             return source
         from ..formats.filedata import transformed
+        from ..formats.gguf import tensor_bytes
         from ..quants import swap_byte_order
 
-        return lambda: transformed(source, lambda data: swap_byte_order(data, ggml_type, self.byte_order, order))
+        # tensor_bytes reads a lazy (remote) source here; a mapped one is released after the swap
+        return lambda: transformed(tensor_bytes(source), lambda data: swap_byte_order(data, ggml_type, self.byte_order, order))
 
 
 def _nbytes_or_zero(ti: Container) -> int:
@@ -155,7 +156,14 @@ def _new_file_mode(target: Path) -> int:
 def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None) -> Any:
     """Open any model file ``detect()`` knows: a ``GGUFFile`` for GGUF, the format's own file object otherwise.
     The first shard of a gguf-split set (``*-00001-of-0000N.gguf``, N > 1) opens the whole set as one model
-    (``api.shards.load_shards``; ``load_gguf`` opens the shard alone)."""
+    (``api.shards.load_shards``; ``load_gguf`` opens the shard alone). ``path`` may also be an http(s)://,
+    hf://, ollama:// or fsspec URL: only the header is fetched, each tensor when read (``gguf_construct.remote``)."""
+    from ..remote.urls import is_remote
+
+    if is_remote(path):
+        from ..remote.load import load_url
+
+        return load_url(path, strict=strict, profile=profile, byte_order=byte_order)  # type: ignore[arg-type]
     from ..formats.detect import detect
     from ..formats.registry import FORMATS, resolve
 
@@ -171,18 +179,16 @@ def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "s
 
 
 def load_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None) -> GGUFFile:
-    """Open a GGUF file through a read-only memory map.
+    """Open a GGUF file through a read-only memory map (the byte source; ``remote.load.gguf_from_source`` reads
+    a remote one the same way).
 
     ``strict`` runs validation (``profile`` 'spec' or 'ggml') and raises the first error as a FormatError;
     without it only what the structure needs is checked and string arrays are decoded when read.
     """
-    view = map_file(path)
-    container = GGUF.parse(view, **({"byte_order": byte_order} if byte_order else {}))
-    if strict:
-        from ..validation import check, raise_first
+    from ..remote.load import gguf_from_source
+    from ..remote.source import MappedSource
 
-        raise_first(check(container, len(view), profile=profile))
-    return GGUFFile(container, view, os.fspath(path))
+    return gguf_from_source(MappedSource(path), strict=strict, profile=profile, byte_order=byte_order)
 
 
 def from_bytes(data: Any, *, strict: bool = True, profile: str = "spec") -> GGUFFile:

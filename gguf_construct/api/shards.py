@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from construct import Container
 
@@ -69,7 +70,7 @@ class ShardedGGUF(GGUFFile):
         return f"ShardedGGUF({len(self.shards)} shards, {len(self.metadata)} keys, {len(self.tensors)} tensors)"
 
 
-def _split_value(f: GGUFFile, key: str, path: Path) -> int:
+def _split_value(f: GGUFFile, key: str, path: Any) -> int:
     value = f.metadata.get(key)
     if not isinstance(value, int) or isinstance(value, bool):
         raise InvalidValueError("split.keys", f"{key} is missing or not an integer", path=os.fspath(path))
@@ -87,14 +88,21 @@ def load_shards(path: str | os.PathLike[str], *, strict: bool = True, profile: s
     if missing:
         raise LayoutError("split.missing", f"shard {missing[0].name} of {len(paths)} is missing", path=os.fspath(missing[0]))
     shards = [load_gguf(p, strict=strict, profile=profile) for p in paths]
+    return join_shards(shards, paths)
+
+
+def join_shards(shards: list[GGUFFile], paths: list[Any]) -> ShardedGGUF:
+    """The opened shards of a set (local paths or URLs, in order) as one model, after checking the set is whole
+    and consistent (see ``load_shards``)."""
     total = 0
     for i, (s, p) in enumerate(zip(shards, paths)):
+        name = _name(p)
         if _split_value(s, "split.no", p) != i:
-            raise InvalidValueError("split.no", f"{p.name} has split.no = {s.metadata['split.no']}, its name says {i}", path=os.fspath(p))
+            raise InvalidValueError("split.no", f"{name} has split.no = {s.metadata['split.no']}, its name says {i}", path=os.fspath(p))
         if _split_value(s, "split.count", p) != len(paths):
-            raise InvalidValueError("split.count", f"{p.name} has split.count = {s.metadata['split.count']}, the set has {len(paths)} shards", path=os.fspath(p))
+            raise InvalidValueError("split.count", f"{name} has split.count = {s.metadata['split.count']}, the set has {len(paths)} shards", path=os.fspath(p))
         if s.byte_order != shards[0].byte_order:
-            raise InvalidValueError("split.byte_order", f"{p.name} is {s.byte_order}-endian, the first shard {shards[0].byte_order}-endian", path=os.fspath(p))
+            raise InvalidValueError("split.byte_order", f"{name} is {s.byte_order}-endian, the first shard {shards[0].byte_order}-endian", path=os.fspath(p))
         total += len(s.tensors)
     declared = _split_value(shards[0], "split.tensors.count", paths[0])
     if declared != total:
@@ -103,6 +111,11 @@ def load_shards(path: str | os.PathLike[str], *, strict: bool = True, profile: s
     if len(set(merged.tensors)) != len(merged.tensors):
         raise InvalidValueError("split.duplicate", "a tensor name occurs in two shards", path=os.fspath(paths[0]))
     return merged
+
+
+def _name(path: Any) -> str:
+    """A shard's file name (the last part of a path or URL)."""
+    return os.fspath(path).replace(os.sep, "/").rsplit("/", 1)[-1]
 
 
 def plan(f: GGUFFile, *, max_size: int | None = None, max_tensors: int | None = None, no_tensor_first_split: bool = False) -> list[list[str]]:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from ..api.file import load
 from ..errors import FormatError
 from ..progress import progress
-from . import convert, diff, edit, info, quantize, split, validate
+from . import convert, diff, edit, info, quantize, scan, split, validate
 from . import fuzz as fuzz_cli
 from . import hash as hash_cli
 from . import migrate as migrate_cli
@@ -46,7 +46,9 @@ def _cmd_example(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gguf-construct", description="Inspect and validate GGUF model files.")
+    from .remote_args import HELP
+
+    p = argparse.ArgumentParser(prog="gguf-construct", description="Inspect and validate GGUF model files.", epilog=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     info.register(sub)
@@ -58,6 +60,7 @@ def parser() -> argparse.ArgumentParser:
 
     convert.register(sub)
     quantize.register(sub)
+    scan.register(sub)
     migrate_cli.register(sub)
     fuzz_cli.register(sub)
 
@@ -77,7 +80,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    from .remote_args import apply_remote_args
+
+    args = parser().parse_args(apply_remote_args(sys.argv[1:] if argv is None else argv))
     try:
         return args.run(args)
     except FormatError as e:

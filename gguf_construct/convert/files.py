@@ -35,7 +35,16 @@ def output_kind(path: str | os.PathLike[str]) -> str:
 
 
 def open_input(path: str | os.PathLike[str], *, hint: str | None = None) -> tuple[str, Any]:
-    """(kind, opened file) for a GGUF file, a safetensors file or an Ollama manifest."""
+    """(kind, opened file) for a GGUF file, a safetensors file or an Ollama manifest, local or remote."""
+    from ..remote.urls import is_remote
+
+    if is_remote(path):
+        from ..remote.load import load_url
+
+        f = load_url(path, shards=False, hint=hint)  # type: ignore[arg-type]
+        if f.format not in ("gguf", "safetensors", "ollama"):
+            raise ValueError(f"{path}: cannot convert a {f.format} file")
+        return f.format, f
     kind = detect(path)
     if kind == "gguf":
         return kind, load_gguf(path)

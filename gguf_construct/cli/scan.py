@@ -1,0 +1,61 @@
+"""``gguf-construct scan LIST|URL|PATH... [--concurrency N] [--dask SCHEDULER] [--out results.jsonl]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..formats.registry import PROFILES
+from .common import EXIT_BAD, EXIT_OK
+
+#: files with these endings list sources, one a line
+LIST_SUFFIXES = (".txt", ".list", ".lst", ".urls")
+
+
+def sources_of(args: list[str]) -> list[str]:
+    """URLs and model files as given; directories walked; ``-`` and files ending in .txt, .list, .lst or .urls
+    are lists, one source a line (blank lines and ``#`` comments skipped)."""
+    from ..remote.urls import is_remote
+    from .info import expand
+
+    out: list[str] = []
+    for a in args:
+        if is_remote(a):
+            out.append(a)
+        elif a == "-" or a.lower().endswith(LIST_SUFFIXES):
+            lines = sys.stdin.read().splitlines() if a == "-" else Path(a).read_text(encoding="utf-8").splitlines()
+            out += [s.strip() for s in lines if s.strip() and not s.lstrip().startswith("#")]
+        else:
+            out += expand([a], skip_later_shards=False)
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..remote.options import options
+    from ..remote.scan import scan
+
+    sources = sources_of(args.sources)
+    out = args.out or sys.stdout
+    counts = scan(sources, out, concurrency=args.concurrency, dask=args.dask, batch=args.batch, profile=args.profile, opts=options())
+    print(f"scan: {counts['scanned']} scanned ({counts['ok']} ok, {counts['invalid']} invalid, {counts['unreadable']} unreadable), {counts['skipped']} already in {args.out or 'the output'}", file=sys.stderr)
+    return EXIT_OK if counts["invalid"] == 0 and counts["unreadable"] == 0 else EXIT_BAD
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "scan",
+        help="info --json and validate over many paths or URLs, one JSON line each (resumable; threads or Dask)",
+        description=(
+            "For each source (a path, a directory, a URL, or a file listing one source a line): open it once, "
+            "write one JSON line with its info (as info --json) and its validation issues. Sources already in "
+            "--out are skipped, so a killed scan resumes where it stopped. Exit 1 if any source is invalid or unreadable."
+        ),
+    )
+    p.add_argument("sources", nargs="+", metavar="LIST|URL|PATH", help="URLs, paths, directories, or lists of them (- or *.txt, *.list, *.lst, *.urls: one a line)")
+    p.add_argument("--out", metavar="RESULTS.jsonl", help="append the lines here, skipping sources already in it (default: stdout)")
+    p.add_argument("--concurrency", type=int, default=16, metavar="N", help="sources in flight at once (default: %(default)s)")
+    p.add_argument("--dask", metavar="SCHEDULER", help="run on a Dask cluster: its scheduler address (tcp://HOST:8786), or 'local' for a LocalCluster")
+    p.add_argument("--batch", type=int, default=32, metavar="N", help="sources per Dask task (default: %(default)s)")
+    p.add_argument("--profile", choices=PROFILES, default="spec", help="validation profile (as for validate)")
+    p.set_defaults(run=_run)

@@ -1,0 +1,14 @@
+"""Model files over HTTP(S), the Hugging Face Hub (``hf://``), Ollama registries (``ollama://``) and fsspec.
+
+The parse runs on the same schemas as for local files; only the byte source differs (``source``): a memory map
+for a local file, a ranged, block-cached reader for a remote one that fetches just the header and, on demand,
+the tensors that are read.
+"""
+
+from __future__ import annotations
+
+from .errors import RangeNotSupportedError, RemoteChangedError, RemoteError, RemoteLimitError
+from .options import RemoteOptions, configure, options
+from .urls import is_remote
+
+__all__ = ["RemoteError", "RangeNotSupportedError", "RemoteChangedError", "RemoteLimitError", "RemoteOptions", "configure", "options", "is_remote"]

@@ -1,0 +1,100 @@
+"""Ollama models from a registry (``ollama://``): the manifest from ``/v2/{ns}/{model}/manifests/{tag}``, each blob
+from ``/v2/{ns}/{model}/blobs/{digest}``.
+
+Every blob's size is checked against the manifest when it is opened. The config and JSON blobs are read whole
+and their sha256 checked at once; a model or tensor blob's sha256 is checked as soon as all its bytes have been
+fetched (reading every tensor, ``convert``, ``hash``), or up front with ``verify=True`` (which reads them all).
+A GGUF model blob (``application/vnd.ollama.image.model``, what ``ollama pull`` stores) opens as a GGUFFile;
+safetensors tensor blobs (the MLX engine's layout) open as one OllamaModel, as ``api.ollama.open_model`` does.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import DuplicateError, FormatError, InvalidValueError
+from .errors import RemoteChangedError, RemoteError
+from .http import HttpFile, open_http
+from .options import RemoteOptions, options
+from .urls import OllamaName, ollama_name
+
+MEDIA_MODEL = "application/vnd.ollama.image.model"
+MANIFEST_ACCEPT = "application/vnd.docker.distribution.manifest.v2+json"
+#: a manifest larger than this is refused
+MAX_MANIFEST = 4 << 20
+
+
+def fetch_manifest(name: OllamaName, opts: RemoteOptions) -> bytes:
+    src = open_http(name.manifest_url, opts.replace(first_chunk=MAX_MANIFEST, download=True), {"Accept": MANIFEST_ACCEPT})
+    if src.size > MAX_MANIFEST:
+        raise RemoteError("remote.manifest", f"the manifest is larger than {MAX_MANIFEST} bytes", url=name.manifest_url)
+    return bytes(src.ensure(0, src.size))
+
+
+def load_ollama(source: str, *, strict: bool = True, hint: str | None = None, verify: bool = False, opts: RemoteOptions | None = None) -> Any:
+    from ..api.ollama import MEDIA_JSON, OllamaModel, _model_quant_type, parse_manifest
+    from ..api.safetensors import TensorMap
+    from .load import gguf_from_source, safetensors_from_source
+
+    opts = opts or options()
+    name = ollama_name(source)
+    manifest = parse_manifest(fetch_manifest(name, opts))
+
+    def blob(layer: Any, whole: bool = False) -> Any:
+        src = HttpFile(name.blob_url(layer.digest), opts, digest=layer.digest, expected_size=layer.size).open()
+        if whole or verify:
+            src.ensure(0, src.size)  # the digest is checked once every byte is in
+        return src
+
+    def json_blob(layer: Any, what: str) -> Any:
+        src = blob(layer, whole=True)
+        try:
+            return json.loads(bytes(src.view()))
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+            raise InvalidValueError("blob.json", f"{what} is not JSON: {e}") from None
+
+    models = [layer for layer in manifest.layers if layer.media_type == MEDIA_MODEL]
+    if models:
+        f = gguf_from_source(blob(models[0]), strict=strict)
+        f.manifest = manifest
+        return f
+    model = OllamaModel(source, manifest, Path("."))
+    model.metadata = json_blob(manifest.config, "the config blob")
+    for layer in manifest.layers:
+        if layer.media_type == MEDIA_JSON:
+            model.json_files[layer.name or layer.digest] = json_blob(layer, f"layer {layer.name}")
+    hint = hint or _model_quant_type(model.metadata)
+    merged: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for layer in manifest.tensor_layers:
+        if layer.digest in model.blobs:
+            continue
+        try:
+            f = safetensors_from_source(blob(layer), strict=strict, hint=hint)
+        except (RemoteChangedError, RemoteError):
+            raise
+        except FormatError as e:
+            raise type(e)(e.rule, f"blob of layer {layer.name or layer.digest}: {e.message}", path=e.path, offset=e.offset) from None
+        if hint is None and f.quant_type:
+            hint = f.quant_type
+        model.blobs[layer.digest] = f
+        for tname, t in f.tensors.items():
+            if tname in merged:
+                raise DuplicateError("tensor.duplicate", f"tensor {tname!r} is in the blobs of layers {origin[tname]!r} and {layer.name!r}", path=tname)
+            merged[tname] = t
+            origin[tname] = layer.name or layer.digest
+    model.tensors = TensorMap(merged)
+    return model
+
+
+def validate_ollama(source: str) -> list[Any]:
+    """A registry model's manifest, blob sizes and every digest (this reads every blob whole)."""
+    from ..validation import Issue
+
+    try:
+        load_ollama(source, strict=True, verify=True)
+    except FormatError as e:
+        return [Issue(e.rule, e.message, e.path, e.offset)]
+    return []

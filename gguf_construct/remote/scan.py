@@ -1,0 +1,203 @@
+"""``scan``: ``info --json`` and ``validate`` over many sources (paths or URLs), one JSON line each.
+
+Resumable: sources already in the output are skipped, and a last line cut short by a kill is dropped before
+appending. On one machine a bounded thread pool does the work (remote reads wait on the network, not the
+CPU); with Dask, batches of sources go to a ``dask.distributed`` cluster through ``Client.map``.
+Lines are written by the calling process only, one whole line at a time, so no line is lost or doubled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any, TextIO
+
+from ..errors import FormatError
+from .options import RemoteOptions
+
+
+def scan_one(source: str, profile: str = "spec", opts: RemoteOptions | None = None) -> dict[str, Any]:
+    """One source's line: ``{"source", "ok", "format", "issues", "info", "error", "seconds"}``; the source is
+    opened once, its header read once, for both the summary and the validation."""
+    from ..cli.report import info_json
+
+    started = time.perf_counter()
+    line: dict[str, Any] = {"source": source, "ok": False, "format": None, "errors": 0, "warnings": 0, "issues": [], "info": None, "error": None}
+    try:
+        f, issues = _open_and_check(source, profile, opts)
+        line["format"] = getattr(f, "format", None)
+        line["info"] = info_json(f, path=source)
+        line["issues"] = [{"severity": i.severity, "rule": i.rule, "path": i.path, "offset": i.offset, "message": i.message} for i in issues]
+        line["errors"] = sum(i.severity == "error" for i in issues)
+        line["warnings"] = len(issues) - line["errors"]
+        line["ok"] = line["errors"] == 0
+    except FormatError as e:
+        line["error"] = e.describe()
+        line["rule"] = e.rule
+        line["status"] = getattr(e, "status", None)
+    except OSError as e:
+        line["error"] = f"{type(e).__name__}: {e}"
+    except Exception as e:  # a bug, not the file's fault: recorded (and reported) without stopping a long scan
+        line["error"] = f"internal error {type(e).__name__}: {e}"
+        line["rule"] = f"internal.{type(e).__name__}"
+    line["seconds"] = round(time.perf_counter() - started, 6)
+    return line
+
+
+def _open_and_check(source: str, profile: str, opts: RemoteOptions | None) -> tuple[Any, list[Any]]:
+    from ..formats.registry import FORMATS
+    from ..formats.registry import PROFILES as ALL_PROFILES
+    from .load import detect_source, load_source, open_source
+    from .urls import scheme_of
+
+    if scheme_of(source) == "ollama":
+        from .ollama import load_ollama
+
+        return load_ollama(source, strict=False, opts=opts), []
+    src = open_source(source, opts)
+    fmt = detect_source(src)
+    f = load_source(src, fmt, strict=False)
+    if profile not in FORMATS[fmt].profiles and profile in ALL_PROFILES:
+        profile = "spec"
+    if fmt == "gguf":
+        from ..validation import check
+
+        return f, check(f.container, src.size, profile)
+    if fmt == "safetensors":
+        from ..validation_safetensors import check_safetensors
+
+        return f, check_safetensors(f.container, profile)
+    from ..validation import validate_bytes
+
+    return f, validate_bytes(src.ensure(0, src.size), profile)
+
+
+def scan_batch(sources: list[str], profile: str = "spec", opts: RemoteOptions | None = None, threads: int = 4) -> list[dict[str, Any]]:
+    """A batch on one worker (a Dask task): its sources on a few threads."""
+    if threads <= 1 or len(sources) <= 1:
+        return [scan_one(s, profile, opts) for s in sources]
+    with ThreadPoolExecutor(max_workers=min(threads, len(sources))) as pool:
+        return list(pool.map(lambda s: scan_one(s, profile, opts), sources))
+
+
+# -- the output file --------------------------------------------------------------------------------------
+def done_sources(path: str | os.PathLike[str]) -> set[str]:
+    """Sources already in a results file; a last line cut short (a killed scan) is cut off the file."""
+    if not os.path.exists(path):
+        return set()
+    with open(path, "rb+") as f:
+        data = f.read()
+        end = data.rfind(b"\n") + 1
+        if end < len(data):
+            f.truncate(end)
+    done = set()
+    for raw in data[:end].splitlines():
+        try:
+            done.add(json.loads(raw)["source"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return done
+
+
+def pending(sources: Iterable[str], done: set[str]) -> list[str]:
+    """Sources not yet scanned, each once, in the given order."""
+    seen = set(done)
+    out = []
+    for s in sources:
+        if s not in seen:
+            seen.add(s)
+            out.append(s)
+    return out
+
+
+# -- the engines --------------------------------------------------------------------------------------------
+def run_local(sources: list[str], emit: Callable[[dict[str, Any]], None], *, concurrency: int = 16, profile: str = "spec", opts: RemoteOptions | None = None) -> None:
+    """At most ``concurrency`` sources in flight on threads; each line emitted as it completes."""
+    if concurrency <= 1:
+        for s in sources:
+            emit(scan_one(s, profile, opts))
+        return
+    todo: Iterator[str] = iter(sources)
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        running: set[Future[dict[str, Any]]] = set()
+        for s in todo:
+            running.add(pool.submit(scan_one, s, profile, opts))
+            if len(running) >= concurrency * 2:
+                finished, running = wait(running, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    emit(fut.result())
+        for fut in wait(running).done:
+            emit(fut.result())
+
+
+def run_dask(sources: list[str], emit: Callable[[dict[str, Any]], None], scheduler: Any, *, batch: int = 32, threads: int = 4, profile: str = "spec", opts: RemoteOptions | None = None) -> None:
+    """``Client.map(scan_batch, batches)`` on a Dask cluster: ``scheduler`` is a Client, a scheduler address
+    (``tcp://host:8786``), or ``local`` for a LocalCluster in this process (threads only)."""
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise SystemExit("gguf-construct scan --dask needs dask.distributed: pip install 'gguf-construct[cluster]'") from None
+    cluster = None
+    if isinstance(scheduler, Client):
+        client, own = scheduler, False
+    elif scheduler == "local":
+        cluster = LocalCluster(n_workers=1, threads_per_worker=max(1, threads), processes=False, protocol="tcp://", host="127.0.0.1", dashboard_address=None)
+        client, own = Client(cluster), True
+    else:
+        client, own = Client(scheduler), True
+    try:
+        batches = [sources[i : i + batch] for i in range(0, len(sources), batch)]
+        futures = client.map(scan_batch, batches, profile=profile, opts=opts, threads=threads, pure=False)
+        for _, lines in as_completed(futures, with_results=True):
+            for line in lines:
+                emit(line)
+    finally:
+        if own:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def scan(sources: Iterable[str], out: TextIO | str | os.PathLike[str], *, concurrency: int = 16, dask: Any = None, batch: int = 32, profile: str = "spec", opts: RemoteOptions | None = None) -> dict[str, int]:
+    """Scan ``sources`` into ``out`` (a path: resumed, appended; or an open text stream); returns counts."""
+    counts = {"skipped": 0, "scanned": 0, "ok": 0, "invalid": 0, "unreadable": 0}
+    if isinstance(out, (str, os.PathLike)):
+        done = done_sources(out)
+        stream: TextIO = open(out, "a", encoding="utf-8")  # noqa: SIM115 - closed below, after the run
+    else:
+        done, stream = set(), out
+    todo = pending(sources, done)
+    counts["skipped"] = len(done)
+
+    bar = _bar(len(todo))
+
+    def emit(line: dict[str, Any]) -> None:
+        stream.write(json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str) + "\n")
+        stream.flush()
+        counts["scanned"] += 1
+        counts["ok" if line["ok"] else "unreadable" if line["error"] else "invalid"] += 1
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        if dask is not None:
+            run_dask(todo, emit, dask, batch=batch, threads=max(1, min(concurrency, 16)), profile=profile, opts=opts)
+        else:
+            run_local(todo, emit, concurrency=concurrency, profile=profile, opts=opts)
+    finally:
+        if stream is not out:
+            stream.close()
+        if bar is not None:
+            bar.close()
+    return counts
+
+
+def _bar(total: int) -> Any:
+    """A progress bar on a terminal (``progress.progress``'s rules), else None."""
+    from ..progress import progress
+
+    bar = progress(iter(()), total, "scan", unit="file", minimum=2)
+    return bar if hasattr(bar, "update") else None
