@@ -2,8 +2,8 @@
 thread) and gguf-py's numpy ``gguf.quants.quantize`` where gguf-py can quantize the type.
 
 Every quantizer gets the same float32 tensor of normal values (default 1 Mi values in rows of 4096); the output
-of ours is also checked byte for byte against ggml's in the same run. Times are the best of ``--repeat`` runs,
-taking turns. Prints a markdown table: times in ms, and the ratios ours/ggml-C and gguf-py/ours.
+of ours is also checked byte for byte against ggml's in the same run. Times are the best of ``--repeat`` rounds, in
+which ours, C's and gguf-py's take turns. Prints a markdown table: times in ms, and the ratios ours/ggml-C and gguf-py/ours.
 
     PYTHONPATH=. python benchmarks/bench_quantize.py [--size 1Mi] [--repeat 3] [--types q4_0,q4_K] [--imatrix]
     PYTHONPATH=. python benchmarks/bench_quantize.py --smoke      # a few small tensors, seconds
@@ -46,13 +46,16 @@ def gguf_py_quantizer(name: str):
     return run
 
 
-def best(fn, repeat: int) -> float:
-    times = []
+def best(fns: list, repeat: int) -> list[float]:
+    """The best time of each of ``fns`` over ``repeat`` rounds, the functions taking turns within a round (so a
+    burst of load on the shared machine hits all of them alike)."""
+    times = [float("inf")] * len(fns)
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            times[i] = min(times[i], time.perf_counter() - t0)
+    return times
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -83,11 +86,11 @@ def main(argv: list[str] | None = None) -> None:
     for name in names:
         w = qw if (args.imatrix and name in WEIGHTED) or name in REQUIRES_IMATRIX else None  # IQ2_XXS/XS need one
         tid = resolve(name).id
-        ours_t = best(lambda name=name, w=w: quantize(x, name, imatrix=w), args.repeat)
-        c_t = best(lambda tid=tid, w=w: ggml_quantize(x, tid, w), args.repeat)
-        exact = quantize(x, name, imatrix=w) == ggml_quantize(x, tid, w)
         gp = gguf_py_quantizer(name) if w is None else None
-        gp_t = best(lambda gp=gp: gp(x), args.repeat) if gp else None
+        fns = [lambda name=name, w=w: quantize(x, name, imatrix=w), lambda tid=tid, w=w: ggml_quantize(x, tid, w)]
+        ours_t, c_t, *gp_ts = best(fns + ([lambda gp=gp: gp(x)] if gp else []), args.repeat)
+        exact = quantize(x, name, imatrix=w) == ggml_quantize(x, tid, w)
+        gp_t = gp_ts[0] if gp_ts else None
         gp_cells = f"{gp_t * 1e3:.1f} | {gp_t / ours_t:.2f}x" if gp_t else "– | –"
         print(f"| {name} | {ours_t * 1e3:.1f} | {c_t * 1e3:.1f} | {ours_t / c_t:.1f}x | {gp_cells} | {'yes' if exact else 'NO'} |")
 

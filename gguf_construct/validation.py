@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -19,8 +20,8 @@ from construct import Container
 from . import errors
 from .formats.base import map_file
 from .formats.fields import StringArray, value_type_id
-from .formats.gguf import GGUF, MAX_TENSOR_NAME, align_offset
-from .tables import GGML_TYPES, VALUE_TYPES, architecture_required_keys, standard_key
+from .formats.gguf import GGUF, MAX_TENSOR_NAME, align_offset, sized_type
+from .tables import GGML_TYPES, USER_TYPES_ENV, VALUE_TYPES, GGMLType, architecture_required_keys, standard_key
 
 PROFILES = ("spec", "ggml")
 INT64_MAX = 2**63 - 1
@@ -37,6 +38,8 @@ _ERROR_CLASSES: list[tuple[str, type[errors.FormatError]]] = [
     ("data.", errors.LayoutError),
     (".type", errors.UnsupportedTypeError),
     ("header.version", errors.UnsupportedTypeError),
+    ("value.type", errors.UnsupportedTypeError),
+    ("model.parameters", errors.LayoutError),
     ("array.nested", errors.UnsupportedTypeError),
     ("array.depth", errors.LimitError),
 ]
@@ -112,8 +115,12 @@ def validate_gguf_bytes(data: Any, profile: str = "spec") -> list[Issue]:
     return check(container, len(memoryview(data)), profile)
 
 
-def check(c: Container, file_size: int, profile: str = "spec") -> list[Issue]:
-    """Every rule of ``profile`` applied to a parsed GGUF container."""
+def check(c: Container, file_size: int, profile: str = "spec", *, unknown_types: str = "error") -> list[Issue]:
+    """Every rule of ``profile`` applied to a parsed GGUF container. ``unknown_types='warning'`` makes a
+    tensor type id no table knows a warning (forward compatibility: what ``split`` and ``merge`` accept; the
+    bytes of such a tensor reach up to the next tensor's offset)."""
+    if unknown_types not in ("error", "warning"):
+        raise ValueError("unknown_types must be 'error' or 'warning'")
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}")
     ggml = profile == "ggml"
@@ -122,7 +129,7 @@ def check(c: Container, file_size: int, profile: str = "spec") -> list[Issue]:
         out.append(Issue("header.version", "ggml no longer reads GGUF v1 files", "version", 4))
     arch = _check_metadata(c, ggml, out)
     alignment = _check_alignment(c, ggml, out)
-    _check_tensors(c, file_size, alignment, ggml, arch, out)
+    _check_tensors(c, file_size, alignment, ggml, arch, out, unknown_types)
     return out
 
 
@@ -141,6 +148,8 @@ def _check_metadata(c: Container, ggml: bool, out: list[Issue]) -> str | None:
             out.append(Issue("key.duplicate", f"key {key!r} also at metadata_kv[{seen[key]}]", f"{path}.key", at))
         seen.setdefault(key, i)
         _check_value(kv, f"{path}.value", at, ggml, out)
+        if int(c["version"]) == 1:
+            _check_v1_type(kv, f"{path}.value_type", at, out)
     _check_standard_types(c, arch, out)
     _check_tokenizer_lengths(values, out)
     return arch
@@ -171,6 +180,27 @@ def _check_value(kv: Container, path: str, at: int | None, ggml: bool, out: list
         out.append(Issue("value.bool", f"bool byte is {value}, not 0 or 1", path, at))
     if vt == "arr":
         _check_array(value, path, at, ggml, out)
+
+
+def _check_v1_type(kv: Container, path: str, at: int | None, out: list[Issue]) -> None:
+    """GGUF v1 had value types 0-9 only (u64, i64 and f64 came with v2): the reader is lenient about them,
+    the spec is not. Nested arrays are followed into each inner array; the first offender is reported."""
+    vt = VALUE_TYPES[value_type_id(kv["value_type"])]
+    todo = [(kv["value"], path.removesuffix("_type"))] if vt.name == "arr" else []
+    if vt.since > 1:
+        todo, bad = [], (vt, path)
+    else:
+        bad = None
+    while todo and bad is None:
+        arr, where = todo.pop()
+        et = VALUE_TYPES[value_type_id(arr["type"])]
+        if et.since > 1:
+            bad = (et, f"{where}.type")
+        elif et.name == "arr":
+            todo += [(inner, f"{where}.array[{j}]") for j, inner in enumerate(arr["array"])][::-1]
+    if bad is not None:
+        t, where = bad
+        out.append(Issue("value.type_v1", f"{kv['key']}: value type {t.id} ({t.name}) does not exist in GGUF v1 (it came with v{t.since})", where, at))
 
 
 def _check_array(arr: Container, path: str, at: int | None, ggml: bool, out: list[Issue]) -> None:
@@ -237,7 +267,7 @@ def _check_alignment(c: Container, ggml: bool, out: list[Issue]) -> int:
 
 
 # -- tensors --------------------------------------------------------------------------------------------
-def _check_tensors(c: Container, file_size: int, alignment: int, ggml: bool, arch: str | None, out: list[Issue]) -> None:
+def _check_tensors(c: Container, file_size: int, alignment: int, ggml: bool, arch: str | None, out: list[Issue], unknown_types: str = "error") -> None:
     infos = c["tensor_infos"]
     data_offset = int(c["data_offset"])
     names: dict[str, int] = {}
@@ -253,7 +283,7 @@ def _check_tensors(c: Container, file_size: int, alignment: int, ggml: bool, arc
         if name in names:
             out.append(Issue("tensor.duplicate", f"name {name!r} also at tensor_infos[{names[name]}]", f"{path}.name", at))
         names.setdefault(name, i)
-        nbytes = _check_shape_and_type(ti, path, at, out)
+        nbytes = _check_shape_and_type(ti, path, at, out, unknown_types)
         offset = int(ti["offset"])
         if offset % alignment:
             out.append(Issue("tensor.offset_alignment", f"offset {offset} is not a multiple of the alignment {alignment}", f"{path}.offset", at))
@@ -267,6 +297,10 @@ def _check_tensors(c: Container, file_size: int, alignment: int, ggml: bool, arc
         expected_offset = align_offset(offset + nbytes, alignment) if nbytes else offset
         spans.append((offset, offset + nbytes, i, at))
     _check_overlaps(spans, out)
+    places = [(f"tensor_infos[{i}].dimensions", ti.get("_offset")) for i, ti in enumerate(infos)]
+    issue = parameter_issue([ti["dimensions"] for ti in infos], file_size - data_offset, all(sized_type(ti["type"]) for ti in infos), places)
+    if issue is not None:
+        out.append(issue)
     if ggml and first_inconsistent is not None:
         i, want = first_inconsistent
         ti = infos[i]
@@ -284,7 +318,7 @@ def tensor_issues(ti: Container, path: str = "tensor") -> list[Issue]:
     return out
 
 
-def _check_shape_and_type(ti: Container, path: str, at: int | None, out: list[Issue]) -> int | None:
+def _check_shape_and_type(ti: Container, path: str, at: int | None, out: list[Issue], unknown_types: str = "error") -> int | None:
     """Dimensions, element count, type and byte size of one tensor; its byte size when all are valid."""
     dims = [int(d) for d in ti["dimensions"]]
     if not 1 <= len(dims) <= GGML_MAX_DIMS:
@@ -303,8 +337,8 @@ def _check_shape_and_type(ti: Container, path: str, at: int | None, out: list[Is
     type_id = int(ti["type"])
     t = GGML_TYPES.get(type_id)
     if t is None or t.removed:
-        why = "has been removed from ggml" if t else "is unknown"
-        out.append(Issue("tensor.type", f"ggml type {type_id} {why}", f"{path}.type", at))
+        why = "has been removed from ggml" if t else f"is unknown (a newer ggml's? strict=False reads the rest; {USER_TYPES_ENV} can declare it)"
+        out.append(Issue("tensor.type", f"ggml type {type_id} {why}", f"{path}.type", at, "error" if t else unknown_types))
         return None
     if dims[0] % t.block_size:
         out.append(Issue("tensor.block", f"ne0 = {dims[0]} is not a multiple of {t.name}'s block size {t.block_size}", f"{path}.dimensions", at))
@@ -314,6 +348,47 @@ def _check_shape_and_type(ti: Container, path: str, at: int | None, out: list[Is
         out.append(Issue("tensor.nbytes_overflow", f"{nbytes} bytes of data, more than int64 holds", f"{path}.dimensions", at))
         return None
     return nbytes
+
+
+def densest_type() -> GGMLType:
+    """The type with the most elements per byte in the tables (ggml's and the user's): it bounds how many
+    parameters any number of bytes can hold."""
+    sized = [t for t in GGML_TYPES.values() if t.sized]
+    return max(sized, key=lambda t: Fraction(t.block_size, t.type_size))
+
+
+def parameter_issue(shapes: list[Any], data_bytes: int, all_sized: bool = True, places: list[tuple[str, int | None]] | None = None) -> Issue | None:
+    """Rule ``model.parameters``: tensors claiming more elements than their data can hold.
+
+    ``data_bytes`` bytes of tensor data hold at most ``data_bytes × block_size / type_size`` elements of the
+    densest type of the tables (``densest_type``); a file whose tensors add up to more is implausible, e.g.
+    a crafted 70-byte header claiming 7e159 parameters. An error when every tensor's type has known sizes; a
+    warning when one has not (a type newer than the tables could be denser). Products stop growing as soon as
+    they pass the bound, so absurd shapes cost no big-integer work and no huge number is ever printed. The
+    finding names the tensor whose count crosses the bound (``places[i]``: its path and offset, when given).
+    """
+    dense = densest_type()
+    cap = max(0, data_bytes) * dense.block_size // dense.type_size
+    total = 0
+    for i, dims in enumerate(shapes):
+        dims = [int(d) for d in dims]
+        n = 0 if 0 in dims else 1
+        for d in dims if n else ():
+            n *= d
+            if n > cap:
+                break
+        total += n
+        if total > cap:
+            path, at = places[i] if places else (f"tensors[{i}]", None)
+            return Issue(
+                "model.parameters",
+                f"the tensors claim more than {cap:,} parameters (from this one on), the most {max(0, data_bytes):,} bytes of tensor data "
+                f"can hold ({dense.name}, the densest type, stores {dense.block_size} per {dense.type_size} bytes)",
+                path,
+                at,
+                "error" if all_sized else "warning",
+            )
+    return None
 
 
 def _check_overlaps(spans: list[tuple[int, int, int, int | None]], out: list[Issue]) -> None:

@@ -16,7 +16,8 @@ from conftest import corpus_files
 from gguf_construct.fuzzing.adapters import ggml_quantize
 from gguf_construct.quants import dequantize
 from gguf_construct.quants.blocks import block_dtype, block_elements, resolve
-from gguf_construct.quants.quantize import REQUIRES_IMATRIX, WEIGHTED, quantize, supported
+from gguf_construct.quants.quantize import REQUIRES_IMATRIX, WEIGHTED, fast, quantize, supported
+from gguf_construct.quants.quantize.cfloat import roundf
 
 TYPES = sorted(supported())
 QUANTIZED = [t for t in TYPES if t not in ("f32", "f16", "bf16")]
@@ -175,6 +176,45 @@ def test_nan_inf_and_signed_zeros(weighted):
         if name in REQUIRES_IMATRIX or name in ("iq2_s", "iq3_xxs", "iq3_s", "iq1_m"):  # ggml's grid searches assert on these NaNs
             continue
         assert_exact(name, x, np.ones(512, np.float32) if weighted else None)
+
+
+FAST = sorted(fast.QUANTIZERS)
+
+
+def test_roundf_shortcut_is_roundf():
+    """The fast paths' ``roundf(v) == trunc(v + copysign(0.49999997f, v))``, on every float32 in [0.25, 256) (below
+    0.25 both give 0) and their negatives, against the reference emulation."""
+    start, stop = np.array([0.25, 256.0], np.float32).view(np.uint32)
+    for lo in range(int(start), int(stop), 1 << 23):
+        v = np.arange(lo, min(lo + (1 << 23), int(stop)), dtype=np.uint32).view(np.float32)
+        for w in (v, -v):
+            half = np.copysign(np.float32(0.49999997), w)
+            assert np.array_equal(np.trunc(w + half), roundf(w)), f"binade starting at {w[0]}"
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_fast_path_covers_finite_pieces(name, monkeypatch):
+    """The fast path takes finite pieces (so the bit-exact tests above exercise it) and declines a piece with a NaN
+    or an infinity; a tensor whose pieces go either way, with first-index ties (``v`` and ``-v``, ``-0.0`` before
+    ``+0.0``) in the fast pieces, still matches ggml byte for byte."""
+    import gguf_construct.quants.quantize as qmod
+
+    block = block_elements(name)
+    r = np.random.default_rng(11)
+    x = r.standard_normal((8, 512)).astype(np.float32)
+    assert fast.QUANTIZERS[name](x.reshape(-1, block), np.zeros(x.size // block, block_dtype(name)))
+    bad = x.copy()
+    bad[0, 1] = np.nan
+    assert not fast.QUANTIZERS[name](bad.reshape(-1, block), np.zeros(x.size // block, block_dtype(name)))
+    x[1, :] = r.integers(-3, 4, 512)  # many blocks whose extremes tie as v and -v
+    x[2, :] = -0.0
+    x[2, 9] = 0.0
+    x[3, :] = np.abs(x[3, :])
+    x[3, ::7] = -0.0  # min is a zero: the first one's sign
+    x[3, 3::7] = 0.0
+    x[4, 100], x[6, 5] = np.inf, np.nan  # these pieces take the reference path
+    monkeypatch.setattr(qmod, "FAST_CHUNK", 512)  # one row a piece
+    assert_exact(name, x)
 
 
 def test_f16_bf16_specials():

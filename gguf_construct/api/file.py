@@ -9,6 +9,8 @@ and the input is never modified.
 from __future__ import annotations
 
 import os
+import re
+import struct
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,8 +18,8 @@ from typing import Any
 import numpy as np
 from construct import Container
 
-from ..errors import FormatError
-from ..formats.gguf import GGUF
+from ..errors import FormatError, UnsupportedTypeError
+from ..formats.gguf import GGUF, ORDERS, data_extents, detect_byte_order
 from .metadata import Metadata, StandardKeys
 from .tensors import Tensors
 
@@ -33,7 +35,7 @@ class GGUFFile:
         self.path = path
         infos = [Container(ti) for ti in container.get("tensor_infos", [])]
         data = container.get("tensor_data")
-        sources = [data[int(ti["offset"]) : int(ti["offset"]) + _nbytes_or_zero(ti)] if data is not None else None for ti in infos]
+        sources = [data[start:end] for start, end in data_extents(infos, len(data))] if data is not None else [None] * len(infos)
         self._kvs = list(container.get("metadata_kv", []))
         self.metadata = Metadata(self._kvs)
         self.tensors = Tensors(infos, sources, self.byte_order)
@@ -112,15 +114,6 @@ class GGUFFile:
         return lambda: transformed(tensor_bytes(source), lambda data: swap_byte_order(data, ggml_type, self.byte_order, order))
 
 
-def _nbytes_or_zero(ti: Container) -> int:
-    from ..formats.gguf import tensor_nbytes
-
-    try:
-        return tensor_nbytes(ti["dimensions"], ti["type"])
-    except FormatError:
-        return 0
-
-
 def _check_v1(f: GGUFFile) -> None:
     for field in f.metadata.fields():
         if field.type in ("u64", "i64", "f64") or field.array_type in ("u64", "i64", "f64"):
@@ -178,22 +171,56 @@ def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "s
     return resolve(entry.loader)(path, strict=strict, profile=profile if profile in entry.profiles else "spec")
 
 
-def load_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None) -> GGUFFile:
+def load_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, unknown_types: str = "error") -> GGUFFile:
     """Open a GGUF file through a read-only memory map (the byte source; ``remote.load.gguf_from_source`` reads
     a remote one the same way).
 
     ``strict`` runs validation (``profile`` 'spec' or 'ggml') and raises the first error as a FormatError;
     without it only what the structure needs is checked and string arrays are decoded when read.
+    ``unknown_types='warning'`` lets a strict load through tensor types no table knows (``validation.check``).
     """
     from ..remote.load import gguf_from_source
     from ..remote.source import MappedSource
 
-    return gguf_from_source(MappedSource(path), strict=strict, profile=profile, byte_order=byte_order)
+    return gguf_from_source(MappedSource(path), strict=strict, profile=profile, byte_order=byte_order, unknown_types=unknown_types)
+
+
+def readable_prefix(data: Any, error: FormatError, path: str | None = None) -> GGUFFile | None:
+    """What can honestly be shown of a GGUF file whose metadata holds a value type no table knows.
+
+    The length of such a value is unknown, so nothing after it can be located: not the later keys, not the
+    tensor infos, not the data. What comes before it is sound. This is the file's own bytes up to the bad
+    record, with the header's counts set to the records read (``tensor_count`` 0), parsed by the same
+    declaration: a read-only ``GGUFFile`` with those keys and no tensors. ``load`` attaches it to the
+    ``UnsupportedTypeError`` it raises (``error.partial``, with ``.declared``: the counts the real header
+    declares); ``info`` prints it. None when there is nothing to show.
+    """
+    m = re.match(r"metadata_kv\[(\d+)\]", error.path or "")
+    if m is None or error.offset is None:
+        return None
+    view = memoryview(data)
+    order = ORDERS[detect_byte_order(bytes(view[:8]))]
+    (version,) = struct.unpack_from(order + "I", view, 4)
+    counts = order + ("QQ" if version >= 2 else "II")
+    prefix = bytearray(view[: error.offset])
+    n_tensors, n_kv = struct.unpack_from(counts, prefix, 8)
+    struct.pack_into(counts, prefix, 8, 0, int(m.group(1)))
+    try:
+        partial = GGUFFile(GGUF.parse(bytes(prefix)), None, path)
+    except FormatError:
+        return None
+    partial.declared = {"metadata_kv_count": n_kv, "tensor_count": n_tensors}  # what the real header says
+    return partial
 
 
 def from_bytes(data: Any, *, strict: bool = True, profile: str = "spec") -> GGUFFile:
     """Like ``load`` for a file already in memory."""
-    container = GGUF.parse(data)
+    try:
+        container = GGUF.parse(data)
+    except UnsupportedTypeError as e:
+        if e.rule == "value.type":
+            e.partial = readable_prefix(data, e)
+        raise
     if strict:
         from ..validation import check, raise_first
 

@@ -16,7 +16,7 @@ from typing import Any
 from construct import Container
 
 from ..errors import InvalidValueError, LayoutError
-from ..formats.gguf import DEFAULT_ALIGNMENT, GGUF, align_offset, tensor_nbytes
+from ..formats.gguf import DEFAULT_ALIGNMENT, GGUF, align_offset
 from ..naming import shard_of, shard_suffix
 from .file import GGUFFile, load_gguf, write_atomic
 from .metadata import Metadata, StandardKeys
@@ -130,7 +130,7 @@ def plan(f: GGUFFile, *, max_size: int | None = None, max_tensors: int | None = 
     for t in f.tensors.values():
         # gguf-split counts each tensor padded to GGUF's default alignment, whatever the file's own
         # (llama.cpp tools/gguf-split/gguf-split.cpp, split_strategy: GGML_PAD(ggml_nbytes(t), 32))
-        n = align_offset(tensor_nbytes(t.shape, t.type.id), DEFAULT_ALIGNMENT)
+        n = align_offset(t.nbytes, DEFAULT_ALIGNMENT)  # a type without sizes: its byte range in the file
         if current and ((max_tensors and len(current) >= max_tensors) or (max_size and size + n > max_size)):
             shards.append(current)
             current, size = [], 0

@@ -14,7 +14,7 @@ from construct import Container
 
 from ..errors import LayoutError, UnsupportedTypeError
 from ..formats.gguf import MAX_TENSOR_NAME, tensor_bytes, tensor_nbytes
-from ..tables import GGML_TYPES, GGMLType
+from ..tables import GGML_TYPES, GGMLType, ggml_type_of
 
 _DTYPE_TYPES = {"f4": "f32", "f2": "f16", "f8": "f64", "i1": "i8", "i2": "i16", "i4": "i32", "i8": "i64"}
 
@@ -40,9 +40,10 @@ class TensorInfo:
 
     @property
     def type(self) -> GGMLType:
-        """The ggml type; UnsupportedTypeError for an id ggml does not know (a file loaded with strict=False)."""
+        """The ggml type. An id no table knows (a file loaded with strict=False) is ``GGMLType.unknown(id)``:
+        named ``unknown(43)``, without sizes."""
         try:
-            return GGML_TYPES.lookup(self._info["type"])
+            return ggml_type_of(self._info["type"])
         except (KeyError, ValueError, TypeError):
             raise UnsupportedTypeError("tensor.type", f"unknown ggml type {self._info['type']!r}", path=self._path, offset=self._info.get("_offset")) from None
 
@@ -62,6 +63,13 @@ class TensorInfo:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of data. For a type without sizes (unknown or removed) in a loaded file: the byte range from
+        its offset to the next tensor's (``formats.gguf.data_extents``), empty where that cannot be derived."""
+        if self._data is not None and not self.type.sized:
+            try:
+                return len(self._data)  # a view, or a remote range: its length without fetching it
+            except TypeError:
+                return len(tensor_bytes(self._data))
         return tensor_nbytes(self.shape, self._info["type"])
 
     @property
@@ -84,9 +92,7 @@ class TensorInfo:
         return values.reshape(self.shape[::-1])
 
     def __repr__(self) -> str:
-        known = GGML_TYPES.get(self._info["type"]) if isinstance(self._info["type"], int) else None
-        kind = known.name if known else self._info["type"]
-        return f"TensorInfo({self.name!r}, shape={list(self.shape)}, type={kind}, offset={self.offset})"
+        return f"TensorInfo({self.name!r}, shape={list(self.shape)}, type={self.type.name}, offset={self.offset})"
 
 
 def tensor_from(name: str, data: Any, ggml_type: Any = None, shape: Any = None) -> tuple[Container, Any]:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+from ..errors import FormatError
 from ..progress import progress
 from .common import EXIT_BAD, EXIT_OK
 
@@ -76,12 +77,17 @@ def _info_row(path: str) -> dict[str, Any]:
 
 def _cmd_info(args: argparse.Namespace) -> int:
     from ..api.file import load
-    from .report import info_json, info_markdown, info_text
+    from .report import info_json, info_markdown, info_text, reading_warnings
 
     files = args.files
     if len(files) == 1 and not os.path.isdir(files[0]):
         args.file = files[0]
-        f = load(files[0], strict=False)
+        try:
+            f = load(files[0], strict=False)
+        except FormatError as e:
+            return _show_partial(files[0], e, args)
+        for issue in reading_warnings(f, files[0]):
+            print(f"{files[0]}: {issue.line()}", file=sys.stderr)
         if args.json:
             json.dump(info_json(f, full=args.full, path=files[0]), sys.stdout, ensure_ascii=False, indent=1)
             sys.stdout.write("\n")
@@ -96,8 +102,33 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return EXIT_OK if all(r["ok"] for r in rows) else EXIT_BAD
 
 
+def _show_partial(path: str, error: FormatError, args: argparse.Namespace) -> int:
+    """A file that stops at a value of an unknown type: show the keys before it (``readable_prefix``), say
+    why nothing after it can be shown, exit 1. Any other error propagates."""
+    from .report import info_json, info_text
+
+    partial = getattr(error, "partial", None)
+    if partial is None:
+        raise error
+    declared = getattr(partial, "declared", {})
+    if args.json:
+        doc = {**info_json(partial, full=args.full, path=path), "error": error.describe(), "partial": True, "declared": declared}
+        json.dump(doc, sys.stdout, ensure_ascii=False, indent=1)
+        sys.stdout.write("\n")
+    else:
+        lines = info_text(partial, path, full=args.full).split("\n")
+        header = f"  GGUF v{partial.version}, {partial.byte_order}-endian: PARTIAL, the header declares {declared.get('metadata_kv_count')} keys and {declared.get('tensor_count')} tensors; readable: the first {len(partial.metadata)} keys"
+        print("\n".join([path, header, "", *lines[lines.index("metadata:") :]]))
+    print(
+        f"{path}: error: {error.describe()}; shown: the {len(partial.metadata)} keys before it. A value of an unknown type has no "
+        "known length, so the later keys and the tensor infos cannot be located.",
+        file=sys.stderr,
+    )
+    return EXIT_BAD
+
+
 def print_rows(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    from .report import human_bytes, table
+    from .report import ABSURD_COUNT, human_bytes, table
 
     if args.json:
         json.dump(rows, sys.stdout, ensure_ascii=False, indent=1)
@@ -109,8 +140,10 @@ def print_rows(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         if r["ok"]:
             from ..naming import size_label
 
-            status = f"{r['name_warnings']} name warnings" if r["name_warnings"] else "ok"
-            body.append([r["file"], r["format"], r["architecture"] or "-", size_label(r["parameters"]) if r["parameters"] else "0", r["tensors"], human_bytes(r["tensor_bytes"]), r["main_type"] or "-", status])
+            notes = [f"{len(r['warnings'])} reading warnings"] if r.get("warnings") else []
+            notes += [f"{r['name_warnings']} name warnings"] if r["name_warnings"] else []
+            status = ", ".join(notes) or "ok"
+            body.append([r["file"], r["format"], r["architecture"] or "-", (size_label(r["parameters"]) if r["parameters"] < ABSURD_COUNT else "implausible") if r["parameters"] else "0", r["tensors"], human_bytes(r["tensor_bytes"]), r["main_type"] or "-", status])
         else:
             body.append([r["file"], "-", "-", "-", "-", "-", "-", "error: " + r["error"]])
     if args.markdown:

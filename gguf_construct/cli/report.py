@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from ..api.metadata import MetadataField, first_last, infer_type, json_value
-from ..tables import FILE_TYPES
+from ..tables import FILE_TYPES, GGMLType
+from ..validation import Issue, parameter_issue
 
 #: Header facts a file object may have; a GGUF file has them all.
 HEADER_FIELDS = ("version", "byte_order", "alignment", "data_offset")
@@ -44,8 +45,40 @@ def fields_of(f: Any) -> list[MetadataField]:
 
 
 def type_name(t: Any) -> str:
-    """A tensor type as ggml spells it (``q4_K``), or the format's own type string."""
-    return getattr(t.type, "name", None) or str(t.type)
+    """A tensor type as ggml spells it (``q4_K``), ``type 43 (unknown)`` for an id no table knows, or the
+    format's own type string."""
+    kind = t.type
+    if isinstance(kind, GGMLType) and not kind.known:
+        return f"type {kind.id} (unknown)"
+    return getattr(kind, "name", None) or str(kind)
+
+
+def reading_warnings(f: Any, path: str | None = None) -> list[Issue]:
+    """What a lenient load let through that a reader of the summary must know: tensors of a type without
+    sizes (their bytes are the range up to the next tensor; ``to_numpy`` cannot decode them) and a parameter
+    count the files' size cannot hold (rule ``model.parameters``). Warnings only: ``validate`` judges."""
+    out: list[Issue] = []
+    unsized: dict[str, list[Any]] = {}
+    for t in f.tensors.values():
+        if isinstance(t.type, GGMLType) and not t.type.sized:
+            unsized.setdefault(type_name(t), []).append(t)
+    for kind, ts in unsized.items():
+        first = ts[0]
+        what = "unknown to this version's tables (GGUF_CONSTRUCT_TYPES can declare it)" if not first.type.known else "removed from ggml"
+        out.append(Issue("tensor.type", f"{len(ts)} tensor(s) of {kind}, {what}: listed with the bytes up to the next tensor, not decodable (first: {first.name!r} at offset {first.offset}, {int(first.nbytes):,} bytes)", severity="warning"))
+    paths = [str(p) for p in getattr(f, "shard_paths", None) or [path or getattr(f, "path", None)] if p]
+    try:
+        size = sum(os.path.getsize(p) for p in paths)
+    except OSError:
+        return out
+    if paths:
+        size -= getattr(f, "data_offset", 0) if len(paths) == 1 else 0
+        tensors = list(f.tensors.values())
+        places = [(f"tensors[{t.name!r}]", None) for t in tensors]
+        issue = parameter_issue([t.shape for t in tensors], size, not unsized, places)
+        if issue is not None:
+            out.append(Issue(issue.rule, issue.message, issue.path, issue.offset, "warning"))
+    return out
 
 
 def n_elements(t: Any) -> int:
@@ -55,7 +88,13 @@ def n_elements(t: Any) -> int:
     return n
 
 
+#: Counts from here on are no model's (a quadrillion): shown by order of magnitude, never digit by digit.
+ABSURD_COUNT = 10**15
+
+
 def human_bytes(n: float) -> str:
+    if n >= ABSURD_COUNT * 1024:  # a crafted shape: more bytes than any disk holds
+        return f"~2^{int(n).bit_length() - 1} B (implausible)"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
@@ -64,9 +103,12 @@ def human_bytes(n: float) -> str:
 
 
 def human_count(n: int) -> str:
-    """``1.23M``-style, with the exact count."""
+    """``1.23M``-style, with the exact count; an absurd count (a crafted shape) only as ``~10^N``, which
+    needs no conversion of thousands of digits."""
     from ..naming import size_label
 
+    if n >= ABSURD_COUNT:
+        return f"~10^{int(n.bit_length() * 0.30103)} (implausible)"
     return f"{size_label(n)} ({n:,})" if n >= 1000 else str(n)
 
 
@@ -136,7 +178,7 @@ def summary(f: Any, path: str | None = None) -> dict[str, Any]:
     if name and getattr(f, "format", "gguf") == "gguf":  # the naming convention is GGUF's
         parsed = parse(name)
         out["name"] = parsed.as_dict() if parsed else None
-        out["name_warnings"] = disagreements(parsed, f) if parsed else []
+        out["name_warnings"] = disagreements(parsed, f) if parsed and out["parameters"] < ABSURD_COUNT else []
     shards = getattr(f, "shard_paths", None)
     if shards:
         out["shards"] = [str(p) for p in shards]
@@ -145,6 +187,11 @@ def summary(f: Any, path: str | None = None) -> dict[str, Any]:
 
         out["rwkv_version"] = f.metadata["architecture"]
         out["migrates_to"] = migration_target(f.metadata["architecture"])
+    warnings = reading_warnings(f, path)
+    out["warnings"] = [i.line() for i in warnings]
+    if any(i.rule == "model.parameters" for i in warnings):
+        out["parameters_plausible"] = False
+        out["name_warnings"] = []  # comparing the name's size label with an absurd count says nothing
     return out
 
 
@@ -375,6 +422,7 @@ def summary_row(f: Any, path: str) -> dict[str, Any]:
         "tensor_bytes": s["tensor_bytes"],
         "main_type": s["size_by_type"][0]["type"] if s["size_by_type"] else None,
         "name_warnings": len(s.get("name_warnings", [])),
+        "warnings": s["warnings"],
     }
 
 

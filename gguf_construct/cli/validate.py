@@ -12,21 +12,27 @@ from functools import partial
 from typing import Any
 
 from ..formats.registry import PROFILES
-from .common import EXIT_BAD, EXIT_OK
+from .common import EXIT_BAD, EXIT_OK, usage
 from .info import default_jobs, expand, run_pool
 
 
-def validate_one(path: str, profile: str = "spec", keys: bool = False) -> dict[str, Any]:
+def validate_one(path: str, profile: str = "spec", keys: bool = False, security: bool = False) -> dict[str, Any]:
     """Every issue of one file as plain data (runs in a worker process)."""
     from ..api.file import load
     from ..errors import FormatError
     from ..validation import check_keys, validate_file
 
     issues = validate_file(path, profile)
-    if keys and not any(i.severity == "error" and i.rule in ("file.read", "format.unknown", "header.magic") for i in issues):
+    if (keys or security) and not any(i.severity == "error" and i.rule in ("file.read", "format.unknown", "header.magic") for i in issues):
         try:
+            f = load(path, strict=False)
             seen = {(i.rule, i.path) for i in issues}
-            issues += [i for i in check_keys(load(path, strict=False)) if (i.rule, i.path) not in seen]
+            if keys:
+                issues += [i for i in check_keys(f) if (i.rule, i.path) not in seen]
+            if security:
+                from ..security import scan_templates
+
+                issues += scan_templates(f)
         except (FormatError, OSError):
             pass  # the structural issues above already say why the file cannot be read
     errors = sum(i.severity == "error" for i in issues)
@@ -44,12 +50,19 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if not paths:
         print("gguf-construct validate: no model files found", file=sys.stderr)
         return EXIT_BAD
-    results = run_pool(partial(validate_one, profile=args.profile, keys=args.keys), paths, args.jobs, "validating")
+    if args.security:
+        try:
+            from ..security import _jinja
+
+            _jinja()
+        except RuntimeError as e:
+            usage(f"gguf-construct validate --security: {e}")
+    results = run_pool(partial(validate_one, profile=args.profile, keys=args.keys, security=args.security), paths, args.jobs, "validating")
     if args.json:
         json.dump(results, sys.stdout, ensure_ascii=False, indent=1)
         sys.stdout.write("\n")
     else:
-        what = f"{args.profile} profile" + (", standard keys" if args.keys else "")
+        what = f"{args.profile} profile" + (", standard keys" if args.keys else "") + (", chat templates" if args.security else "")
         for r in results:
             for issue in r["issues"]:
                 print(f"{r['file']}: {_line(issue)}")
@@ -84,6 +97,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "'hf': also what the safetensors library demands (safetensors files). A profile checks other formats as 'spec'",
     )
     p.add_argument("--keys", action="store_true", help="also check standard keys: required keys present (general.*, the architecture's), standard types")
+    p.add_argument(
+        "--security",
+        action="store_true",
+        help="also scan every tokenizer.chat_template* with Jinja2's sandboxed parser for sandbox escapes (needs the 'security' extra)",
+    )
     p.add_argument("--json", action="store_true", help="print the issues as JSON")
     p.add_argument("-j", "--jobs", type=int, default=default_jobs(), metavar="N", help="worker processes (default: %(default)s)")
     p.set_defaults(run=_cmd_validate)

@@ -384,8 +384,9 @@ class MetadataValue(Construct):
         self.count = count_format(order, wide)
         self.u32 = struct.Struct(order + "I")
         self.string = GGUFString(order, wide)
-        # v1 knew value types 0-9 only; 64-bit scalars arrived with v2.
-        self.known = {vt.id: vt for vt in VALUE_TYPES.values() if wide or vt.since == 1}
+        # v1 knew value types 0-9 only (64-bit scalars arrived with v2), but their sizes are unambiguous: they are
+        # read and built in every version, and validation reports them in a v1 file (rule value.type_v1).
+        self.known = {vt.id: vt for vt in VALUE_TYPES.values()}
         self.scalars = {
             vt.id: struct.Struct(order + {"u1": "B", "i1": "b", "u2": "H", "i2": "h", "u4": "I", "i4": "i", "f4": "f", "u8": "Q", "i8": "q", "f8": "d", "?": "B"}[vt.numpy])
             for vt in self.known.values()
@@ -397,8 +398,7 @@ class MetadataValue(Construct):
         vid = int(vt)
         found = self.known.get(vid)
         if found is None:
-            why = "is not defined before GGUF v2" if vid in VALUE_TYPES else "is unknown"
-            raise UnsupportedTypeError("value.type", f"value type {vid} {why}", path=readable_path(path), offset=at)
+            raise UnsupportedTypeError("value.type", f"value type {vid} is unknown", path=readable_path(path), offset=at)
         return found
 
     def _parse(self, stream, context, path):

@@ -8,7 +8,8 @@
     alignment (computed), _padding, data_offset (computed), tensor_data (memoryview), byte_order
 
 and builds such a container back to bytes. v1 stores counts, lengths and dimensions as u32 (u64 from v2) and
-has no 64-bit value types. The byte order is detected as ggml does it (a big-endian version word read
+has no 64-bit value types (their sizes being unambiguous, they are read anyway: validation reports them). A
+tensor type the tables do not know parses as its id; its bytes reach up to the next tensor (``data_extents``). The byte order is detected as ggml does it (a big-endian version word read
 little-endian has its low 16 bits zero) or forced with ``byte_order="big"|"little"``.
 
 Building computes what the caller may leave out: the counts, ``n_dimensions``, tensor offsets (the running
@@ -19,6 +20,7 @@ sum of padded sizes, as ggml and gguf-py lay them out), the padding after the te
 
 from __future__ import annotations
 
+import bisect
 import struct
 from functools import cache
 from typing import Any
@@ -40,8 +42,8 @@ from construct import (
     this,
 )
 
-from ..errors import InvalidValueError, LayoutError, UnknownFormatError, UnsupportedTypeError
-from ..tables import GGML_TYPES, VALUE_TYPES
+from ..errors import FormatError, InvalidValueError, LayoutError, UnknownFormatError, UnsupportedTypeError
+from ..tables import GGML_TYPES, VALUE_TYPES, ggml_type_of
 from .base import BufferStream, FileConstruct, as_stream
 from .fields import AlignPadding, CheckedArray, GGUFString, MetadataValue, Remainder, value_type_id
 from .filedata import write_data
@@ -81,6 +83,48 @@ def tensor_nbytes(dimensions: list[int], ggml_type: Any) -> int:
     return t.nbytes(n)
 
 
+def sized_type(ggml_type: Any) -> bool:
+    """Whether the tables give ``ggml_type`` (id or name) a block and byte size."""
+    try:
+        return ggml_type_of(ggml_type).sized
+    except (KeyError, ValueError, TypeError):
+        return False
+
+
+def data_extents(tensor_infos: list[Any], data_size: int) -> list[tuple[int, int]]:
+    """Each tensor's byte range ``[start, end)`` in a data section of ``data_size`` bytes.
+
+    A type with known sizes spans its ``tensor_nbytes`` (empty when its shape is invalid). A type without
+    sizes (an id the tables do not know, or a removed one) spans from its offset to the next tensor's offset,
+    or to the end of the data for the last one: its bytes and any padding after them. The range is empty where
+    it cannot be derived (an offset at or past the end of the data). Ranges are clipped to the data.
+    """
+    starts = sorted({int(ti["offset"]) for ti in tensor_infos})
+    out = []
+    for ti in tensor_infos:
+        start = int(ti["offset"])
+        if sized_type(ti["type"]):
+            try:
+                end = start + tensor_nbytes(ti["dimensions"], ti["type"])
+            except FormatError:
+                end = start
+        elif start >= data_size:
+            end = start
+        else:
+            i = bisect.bisect_right(starts, start)
+            end = starts[i] if i < len(starts) else data_size
+        out.append((start, min(end, max(start, data_size))))
+    return out
+
+
+def placed_size(ti: Any) -> int:
+    """Bytes a tensor takes when written: its ``tensor_nbytes``, or for a type without sizes the length of
+    the data it carries (the range ``data_extents`` read from the file)."""
+    if sized_type(ti["type"]) or ti.get("data") is None:
+        return tensor_nbytes(ti["dimensions"], ti["type"])
+    return len(tensor_bytes(ti["data"]))
+
+
 def lay_out(tensor_infos: list[Any], alignment: int) -> list[Container]:
     """Tensor infos with every missing offset filled in: each tensor starts where the previous padded one ends."""
     out, offset = [], 0
@@ -93,7 +137,7 @@ def lay_out(tensor_infos: list[Any], alignment: int) -> list[Container]:
         ti = Container(ti)
         if missing[0]:
             ti["offset"] = offset
-        offset = align_offset(int(ti["offset"]) + tensor_nbytes(ti["dimensions"], ti["type"]), alignment)
+        offset = align_offset(int(ti["offset"]) + placed_size(ti), alignment)
         out.append(ti)
     return out
 
@@ -117,7 +161,7 @@ class TensorDataSection(Remainder):
                 raise LayoutError("tensor.overlap", f"tensor {ti['name']!r} overlaps the one before it")
             stream.write(b"\0" * gap)
             data = tensor_bytes(ti.get("data"))
-            expected = tensor_nbytes(ti["dimensions"], ti["type"])
+            expected = tensor_nbytes(ti["dimensions"], ti["type"]) if sized_type(ti["type"]) else len(data)
             if len(data) != expected:
                 raise ValueError(f"tensor {ti['name']!r}: {len(data)} bytes of data, its shape and type need {expected}")
             write_data(stream, data)

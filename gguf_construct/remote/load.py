@@ -99,16 +99,23 @@ def load_source(src: ByteSource, fmt: str | None = None, *, strict: bool = True,
     return legacy_from_source(src, fmt, strict=strict, profile=profile)
 
 
-def gguf_from_source(src: ByteSource, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None) -> Any:
-    """A GGUFFile: the header through ``GGUF`` on the source's prefix, tensor data left where it is."""
-    from ..api.file import GGUFFile
+def gguf_from_source(src: ByteSource, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, unknown_types: str = "error") -> Any:
+    """A GGUFFile: the header through ``GGUF`` on the source's prefix, tensor data left where it is. A value of
+    an unknown type raises with ``error.partial``, the keys before it (``api.file.readable_prefix``)."""
+    from ..api.file import GGUFFile, readable_prefix
+    from ..errors import UnsupportedTypeError
     from ..formats.gguf import GGUF
 
-    container = src.parse_header(GGUF, "tensor_data", **({"byte_order": byte_order} if byte_order else {}))
+    try:
+        container = src.parse_header(GGUF, "tensor_data", **({"byte_order": byte_order} if byte_order else {}))
+    except UnsupportedTypeError as e:
+        if e.rule == "value.type":
+            e.partial = readable_prefix(src.view(), e, src.name)
+        raise
     if strict:
         from ..validation import check, raise_first
 
-        raise_first(check(container, src.size, profile=profile))
+        raise_first(check(container, src.size, profile=profile, unknown_types=unknown_types))
     rest = container.get("tensor_data")
     if rest is not None:
         container["tensor_data"] = src.lazy(src.size - len(rest), src.size)

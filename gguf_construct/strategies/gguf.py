@@ -427,11 +427,20 @@ def _s5_element_type(draw: Any) -> bytes:
     return b.patch(b.kv(i)["array_type"], "I", draw(st.integers(len(VALUE_TYPES), 2**32 - 1)))
 
 
-@breaker("S5.v1_64bit_type", "value.type")
+@breaker("S5.v1_64bit_type", "value.type_v1")
 def _s5_v1(draw: Any) -> bytes:
-    b = _with_kv(draw, Container(key="a.x", value_type="u32", value=7), versions=(1,))
+    """A 64-bit type (v2 and later) in a v1 file, as a scalar or as an array's element type, sized so that the
+    file stays readable: the 8 bytes of a 4-character v1 string, or two u32 elements, become one value."""
+    wide = draw(st.sampled_from(["u64", "i64", "f64"]).map(lambda n: VALUE_TYPES.lookup(n).id))
+    if draw(st.booleans()):
+        b = _with_kv(draw, Container(key="a.x", value_type="str", value="abcd"), versions=(1,))
+        i = next(i for i, kv in enumerate(b.c.metadata_kv) if kv.key == "a.x")
+        return b.patch(b.kv(i)["value_type"], "I", wide)
+    b = _with_kv(draw, Container(key="a.x", value_type="arr", value=Container(type="u32", len=2, array=np.array([7, 0], "u4"))), versions=(1,))
     i = next(i for i, kv in enumerate(b.c.metadata_kv) if kv.key == "a.x")
-    return b.patch(b.kv(i)["value_type"], "I", draw(st.sampled_from(["u64", "i64", "f64"]).map(lambda n: VALUE_TYPES.lookup(n).id)))
+    fields, data = b.kv(i), bytearray(b.patch(b.kv(i)["array_type"], "I", wide))
+    struct.pack_into(b.count_fmt, data, fields["array_count"], 1)
+    return bytes(data)
 
 
 def _vocab(n: int, scores: Container | None = None, token_type: Container | None = None, bos: int | None = None) -> list[Container]:
