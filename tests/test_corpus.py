@@ -23,7 +23,8 @@ def _sha256(path) -> str:
 
 def test_shipped_data_is_what_its_manifest_lists():
     listed = {e["file"] for e in SHIPPED}
-    present = {p.relative_to(DATA).as_posix() for p in DATA.rglob("*") if p.is_file()} - {"MANIFEST.json", "README.md"}
+    mirrored = {name.split("/")[0] for name in listed}  # the corpus's folders and vectors/; other tests keep their own data beside
+    present = {p.relative_to(DATA).as_posix() for p in DATA.rglob("*") if p.is_file() and p.relative_to(DATA).parts[0] in mirrored}
     assert present == listed
     assert sum(e["size"] for e in SHIPPED) <= SHIPPED_BUDGET
     assert all(e["license"] and e["origin"] and e["what"] for e in SHIPPED)
