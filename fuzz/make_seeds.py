@@ -39,6 +39,16 @@ def generated_seeds(n: int, seed: int) -> list[bytes]:
     return valid + broken + [x for group in others for x in group]
 
 
+def hostile_seeds(n: int, seed: int, max_len: int) -> list[bytes]:
+    """The crafted inputs of issue 12 that fit (``strategies.hostile``): the catalogue and ``n`` drawn variations."""
+    try:
+        from gguf_construct.strategies import HOSTILE, draw_examples, hostile_bytes
+    except ImportError:
+        return []
+    fixed = [h.make() for h in HOSTILE]
+    return [d for d in fixed if len(d) <= max_len] + draw_examples(hostile_bytes(max_len), n, seed_value=seed)
+
+
 def block_seeds(seed: int) -> list[bytes]:
     """``type byte + a few random blocks`` for the raw mode of fuzz_dequant."""
     from gguf_construct.quants import SUPPORTED
@@ -67,9 +77,10 @@ def main() -> None:
     p.add_argument("out")
     p.add_argument("--max-len", type=int, default=65536)
     p.add_argument("--generated", type=int, default=200, help="valid and invalid files drawn from the strategies (each)")
+    p.add_argument("--hostile", type=int, default=200, help="crafted inputs drawn around the classes of issue 12")
     args = p.parse_args()
     out = Path(args.out)
-    files = corpus_seeds(args.max_len) + generated_seeds(args.generated, seed=6)
+    files = corpus_seeds(args.max_len) + generated_seeds(args.generated, seed=6) + hostile_seeds(args.hostile, 12, args.max_len)
     for harness in ("parse", "load", "validate", "dispatch"):
         print(f"{harness}: {write(out / harness, files, args.max_len)} new seeds")
     print(f"dequant: {write(out / 'dequant', files + block_seeds(6), args.max_len)} new seeds")

@@ -115,7 +115,9 @@ def write_gguf(
 
 def imatrix_kind(path: str | os.PathLike[str]) -> str:
     """ "gguf" or "dat" (a file that is neither is rejected)."""
-    with open(Path(path), "rb") as fh:
+    from .formats.base import open_regular
+
+    with open_regular(Path(path)) as fh:  # a FIFO or a directory is refused before it is opened
         head = fh.read(4)
     if head == b"GGUF":
         return "gguf"

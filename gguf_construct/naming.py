@@ -152,7 +152,10 @@ def shard_of(filename: str | os.PathLike[str]) -> tuple[str, int, int] | None:
     m = SHARD_PATTERN.match(os.fspath(filename))
     if m is None:
         return None
-    return m.group("prefix"), int(m.group("no")), int(m.group("count"))
+    number, total = int(m.group("no")), int(m.group("count"))
+    if not 1 <= number <= total:
+        return None  # 00001-of-00000, 00003-of-00002: no set has such a shard
+    return m.group("prefix"), number, total
 
 
 def _dashed(text: str) -> str:

@@ -42,6 +42,7 @@ _ERROR_CLASSES: list[tuple[str, type[errors.FormatError]]] = [
     ("model.parameters", errors.LayoutError),
     ("array.nested", errors.UnsupportedTypeError),
     ("array.depth", errors.LimitError),
+    ("limit.", errors.LimitError),
 ]
 
 
@@ -86,6 +87,18 @@ def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
         view = map_file(path)
     except OSError as e:
         return [Issue("file.read", str(e))]
+    except errors.FormatError as e:  # not a regular file
+        return [Issue(e.rule, e.message, e.path, e.offset)]
+    from .formats.detect import detect
+
+    try:
+        fmt = detect(view)
+    except errors.FormatError:
+        fmt = None
+    if fmt == "ollama":  # a manifest: its blobs are checked too
+        from .api.ollama import validate_manifest_file
+
+        return validate_manifest_file(path, profile)
     return validate_bytes(view, profile)
 
 
@@ -153,6 +166,13 @@ def _check_metadata(c: Container, ggml: bool, out: list[Issue]) -> str | None:
     _check_standard_types(c, arch, out)
     _check_tokenizer_lengths(values, out)
     return arch
+
+
+def key_issues(key: str) -> list[Issue]:
+    """What the spec's key rules say about one key (what ``set`` checks before it writes one)."""
+    out: list[Issue] = []
+    _check_key(key, "key", None, out)
+    return out
 
 
 def _check_key(key: str, path: str, at: int | None, out: list[Issue]) -> None:

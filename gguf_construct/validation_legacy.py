@@ -17,6 +17,7 @@ from .errors import FormatError
 from .formats.ggml import GGML, LegacyType, legacy_tables, resolve_type
 from .formats.rwkv import RWKV
 from .tables import FILE_TYPES
+from .untrusted import decimal
 from .validation import PROFILES, Issue
 
 #: Hyper-parameters that may be 0 (the rest count things and must be positive).
@@ -160,7 +161,7 @@ def check_rwkv(c: Container, profile: str = "spec") -> list[Issue]:
         out.append(Issue("parameter.missing", "no emb.weight", "parameters", None))
     elif emb != [int(c["n_embed"]), int(c["n_vocab"])]:
         out.append(Issue("header.shape", f"emb.weight has shape {emb}, the header says n_embed {c['n_embed']}, n_vocab {c['n_vocab']}", "n_embed", 12))
-    blocks = {int(k.split(".")[1]) for k in shapes if k.startswith("blocks.") and k.split(".")[1].isdigit()}
+    blocks = {decimal(k.split(".")[1]) for k in shapes if k.startswith("blocks.")} - {None}
     if blocks and max(blocks) + 1 != int(c["n_layer"]):
         out.append(Issue("header.n_layer", f"parameters for {max(blocks) + 1} blocks, n_layer is {c['n_layer']}", "n_layer", 16))
     return out

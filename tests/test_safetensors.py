@@ -186,7 +186,7 @@ CASES = {
     "N = 0": (_file(b""), "header.size"),
     "shorter than 8 bytes": (b"\x02\0\0", "header.truncated"),
     "N past the end": (_file("{}", n=50), "header.size"),
-    "N above the limit": (_file("{}", n=100_000_001), "header.size"),
+    "N above the limit": (_file("{}", n=100_000_001), "limit.header_bytes"),
 }
 WARNINGS = {"data.gap", "data.trailing", "tensor.duplicate", "metadata.duplicate", "header.padding"}
 

@@ -396,7 +396,7 @@ def test_s3_string_array_element_past_eof():
 def test_s4_arrays_nested_5000_deep():
     """S4: 5000 nested arrays give array.depth (a LimitError), never a RecursionError."""
     data = gguf([nested(5000)])
-    issue = assert_rejected(data, "array.depth", exc=LimitError)
+    issue = assert_rejected(data, "limit.nesting", exc=LimitError)
     assert 24 < issue.offset < len(data)
 
 
@@ -410,7 +410,7 @@ def test_s4_nesting_16_is_spec_only_and_17_is_too_deep():
     assert list(inner.array) == [7]
     assert_rejected(data, "array.nested", "ggml", UnsupportedTypeError)
     assert_accepted(gguf([nested(1)]), "ggml")
-    assert_rejected(gguf([nested(17)]), "array.depth", exc=LimitError)
+    assert_rejected(gguf([nested(17)]), "limit.nesting", exc=LimitError)
 
 
 @pytest.mark.parametrize(

@@ -12,13 +12,15 @@ import os
 import re
 import struct
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import construct
 import numpy as np
 from construct import Container
 
-from ..errors import FormatError, UnsupportedTypeError
+from ..errors import FormatError, InvalidValueError, UnsupportedTypeError
 from ..formats.gguf import GGUF, ORDERS, data_extents, detect_byte_order
 from .metadata import Metadata, StandardKeys
 from .tensors import Tensors
@@ -80,10 +82,17 @@ class GGUFFile:
             infos.append(Container(name=info["name"], dimensions=list(info["dimensions"]), type=info["type"], offset=None, data=self._source_in(source, info["type"], order)))
         return Container(version=version, byte_order=order, metadata_kv=list(self._kvs), tensor_infos=infos, tensor_data=None)
 
-    def save(self, path: str | os.PathLike[str], *, version: int | None = None, byte_order: str | None = None) -> None:
-        """Write the file atomically: build into a temporary file beside ``path``, then rename it over ``path``."""
+    def save(self, path: str | os.PathLike[str], *, version: int | None = None, byte_order: str | None = None, verify: Any = None) -> None:
+        """Write the file atomically: build into a temporary file beside ``path``, check that it reads back (and
+        ``verify(temp_path)`` when given), then rename it over ``path``; a failed check writes nothing."""
         obj = self.to_container(version=version, byte_order=byte_order)
-        write_atomic(path, lambda f: GGUF.build_stream(obj, f))
+
+        def check(tmp: str) -> None:
+            verify_gguf_output(tmp)
+            if verify is not None:
+                verify(tmp)
+
+        write_atomic(path, lambda f: GGUF.build_stream(obj, f), check)
 
     def close(self) -> None:
         """Drop the references to the memory map (it is unmapped once no view of it is left)."""
@@ -120,20 +129,82 @@ def _check_v1(f: GGUFFile) -> None:
             raise ValueError(f"GGUF v1 has no {field.type_label} values ({field.key})")
 
 
-def write_atomic(path: str | os.PathLike[str], write: Any) -> None:
-    """Call ``write(fileobj)`` on a temporary file in ``path``'s folder, then rename it to ``path``."""
+#: Our temporary files: ``.<target name>.<TEMP_TAG><pid>.<random>.tmp`` beside the target. The pid lets the next
+#: write to the folder remove the ones whose writer is gone (killed mid-write), and only ours.
+TEMP_TAG = "gcx"
+_TEMP_NAME = re.compile(r"\..+\." + TEMP_TAG + r"(?P<pid>[0-9]{1,10})\.[^./]+\.tmp\Z")
+
+
+def write_atomic(path: str | os.PathLike[str], write: Any, verify: Any = None) -> None:
+    """Call ``write(fileobj)`` on a temporary file in ``path``'s folder, then ``verify(temp_path)`` (which
+    raises when the result must not replace ``path``), then rename it to ``path``. Any failure leaves ``path``
+    untouched and removes the temporary file; stale temporary files of ours in the folder are removed first."""
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    folder = target.parent if str(target.parent) else Path(".")
+    clean_stale_temporaries(folder)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{TEMP_TAG}{os.getpid()}.", suffix=".tmp", dir=folder)
     try:
         os.fchmod(fd, _new_file_mode(target))
         with os.fdopen(fd, "wb") as f:
-            write(f)
+            try:
+                write(f)
+            except FormatError:
+                raise
+            except (ValueError, OverflowError, struct.error, construct.ConstructError) as e:  # what was to be written cannot be
+                raise InvalidValueError("write.invalid", f"cannot write {target.name}: {str(e).splitlines()[-1] if str(e) else type(e).__name__}") from None
             f.flush()
             os.fsync(f.fileno())
+        if verify is not None:
+            verify(tmp)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def clean_stale_temporaries(folder: Path) -> list[Path]:
+    """Remove our temporary files in ``folder`` whose writing process no longer runs (a SIGKILL mid-write
+    leaves one as large as the output); returns what was removed. Other files are never touched."""
+    removed = []
+    try:
+        names = [e.name for e in os.scandir(folder) if e.name.startswith(".") and e.name.endswith(".tmp")]
+    except OSError:
+        return removed
+    for name in names:
+        m = _TEMP_NAME.match(name)
+        if m is None or _alive(int(m.group("pid"))):
+            continue
+        p = folder / name
+        try:
+            if p.is_file() and not p.is_symlink():
+                p.unlink()
+                removed.append(p)
+        except OSError:
+            pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # someone else's process, or cannot tell: keep the file
+    return True
+
+
+def verify_gguf_output(tmp: str | os.PathLike[str]) -> None:
+    """What every GGUF writer checks before its rename: the written file parses (under the active limits)."""
+    from ..formats.base import map_file
+
+    view = map_file(tmp)
+    try:
+        GGUF.parse(view)
+    except FormatError as e:
+        raise type(e)(e.rule, f"the file about to be written would not read back ({e.message}); nothing was written", path=e.path, offset=e.offset) from None
 
 
 def _new_file_mode(target: Path) -> int:
@@ -146,11 +217,20 @@ def _new_file_mode(target: Path) -> int:
         return 0o666 & ~umask
 
 
-def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None) -> Any:
+def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None,
+         limits: Mapping[str, int] | None = None) -> Any:  # fmt: skip
     """Open any model file ``detect()`` knows: a ``GGUFFile`` for GGUF, the format's own file object otherwise.
     The first shard of a gguf-split set (``*-00001-of-0000N.gguf``, N > 1) opens the whole set as one model
     (``api.shards.load_shards``; ``load_gguf`` opens the shard alone). ``path`` may also be an http(s)://,
-    hf://, ollama:// or fsspec URL: only the header is fetched, each tensor when read (``gguf_construct.remote``)."""
+    hf://, ollama:// or fsspec URL: only the header is fetched, each tensor when read (``gguf_construct.remote``).
+    ``limits`` changes named resource limits (``schema/limits.json``, e.g. ``{"nesting": 32}``) for this call."""
+    from ..limits import limits as limits_scope
+
+    with limits_scope(limits):
+        return _load_any(path, strict=strict, profile=profile, byte_order=byte_order)
+
+
+def _load_any(path: str | os.PathLike[str], *, strict: bool, profile: str, byte_order: str | None) -> Any:
     from ..remote.urls import is_remote
 
     if is_remote(path):
@@ -213,10 +293,13 @@ def readable_prefix(data: Any, error: FormatError, path: str | None = None) -> G
     return partial
 
 
-def from_bytes(data: Any, *, strict: bool = True, profile: str = "spec") -> GGUFFile:
-    """Like ``load`` for a file already in memory."""
+def from_bytes(data: Any, *, strict: bool = True, profile: str = "spec", limits: Mapping[str, int] | None = None) -> GGUFFile:
+    """Like ``load`` for a file already in memory (``limits``: named resource limits for this call)."""
+    from ..limits import limits as limits_scope
+
     try:
-        container = GGUF.parse(data)
+        with limits_scope(limits):
+            container = GGUF.parse(data)
     except UnsupportedTypeError as e:
         if e.rule == "value.type":
             e.partial = readable_prefix(data, e)

@@ -19,6 +19,7 @@ from construct import Container
 
 from ..formats.fields import StringArray, enum_value_type, value_type_id
 from ..tables import VALUE_TYPES, ValueType, standard_key, standard_keys
+from ..untrusted import DIGITS
 
 _INT_RANGES = {
     "u8": (0, 2**8 - 1), "i8": (-(2**7), 2**7 - 1), "u16": (0, 2**16 - 1), "i16": (-(2**15), 2**15 - 1),
@@ -319,7 +320,7 @@ class _KeyNode:
         children = self._children()
         if segment in children and not segment.startswith("{"):
             return segment, segment
-        if "{id}" in children and segment.isdigit():
+        if "{id}" in children and DIGITS.match(segment):
             return "{id}", segment
         if not self._tpl and "{arch}" in children and self._meta.get("general.architecture") == segment:
             return "{arch}", segment

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DuplicateError, FormatError, InvalidValueError, LayoutError, TruncatedError
-from ..formats.base import map_file
+from ..formats.base import map_file, open_regular
 from .safetensors import SafetensorsFile, SafetensorsTensor, TensorMap, from_bytes
 
 MEDIA_TENSOR = "application/vnd.ollama.image.tensor"
@@ -91,12 +91,12 @@ def _layer(obj: Any, path: str) -> Layer:
 
 def parse_manifest(data: bytes | str) -> Manifest:
     """A Manifest from its JSON bytes; FormatError for anything that is not a v2 manifest."""
+    from ..untrusted import loads
+
     try:
-        obj = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InvalidValueError("manifest.json", f"manifest is not JSON: {e}") from None
-    except RecursionError:
-        raise InvalidValueError("manifest.json", "manifest nests too deeply") from None
+        obj = loads(data, what="manifest")
+    except InvalidValueError as e:
+        raise InvalidValueError("manifest.json", e.message, offset=e.offset) from None
     if not isinstance(obj, dict):
         raise InvalidValueError("manifest.object", "manifest is not a JSON object")
     if obj.get("schemaVersion") != 2:
@@ -141,7 +141,7 @@ def root_of(manifest_file: str | os.PathLike[str]) -> Path:
     for parent in p.parents:
         if parent.name == "manifests":
             return parent.parent
-    raise ValueError(f"{manifest_file} is not inside a models root's manifests/ folder")
+    raise LayoutError("manifest.location", f"{manifest_file} is not inside a models root's manifests/ folder, so its blobs cannot be found")
 
 
 def sha256_of(data: Any) -> str:
@@ -184,17 +184,29 @@ class OllamaModel:
         self.close()
 
 
-def _read_json(view: memoryview, what: str) -> Any:
+def _read_json(view: memoryview, what: str, kind: type = object) -> Any:
+    """A JSON blob through the safe reader; ``kind`` dict demands an object (the config blob is one)."""
+    from ..untrusted import loads
+
     try:
-        return json.loads(bytes(view))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-        raise InvalidValueError("blob.json", f"{what} is not JSON: {e}") from None
+        value = loads(view, what=what)
+    except InvalidValueError as e:
+        raise InvalidValueError("blob.json", e.message, offset=e.offset) from None
+    if not isinstance(value, kind):
+        raise InvalidValueError("blob.json", f"{what} is a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def read_manifest(manifest_file: str | os.PathLike[str]) -> Manifest:
+    """Parse a manifest file (a regular file only: a FIFO or a directory is refused before it is opened)."""
+    with open_regular(manifest_file) as f:
+        return parse_manifest(f.read())
 
 
 def open_model(manifest_file: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None, verify: bool = True, strict: bool = True) -> OllamaModel:
     """Open the model a manifest describes: verify each blob (size and sha256) when ``verify``, load every
     tensor blob once per digest, and merge their logical tensors (a name in two blobs is a DuplicateError)."""
-    manifest = parse_manifest(Path(manifest_file).read_bytes())
+    manifest = read_manifest(manifest_file)
     base = Path(root) if root is not None else root_of(manifest_file)
     model = OllamaModel(os.fspath(manifest_file), manifest, base)
     views: dict[str, memoryview] = {}
@@ -206,12 +218,14 @@ def open_model(manifest_file: str | os.PathLike[str], *, root: str | os.PathLike
                 view = map_file(p)
             except FileNotFoundError:
                 raise LayoutError("blob.missing", f"blob {p} is missing", path=layer.name or layer.digest) from None
+            except FormatError as e:  # a directory, a FIFO, a device at the blob's path
+                raise LayoutError("blob.not_regular", e.message, path=layer.name or layer.digest) from None
             if verify:
                 verify_blob(view, layer, os.fspath(p))
             views[layer.digest] = view
         return views[layer.digest]
 
-    model.metadata = _read_json(blob(manifest.config), "the config blob")
+    model.metadata = _read_json(blob(manifest.config), "the config blob", dict)
     for layer in manifest.layers:
         if layer.media_type == MEDIA_JSON:
             model.json_files[layer.name or layer.digest] = _read_json(blob(layer), f"layer {layer.name}")
@@ -249,6 +263,19 @@ def load_manifest(path: str | os.PathLike[str], *, strict: bool = True, **_: Any
     return open_model(path, strict=strict)
 
 
+def validate_manifest_file(path: str | os.PathLike[str], profile: str = "spec") -> list[Any]:
+    """The manifest's rules, then its blobs': each present, a regular file, of the manifest's size and
+    sha256, and readable (JSON blobs as JSON, tensor blobs as safetensors under the profile's strictness)."""
+    from ..validation import Issue
+
+    try:
+        with open_model(path, strict=True):
+            pass
+    except FormatError as e:
+        return [Issue(e.rule, e.message, e.path, e.offset)]
+    return []
+
+
 def validate_manifest_bytes(data: Any, profile: str = "spec") -> list[Any]:
     """The manifest's own rules (the blobs are checked by ``open_model``, which knows where they are)."""
     from ..validation import Issue
@@ -284,5 +311,5 @@ def write_model(root: str | os.PathLike[str], model: str, tensor_blobs: list[tup
     manifest = Manifest(cfg, tuple(layers))
     target = manifest_path(root, model)
     target.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(target, lambda f: f.write(manifest.to_bytes()))
+    write_atomic(target, lambda f: f.write(manifest.to_bytes()), read_manifest)
     return target

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from construct import Container
 
-from ..errors import FormatError, InvalidValueError, LayoutError
+from ..errors import FormatError, InvalidValueError, LayoutError, UnsupportedTypeError
 from ..formats.base import map_file
 from ..formats.safetensors import SAFETENSORS, Entry, dtypes, tensor_array
 from ..quants import mlx as mq
@@ -44,6 +44,8 @@ def float_array(entry: Entry, raw: np.ndarray) -> np.ndarray:
         return mq.e8m0_table()[raw]
     if dtypes()[entry.dtype].numpy is None:
         raise InvalidValueError("tensor.dtype", f"{entry.name}: no float decoding for {entry.dtype}")
+    if raw.dtype.kind == "c":  # a real view would drop the imaginary parts silently
+        raise UnsupportedTypeError("tensor.complex", f"{entry.name}: {entry.dtype} values are complex; ask for them with to_numpy(dtype=None)")
     return raw.astype(np.float32)
 
 
@@ -82,7 +84,11 @@ class SafetensorsTensor:
         return self._region[self.entry.begin : self.entry.end]
 
     def to_numpy(self, dtype: Any = np.float32) -> np.ndarray:
-        """The values as float32 (or ``dtype``), numpy order."""
+        """The values as float32 (or ``dtype``), numpy order; complex tensors (C64) only as themselves
+        (``dtype=None`` or a complex dtype)."""
+        if self.entry.dtype == "C64" and (dtype is None or np.dtype(dtype).kind == "c"):
+            out = self.array()
+            return out if dtype is None else out.astype(dtype)
         out = float_array(self.entry, self.array())
         return out if dtype is None or np.dtype(dtype) == out.dtype else out.astype(dtype)
 
@@ -205,6 +211,8 @@ def infer_params(weight: Entry, scale: Entry, bias: Entry | None, metadata: Mapp
 
 
 def _check_companions(w: Entry, parts: dict[str, Entry], p: QuantParams) -> None:
+    if len(w.shape) < 2 or 0 in w.shape:  # mx.quantize takes matrices (ndim >= 2); groups of no values are no groups
+        raise InvalidValueError("quant.shape", f"{w.name}: quantized weights of shape {list(w.shape)}: at least 2 dimensions, none 0")
     k = w.shape[-1] * 32 // p.bits if w.shape else 0
     want = (*w.shape[:-1], k // p.group_size if p.group_size else 0)
     for role in ("scale", "bias"):
@@ -333,10 +341,17 @@ def load_safetensors(path: str | os.PathLike[str], *, strict: bool = True, hint:
     return from_bytes(map_file(path), strict=strict, path=os.fspath(path), hint=hint, profile=profile)
 
 
-def save_safetensors(path: str | os.PathLike[str], tensors: Any, metadata: Mapping[str, str] | None = None, *, style: str = "safetensors") -> None:
+def save_safetensors(path: str | os.PathLike[str], tensors: Any, metadata: Mapping[str, str] | None = None, *, style: str = "safetensors", verify: Any = None) -> None:
     """Write a safetensors file atomically, laid out as ``style``'s writer does ('safetensors', 'mlx',
-    'ollama'); ``tensors`` maps names to numpy arrays or ``{dtype, shape, data}`` (see ``formats.safetensors.lay_out``)."""
+    'ollama'); ``tensors`` maps names to numpy arrays or ``{dtype, shape, data}`` (see ``formats.safetensors.lay_out``).
+    Before the rename the file must load strictly (and pass ``verify(temp_path)`` when given)."""
     from .file import write_atomic
 
     obj = Container(tensors=tensors, metadata=metadata, style=style)
-    write_atomic(path, lambda f: SAFETENSORS.build_stream(obj, f))
+
+    def check(tmp: str) -> None:
+        load_safetensors(tmp, strict=True)
+        if verify is not None:
+            verify(tmp)
+
+    write_atomic(path, lambda f: SAFETENSORS.build_stream(obj, f), check)

@@ -18,7 +18,7 @@ from construct import Container
 from ..errors import InvalidValueError, LayoutError
 from ..formats.gguf import DEFAULT_ALIGNMENT, GGUF, align_offset
 from ..naming import shard_of, shard_suffix
-from .file import GGUFFile, load_gguf, write_atomic
+from .file import GGUFFile, load_gguf, verify_gguf_output, write_atomic
 from .metadata import Metadata, StandardKeys
 from .tensors import Tensors
 
@@ -158,13 +158,17 @@ def split(f: GGUFFile, prefix: str | os.PathLike[str], *, max_size: int | None =
         keys.set("split.tensors.count", len(f.tensors), type="i32")
         shard = Container(version=whole["version"], byte_order=whole["byte_order"], metadata_kv=[keys.record(k) for k in keys], tensor_infos=[by_name[n] for n in names], tensor_data=None)
         path = Path(f"{os.fspath(prefix)}-{shard_suffix(i + 1, len(groups))}.gguf")
-        write_atomic(path, lambda out, shard=shard: GGUF.build_stream(shard, out))
+        write_atomic(path, lambda out, shard=shard: GGUF.build_stream(shard, out), verify_gguf_output)
         paths.append(path)
     return paths
 
 
 def merge(first_shard: str | os.PathLike[str], output: str | os.PathLike[str]) -> ShardedGGUF:
     """Write the set ``first_shard`` belongs to as one file (atomically); the opened set."""
+    paths = shard_paths(first_shard) or [Path(first_shard)]
+    out = Path(output).resolve()
+    if any(p.resolve() == out for p in paths):
+        raise InvalidValueError("merge.paths", f"the output {output} is one of the shards it would read: give another output path")
     merged = load_shards(first_shard, strict=False)
     merged.save(output)
     return merged

@@ -20,6 +20,12 @@ from .report import HEADER_FIELDS, fields_of, type_name
 
 
 def _same_value(a: Any, b: Any) -> bool:
+    """Equal values, NaN equal to NaN, arrays of arrays compared element by element (``==`` on a list of numpy
+    arrays is ambiguous, so nested arrays would otherwise always differ)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         a, b = np.asarray(a), np.asarray(b)
         return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=a.dtype.kind == "f" and b.dtype.kind == "f"))

@@ -14,24 +14,39 @@ the text as is, or a file's content with ``--value-file``.
 from __future__ import annotations
 
 import argparse
-import json
+import math
+import os
 import sys
 from typing import Any
 
 from ..api.file import GGUFFile, load_gguf
 from ..api.metadata import infer_type, parse_type
+from ..errors import FormatError, InvalidValueError
+from ..limits import LENIENT, limit, limits
 from ..tables import standard_key
+from ..untrusted import loads
 from .common import EXIT_BAD, EXIT_OK, usage
 
 _BOOLS = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
+
+
+def _json(text: str) -> Any:
+    """A JSON value from the command line through the safe reader: a value too deep, too long or with too
+    many digits is a usage error (ValueError), never a RecursionError."""
+    from ..errors import LimitError
+
+    try:
+        return loads(text, what="the value")
+    except LimitError as e:
+        raise ValueError(e.message) from None
 
 
 def parse_value(text: str, type_spec: str | None) -> tuple[Any, str]:
     """(value, type) for the text ``text`` read as ``type_spec`` (None: JSON if it reads as JSON, else str)."""
     if type_spec is None:
         try:
-            value = json.loads(text)
-        except ValueError:
+            value = _json(text)
+        except InvalidValueError:
             return text, "str"
         if isinstance(value, (dict, type(None))):
             return text, "str"
@@ -45,13 +60,39 @@ def parse_value(text: str, type_spec: str | None) -> tuple[Any, str]:
             raise ValueError(f"{text!r} is not a bool (true/false/1/0)")
         return _BOOLS[text.strip().lower()], "bool"
     if name == "arr":
-        value = json.loads(text)
+        try:
+            value = _json(text)
+        except InvalidValueError as e:
+            raise ValueError(e.message) from None
         if not isinstance(value, list):
             raise ValueError(f"{text!r} is not a JSON array")
         return value, type_spec
     if name.startswith(("u", "i")):
+        if len(text.strip()) > limit("number_digits") + 3:  # Python refuses int() beyond 4,300 digits
+            raise ValueError(f"a number of {len(text.strip())} characters is not a {name}")
         return int(text, 0), name
-    return float(text), name
+    value = float(text)
+    if math.isinf(value) and "inf" not in text.lower():
+        raise ValueError(f"{_shown(text)} is beyond the range of {name}")
+    return value, name
+
+
+def check_key(key: str) -> None:
+    """Refuse a key the spec forbids (empty, over 65,535 bytes, not ASCII, not dotted lower_snake_case):
+    ``set`` must not write what ``validate`` rejects."""
+    from ..validation import key_issues
+
+    for issue in key_issues(key):
+        if issue.severity == "error":
+            raise ValueError(f"{_shown(key)} is not a valid key: {issue.message if len(issue.message) < 120 else issue.rule}")
+
+
+def _open_for_edit(path: str, repair: bool) -> GGUFFile:
+    """The file to edit; ``repair`` (``delete``, ``set --force``) opens it under the generous LENIENT limits so
+    that a file too deep or too large for the defaults can still be fixed. The result is checked under the
+    default limits before it replaces anything."""
+    with limits(LENIENT if repair else None):
+        return load_gguf(path, strict=False)
 
 
 def _check_standard(key: str, type_spec: str, f: GGUFFile, force: bool) -> None:
@@ -67,7 +108,11 @@ def _output(args: argparse.Namespace) -> str:
 def _cmd_set(args: argparse.Namespace) -> int:
     if (args.value is None) == (args.value_file is None):
         usage("gguf-construct set: give VALUE or --value-file, not both")
-    f = load_gguf(args.file, strict=False)
+    try:
+        check_key(args.key)
+    except ValueError as e:
+        usage(f"gguf-construct set: {e}")
+    f = _open_for_edit(args.file, repair=args.force)
     meta = f.metadata
     type_spec = args.type
     if type_spec is None and args.key in meta and meta.type_of(args.key) != "arr[arr]":
@@ -76,8 +121,13 @@ def _cmd_set(args: argparse.Namespace) -> int:
         std = standard_key(args.key, meta.get("general.architecture") if args.key != "general.architecture" else None)
         type_spec = std.type if std else None
     if args.value_file is not None:
-        with open(args.value_file, encoding="utf-8") as fh:
-            text = fh.read()
+        from ..formats.base import open_regular
+
+        try:
+            with open_regular(args.value_file) as fh:
+                text = fh.read().decode("utf-8")
+        except (FormatError, UnicodeDecodeError) as e:
+            usage(f"gguf-construct set: --value-file {args.value_file}: {e.message if isinstance(e, FormatError) else e}")
         type_spec = type_spec or "str"
     else:
         text = args.value
@@ -87,9 +137,12 @@ def _cmd_set(args: argparse.Namespace) -> int:
         if args.in_place:
             return _set_in_place(f, args, value, type_spec)
         meta.set(args.key, value, type=type_spec)
-    except ValueError as e:
-        usage(f"gguf-construct set: {e}")
-    f.save(_output(args))
+    except (ValueError, KeyError, TypeError, OverflowError) as e:
+        usage(f"gguf-construct set: {e.message if isinstance(e, FormatError) else e.args[0] if e.args else e}")
+    try:
+        f.save(_output(args))
+    except FormatError as e:  # the value makes a file the reader rejects (general.alignment 0, ...): nothing written
+        usage(f"gguf-construct set: {args.key}: {e.message}")
     print(f"{_output(args)}: {args.key} = {_shown(meta[args.key])} ({meta.type_of(args.key)})")
     return EXIT_OK
 
@@ -116,7 +169,15 @@ def _set_in_place(f: GGUFFile, args: argparse.Namespace, value: Any, type_spec: 
     if len(new) != len(old):
         usage(f"gguf-construct set: the new value takes {len(new)} bytes, the old {len(old)}: --in-place needs the same size (drop it to rewrite the file)")
     f.close()
-    with open(args.file, "r+b") as fh:
+    from ..formats.base import open_regular
+
+    with open_regular(args.file) as ro:  # the same regular file, checked before it is opened for writing
+        fd = os.open(args.file, os.O_RDWR)
+        if os.fstat(fd).st_ino != os.fstat(ro.fileno()).st_ino:
+            os.close(fd)
+            print(f"gguf-construct set: {args.file} changed while it was being edited; nothing written", file=sys.stderr)
+            return EXIT_BAD
+    with os.fdopen(fd, "r+b") as fh:
         fh.seek(offset)
         if fh.read(len(old)) != old:
             print(f"gguf-construct set: {args.file} changed while it was being edited; nothing written", file=sys.stderr)
@@ -128,7 +189,7 @@ def _set_in_place(f: GGUFFile, args: argparse.Namespace, value: Any, type_spec: 
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:
-    f = load_gguf(args.file, strict=False)
+    f = _open_for_edit(args.file, repair=True)
     missing = [k for k in args.keys if k not in f.metadata]
     if missing and not args.missing_ok:
         usage(f"gguf-construct delete: no key {missing[0]!r} in {args.file}")
@@ -177,7 +238,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--value-file", metavar="PATH", help="read a str value from a UTF-8 text file (e.g. a chat template)")
     p.add_argument("--type", metavar="T", help="u8 i8 u16 i16 u32 i32 u64 i64 f32 f64 bool str, or arr[T]")
     p.add_argument("--in-place", action="store_true", help="overwrite the value's bytes in FILE (same encoded size only)")
-    p.add_argument("--force", action="store_true", help="allow a non-standard type for a standard key")
+    p.add_argument("--force", action="store_true", help="allow a non-standard type for a standard key; open FILE under generous limits to repair it")
     p.add_argument("-o", "--output", metavar="OUT", help=out_help)
     p.set_defaults(run=_cmd_set)
 

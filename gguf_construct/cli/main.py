@@ -76,13 +76,29 @@ def parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("example", help="print the path of a small GGUF file shipped with the package")
     ex.set_defaults(run=_cmd_example)
+    limit_help = "change a named resource limit (schema/limits.json: string_length, nesting, dimensions, ...); repeatable"
+    p.add_argument("--limit", action="append", default=[], dest="limits_global", metavar="NAME=VALUE", help=limit_help)
+    for command in sub.choices.values():
+        command.add_argument("--limit", action="append", default=[], dest="limits_command", metavar="NAME=VALUE", help=limit_help)
     return p
+
+
+def _apply_limits(args: argparse.Namespace) -> None:
+    """``--limit NAME=VALUE`` (before or after the command) for the rest of the process."""
+    from ..limits import parse_assignment, set_defaults
+    from .common import usage
+
+    try:
+        set_defaults(dict(parse_assignment(a) for a in [*getattr(args, "limits_global", []), *getattr(args, "limits_command", [])]))
+    except ValueError as e:
+        usage(f"gguf-construct: {e}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from .remote_args import apply_remote_args
 
     args = parser().parse_args(apply_remote_args(sys.argv[1:] if argv is None else argv))
+    _apply_limits(args)
     try:
         return args.run(args)
     except FormatError as e:

@@ -251,10 +251,13 @@ def info_json(f: Any, full: bool = False, path: str | None = None) -> dict[str, 
 
 
 # -- text ----------------------------------------------------------------------------------------------
-def _short(value: Any, width: int = 72) -> str:
-    if isinstance(value, (np.generic, float)) and not isinstance(value, bool):
-        value = np.float32(value).item() if isinstance(value, (float, np.floating)) else value.item()
-        text = repr(value) if not isinstance(value, float) else str(np.float32(value))
+def _short(value: Any, width: int = 72, f32: bool = False) -> str:
+    """A value for one line: a float32 (an np.float32, or a Python float from an f32 field: ``f32``) as its
+    shortest float32 digits, any other float as itself (an f64 of 1e300 is not ``inf``)."""
+    if isinstance(value, np.float32) or (f32 and isinstance(value, float)):
+        text = str(np.float32(value))
+    elif isinstance(value, np.generic) and not isinstance(value, np.bool_):
+        text = repr(value.item())
     else:
         text = repr(value)
     return text if len(text) <= width else text[: width - 3] + "..."
@@ -292,7 +295,7 @@ def summary_text(s: dict[str, Any]) -> list[str]:
         share = 100 * g["nbytes"] / s["tensor_bytes"] if s["tensor_bytes"] else 0.0
         lines.append(f"    {g['type']:10s} {g['tensors']:5d} tensors {human_count(g['elements']):>22s} elements {human_bytes(g['nbytes']):>12s} {share:5.1f}%")
     if s.get("hyperparameters"):
-        lines.append("  hyperparameters   " + ", ".join(f"{k}={_short(v, 24)}" for k, v in s["hyperparameters"].items()))
+        lines.append("  hyperparameters   " + ", ".join(f"{k}={_short(v, 24, f32=True)}" for k, v in s["hyperparameters"].items()))
     tok = s.get("tokenizer")
     if tok:
         parts = [f"{k} {tok[k]}" for k in ("model", "pre", "tokens", "merges") if k in tok]
@@ -336,7 +339,7 @@ def info_text(f: Any, path: str, full: bool = False) -> str:
             if field.key == "general.file_type" and isinstance(value, int) and value in FILE_TYPES:
                 shown = f"{value} ({FILE_TYPES[value]})"
             else:
-                shown = _short(value, 10**9 if full else 72) if field.type == "f32" or not full else repr(value)
+                shown = _short(value, 10**9 if full else 72, f32=field.type == "f32") if field.type == "f32" or not full else repr(value)
             lines.append(f"  {field.key:48s} {field.type_label:10s} {shown}")
     if len(f.tensors):
         lines += ["", "tensors:"]
@@ -365,7 +368,7 @@ def _md_value(field: MetadataField) -> str:
         return f"[ {', '.join(shown)}{', ...' if n > len(shown) else ''} ]"
     if field.type == "str":
         return _code(_clip(field.value, 60))
-    return _short(field.value, 40)
+    return _short(field.value, 40, f32=field.type == "f32")
 
 
 def _clip(text: str, n: int) -> str:

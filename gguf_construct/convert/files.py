@@ -71,22 +71,24 @@ def convert(
     log: Callable[[str], None] | None = None,
 ) -> Report:
     """Convert ``src`` to ``dst`` (kinds detected), verify the values, return the report (notices also go to ``log``)."""
+    from ..migrate.common import check_distinct_paths
+
+    check_distinct_paths(src, dst)
     kind, f = open_input(src, hint=hint)
     out = output_kind(dst)
     if kind == "gguf" and out == "gguf":
         if byte_order is None and version is None:
             raise ValueError("GGUF to GGUF: give a byte order and/or a version")
-        f.save(dst, byte_order=byte_order, version=version)
         report = Report(targets={n: f.tensors[n].type.name for n in f.tensors})
-        _check_gguf(dst, f.tensors, report)  # a byte-order change re-encodes every block: compare the values
+        # a byte-order change re-encodes every block: the values are compared before the rename
+        f.save(dst, byte_order=byte_order, version=version, verify=lambda tmp: _check_gguf(tmp, f.tensors, report))
         return report
     if kind in ("safetensors", "ollama"):
         if out != "gguf":
             raise ValueError(f"{kind} input converts to GGUF (name the output *.gguf)")
         metadata = f.metadata if kind == "safetensors" else {}
         g, report = to_gguf(f.tensors, {k: v for k, v in metadata.items() if isinstance(v, str)})
-        g.save(dst, byte_order=byte_order, version=version)
-        _check_gguf(dst, f.tensors, report)
+        g.save(dst, byte_order=byte_order, version=version, verify=lambda tmp: _check_gguf(tmp, f.tensors, report))
     else:
         report = _gguf_to_safetensors(f, dst, out, style, model)
     for notice in report.notices:
@@ -96,6 +98,7 @@ def convert(
 
 
 def _check_gguf(dst: Any, tensors: Any, report: Report) -> None:
+    """The written file (still the temporary one) loads strictly and holds the input's values."""
     written = load_gguf(dst)
     for name in report.targets:
         verify(name, tensors[name].to_numpy().reshape(-1), written.tensors[name].to_numpy().reshape(-1))
@@ -105,24 +108,27 @@ def _check_gguf(dst: Any, tensors: Any, report: Report) -> None:
 def _gguf_to_safetensors(f: Any, dst: Any, out: str, style: str | None, model: str) -> Report:
     from construct import Container
 
-    from ..api.safetensors import from_bytes, save_safetensors
+    from ..api.safetensors import from_bytes, load_safetensors, save_safetensors
     from ..formats.safetensors import SAFETENSORS
+
+    def check(got: Any) -> None:
+        for name in report.targets:
+            expected = f.tensors[name].to_numpy()
+            verify(name, expected.reshape(-1), np.asarray(got[name].to_numpy()).reshape(-1))
+        report.verified = len(report.targets)
 
     if out == "safetensors":
         items, report = from_gguf(f)
         _, entries, metadata = items[0]
-        save_safetensors(dst, entries, metadata or None, style=style or "safetensors")
-        written = {"": from_bytes(Path(dst).read_bytes(), strict=True)}
+        save_safetensors(dst, entries, metadata or None, style=style or "safetensors", verify=lambda tmp: check(load_safetensors(tmp, strict=True).tensors))
     else:
-        from ..api.ollama import open_model, write_model
+        from ..api.ollama import TensorMap, write_model
 
         items, report = from_gguf(f, per_tensor=True)
         blobs = [(name, SAFETENSORS.build(Container(tensors=entries, metadata=md or None, style=style or "ollama"))) for name, entries, md in items]
-        manifest = write_model(dst, model, blobs, {"model_format": "safetensors", "file_type": "", "source": "gguf-construct"})
-        written = {"": open_model(manifest)}
-    got = written[""].tensors
-    for name in report.targets:
-        expected = f.tensors[name].to_numpy()
-        verify(name, expected.reshape(-1), np.asarray(got[name].to_numpy()).reshape(-1))
-    report.verified = len(report.targets)
+        got: dict[str, Any] = {}
+        for _, blob in blobs:  # every blob checked before anything is written
+            got.update(from_bytes(blob, strict=True).tensors)
+        check(TensorMap(got))
+        write_model(dst, model, blobs, {"model_format": "safetensors", "file_type": "", "source": "gguf-construct"})
     return report

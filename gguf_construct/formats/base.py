@@ -9,13 +9,15 @@ from __future__ import annotations
 import mmap
 import os
 import re
+import stat
 import struct
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import construct
 
-from ..errors import FormatError, LimitError, TruncatedError
+from ..errors import FormatError, LimitError, TruncatedError, UnknownFormatError
+from ..limits import breach, limit
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
@@ -30,6 +32,21 @@ class BufferStream:
         self.view = view
         self.size = len(view)
         self.pos = 0
+        # the record budget (limits objects_free, objects_per_kib): see ``charge``
+        self.objects = 0
+        self.high = 0
+        self._free = limit("objects_free")
+        self._per_kib = limit("objects_per_kib")
+
+    def charge(self, n: int, path: str = "") -> None:
+        """Count ``n`` parsed records (each a Python object of some hundred bytes) against the budget:
+        ``objects_free`` plus ``objects_per_kib`` per KiB of the furthest position read. Keeps the Python
+        memory of a parse proportional to the bytes it read, whatever the bytes (empty arrays, empty keys)."""
+        self.objects += n
+        if self.objects > self._free:
+            self.high = max(self.high, self.pos)
+            if self.objects > self._free + self._per_kib * self.high // 1024:
+                raise breach("objects_per_kib", f"{self.objects} records in the first {self.high} bytes", path=readable_path(path), offset=self.pos)
 
     def read(self, n: int = -1) -> bytes:
         """Up to ``n`` bytes; a short read leaves the position where the read started, so the error points there."""
@@ -76,12 +93,41 @@ def as_stream(stream: Any) -> BufferStream:
     return BufferStream(stream.read())
 
 
+def open_regular(path: str | os.PathLike[str]) -> Any:
+    """Open a file for binary reading, refusing anything but a regular file *before* reading from it.
+
+    A FIFO would block ``open()`` until a writer comes, a directory or a device is not a model file: the file
+    is opened with O_NONBLOCK (which never blocks, even on a FIFO), checked with ``fstat`` on that very
+    descriptor (no race between a check and the open), then switched back to blocking reads.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UnknownFormatError("file.not_regular", f"{os.fspath(path)} is {_file_kind(mode)}, not a regular file", offset=0)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
 def map_file(path: str | os.PathLike[str]) -> memoryview:
-    """Memory-map a file read-only (an empty file gives an empty view). The map remembers its file, so that
-    views of it can be copied or read without touching their pages (:mod:`.filedata`)."""
+    """Memory-map a regular file read-only (an empty file gives an empty view; anything but a regular file is
+    refused before it is opened). The map remembers its file, so that views of it can be copied or read without
+    touching their pages (:mod:`.filedata`)."""
     from .filedata import open_map
 
-    if os.stat(path).st_size == 0:
+    with open_regular(path) as f:
+        empty = os.fstat(f.fileno()).st_size == 0
+    if empty:
         return memoryview(b"")
     return memoryview(open_map(path))
 
@@ -120,7 +166,7 @@ def guarded(action: Callable[[], T], stream: BufferStream | None, rule: str = "p
     except construct.ConstructError as e:
         raise FormatError(f"{rule}.invalid", str(e).splitlines()[-1], path=readable_path(e.path or ""), offset=_at(stream)) from None
     except RecursionError:
-        raise LimitError("internal.recursion", "nesting too deep", offset=_at(stream)) from None
+        raise LimitError("limit.nesting", "nesting too deep for Python's recursion limit", offset=_at(stream)) from None
     except MemoryError:
         raise LimitError("internal.memory", "out of memory", offset=_at(stream)) from None
     except (struct.error, IndexError, KeyError, ValueError, TypeError, OverflowError, UnicodeError) as e:

@@ -17,7 +17,9 @@ PREFIX_SIZE = 16
 
 def _prefix(data: Any) -> bytes:
     if isinstance(data, (str, os.PathLike)):
-        with open(data, "rb") as f:
+        from .base import open_regular
+
+        with open_regular(data) as f:
             return f.read(PREFIX_SIZE)
     return bytes(memoryview(data)[:PREFIX_SIZE])
 

@@ -16,14 +16,15 @@ import numpy as np
 from construct import Construct, Container, SizeofError, evaluate
 from construct.core import EnumIntegerString
 
-from ..errors import InvalidValueError, LimitError, TruncatedError, UnsupportedTypeError
+from ..errors import InvalidValueError, TruncatedError, UnsupportedTypeError
+from ..limits import TABLE as LIMITS
+from ..limits import breach, limit
 from ..tables import VALUE_TYPES, ValueType
 from .base import BufferStream, as_stream, context_path, readable_path
 
-#: Arrays of arrays deeper than this are rejected (the spec sets no bound; ggml allows no nesting at all).
-MAX_ARRAY_DEPTH = 16
-#: Longest string accepted (ggml's GGUF_MAX_STRING_LENGTH is 1 GiB); lengths are also bounded by the bytes left.
-MAX_STRING_LENGTH = 1 << 30
+#: The default of limit ``nesting``: arrays of arrays deeper than this are rejected (the spec sets no bound;
+#: ggml allows no nesting at all). The active value is ``limit("nesting")``.
+MAX_ARRAY_DEPTH = LIMITS["nesting"].value
 
 
 def count_format(order: str, wide: bool) -> struct.Struct:
@@ -349,8 +350,8 @@ class GGUFString(Construct):
         (length,) = self.fmt.unpack_from(s.view, start)
         s.pos += self.fmt.size
         s.need(length, "string.length", "the string", path)
-        if length > MAX_STRING_LENGTH:
-            raise LimitError("string.limit", f"string of {length} bytes exceeds {MAX_STRING_LENGTH}", path=readable_path(path), offset=start)
+        if length > limit("string_length"):
+            raise breach("string_length", f"a string of {length} bytes", path=readable_path(path), offset=start)
         body = s.view[s.pos : s.pos + length]
         try:
             text = str(body, "utf-8")
@@ -422,8 +423,8 @@ class MetadataValue(Construct):
         return value
 
     def _parse_array(self, s: BufferStream, path: str, depth: int) -> Container:
-        if depth > MAX_ARRAY_DEPTH:
-            raise LimitError("array.depth", f"arrays nested deeper than {MAX_ARRAY_DEPTH}", path=readable_path(path), offset=s.pos)
+        if depth > limit("nesting"):
+            raise breach("nesting", f"arrays nested {depth} deep", path=readable_path(path), offset=s.pos)
         at = s.pos
         s.need(4 + self.count.size, "array.truncated", "array header", path)
         (etype_id,) = self.u32.unpack_from(s.view, at)
@@ -436,6 +437,8 @@ class MetadataValue(Construct):
             raise TruncatedError(
                 "array.length", f"{n} elements of {etype.name} need at least {n * min_size} bytes, {s.remaining} remain", path=readable_path(path), offset=at + 4
             )
+        if n > limit("array_length"):
+            raise breach("array_length", f"an array of {n} elements", path=readable_path(path), offset=at + 4)
         if etype.numpy:
             dtype = np.dtype(self.order + etype.numpy) if etype.size > 1 else np.dtype(etype.numpy)
             array = np.frombuffer(s.view, dtype=dtype, count=n, offset=s.pos)
@@ -446,6 +449,7 @@ class MetadataValue(Construct):
             starts = scan_strings(s, n, self.order, self.wide, apath)
             array = StringArray(s.view, starts, (region_start, s.pos), (self.order, self.wide), readable_path(apath))
         else:
+            s.charge(n, apath)  # nested arrays: each inner array becomes Python objects
             array = [self._parse_array(s, context_path(apath, i), depth + 1) for i in range(n)]
         return Container(type=enum_value_type(etype.id), len=n, array=array)
 
@@ -510,24 +514,32 @@ class CheckedArray(Construct):
     be honest and is rejected before any allocation.
     """
 
-    def __init__(self, count: Any, subcon: Construct, min_size: int, rule: str):
+    def __init__(self, count: Any, subcon: Construct, min_size: int, rule: str, limit_name: str | None = None, weight: int = 0):
         super().__init__()
         self.count = count
         self.subcon = subcon
         self.min_size = min_size
         self.rule = rule
+        self.limit_name = limit_name  # the named limit on the count (``limits.TABLE``), if any
+        self.weight = weight  # records each item charges against the stream's object budget
 
     def _parse(self, stream, context, path):
         s = as_stream(stream)
         n = evaluate(self.count, context)
+        at = s.pos
         if n * self.min_size > s.remaining:
             raise TruncatedError(
                 self.rule, f"count {n} needs at least {n * self.min_size} bytes, {s.remaining} remain", path=readable_path(path), offset=s.pos
             )
+        if self.limit_name is not None and n > limit(self.limit_name):
+            raise breach(self.limit_name, f"a count of {n}", path=readable_path(path), offset=at)
         out = []
         parse = self.subcon._parsereport
+        weight = self.weight
         for i in range(n):
             context._index = i
+            if weight:
+                s.charge(weight, path)
             out.append(parse(s, context, context_path(path, i)))
         return out
 

@@ -39,7 +39,9 @@ class FileMap(mmap.mmap):
 
 def open_map(path: str | os.PathLike[str]) -> FileMap:
     """Map ``path`` read-only (it must not be empty: an empty file cannot be mapped)."""
-    with open(path, "rb") as f:
+    from .base import open_regular
+
+    with open_regular(path) as f:  # a FIFO or a directory is refused before it is opened
         m = FileMap(f.fileno(), 0, access=mmap.ACCESS_READ)
         m.fd = os.dup(f.fileno())
     m.path = os.fspath(path)

@@ -46,6 +46,8 @@ from construct import (
 )
 
 from ..errors import FormatError, InvalidValueError, LimitError, TruncatedError, UnknownFormatError, UnsupportedTypeError
+from ..limits import breach, limit
+from ..shapes import shape_problem
 from ..tables import GGML_TYPES, _load
 from .base import FileConstruct, as_stream, context_path, guarded, readable_path
 from .fields import AlignPadding, CheckedArray
@@ -157,17 +159,18 @@ def _find(context: Any, key: str) -> Any:
 class LegacyName(Construct):
     """``u8 name[name_len]``: UTF-8 text, no terminator; the length comes from a sibling field."""
 
-    def __init__(self, length: Any, rule: str, text: bool = True):
+    def __init__(self, length: Any, rule: str, text: bool = True, least: int = 0):
         super().__init__()
         self.length = length
         self.rule = rule
         self.text = text
+        self.least = least  # 1 for tensor names: no reader can look up a tensor without a name
 
     def _parse(self, stream, context, path):
         s = as_stream(stream)
         n = self.length(context) if callable(self.length) else context[self.length]
-        if n < 0 or n > MAX_NAME_LENGTH:
-            raise LimitError(self.rule, f"length {n} is not in 0..{MAX_NAME_LENGTH}", path=readable_path(path), offset=s.pos - 4)
+        if n < self.least or n > MAX_NAME_LENGTH:
+            raise LimitError(self.rule, f"length {n} is not in {self.least}..{MAX_NAME_LENGTH}", path=readable_path(path), offset=s.pos - 4)
         s.need(n, self.rule, "the name", path)
         body = s.view[s.pos : s.pos + n]
         if not self.text:
@@ -208,6 +211,9 @@ class Dims(Construct):
         ne = list(struct.unpack_from(f"<{n}i", s.view, s.pos))
         if any(d < 0 for d in ne):
             raise InvalidValueError("tensor.ne", f"negative dimension in {ne}", path=readable_path(path), offset=s.pos)
+        problem = shape_problem(ne)
+        if problem:
+            raise InvalidValueError(problem[0], f"{ne}: {problem[1]}", path=readable_path(path), offset=s.pos)
         s.pos += 4 * n
         return ne
 
@@ -282,6 +288,9 @@ class UntilEOF(CheckedArray):
                 raise TruncatedError(self.rule, f"{s.size - s.pos} bytes after record {len(out)} are too few for another",
                                      path=readable_path(path), offset=s.pos)  # fmt: skip
             context._index = len(out)
+            if len(out) >= limit("tensor_count"):
+                raise breach("tensor_count", f"more than {len(out)} records", path=readable_path(path), offset=s.pos)
+            s.charge(2, path)  # each record is a Container of some hundred bytes
             out.append(self.subcon._parsereport(s, context, context_path(path, len(out))))
         return out
 
@@ -438,7 +447,7 @@ def tensor_record(aligned: bool) -> Struct:
         "name_len" / Rebuild(Int32sl, lambda ctx: encoded_len(ctx.name)),
         "type" / Int32sl,
         "ne" / Dims("n_dims"),
-        "name" / LegacyName("name_len", "tensor.name"),
+        "name" / LegacyName("name_len", "tensor.name", least=1),
         "_padding" / AlignPadding(legacy_tables()["ggjt_alignment"], aligned, "tensor.padding"),
         "data_offset" / Tell,
         "data" / TensorData(),
@@ -490,19 +499,32 @@ def _section(sec: dict[str, Any], fmt: str) -> list[Any]:
 
 
 @cache
-def ggml_layout(fmt: str, version: int | None, profile: str) -> Struct:
-    """The declaration of one container ('ggml'|'ggmf'|'ggjt'), version and hyper-parameter profile."""
+def ggml_layout(fmt: str, version: int | None, profile: str, detecting: bool = False) -> Struct:
+    """The declaration of one container ('ggml'|'ggmf'|'ggjt'), version and hyper-parameter profile.
+
+    ``detecting``: the profile is a guess, so it is abandoned as soon as its hyper-parameters are implausible,
+    before the vocabulary and tensors are read (ten guesses must not each read a hostile file to its end).
+    """
     prof = legacy_tables()["profiles"][profile]
     fields: list[Any] = ["magic" / Const(MAGICS[fmt])]
     if fmt != "ggml":
         fields.append("version" / Const(int(version), Int32ul))  # type: ignore[arg-type]
-    for sec in prof["sections"]:
+    last_hparams = max((i for i, sec in enumerate(prof["sections"]) if sec["kind"] == "hparams"), default=-1)
+    for i, sec in enumerate(prof["sections"]):
         fields += _section(sec, fmt)
+        if detecting and i == last_hparams:
+            fields.append("_plausible" / Computed(_require_plausible))
     fields += [
         "type_table" / Computed(lambda ctx: table_for(fmt, version, profile, _all_hparams(ctx))),
         "tensors" / UntilEOF(tensor_record(fmt == "ggjt"), 12, "tensor.truncated"),
     ]
     return Struct(*fields)
+
+
+def _require_plausible(ctx: Any) -> bool:
+    if not plausible(ctx):
+        raise InvalidValueError("hparams.implausible", "hyper-parameters out of range for this profile", path="hparams")
+    return True
 
 
 def _all_hparams(ctx: Any) -> dict[str, Any]:
@@ -563,10 +585,11 @@ class GGMLConstruct(FileConstruct):
         for profile in candidates:
             s.pos = start
             try:
-                obj = guarded(lambda p=profile: ggml_layout(fmt, version, p)._parsereport(s, context, path), s)
+                obj = guarded(lambda p=profile: ggml_layout(fmt, version, p, not wanted)._parsereport(s, context, path), s)
             except FormatError as e:
                 failures.append((profile, e))
                 continue
+            obj.pop("_plausible", None)
             if wanted or plausible(obj):
                 obj["format"], obj["profile"] = fmt, profile
                 obj.setdefault("version", None)

@@ -208,7 +208,7 @@ def gguf_layout(order: str, wide: bool) -> Struct:
         "_offset" / Tell,
         "name" / string,
         "n_dimensions" / Rebuild(U32, len_(this.dimensions)),
-        "dimensions" / CheckedArray(this.n_dimensions, count, width, "tensor.n_dims"),
+        "dimensions" / CheckedArray(this.n_dimensions, count, width, "tensor.n_dims", "dimensions"),
         "type" / ggml_type,
         "offset" / U64,
     )
@@ -217,8 +217,10 @@ def gguf_layout(order: str, wide: bool) -> Struct:
         "version" / U32,
         "tensor_count" / Rebuild(count, len_(this.tensor_infos)),
         "metadata_kv_count" / Rebuild(count, len_(this.metadata_kv)),
-        "metadata_kv" / CheckedArray(this.metadata_kv_count, gguf_metadata_kv_t, width + 4 + 1, "header.n_kv"),
-        "tensor_infos" / CheckedArray(this.tensor_count, gguf_tensor_info_t, width + 4 + 4 + 8, "header.n_tensors"),
+        # weights: records charged to the stream's budget (limits objects_free, objects_per_kib) per entry; a
+        # real key/value takes 30+ bytes and a real tensor info 50+, crafted ones 13 and 24
+        "metadata_kv" / CheckedArray(this.metadata_kv_count, gguf_metadata_kv_t, width + 4 + 1, "header.n_kv", "kv_count", weight=4),
+        "tensor_infos" / CheckedArray(this.tensor_count, gguf_tensor_info_t, width + 4 + 4 + 8, "header.n_tensors", "tensor_count", weight=3),
         "alignment" / Computed(lambda ctx: alignment_of(ctx.metadata_kv)),
         # Files without tensors end right after the tensor infos (ggml and gguf-py write no padding then).
         "_padding" / AlignPadding(this.alignment, this.tensor_count > 0, "data.padding"),

@@ -36,7 +36,7 @@ def rwkv_layout(version: int) -> Struct:
         "key_length" / Rebuild(Int32sl, lambda ctx: encoded_len(ctx.key)),
         "data_type" / Int32sl,
         "shape" / Dims("dim_count"),
-        "key" / LegacyName("key_length", "parameter.key"),
+        "key" / LegacyName("key_length", "parameter.key", least=1),
         "data_offset" / Tell,
         "data" / TensorData("data_type", "shape", "key"),
     )

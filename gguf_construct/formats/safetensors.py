@@ -35,6 +35,8 @@ import numpy as np
 from construct import Construct, Container, Int64ul, Rebuild, SizeofError, Struct, Tell, this
 
 from ..errors import FormatError, InvalidValueError, LimitError, TruncatedError, UnsupportedTypeError
+from ..limits import breach, limit
+from ..shapes import INTP_MAX, NUMPY_MAX_DIMS, element_count, shape_problem
 from ..tables import _load
 from .base import FileConstruct, as_stream
 from .fields import Remainder
@@ -112,6 +114,7 @@ class Entry:
 class _Object(dict):
     """A JSON object that remembers its (key, value) pairs in file order, duplicates included."""
 
+    __slots__ = ("pairs",)  # no per-object __dict__: a header of 60k entries is 60k of these
     pairs: list[tuple[str, Any]]
 
 
@@ -143,15 +146,15 @@ def entry_problems(name: str, value: Any) -> list[tuple[str, str]]:
         out.append(("tensor.shape", f"shape {json.dumps(shape)} is not a list of integers"))
     elif any(d < 0 for d in shape):
         out.append(("tensor.shape", f"shape {shape} has a negative dimension"))
+    elif shape_problem(shape):
+        out.append(shape_problem(shape))  # type: ignore[arg-type]
     if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_int(o) for o in offsets):
         out.append(("tensor.data_offsets", f"data_offsets {json.dumps(offsets)} is not a pair of integers"))
     elif offsets[0] < 0 or offsets[1] < offsets[0]:
         out.append(("tensor.data_offsets", f"data_offsets {offsets}: need 0 <= begin <= end"))
     if out:
         return out
-    n = 1
-    for d in shape:
-        n *= d
+    n = element_count(shape)
     size = known.nbytes(n)
     if size is None:
         out.append(("tensor.size", f"{n} elements of {dtype} do not fill whole bytes"))
@@ -167,14 +170,14 @@ def _entry_is_sound(value: Any) -> bool:
         known = dtypes()[dtype]
     except (KeyError, TypeError, ValueError):
         return False
-    if type(shape) is not list or type(begin) is not int or type(end) is not int or not 0 <= begin <= end:
+    if type(shape) is not list or type(begin) is not int or type(end) is not int or not 0 <= begin <= end or len(shape) > NUMPY_MAX_DIMS:
         return False
     n = 1
     for d in shape:
-        if type(d) is not int or d < 0:
+        if type(d) is not int or d < 0 or d > INTP_MAX:
             return False
         n *= d
-    return known.nbytes(n) == end - begin
+    return known.nbytes(n) == end - begin and shape_problem(shape) is None
 
 
 def _kind(x: Any) -> str:
@@ -195,6 +198,7 @@ class Header(Mapping[str, Any]):
         self._json: _Object | None = None
         self._problems: dict[str, list[tuple[str, str]]] | None = None
         self._entries: dict[str, Entry] | None = None
+        self._finds = 0  # key_offset searches so far: each rescans the header, so they are rationed
 
     # -- the parsed object ------------------------------------------------------------------------------
     @property
@@ -208,12 +212,13 @@ class Header(Mapping[str, Any]):
     def json(self) -> _Object:
         """The top-level JSON object (``pairs`` lists its keys in file order, duplicates included)."""
         if self._json is None:
-            text = self.text
-            body = text.rstrip(" \0")
+            from ..untrusted import loads
+
+            self.text  # noqa: B018 -- a header that is not UTF-8 is reported as such (header.utf8)
             try:
-                value = json.loads(body, object_pairs_hook=_object)
-            except json.JSONDecodeError as e:
-                raise InvalidValueError("header.json", f"header is not JSON: {e.msg}", path="header", offset=self.offset + len(text[: e.pos].encode())) from None
+                value = loads(self.raw.rstrip(b" \0"), what="header", path="header", offset=self.offset, object_pairs_hook=_object)
+            except InvalidValueError as e:
+                raise InvalidValueError("header.json", e.message, path=e.path, offset=e.offset) from None
             if not isinstance(value, dict):
                 raise InvalidValueError("header.object", f"header is a JSON {_kind(value)}, not an object", path="header", offset=self.offset)
             self._json = value
@@ -234,8 +239,16 @@ class Header(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self.json)
 
+    #: How many ``key_offset`` searches one header gets: each is a scan of the header, so an error message per
+    #: entry for 60k bad entries must not rescan it 60k times; later ones report no offset.
+    MAX_KEY_SEARCHES = 64
+
     def key_offset(self, key: str) -> int | None:
-        """The file offset of ``key``'s first occurrence as a JSON string in the header (None if not found)."""
+        """The file offset of ``key``'s first occurrence as a JSON string in the header (None if not found, or
+        when this header's ration of searches is spent)."""
+        self._finds += 1
+        if self._finds > self.MAX_KEY_SEARCHES:
+            return None
         at = self.raw.find(json.dumps(key, ensure_ascii=False).encode())
         return None if at < 0 else self.offset + at
 
@@ -276,11 +289,12 @@ class Header(Mapping[str, Any]):
         """Tensor name → Entry in header order (duplicates: the last one), each entry checked on its own."""
         if self._entries is None:
             out = {}
-            checked = self.problems
+            if len(self.json) - (METADATA_KEY in self.json) > limit("tensor_count"):
+                raise breach("tensor_count", f"{len(self.json)} tensor entries", path="header", offset=self.offset)
             for name, value in self.json.items():
                 if name == METADATA_KEY:
                     continue
-                problems = checked[name]
+                problems = entry_problems(name, value)  # stops at the first bad entry: no list of 60k messages
                 if problems:
                     rule, message = problems[0]
                     raise _error(rule)(rule, message, path=f"header[{name!r}]", offset=self.key_offset(name))
@@ -296,6 +310,8 @@ class Header(Mapping[str, Any]):
 def _error(rule: str) -> type[FormatError]:
     if rule == "tensor.dtype":
         return UnsupportedTypeError
+    if rule.startswith("limit."):
+        return LimitError
     return InvalidValueError
 
 
@@ -312,8 +328,8 @@ class HeaderJSON(Construct):
         n = context.header_size
         if n == 0:
             raise InvalidValueError("header.size", "header length is 0 (the header must hold at least '{}')", path="header_size", offset=0)
-        if n > MAX_HEADER_SIZE:
-            raise LimitError("header.size", f"header length {n} is above the limit of {MAX_HEADER_SIZE:,} bytes", path="header_size", offset=0)
+        if n > limit("header_bytes"):
+            raise breach("header_bytes", f"header length {n}", path="header_size", offset=0)
         s.need(n, "header.size", f"a header of {n} bytes", "header_size")
         start = s.pos
         raw = bytes(s.view[start : start + n])

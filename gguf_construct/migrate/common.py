@@ -125,8 +125,9 @@ def plan_tensor(t: LegacyTensor, name: str, report: Report) -> PlannedTensor:
     return PlannedTensor(name, shape, "f32", lambda: t.to_numpy().reshape(-1).astype("<f4"), t.to_numpy, "widened")
 
 
-def write_gguf(path: str | os.PathLike[str], metadata: Metadata, tensors: list[PlannedTensor], *, version: int = 3, progress: bool = False) -> None:
-    """Build GGUF ``version`` into ``path`` atomically, producing each tensor's data only as it is written."""
+def write_gguf(path: str | os.PathLike[str], metadata: Metadata, tensors: list[PlannedTensor], *, version: int = 3, progress: bool = False, verify: Any = None) -> None:
+    """Build GGUF ``version`` into ``path`` atomically, producing each tensor's data only as it is written;
+    ``verify(temp_path)`` runs before the rename."""
     bar = iter(show_progress(range(len(tensors)), len(tensors), "writing", unit="tensor")) if progress and tensors else None
 
     def source(p: PlannedTensor) -> Any:
@@ -139,7 +140,7 @@ def write_gguf(path: str | os.PathLike[str], metadata: Metadata, tensors: list[P
 
     infos = [Container(name=p.name, dimensions=p.shape, type=p.type, offset=None, data=source(p)) for p in tensors]
     obj = Container(version=version, byte_order="little", metadata_kv=list(metadata._kvs), tensor_infos=infos, tensor_data=None)
-    write_atomic(path, lambda f: GGUF.build_stream(obj, f))
+    write_atomic(path, lambda f: GGUF.build_stream(obj, f), verify)
 
 
 def same_values(a: np.ndarray, b: np.ndarray) -> bool:
@@ -184,16 +185,22 @@ def _equal(a: Any, b: Any) -> bool:
 
 def finish_gguf(dst: str | os.PathLike[str], metadata: Metadata, tensors: list[PlannedTensor], report: Report, *, progress: bool = False) -> Report:
     """Write to a temporary file beside ``dst``, verify it, rename it into place."""
-    target = Path(dst)
-    tmp = target.with_name(f".{target.name}.migrating")
-    try:
-        write_gguf(tmp, metadata, tensors, progress=progress)
-        verify_gguf(tmp, metadata, tensors)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_gguf(dst, metadata, tensors, progress=progress, verify=lambda tmp: verify_gguf(tmp, metadata, tensors))
     report.tensors = len(tensors)
     return report
+
+
+def required_int(md: Any, key: str, lo: int, hi: int, rule: str, target: str) -> int:
+    """An integer hyper-parameter the export target needs: present, an integer, in ``lo..hi`` (the range of
+    the target's field); MigrationError naming the key and the range otherwise."""
+    value = md.get(key) if key in md else None
+    if value is None:
+        raise MigrationError(rule, f"{target} needs {key}, which the file does not have")
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise MigrationError(rule, f"{target} needs {key} as an integer, not {type(value).__name__}")
+    if not lo <= int(value) <= hi:
+        raise MigrationError(rule, f"{key} = {int(value)} does not fit {target}'s field ({lo}..{hi})")
+    return int(value)
 
 
 def check_distinct_paths(src: Any, dst: Any) -> None:

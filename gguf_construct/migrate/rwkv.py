@@ -19,7 +19,7 @@ from ..api.legacy import LegacyFile
 from ..api.metadata import Metadata
 from ..formats.ggml import legacy_tables
 from ..formats.rwkv import RWKV
-from .common import MigrationError, NameMap, PlannedTensor, Report, finish_gguf, migrate_tables, plan_tensor
+from .common import MigrationError, NameMap, PlannedTensor, Report, finish_gguf, migrate_tables, plan_tensor, required_int
 
 #: ggml type → llama.cpp's general.file_type for a file "mostly" of that type.
 FILE_TYPE_OF = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7, "q5_0": 8, "q5_1": 9}
@@ -102,12 +102,23 @@ def export_rwkv(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     emb = g.tensors.get("token_embd.weight")
     if emb is None:
         raise MigrationError("export.missing", "no token_embd.weight")
-    obj = Container(version=101, n_vocab=int(md.get("rwkv.vocab_size", emb.shape[1])), n_embed=int(md["rwkv.embedding_length"]),
-                    n_layer=int(md["rwkv.block_count"]), data_type=ids[main], parameters=params)  # fmt: skip
-    write_atomic(dst, lambda out: RWKV.build_stream(obj, out))
-    back = RWKV.parse_file(dst)
-    if [p["key"] for p in back["parameters"]] != [p["key"] for p in params]:
-        raise MigrationError("export.verify", "the exported file reads back differently")
+    if len(emb.shape) != 2:
+        raise MigrationError("export.shape", f"token_embd.weight has shape {list(emb.shape)}: rwkv.cpp needs a 2-D embedding (n_embed, n_vocab)")
+    u32 = 2**32 - 1  # rwkv.cpp's header fields are u32
+    n_vocab = required_int(md, "rwkv.vocab_size", 1, u32, "export.hparams", "rwkv.cpp") if "rwkv.vocab_size" in md else emb.shape[1]
+    n_embed = required_int(md, "rwkv.embedding_length", 1, u32, "export.hparams", "rwkv.cpp")
+    n_layer = required_int(md, "rwkv.block_count", 1, u32, "export.hparams", "rwkv.cpp")
+    for p in params:
+        if any(d > 2**31 - 1 for d in p["shape"]):
+            raise MigrationError("export.shape", f"parameter {p['key']!r} shape {p['shape']}: rwkv.cpp stores extents as i32")
+    obj = Container(version=101, n_vocab=n_vocab, n_embed=n_embed, n_layer=n_layer, data_type=ids[main], parameters=params)
+
+    def verify(tmp: str) -> None:
+        back = RWKV.parse_file(tmp)
+        if [p["key"] for p in back["parameters"]] != [p["key"] for p in params]:
+            raise MigrationError("export.verify", "the exported file reads back differently")
+
+    write_atomic(dst, lambda out: RWKV.build_stream(obj, out), verify)
     return Report(os.fspath(dst), "rwkv.cpp v101", tensors=len(params), copied=len(params))
 
 

@@ -404,7 +404,7 @@ def _s3_array(draw: Any) -> bytes:
     return b.patch_count(at, _huge(draw, b, _remaining_after(b, at)))
 
 
-@breaker("S4.nesting_depth", "array.depth")
+@breaker("S4.nesting_depth", "limit.nesting")
 def _s4_depth(draw: Any) -> bytes:
     value = Container(type="u8", len=1, array=np.array([7], "u1"))
     for _ in range(draw(st.integers(MAX_ARRAY_DEPTH, MAX_ARRAY_DEPTH + 40))):
