@@ -30,7 +30,7 @@ import gguf_construct as gc
 from gguf_construct.cli.main import main
 from gguf_construct.data import example_path
 from gguf_construct.errors import FormatError
-from gguf_construct.strategies.hostile import gguf_raw, kv_str, kv_u32
+from gguf_construct.strategies.hostile import gguf_raw, kv_str, kv_u32, safetensors_raw
 
 #: CPU seconds one command may spend on one of these small inputs.
 CPU_BOUND = 2.0
@@ -164,3 +164,18 @@ def test_the_api_save_checks_the_same_rule(tmp_path):
     assert not (tmp_path / "o.gguf").exists() and not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
     f.save(tmp_path / "forced.gguf", keep_valid=False)
     assert struct.unpack_from("<I", (tmp_path / "forced.gguf").read_bytes(), 4)[0] == 3
+
+
+def test_an_ollama_blob_that_is_a_symlink_loop_is_a_layout_error(tmp_path):
+    from gguf_construct.api.ollama import write_model
+
+    tensor = safetensors_raw('{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', b"\0" * 4)
+    manifest = write_model(tmp_path, "m", [("w", tensor)], {"model_format": "safetensors"})
+    blob = next(p for p in (tmp_path / "blobs").iterdir() if p.stat().st_size == len(tensor))
+    blob.unlink()
+    blob.symlink_to(blob)
+    with pytest.raises(FormatError) as e:
+        gc.load(manifest)
+    assert e.value.rule == "blob.unreadable"
+    rc, out, err = run("validate", manifest)
+    assert rc == 1 and "Traceback" not in err

@@ -220,6 +220,8 @@ def open_model(manifest_file: str | os.PathLike[str], *, root: str | os.PathLike
                 raise LayoutError("blob.missing", f"blob {p} is missing", path=layer.name or layer.digest) from None
             except FormatError as e:  # a directory, a FIFO, a device at the blob's path
                 raise LayoutError("blob.not_regular", e.message, path=layer.name or layer.digest) from None
+            except OSError as e:  # a symlink loop, no permission: the model's blob, not the manifest, is bad
+                raise LayoutError("blob.unreadable", f"blob {p} cannot be read ({e.strerror or e})", path=layer.name or layer.digest) from None
             if verify:
                 verify_blob(view, layer, os.fspath(p))
             views[layer.digest] = view
