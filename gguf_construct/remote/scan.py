@@ -191,11 +191,13 @@ def run_dask(sources: list[str], emit: Callable[[dict[str, Any]], None], schedul
             last = time.monotonic()
             for line in lines:
                 emit(line)
-    finally:
+    finally:  # a batch still running (a stall) makes closing wait for it: bounded, and never hiding the error
         if own:
-            client.close(timeout=30)
+            with contextlib.suppress(TimeoutError):
+                client.close(timeout=10)
         if cluster is not None:
-            cluster.close(timeout=30)
+            with contextlib.suppress(TimeoutError):
+                cluster.close(timeout=10)
 
 
 def scan(sources: Iterable[str], out: TextIO | str | os.PathLike[str], *, concurrency: int = 16, dask: Any = None, batch: int = 32, profile: str = "spec", opts: RemoteOptions | None = None, dask_timeout: float = DASK_TIMEOUT) -> dict[str, int]:
