@@ -117,6 +117,7 @@ def peak_extra(fn: Callable[[], np.ndarray]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: 64 Ki values, one run")
     parser.add_argument("--size", default="16Mi", help="values per tensor (16Mi, 1Mi, 65536 …)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per measurement (the best is kept)")
     parser.add_argument("--types", default="", help="comma-separated type names (default: all gguf-py supports)")
@@ -131,6 +132,8 @@ def main() -> None:
 
     import gguf.quants
 
+    if args.quick:
+        args.size, args.repeat = "64Ki", 1
     n_values = parse_size(args.size)
     n_values -= n_values % ROW
     types = gguf_py_types()

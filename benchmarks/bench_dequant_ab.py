@@ -35,16 +35,22 @@ def load_dequant(root: Path) -> ModuleType:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("before", type=Path, help="root of the other checkout")
+    parser.add_argument("before", type=Path, nargs="?", help="root of the other checkout")
+    parser.add_argument("--quick", action="store_true", help="this checkout against itself, 64 Ki values, 2 types: checks the script")
     parser.add_argument("--size", default="4Mi")
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--workers", type=int, default=1, help="1: CPU time of this process; more: wall time")
     parser.add_argument("--types", default="")
     args = parser.parse_args()
+    here = Path(__file__).resolve().parent.parent
+    if args.quick:
+        args.before, args.size, args.repeat, args.types = args.before or here, "64Ki", 1, args.types or "q4_K,q8_0"
+    elif args.before is None:
+        parser.error("name the other checkout (or --quick)")
 
     old = load_dequant(args.before.resolve())
-    new = load_dequant(Path(__file__).resolve().parent.parent)
-    if Path(old.__file__).resolve() == Path(new.__file__).resolve():
+    new = load_dequant(here)
+    if Path(old.__file__).resolve() == Path(new.__file__).resolve() and not args.quick:
         raise SystemExit("both checkouts are the same")
     from gguf_construct.tables import GGML_TYPES
 

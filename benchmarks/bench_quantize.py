@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--types", default="")
     ap.add_argument("--imatrix", action="store_true", help="quantize with an importance matrix (the types that use one)")
-    ap.add_argument("--smoke", action="store_true", help="64 Ki values, one run: checks the script works")
+    ap.add_argument("--quick", "--smoke", dest="smoke", action="store_true", help="64 Ki values, one run: checks the script works")
     args = ap.parse_args(argv)
     text = args.size.lower()
     size = (

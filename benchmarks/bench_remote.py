@@ -159,7 +159,7 @@ def bench_kill_resume(server: TestServer, urls: list[str], tmp: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=1000)
-    ap.add_argument("--smoke", action="store_true", help="small files and 60 scan sources: a quick check that it all runs")
+    ap.add_argument("--quick", "--smoke", dest="smoke", action="store_true", help="small files and 60 scan sources: a quick check that it all runs")
     ap.add_argument("--first-chunks", metavar="KIB,...", help="only compare first-chunk sizes, e.g. 64,128,256,512")
     args = ap.parse_args()
     configure(retries=2, backoff=0.05, read_timeout=30.0)

@@ -1,16 +1,19 @@
 """Time the safetensors reader against the safetensors library, and MLX dequantization against ``mx.dequantize``.
 
-1. Open a safetensors file and touch every tensor: ``gguf_construct.load`` (memory map, zero-copy views) against
-   ``safetensors.safe_open(framework="numpy")`` + ``get_tensor`` (which copies each tensor out of the file), on a
-   file of many small tensors and a file of a few large ones. Also the peak Python allocation of each
-   (tracemalloc), which shows who copies the data.
+1. Open a safetensors file and read the first element of every tensor: ``gguf_construct.load`` (memory map,
+   zero-copy views) against the safetensors library, on a file of many small tensors and a file of a few large
+   ones, two ways: like for like, ``safe_open(framework="numpy").get_slice(k)[:1]`` (reads one element too), and
+   lazy vs eager, ``get_tensor(k)`` (copies each whole tensor out of the file: what a caller who wants the
+   array gets, not the same work as our view). Also the peak Python allocation of each (tracemalloc), which
+   shows who copies the data.
 2. Dequantize a 16 Mi-value tensor for each MLX mode Ollama writes (int4/int8 affine, group 64; nvfp4; mxfp4;
    mxfp8), as ``load(blob).tensors[name].to_numpy(mlx_rounding=True)`` does, against ``mx.dequantize`` on the CPU
    (evaluated with ``mx.eval``, then copied to numpy like ours).
 
-Best of ``--repeat`` runs, ours and theirs taking turns; compare ratios, not times (a shared 2-core machine).
+Best of ``--repeat`` runs, ours and theirs taking turns after a warm-up run each; compare ratios, not times (a
+shared 2-core machine). ``--quick`` is a smoke run (small files, 64 Ki values, one run).
 
-    PYTHONPATH=. python benchmarks/bench_safetensors.py [--repeat 5] [--size 16Mi]
+    PYTHONPATH=.:benchmarks python benchmarks/bench_safetensors.py [--repeat 5] [--size 16Mi] [--quick]
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 from bench_dequant import parse_size
-from bench_read import best
+from bench_read import compare
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
@@ -48,26 +51,33 @@ def ours_touch(path: Path) -> int:
 
 
 def theirs_touch(path: Path) -> int:
+    """get_tensor: the whole tensor copied out of the file, then its first byte."""
     with safe_open(str(path), framework="numpy") as f:
         return sum(int(f.get_tensor(k).reshape(-1).view(np.uint8)[:1].sum()) for k in f.keys())  # noqa: SIM118
 
 
-def bench_open(folder: Path, repeat: int) -> list[str]:
+def theirs_slice(path: Path) -> int:
+    """get_slice(k)[:1]: the library's lazy access, one element read (our tensors here are 1-D)."""
+    with safe_open(str(path), framework="numpy") as f:
+        return sum(int(f.get_slice(k)[:1].view(np.uint8)[:1].sum()) for k in f.keys())  # noqa: SIM118
+
+
+def bench_open(folder: Path, repeat: int, quick: bool = False) -> list[str]:
     rng = np.random.default_rng(0)
+    count, small, big = (20, 4096, 1 << 18) if quick else (2000, 4096, 8 << 20)
     files = {
-        "2000 tensors × 16 KiB": {f"layers.{i}.w": rng.standard_normal(4096, dtype=np.float32) for i in range(2000)},
-        "8 tensors × 32 MiB": {f"w{i}": rng.standard_normal(8 << 20, dtype=np.float32) for i in range(8)},
+        f"{count} tensors × {human(small * 4)}": {f"layers.{i}.w": rng.standard_normal(small, dtype=np.float32) for i in range(count)},
+        f"8 tensors × {human(big * 4)}": {f"w{i}": rng.standard_normal(big, dtype=np.float32) for i in range(8)},
     }
-    rows = ["| file | ours: open + touch every tensor | safetensors safe_open + get_tensor | speed-up | our peak allocation | theirs |", "|---|---:|---:|---:|---:|---:|"]
+    rows = ["| file | safetensors library | kind | ours: open + first element of every tensor | theirs | speed-up | our peak allocation | theirs |",
+            "|---|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
     for label, tensors in files.items():
         path = folder / "bench.safetensors"
         save_file(tensors, str(path))
-        ours, theirs = [], []
-        for _ in range(repeat):
-            ours.append(best(lambda p=path: ours_touch(p), 1))
-            theirs.append(best(lambda p=path: theirs_touch(p), 1))
-        o, t = min(ours), min(theirs)
-        rows.append(f"| {label} | {o * 1e3:.1f} ms | {t * 1e3:.1f} ms | {t / o:.1f}× | {human(peak(lambda p=path: ours_touch(p)))} | {human(peak(lambda p=path: theirs_touch(p)))} |")
+        ours_peak = human(peak(lambda p=path: ours_touch(p)))
+        for name, kind, theirs in (("safe_open + get_slice(k)[:1]", "like for like", theirs_slice), ("safe_open + get_tensor(k)", "lazy vs eager (copy)", theirs_touch)):
+            o, t = compare(lambda p=path: ours_touch(p), lambda p=path, fn=theirs: fn(p), repeat)
+            rows.append(f"| {label} | {name} | {kind} | {o * 1e3:.1f} ms | {t * 1e3:.1f} ms | {t / o:.1f}× | {ours_peak} | {human(peak(lambda p=path, fn=theirs: fn(p)))} |")
     return rows
 
 
@@ -88,12 +98,9 @@ def bench_dequant(n_values: int, repeat: int) -> list[str]:
             mx.eval(out)
             return np.array(out)
 
-        o, t = [], []
-        for _ in range(repeat):
-            o.append(best(ours, 1))
-            t.append(best(theirs, 1))
+        o, t = compare(ours, theirs, repeat)
         exact = np.array_equal(ours(), theirs(), equal_nan=True)
-        rows.append(f"| {name} (group {group}) | {min(o) * 1e3:.0f} | {min(t) * 1e3:.0f} | {min(o) / min(t):.2f} | {'yes' if exact else 'NO'} |")
+        rows.append(f"| {name} (group {group}) | {o * 1e3:.0f} | {t * 1e3:.0f} | {o / t:.2f} | {'yes' if exact else 'NO'} |")
     return rows
 
 
@@ -113,11 +120,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--size", default="16Mi", help="values per dequantized tensor")
+    ap.add_argument("--quick", action="store_true", help="smoke run: small files, 64 Ki values, one run")
     args = ap.parse_args()
+    repeat = 1 if args.quick else args.repeat
     with tempfile.TemporaryDirectory() as tmp:
-        print("\n".join(bench_open(Path(tmp), args.repeat)))
+        print("\n".join(bench_open(Path(tmp), repeat, args.quick)))
     print()
-    print("\n".join(bench_dequant(parse_size(args.size), args.repeat)))
+    print("\n".join(bench_dequant(parse_size("64Ki" if args.quick else args.size), repeat)))
 
 
 if __name__ == "__main__":

@@ -144,7 +144,7 @@ def plot(path: Path, panels: list[tuple[str, str, list[tuple[str, float, float]]
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes, to check the script in seconds")
+    ap.add_argument("--quick", "--smoke", dest="smoke", action="store_true", help="tiny sizes, to check the script in seconds")
     ap.add_argument("--gib", default="1,3,10", help="file sizes for hash/set, GiB (skipped sizes are reported)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", default=tempfile.gettempdir(), help="where to make the big files")

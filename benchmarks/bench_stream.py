@@ -3,8 +3,8 @@
     PYTHONPATH=. python benchmarks/bench_stream.py [--gib 1,3] [--repeat 3] [--dir /tmp]
 
 For each size, a GGUF file of that much tensor data (256 MiB tensors of random bytes) is made with our writer in
-a temporary folder under ``--dir`` and deleted afterwards. Each command runs as its own process under
-``/usr/bin/time -v`` (wall time and maximum resident set size); the commands take turns, best of ``--repeat``,
+a temporary folder under ``--dir`` and deleted afterwards. Each command runs as its own process with its
+wall time and maximum resident set size (the child's rusage, as ``/usr/bin/time -v`` reports it); the commands take turns, best of ``--repeat``,
 so that load from elsewhere on a shared machine hits them alike. The file is read once first, so every run sees
 the page cache warm. Our ``set`` writes a temporary file, fsyncs it and renames it into place, so besides plain
 ``cp`` (whose copy is still being written back when it exits) the fair reference is ``cp`` then ``sync`` of the
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -46,15 +45,20 @@ def make_file(path: Path, n_bytes: int) -> None:
 
 
 def timed(cmd: list[str], cwd: Path) -> tuple[float, int, str]:
-    """(wall seconds, max RSS in bytes, stdout) of ``cmd`` run under /usr/bin/time -v."""
+    """(wall seconds, max RSS in bytes, stdout) of ``cmd``: the child's own rusage from ``os.wait4``, the figure
+    ``/usr/bin/time -v`` prints as "Maximum resident set size" (not every machine has GNU time installed)."""
     env = {**os.environ, "PYTHONPATH": str(CODE)}
-    start = time.perf_counter()
-    r = subprocess.run(["/usr/bin/time", "-v", *cmd], capture_output=True, text=True, cwd=cwd, env=env)
-    wall = time.perf_counter() - start
-    if r.returncode != 0:
-        raise SystemExit(f"{cmd} failed: {r.stderr[-2000:]}")
-    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr).group(1)) * 1024
-    return wall, rss, r.stdout
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode != 0:
+            raise SystemExit(f"{cmd} failed: {err.read().decode(errors='replace')[-2000:]}")
+        return wall, usage.ru_maxrss * 1024, out.read().decode()
 
 
 def best_of(cmds: dict[str, list[str]], repeat: int, cwd: Path, before=None) -> dict[str, tuple[float, int, str]]:
@@ -83,7 +87,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", default=tempfile.gettempdir(), help="where to make the big files")
     ap.add_argument("--code", default=str(ROOT), help="checkout whose gguf_construct to time (default: this one)")
+    ap.add_argument("--quick", action="store_true", help="one 16 MiB file, once: checks the script")
     args = ap.parse_args()
+    if args.quick:
+        args.gib, args.repeat = "0.015625", 1
     global CODE
     CODE = Path(args.code)
     py = sys.executable

@@ -37,7 +37,10 @@ def best(fn: Callable[[str], object], texts: list[str], repeat: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="one run of each: checks the script")
     args = ap.parse_args()
+    if args.quick:
+        args.repeat = 1
     warnings.simplefilter("ignore")
     env = _environment()
     real = [p.read_text(encoding="utf-8") for p in TEMPLATES]

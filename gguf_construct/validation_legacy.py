@@ -109,24 +109,25 @@ def _check_example_header(c: Container, hp: dict[str, Any], out: list[Issue]) ->
         out.append(Issue("mel_filters.n_mel", f"{m['n_mel']} filter rows, n_mels is {hp['n_mels']}", "mel_filters.n_mel", severity="warning"))
 
 
-def _check_tensors(c: Container, max_dims: int, out: list[Issue], records: str = "tensors", fields: tuple[str, str, str] = ("type", "ne", "name"),
-                   min_dims: int = 0) -> None:  # fmt: skip
-    type_f, dims_f, name_f = fields
+def _check_tensors(c: Container, max_dims: int, out: list[Issue], records: str = "tensors",
+                   fields: tuple[str, str, str, str] = ("type", "ne", "name", "n_dims"), min_dims: int = 0) -> None:  # fmt: skip
+    """Tensor records of either schema; ``fields`` names its type, extents, name and dimension count fields."""
+    type_f, dims_f, name_f, count_f = fields
     seen: dict[str, int] = {}
     for i, t in enumerate(c[records]):
         path, at = f"{records}[{i}]", int(t["_offset"])
         ne, name = list(t[dims_f]), t[name_f]
         if not min_dims <= len(ne) <= max_dims:
-            out.append(Issue("tensor.n_dims", f"{name!r}: {len(ne)} dimensions, {min_dims} to {max_dims} allowed", f"{path}.n_dims", at))
+            out.append(Issue("tensor.n_dims", f"{name!r}: {len(ne)} dimensions, {min_dims} to {max_dims} allowed", f"{path}.{count_f}", at))
         if any(d < 1 for d in ne):
-            out.append(Issue("tensor.ne", f"{name!r}: dimension of 0 in {ne}", f"{path}.ne", at + 12))
+            out.append(Issue("tensor.ne", f"{name!r}: dimension of 0 in {ne}", f"{path}.{dims_f}", at + 12))
         ltype: LegacyType = resolve_type(c["type_table"], int(t[type_f]))
         if ne and ne[0] % ltype.elements:
-            out.append(Issue("tensor.ne0", f"{name!r}: ne0 = {ne[0]} is not a multiple of {ltype.layout}'s block of {ltype.elements}", f"{path}.ne", at + 12))
+            out.append(Issue("tensor.ne0", f"{name!r}: ne0 = {ne[0]} is not a multiple of {ltype.layout}'s block of {ltype.elements}", f"{path}.{dims_f}", at + 12))
         if not name:
-            out.append(Issue("tensor.name", "empty tensor name", f"{path}.name", at))
+            out.append(Issue("tensor.name", "empty tensor name", f"{path}.{name_f}", at))
         if name in seen:
-            out.append(Issue("tensor.duplicate", f"{name!r} also at record {seen[name]}", f"{path}.name", at))
+            out.append(Issue("tensor.duplicate", f"{name!r} also at record {seen[name]}", f"{path}.{name_f}", at))
         seen.setdefault(name, i)
         pad = t.get("_padding")
         if pad and any(pad):
@@ -149,7 +150,7 @@ def check_rwkv(c: Container, profile: str = "spec") -> list[Issue]:
         out.append(Issue("loader.type", f"data_type {header_type} ({removed[str(header_type)]}) was removed from rwkv.cpp", "data_type", 20))
     elif loader and version == 100 and header_type > 1:
         out.append(Issue("loader.version", "rwkv.cpp refuses quantized version-100 files (pre-GGJT-v2 layouts; migrate re-encodes them)", "version", 4))
-    _check_tensors(c, 3, out, "parameters", ("data_type", "shape", "key"), min_dims=1)
+    _check_tensors(c, 3, out, "parameters", ("data_type", "shape", "key", "dim_count"), min_dims=1)
     if loader:
         for i, p in enumerate(c["parameters"]):
             if str(int(p["data_type"])) in removed:

@@ -6,14 +6,14 @@ import os
 
 import numpy as np
 import pytest
-from conftest import CORPUS
+from conftest import corpus_file
 
 from gguf_construct import GGUF, FormatError, UnknownFormatError, detect, from_bytes, load, new, schema_for
 from gguf_construct.data import EXAMPLE, build_example
 
 
 def test_metadata_keeps_types_and_infers_standard_ones(tmp_path):
-    f = load(CORPUS / "gguf/v3-llama-vocab.gguf")
+    f = load(corpus_file("gguf/v3-llama-vocab.gguf"))
     assert f.metadata.type_of("llama.context_length") == "u32"
     assert f.metadata.type_of("tokenizer.ggml.tokens") == "arr[str]"
     assert isinstance(f.metadata["tokenizer.ggml.scores"], np.ndarray)
@@ -62,7 +62,7 @@ def test_tensors_from_numpy_and_bytes_in_both_byte_orders(tmp_path):
 
 
 def test_replace_and_remove_tensors_keep_the_rest(tmp_path):
-    f = load(CORPUS / "generated/ggml-writer-kquants.gguf")
+    f = load(corpus_file("generated/ggml-writer-kquants.gguf"))
     before = {t.name: t.data.tobytes() for t in f.tensors.values()}
     f.tensors.replace("output_norm.weight", np.zeros(1001, dtype=np.float32))
     del f.tensors["test.i8_odd"]
@@ -76,7 +76,7 @@ def test_replace_and_remove_tensors_keep_the_rest(tmp_path):
 
 
 def test_rename_keeps_place_and_data_and_checks_the_name(tmp_path):
-    f = load(CORPUS / "generated/ggml-writer-kquants.gguf")
+    f = load(corpus_file("generated/ggml-writer-kquants.gguf"))
     names = list(f.tensors)
     data = {n: f.tensors[n].data.tobytes() for n in names}
     f.tensors.rename(names[1], "renamed")
@@ -94,45 +94,45 @@ def test_rename_keeps_place_and_data_and_checks_the_name(tmp_path):
 
 
 def test_unmodified_save_reproduces_the_file(tmp_path):
-    for path in (CORPUS / "generated/gguf-py-le.gguf", CORPUS / "generated/gguf-py-be.gguf", CORPUS / "gguf/v3-gpt-2-vocab.gguf"):
+    for path in (corpus_file("generated/gguf-py-le.gguf"), corpus_file("generated/gguf-py-be.gguf"), corpus_file("gguf/v3-llama-vocab.gguf"), corpus_file("gguf/v2-falcon-vocab.gguf")):
         load(path).save(tmp_path / "same.gguf")
         assert (tmp_path / "same.gguf").read_bytes() == path.read_bytes()
 
 
 def test_save_is_atomic_and_leaves_the_input_alone(tmp_path):
     src = tmp_path / "in.gguf"
-    src.write_bytes((CORPUS / "generated/gguf-py-le.gguf").read_bytes())
+    src.write_bytes((corpus_file("generated/gguf-py-le.gguf")).read_bytes())
     f = load(src)
     f.tensors.add("broken", np.zeros(4, dtype=np.float32))
     f.tensors._sources[-1] = b"short"  # a data source of the wrong size makes the build fail midway
     with pytest.raises(ValueError):
         f.save(src)
-    assert src.read_bytes() == (CORPUS / "generated/gguf-py-le.gguf").read_bytes()
+    assert src.read_bytes() == (corpus_file("generated/gguf-py-le.gguf")).read_bytes()
     assert sorted(os.listdir(tmp_path)) == ["in.gguf"]  # no temporary file left behind
 
 
 def test_overwriting_the_open_file_keeps_reading_the_old_data(tmp_path):
     src = tmp_path / "m.gguf"
-    src.write_bytes((CORPUS / "generated/gguf-py-le.gguf").read_bytes())
+    src.write_bytes((corpus_file("generated/gguf-py-le.gguf")).read_bytes())
     f = load(src)
     f.metadata["general.name"] = "x" * 500
     f.save(src)
     assert load(src).metadata["general.name"] == "x" * 500
-    assert load(src).tensors["odd.f32"].data.tobytes() == load(CORPUS / "generated/gguf-py-le.gguf").tensors["odd.f32"].data.tobytes()
+    assert load(src).tensors["odd.f32"].data.tobytes() == load(corpus_file("generated/gguf-py-le.gguf")).tensors["odd.f32"].data.tobytes()
 
 
 def test_detect_and_schema_for():
-    data = (CORPUS / "generated/gguf-py-le.gguf").read_bytes()
-    assert detect(data) == "gguf" and detect(data[:8]) == "gguf" and detect(CORPUS / "generated/gguf-py-le.gguf") == "gguf"
+    data = (corpus_file("generated/gguf-py-le.gguf")).read_bytes()
+    assert detect(data) == "gguf" and detect(data[:8]) == "gguf" and detect(corpus_file("generated/gguf-py-le.gguf")) == "gguf"
     assert schema_for(data) is GGUF
     with pytest.raises(UnknownFormatError):
-        detect((CORPUS / "legacy/not-a-model-raw-vocab.bin").read_bytes())
+        detect((corpus_file("legacy/not-a-model-raw-vocab.bin")).read_bytes())
     with pytest.raises(UnknownFormatError):
         detect(b"")
 
 
 def test_from_bytes_and_forced_byte_order():
-    data = (CORPUS / "generated/gguf-py-be.gguf").read_bytes()
+    data = (corpus_file("generated/gguf-py-be.gguf")).read_bytes()
     assert from_bytes(data).byte_order == "big"
     with pytest.raises(FormatError):
         GGUF.parse(data, byte_order="little")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 import pytest
-from conftest import CORPUS
+from conftest import corpus_file
 from test_mlx_dequant import blob_tensors, mlx_blob, quantize
 
 import gguf_construct as gc
@@ -129,7 +129,7 @@ def test_gguf_to_safetensors_round_trip_through_mlx(tmp_path):
 
 
 def test_every_ggml_type_to_safetensors_verified(tmp_path):
-    src = CORPUS / "generated/ggml-writer-all-types.gguf"
+    src = corpus_file("generated/ggml-writer-all-types.gguf")
     out = tmp_path / "all.safetensors"
     assert main(["convert", str(src), str(out)]) == 0
     f, g = from_bytes(out.read_bytes()), gc.load(src)

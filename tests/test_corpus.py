@@ -2,19 +2,71 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
 import pytest
-from conftest import CORPUS, INVALID_GGUF, VALID_GGUF, corpus_files, rel
+from conftest import DATA, FULL_CORPUS, INVALID_GGUF, VALID_GGUF, corpus_file, corpus_files, manifest, rel, shipped_manifest
+from oracles import ggml_read
 
-from gguf_construct import GGUF, FormatError, load, validate_file
+from gguf_construct import GGUF, FormatError, detect, load, validate_file
 from gguf_construct.cli.report import info_json
 
+SHIPPED = shipped_manifest()
+SHIPPED_BUDGET = 12 * 2**20  # tests/data's ceiling: the compact tier must stay small enough to ship
 
-def test_corpus_is_present():
-    assert len(corpus_files("gguf/*.gguf")) == 8
-    assert len(VALID_GGUF) == 14 and len(INVALID_GGUF) == 4
+
+def _sha256(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_shipped_data_is_what_its_manifest_lists():
+    listed = {e["file"] for e in SHIPPED}
+    mirrored = {name.split("/")[0] for name in listed}  # the corpus's folders and vectors/; other tests keep their own data beside
+    present = {p.relative_to(DATA).as_posix() for p in DATA.rglob("*") if p.is_file() and p.relative_to(DATA).parts[0] in mirrored}
+    assert present == listed
+    assert sum(e["size"] for e in SHIPPED) <= SHIPPED_BUDGET
+    assert all(e["license"] and e["origin"] and e["what"] for e in SHIPPED)
+
+
+@pytest.mark.parametrize("entry", SHIPPED, ids=lambda e: e["file"])
+def test_shipped_file_matches_its_sha256(entry):
+    path = DATA / entry["file"]
+    assert (path.stat().st_size, _sha256(path)) == (entry["size"], entry["sha256"])
+    if FULL_CORPUS is not None and entry.get("corpus_file"):  # the corpus-wide tier: the copy is the corpus's file
+        assert _sha256(FULL_CORPUS / entry["corpus_file"]) == entry["sha256"]
+
+
+@pytest.mark.parametrize("name", sorted(manifest()), ids=str)
+def test_every_manifest_file_is_present_with_its_sha256(name):
+    entry = manifest()[name]
+    assert _sha256(corpus_file(name)) == entry["sha256"]
+
+
+@pytest.mark.parametrize("entry", [e for e in SHIPPED if "slice_of" in e], ids=lambda e: e["file"])
+def test_damaged_slice_shows_the_damage_of_the_whole_file(entry):
+    """A shipped slice of a damaged file is rejected by the same rule, at the same field and offset, as the
+    whole file (recorded in MANIFEST.json; checked against the whole file in the corpus-wide tier)."""
+    whole = entry["slice_of"]
+    assert (whole["start"], entry["size"]) == (0, whole["stop"])
+    expected = [(entry["damage"]["rule"], entry["damage"]["path"], entry["damage"]["offset"])]
+    assert [(i.rule, i.path, i.offset) for i in validate_file(DATA / entry["file"], "spec") if i.severity == "error"] == expected
+    assert ggml_read(DATA / entry["file"]) is None
+    if FULL_CORPUS is not None:
+        full = FULL_CORPUS / whole["file"]
+        assert _sha256(full) == whole["sha256"]
+        assert full.read_bytes()[: whole["stop"]] == (DATA / entry["file"]).read_bytes()
+        assert [(i.rule, i.path, i.offset) for i in validate_file(full, "spec") if i.severity == "error"] == expected
+
+
+def test_the_tiers_cover_every_kind_of_file():
+    """Valid GGUF of both versions in use and both byte orders, files each reference refuses, every legacy kind."""
+    assert {load(p).version for p in VALID_GGUF} >= {2, 3}
+    assert {load(p).byte_order for p in VALID_GGUF} == {"little", "big"}
+    assert len(INVALID_GGUF) >= 3
+    assert {detect(p) for p in corpus_files("legacy/*.bin") if "not-a-model" not in p.name} == {"ggml", "ggmf"}
+    assert {load(p).version for p in corpus_files("rwkv/*.bin")} == {100, 101}
 
 
 @pytest.mark.parametrize("path", VALID_GGUF, ids=rel)
@@ -49,7 +101,7 @@ def _agree(ours, theirs, where):
         assert ours == theirs, where
 
 
-@pytest.mark.parametrize("path", sorted(CORPUS.glob("*/*.gguf")), ids=rel)
+@pytest.mark.parametrize("path", corpus_files("*/*.gguf"), ids=rel)
 def test_info_json_agrees_with_ggml_reader(path, corpus_manifest):
     """For every file ggml's C reader accepted, info --json reports the same header, keys and tensors;
     every file it refused is refused by our ggml profile too, except big-endian ones (ggml refuses any byte
@@ -76,31 +128,31 @@ def test_info_json_agrees_with_ggml_reader(path, corpus_manifest):
 
 
 def test_big_endian_twin_reads_the_same_values():
-    le = load(CORPUS / "generated/gguf-py-le.gguf")
-    be = load(CORPUS / "generated/gguf-py-be.gguf")
+    le = load(corpus_file("generated/gguf-py-le.gguf"))
+    be = load(corpus_file("generated/gguf-py-be.gguf"))
     assert (le.byte_order, be.byte_order) == ("little", "big")
     assert list(le.metadata) == list(be.metadata)
     for key in le.metadata:
         a, b = le.metadata[key], be.metadata[key]
         if isinstance(a, np.ndarray):
-            assert np.array_equal(a, b) and b.dtype.byteorder == ">" or b.dtype.itemsize == 1
+            assert np.array_equal(a, b) and (b.dtype.byteorder == ">" or b.dtype.itemsize == 1), key
         else:
             assert list(a) == list(b) if not isinstance(a, (int, float, str)) else a == b
     assert [(t.name, t.shape, t.type, t.offset) for t in le.tensors.values()] == [(t.name, t.shape, t.type, t.offset) for t in be.tensors.values()]
 
 
 def test_tensor_data_is_a_view_of_the_map():
-    f = load(CORPUS / "generated/ggml-writer-all-types.gguf")
+    f = load(corpus_file("generated/ggml-writer-all-types.gguf"))
     t = f.tensors["output_norm.weight"] if "output_norm.weight" in f.tensors else next(iter(f.tensors.values()))
     assert not t.data.flags.owndata and not t.data.flags.writeable
-    raw = (CORPUS / "generated/ggml-writer-all-types.gguf").read_bytes()
+    raw = (corpus_file("generated/ggml-writer-all-types.gguf")).read_bytes()
     start = f.data_offset + t.offset
     assert t.data.tobytes() == raw[start : start + t.nbytes]
 
 
 def test_v1_layout_reads_and_round_trips(tmp_path):
     """No v1 file is in the corpus: write one from a v2 vocabulary and check that it reads back equal."""
-    src = load(CORPUS / "gguf/v2-falcon-vocab.gguf")
+    src = load(corpus_file("gguf/v2-falcon-vocab.gguf"))
     out = tmp_path / "v1.gguf"
     src.save(out, version=1)
     v1 = load(out)
@@ -109,4 +161,4 @@ def test_v1_layout_reads_and_round_trips(tmp_path):
     data = out.read_bytes()
     assert GGUF.build(GGUF.parse(data)) == data
     # the v1 file is smaller by 4 bytes per count, length and dimension
-    assert len(data) < (CORPUS / "gguf/v2-falcon-vocab.gguf").stat().st_size
+    assert len(data) < (corpus_file("gguf/v2-falcon-vocab.gguf")).stat().st_size

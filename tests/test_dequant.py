@@ -1,20 +1,20 @@
 """The numpy dequantization backend against ggml's own C code, gguf-py, and the schema tables.
 
-Oracles: the vectors in ../shared/vectors/ggml (ggml's quantizer output and random block bytes, dequantized by
+Oracles: the vectors in tests/data/vectors/ggml, a copy of ../shared/vectors/ggml (ggml's quantizer output and random block bytes, dequantized by
 ggml's ``to_float``), ggml's C library through ggml-python (``to_float`` on fresh random bytes, and
 ``dequantize_row_q8_K``, which ggml-python does not wrap), gguf-py's ``gguf.quants`` and its endianness
-converter's output in the corpus. The vectors and corpus are required: the tests fail without them.
+converter's output in the corpus (files found through conftest's corpus_file).
 """
 
 from __future__ import annotations
 
 import ctypes
 import tracemalloc
-from pathlib import Path
 
 import construct
 import numpy as np
 import pytest
+from conftest import VECTORS, corpus_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,10 +25,6 @@ from gguf_construct.quants import common as common_module
 from gguf_construct.quants import dequant as dequant_module
 from gguf_construct.quants.blocks import block_elements
 from gguf_construct.tables import GGML_TYPES
-
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-VECTORS = SHARED / "vectors" / "ggml"
-GENERATED = SHARED / "corpus" / "generated"
 
 # every type ggml's C code can dequantize, as the vectors README lists them
 VECTOR_TYPES = [
@@ -102,7 +98,6 @@ def ggml_c_function(name: str):
 
 
 def test_vectors_are_present():
-    assert VECTORS.is_dir(), f"{VECTORS} is missing: the tests need ../shared/vectors next to the project"
     assert sorted(p.stem for p in VECTORS.glob("*.npz")) == sorted(VECTOR_TYPES)
 
 
@@ -195,7 +190,7 @@ def test_q8_1_follows_its_block_definition():
 
 def test_every_tensor_of_ggml_writer_all_types():
     """The corpus file ggml's writer made with every quantizable type, dequantized as ggml does."""
-    c = GGUF.parse_file(GENERATED / "ggml-writer-all-types.gguf")
+    c = GGUF.parse_file(corpus_file("generated/ggml-writer-all-types.gguf"))
     seen = set()
     for info in c.tensor_infos:
         t = GGML_TYPES.lookup(info.type)
@@ -338,8 +333,8 @@ def test_big_endian_round_trip(name):
 def test_gguf_py_endian_converter_corpus():
     """Every tensor of gguf-py-le.gguf, converted, is byte for byte the same tensor of gguf-py-be.gguf (made by
     gguf-py's gguf_convert_endian), and both dequantize to the same values."""
-    le = GGUF.parse_file(GENERATED / "gguf-py-le.gguf")
-    be = GGUF.parse_file(GENERATED / "gguf-py-be.gguf")
+    le = GGUF.parse_file(corpus_file("generated/gguf-py-le.gguf"))
+    be = GGUF.parse_file(corpus_file("generated/gguf-py-be.gguf"))
     assert (le.byte_order, be.byte_order) == ("little", "big")
     assert len(le.tensor_infos) == len(be.tensor_infos) >= 8
     for a, b in zip(le.tensor_infos, be.tensor_infos):

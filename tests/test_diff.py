@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
-from conftest import CORPUS
+from conftest import corpus_file
 
 import gguf_construct as gc
 from gguf_construct.cli.diff import diff_files
@@ -54,7 +54,7 @@ def test_metadata_and_values(tmp_path):
 
 
 def test_big_and_little_endian_twins_hold_the_same_values():
-    d = diff_files(gc.load(CORPUS / "generated/gguf-py-le.gguf"), gc.load(CORPUS / "generated/gguf-py-be.gguf"))
+    d = diff_files(gc.load(corpus_file("generated/gguf-py-le.gguf")), gc.load(corpus_file("generated/gguf-py-be.gguf")))
     assert d["header"] == {"byte_order": ["little", "big"]}
     assert not d["metadata"]["changed"]
     # multi-byte types differ in bytes but not in value

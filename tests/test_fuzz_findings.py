@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from oracle_pins import known_behaviour
 
 from gguf_construct import GGUF, FormatError, UnsupportedTypeError, from_bytes, load, validate_bytes
 from gguf_construct.fuzzing.adapters import read_ggml, read_gguf_py
@@ -98,7 +99,7 @@ def test_the_string_scan_allocates_in_proportion_to_its_window_not_the_file():
 def test_q8_1_blocks_are_36_bytes():
     path = REPRO / "gguf-py-q8_1-block-size.gguf"
     assert load(path).tensors["w"].nbytes == 36 == read_ggml(str(path))["tensors"][0][4]
-    assert read_gguf_py(str(path))["tensors"][0][4] == 40  # gguf-py: GGML_QUANT_SIZES[Q8_1] = (32, 4 + 4 + 32)
+    assert read_gguf_py(str(path))["tensors"][0][4] == 40, known_behaviour("gguf", "sizes a Q8_1 block at 40 bytes (GGML_QUANT_SIZES[Q8_1] = (32, 4 + 4 + 32))")
 
 
 def test_big_endian_tensors_dequantize_in_their_byte_order():
@@ -114,7 +115,7 @@ def test_big_endian_tensors_dequantize_in_their_byte_order():
     t = next(t for t in GGUFReader(path).tensors if t.name == "w.f32")
     with np.errstate(all="ignore"):
         theirs = np.asarray(gq.dequantize(np.asarray(t.data), t.tensor_type)).reshape(-1)
-    assert not np.array_equal(theirs, expected)  # gguf-py reads the big-endian words as native ones
+    assert not np.array_equal(theirs, expected), known_behaviour("gguf", "dequantizes big-endian words as native ones")
 
 
 @pytest.mark.parametrize(
@@ -131,7 +132,10 @@ def test_files_gguf_py_accepts_and_we_reject(name, rule):
     with pytest.raises(FormatError) as info:
         from_bytes(data(name))
     assert info.value.rule == rule
-    read_gguf_py(str(REPRO / name))  # gguf-py reads it without complaint
+    try:
+        read_gguf_py(str(REPRO / name))  # gguf-py reads it without complaint
+    except Exception as e:
+        raise AssertionError(known_behaviour("gguf", f"reads {name} without complaint")) from e
 
 
 def test_huge_array_count_is_rejected_at_once_while_gguf_py_hangs():
@@ -142,7 +146,7 @@ def test_huge_array_count_is_rejected_at_once_while_gguf_py_hangs():
         answer = worker.ask(str(REPRO / name))
     finally:
         worker.close()
-    assert not answer["ok"] and "Timeout" in answer["error"], answer
+    assert not answer["ok"] and "Timeout" in answer["error"], (known_behaviour("gguf", "hangs on a huge array count"), answer)
 
 
 # -- ggml (ggml-python 0.0.45) ------------------------------------------------------------------------------
@@ -159,4 +163,4 @@ def test_files_ggml_reads_metadata_of_and_we_reject(name, rule):
     as a scalar; both profiles reject these files."""
     for profile in ("spec", "ggml"):
         assert rule in errors(name, profile)
-    assert read_ggml(str(REPRO / name))["tensors"]
+    assert read_ggml(str(REPRO / name))["tensors"], known_behaviour("ggml-python", f"reads the metadata of {name}")

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CORPUS
+from conftest import corpus_file
 
 import gguf_construct as gc
 from gguf_construct.cli.hash import compare, hash_file
@@ -17,7 +17,7 @@ def run(*args, cwd=None):
     return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
-@pytest.mark.parametrize("path", [CORPUS / "generated/gguf-py-le.gguf", CORPUS / "generated/ggml-writer-kquants.gguf", CORPUS / "generated/gguf-py-align64.gguf", example_path()], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [corpus_file("generated/gguf-py-le.gguf"), corpus_file("generated/ggml-writer-kquants.gguf"), corpus_file("generated/gguf-py-align64.gguf"), example_path()], ids=lambda p: p.name)
 @pytest.mark.parametrize("flags", [[], ["--no-layer"]])
 def test_same_output_as_gguf_hash(path, flags):
     ours = run("-m", "gguf_construct.cli.main", "hash", path, *flags)
@@ -39,7 +39,7 @@ def test_skipped_buffers_like_gguf_hash(tmp_path):
 
 
 def test_against_proves_a_rewrite_kept_every_tensor(tmp_path):
-    src = CORPUS / "generated/gguf-py-le.gguf"
+    src = corpus_file("generated/gguf-py-le.gguf")
     be = tmp_path / "v2.gguf"
     gc.load(src).save(be, version=2)  # another version: the header moves, tensor bytes must not
     r = run("-m", "gguf_construct.cli.main", "hash", src, "--against", be)

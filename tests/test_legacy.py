@@ -13,7 +13,7 @@ import gguf_construct as gc
 from gguf_construct.api.legacy import open_legacy
 from gguf_construct.formats.base import map_file
 from gguf_construct.quants.retired import RETIRED, dequantize_retired, to_current
-from tests.conftest import CORPUS, corpus_files, manifest, rel
+from tests.conftest import corpus_file, corpus_files, manifest, rel
 
 LEGACY = [p for p in corpus_files("legacy/*.bin") if "not-a-model" not in p.name]
 RWKV_FILES = corpus_files("rwkv/*.bin")
@@ -30,7 +30,7 @@ def test_corpus_round_trip(path):
 
 
 def test_ggmf_vocab_file_matches_reference():
-    c = gc.GGML.parse(map_file(CORPUS / "legacy/ggmf-v1-llama-vocab.bin"))
+    c = gc.GGML.parse(map_file(corpus_file("legacy/ggmf-v1-llama-vocab.bin")))
     assert (c.format, c.version, c.profile) == ("ggmf", 1, "llama")
     assert [c.hparams[k] for k in ("n_vocab", "n_embd", "n_mult", "n_head", "n_layer", "n_rot", "ftype")] == [32000, 4096, 256, 32, 32, 128, 1]
     v = c.vocab
@@ -40,10 +40,13 @@ def test_ggmf_vocab_file_matches_reference():
     assert v.scores[259] == np.float32(-1e9) and v.scores[-1] == np.float32(-31740)
 
 
-@pytest.mark.parametrize("name,state,layers,n_vocab", [("whisper-ggml-tiny.bin", 384, 4, 51865), ("whisper-ggml-tiny.en.bin", 384, 4, 51864),
-                                                        ("whisper-ggml-base.bin", 512, 6, 51865)])  # fmt: skip
-def test_whisper_files_match_reference(name, state, layers, n_vocab):
-    f = gc.load(CORPUS / "legacy" / name)
+WHISPER_EXPECTED = {"whisper-ggml-tiny.bin": (384, 4, 51865), "whisper-ggml-tiny.en.bin": (384, 4, 51864), "whisper-ggml-base.bin": (512, 6, 51865)}
+
+
+@pytest.mark.parametrize("path", corpus_files("legacy/whisper-*.bin"), ids=lambda p: p.name)
+def test_whisper_files_match_reference(path):
+    state, layers, n_vocab = WHISPER_EXPECTED[path.name]
+    f = gc.load(path)
     assert (f.format, f.profile, f.version) == ("ggml", "whisper", None)
     md = f.metadata
     assert (md["n_vocab"], md["n_audio_state"], md["n_audio_layer"], md["n_mels"], md["ftype"]) == (n_vocab, state, layers, 80, 1)
@@ -54,7 +57,7 @@ def test_whisper_files_match_reference(name, state, layers, n_vocab):
 
 
 def test_explicit_profile_and_wrong_profile():
-    data = map_file(CORPUS / "legacy/whisper-ggml-tiny.bin")
+    data = map_file(corpus_file("legacy/whisper-ggml-tiny.bin"))
     assert gc.GGML.parse(data, profile="whisper").profile == "whisper"
     with pytest.raises(gc.FormatError):
         gc.GGML.parse(data, profile="llama")
@@ -86,20 +89,20 @@ def test_rwkv_files_match_reference(path):
 
 
 def test_detect_names_every_format_and_rejects_the_vocab_dump():
-    assert gc.detect(CORPUS / "legacy/ggmf-v1-llama-vocab.bin") == "ggmf"
-    assert gc.detect(CORPUS / "legacy/whisper-ggml-tiny.bin") == "ggml"
-    assert gc.detect(CORPUS / "rwkv/tiny-rwkv-5v1-730K-FP32.bin") == "rwkv"
+    assert gc.detect(corpus_file("legacy/ggmf-v1-llama-vocab.bin")) == "ggmf"
+    assert gc.detect(corpus_file("legacy/whisper-ggml-tiny.bin")) == "ggml"
+    assert gc.detect(corpus_file("rwkv/tiny-rwkv-5v1-730K-Q5_1.bin")) == "rwkv"
     assert gc.detect(b"tjgg\x03\x00\x00\x00") == "ggjt"
-    ggmf = bytes(map_file(CORPUS / "legacy/ggmf-v1-llama-vocab.bin"))
+    ggmf = bytes(map_file(corpus_file("legacy/ggmf-v1-llama-vocab.bin")))
     assert gc.detect(b"tjgg" + ggmf[4:]) == "ggjt"  # the GGJT v1 vocab file differs only in its magic (reference §2.10)
     assert gc.GGML.parse(b"tjgg" + ggmf[4:]).format == "ggjt"
     for bad in (b"fmgg\x02\x00\x00\x00", b"tjgg\x04\x00\x00\x00", b"algg\x01\x00\x00\x00"):
         with pytest.raises(gc.UnknownFormatError):
             gc.detect(bad)
     with pytest.raises(gc.UnknownFormatError, match="not a model file"):
-        gc.detect(CORPUS / "legacy/not-a-model-raw-vocab.bin")
+        gc.detect(corpus_file("legacy/not-a-model-raw-vocab.bin"))
     with pytest.raises(gc.UnknownFormatError, match="not a model file"):
-        gc.load(CORPUS / "legacy/not-a-model-raw-vocab.bin")
+        gc.load(corpus_file("legacy/not-a-model-raw-vocab.bin"))
 
 
 # -- synthetic files -------------------------------------------------------------------------------------------

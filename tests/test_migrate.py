@@ -16,7 +16,7 @@ from gguf_construct.formats.base import map_file
 from gguf_construct.migrate import MigrationError, export, migrate
 from gguf_construct.migrate.llama import unicode_to_bytes
 from gguf_construct.quants.retired import RETIRED, dequantize_retired
-from tests.conftest import CORPUS, corpus_files
+from tests.conftest import corpus_file, corpus_files
 from tests.oracles import ggml_read, gguf_py_read, ours, shapeless
 from tests.test_legacy import llama_file, random_blocks
 
@@ -64,7 +64,7 @@ def test_corpus_file_migrates_with_equal_values(path, tmp_path):
 
 
 def test_ggmf_vocab_migrates_like_llama_cpp_and_exports_back(tmp_path):
-    src = CORPUS / "legacy/ggmf-v1-llama-vocab.bin"
+    src = corpus_file("legacy/ggmf-v1-llama-vocab.bin")
     out = tmp_path / "v.gguf"
     migrate(src, out)
     g = gc.load(out)
@@ -104,18 +104,32 @@ def test_rwkv_exports_back_to_the_same_bytes(path, tmp_path):
     assert again.read_bytes() == out.read_bytes()
 
 
-@pytest.mark.parametrize("model", ["4v0-660K", "5v1-730K", "5v2-730K"])
-@pytest.mark.parametrize("kind", ["Q5_0", "Q5_1"])
-def test_rwkv_q5_migration_stays_within_q5_error_of_fp32(model, kind, tmp_path):
-    ref, q = tmp_path / "fp32.gguf", tmp_path / "q.gguf"
-    migrate(CORPUS / f"rwkv/tiny-rwkv-{model}-FP32.bin", ref)
-    migrate(CORPUS / f"rwkv/tiny-rwkv-{model}-{kind}.bin", q)
+def _float_twin(quantized):
+    """The float file of the same weights: FP32 in the full corpus, FP16 where only tests/data's copy has one."""
+    for kind in ("FP32", "FP16"):
+        twins = [p for p in corpus_files("rwkv/*.bin") if p.name == quantized.name.rsplit("-", 1)[0] + f"-{kind}.bin"]
+        if twins:
+            return twins[0]
+    return None
+
+
+Q5_PAIRS = [(q, _float_twin(q)) for q in corpus_files("rwkv/*-Q5_*.bin") if _float_twin(q) is not None]
+
+
+@pytest.mark.parametrize("quantized,reference", Q5_PAIRS, ids=lambda p: p.name)
+def test_rwkv_q5_migration_stays_within_q5_error_of_float(quantized, reference, tmp_path):
+    """The same weights as Q5 and as floats (rwkv.cpp quantized its FP32 file): every quantized tensor within one
+    quantization step of the float one, every other tensor equal (to the float file's precision when it is FP16)."""
+    ref, q = tmp_path / "float.gguf", tmp_path / "q.gguf"
+    migrate(reference, ref)
+    migrate(quantized, q)
     a, b = gc.load(ref), gc.load(q)
     assert list(a.tensors) == list(b.tensors)
     compared = 0
     for name, t in b.tensors.items():
-        if t.type.name not in ("q5_0", "q5_1"):
-            assert np.array_equal(t.to_numpy(), a.tensors[name].to_numpy()), name  # unquantized tensors are identical
+        if t.type.name not in ("q5_0", "q5_1"):  # unquantized tensors are identical
+            expected = t.to_numpy() if a.tensors[name].type.name == "f32" else t.to_numpy().astype(np.float16).astype(np.float32)
+            assert np.array_equal(expected, a.tensors[name].to_numpy()), name
             continue
         x, y = a.tensors[name].to_numpy(), t.to_numpy()
         if np.abs(x).max() < 2**-14:  # below f16's normal range the block scale underflows (reference §3.8)
@@ -188,7 +202,7 @@ def test_ggjt_v3_quantized_file_migrates_bit_for_bit_and_exports_back(tmp_path):
 
 
 def test_whisper_tokens_keep_their_bytes(tmp_path):
-    src = CORPUS / "legacy/whisper-ggml-tiny.bin"
+    src = corpus_file("legacy/whisper-ggml-tiny.bin")
     out = tmp_path / "w.gguf"
     migrate(src, out)
     md = gc.load(out).metadata
@@ -200,7 +214,7 @@ def test_whisper_tokens_keep_their_bytes(tmp_path):
 
 
 def test_gguf_versions(tmp_path):
-    v2 = CORPUS / "gguf/v2-falcon-vocab.gguf"
+    v2 = corpus_file("gguf/v2-falcon-vocab.gguf")
     v3 = tmp_path / "v3.gguf"
     migrate(v2, v3)
     a, b = gc.load(v2), gc.load(v3)
@@ -214,7 +228,7 @@ def test_gguf_versions(tmp_path):
 
 
 def test_refusals(tmp_path):
-    src = CORPUS / "rwkv/tiny-rwkv-5v1-730K-FP32.bin"
+    src = corpus_file("rwkv/tiny-rwkv-5v1-730K-Q5_1.bin")
     with pytest.raises(gc.FormatError):
         migrate(src, src)
     bad = tmp_path / "bad.bin"
@@ -223,11 +237,11 @@ def test_refusals(tmp_path):
         migrate(bad, tmp_path / "x.gguf")
     assert not (tmp_path / "x.gguf").exists() and not list(tmp_path.glob(".*migrating"))
     with pytest.raises(gc.UnknownFormatError):
-        migrate(CORPUS / "legacy/not-a-model-raw-vocab.bin", tmp_path / "y.gguf")
+        migrate(corpus_file("legacy/not-a-model-raw-vocab.bin"), tmp_path / "y.gguf")
 
 
 def test_cli_migrate_export_info_validate(tmp_path, capsys):
-    src = CORPUS / "rwkv/tiny-rwkv-4v0-660K-Q5_0.bin"
+    src = corpus_file("rwkv/tiny-rwkv-4v0-660K-Q5_1.bin")
     out = tmp_path / "r.gguf"
     assert main(["migrate", str(src), str(out)]) == 0
     assert "verified" in capsys.readouterr().out
@@ -236,10 +250,10 @@ def test_cli_migrate_export_info_validate(tmp_path, capsys):
     for path in [*LEGACY, src]:
         assert main(["validate", str(path)]) == 0
         assert main(["validate", "--profile", "ggml", str(path)]) == 0
-    assert main(["migrate", str(CORPUS / "legacy/not-a-model-raw-vocab.bin"), str(tmp_path / "n.gguf")]) == 1
+    assert main(["migrate", str(corpus_file("legacy/not-a-model-raw-vocab.bin")), str(tmp_path / "n.gguf")]) == 1
     assert "not a model file" in capsys.readouterr().err
 
 
 def test_open_legacy_from_bytes():
-    f = open_legacy(map_file(CORPUS / "rwkv/tiny-rwkv-4v0-660K-FP16.bin"))
+    f = open_legacy(map_file(corpus_file("rwkv/tiny-rwkv-4v0-660K-FP16.bin")))
     assert f.format == "rwkv" and f.version == 100 and f.describe() == "rwkv.cpp v100 (RWKV v4.0)"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import CORPUS, VALID_GGUF, rel
+from conftest import VALID_GGUF, corpus_file, rel
 from hypothesis import HealthCheck, given, settings
+from oracle_pins import ORACLE_PINS, known_behaviour
 from oracles import ggml_read, gguf_py_read, ours, shapeless
 
 from gguf_construct import GGUF, load
@@ -13,7 +14,7 @@ from gguf_construct.strategies import TENSOR_TYPES, gguf_files
 
 # ggml-python 0.0.45 and gguf-py 0.19 predate ggml type 42 (q2_0).
 ORACLE_TYPES = tuple(t for t in TENSOR_TYPES if t != "q2_0")
-# gguf-py sizes a Q8_1 block at 40 bytes, ggml at 36 (docs/findings.md, tests/test_findings.py).
+# gguf-py sizes a Q8_1 block at 40 bytes, ggml at 36 (docs/findings.md, tests/test_fuzz_findings.py).
 GGUF_PY_TYPES = tuple(t for t in ORACLE_TYPES if t != "q8_1")
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
@@ -30,7 +31,9 @@ def test_ggml_reader_agrees_on_corpus(path):
     if theirs is None:
         # ggml refuses big-endian files and nested arrays; ggml-python 0.0.45 predates type 42 (q2_0), which the
         # newer ggml that made manifest.json reads (test_corpus checks us against that record).
-        assert path.name in ("gguf-py-be.gguf", "gguf-py-nested-array.gguf", "ggml-writer-all-types.gguf")
+        assert path.name in ("gguf-py-be.gguf", "gguf-py-nested-array.gguf", "ggml-writer-all-types.gguf"), known_behaviour(
+            "ggml-python", f"reads {path.name}, which it was expected to refuse (big-endian, nested array, or type 42 it predates)"
+        )
         return
     mine = shapeless(ours(path))
     # ggml hands strings out NUL-terminated; no corpus file accepted by ggml has a NUL inside a string but one
@@ -107,12 +110,27 @@ def test_we_read_what_gguf_py_writes(tmp_path, endian):
 
 
 def test_ggml_reads_a_file_we_edited_and_saved(tmp_path):
-    src = load(CORPUS / "generated/ggml-writer-kquants.gguf")
+    src = load(corpus_file("generated/ggml-writer-kquants.gguf"))
     src.metadata["general.name"] = "renamed, and longer than before"
     src.metadata.set("test.new", [1, 2, 3], type="arr[u16]")
     del src.metadata["test.u8"]
     src.save(tmp_path / "edited.gguf")
     theirs = ggml_read(tmp_path / "edited.gguf")
     assert theirs == shapeless(ours(tmp_path / "edited.gguf"))
-    before = ggml_read(CORPUS / "generated/ggml-writer-kquants.gguf")
+    before = ggml_read(corpus_file("generated/ggml-writer-kquants.gguf"))
     assert [(n, t, b) for n, t, _, _, b in theirs["tensors"]] == [(n, t, b) for n, t, _, _, b in before["tensors"]]
+
+
+def test_the_oracles_are_the_pinned_versions():
+    """The assertions about the oracles were written against these versions: pyproject's `test` extra pins them,
+    and a different installed version fails here first, by name, before any check of its behaviour."""
+    import re
+    from importlib.metadata import version
+
+    from conftest import ROOT
+
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    extra = re.search(r"^test = \[(.*)\]$", pyproject, re.M).group(1)  # tomllib is 3.11+; the project supports 3.10
+    for dist, pinned in ORACLE_PINS.items():
+        assert re.search(rf'"{re.escape(dist)}(\[cpu\])?=={re.escape(pinned)}[";]', extra), (dist, extra)
+        assert version(dist) == pinned, f"{dist} {version(dist)} is installed; the tests were written against {pinned} (pyproject's test extra)"

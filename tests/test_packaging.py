@@ -1,12 +1,15 @@
-"""The built wheel carries the schema tables and works from any directory."""
+"""The built wheel carries the schema tables and works from any directory; the sdist carries the tests and their data."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
+import tarfile
 import zipfile
 
-from conftest import ROOT
+from conftest import ROOT, shipped_manifest
 
 
 def test_wheel_contains_schema_and_example(tmp_path):
@@ -23,3 +26,20 @@ def test_wheel_contains_schema_and_example(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(target)}, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "43"
+
+
+def test_sdist_carries_the_tests_and_their_data(tmp_path):
+    """`pip download` + the sdist's own tests work: every file tests/data/MANIFEST.json lists is in the sdist,
+    and the unpacked sdist (nothing beside it) finds and checks them."""
+    subprocess.run([sys.executable, "-m", "hatchling", "build", "-t", "sdist", "-d", str(tmp_path)], cwd=ROOT, check=True, timeout=300, capture_output=True)
+    sdist = next(tmp_path.glob("gguf_construct-*.tar.gz"))
+    with tarfile.open(sdist) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    listed = {f"tests/data/{e['file']}" for e in shipped_manifest()}
+    assert listed | {"tests/data/MANIFEST.json", "tests/data/README.md", "tests/conftest.py"} <= names
+    root = next((tmp_path / "unpacked").iterdir())
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_corpus.py", "-k", "sha256 or damaged_slice"],
+                         cwd=root, env={**os.environ, "GGUF_CONSTRUCT_CORPUS": ""}, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert re.search(r"^(\d+) passed", out.stdout.splitlines()[-1]) and "skipped" not in out.stdout

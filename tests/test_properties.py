@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import drawn
 from hypothesis import HealthCheck, settings
 
 from gguf_construct import dequantize
 from gguf_construct.quants import block_struct
-from gguf_construct.strategies import TENSOR_TYPES, draw_examples, tensor_data
+from gguf_construct.strategies import TENSOR_TYPES, tensor_data
 from gguf_construct.tables import GGML_TYPES
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
@@ -53,7 +54,7 @@ def test_struct_reference_and_kernel_agree(name, order):
     vectorised kernel's output bit for bit, in both byte orders."""
     declaration = block_struct(name, order)
     size = GGML_TYPES.lookup(name).type_size
-    for data in draw_examples(tensor_data(name, 5, order), 6, seed_value=name + order):
+    for data in drawn(tensor_data(name, 5, order), 6, seed_value=name + order):
         expected = []
         with np.errstate(all="ignore"):
             for i in range(0, len(data), size):
@@ -68,7 +69,7 @@ def test_big_endian_blocks_rebuilt_little_endian_dequantize_alike(name):
     the kernel, to the same bits as the big-endian bytes themselves."""
     big, little = block_struct(name, "big"), block_struct(name, "little")
     size = GGML_TYPES.lookup(name).type_size
-    for data in draw_examples(tensor_data(name, 3, "big"), 3, seed_value=name):
+    for data in drawn(tensor_data(name, 3, "big"), 3, seed_value=name):
         rebuilt = b"".join(little.build(big.parse(data[i : i + size])) for i in range(0, len(data), size))
         a = dequantize(data, name, byte_order="big", dtype=None)
         b = dequantize(rebuilt, name, dtype=None)

@@ -124,10 +124,16 @@ def test_types_cover_ggml():
     assert set(TYPES) == expected
 
 
+def float_rwkv():
+    """An rwkv.cpp float model: the first FP32 one in the full corpus, else tests/data's FP16 one."""
+    files = corpus_files("rwkv/*-FP*.bin")
+    return next((p for p in files if p.name.endswith("-FP32.bin")), files[0])
+
+
 def rwkv_weights() -> np.ndarray:
     import gguf_construct as gc
 
-    f = gc.load(corpus_files("rwkv/*FP32.bin")[0])
+    f = gc.load(float_rwkv())
     parts = [t.to_numpy().reshape(-1) for t in f.tensors.values() if len(t.to_numpy().shape) == 2]
     flat = np.concatenate(parts)
     return flat[: flat.size // 256 * 256].reshape(-1, 256)[:64]
@@ -326,14 +332,14 @@ def test_imatrix_gguf_round_trip_and_gguf_py(tmp_path):
 
 
 def test_quantize_command(tmp_path):
-    """A real file (an rwkv.cpp FP32 model) quantized by the CLI; every quantized tensor equals ggml's bytes."""
+    """A real file (an rwkv.cpp float model) quantized by the CLI; every quantized tensor equals ggml's bytes."""
     import subprocess
     import sys
 
     import gguf_construct as gc
     from gguf_construct.imatrix import write_gguf
 
-    src = corpus_files("rwkv/*FP32.bin")[0]
+    src = float_rwkv()
     imatrix = tmp_path / "m.gguf"
     model = gc.load(src)
     write_gguf(imatrix, {"blocks.0.ffn.value.weight": (np.linspace(0.1, 3, 256, dtype=np.float32)[None], np.array([1], np.float32))})

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
-from conftest import CORPUS
+from conftest import corpus_file
 
 import gguf_construct as gc
 from gguf_construct.cli.main import main
@@ -94,7 +94,7 @@ def test_any_file_object():
 
 def test_many_files_and_directories_on_a_pool(tmp_path):
     for name in ("gguf-py-le.gguf", "ggml-writer-kquants.gguf"):
-        shutil.copy(CORPUS / "generated" / name, tmp_path / name)
+        shutil.copy(corpus_file(f"generated/{name}"), tmp_path / name)
     (tmp_path / "README.txt").write_text("not a model")
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 16)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import corpus_file, corpus_files
+from conftest import corpus_file, corpus_tier_files
 from oracles import llama_logits
 from rwkv_models import synthetic_v6, synthetic_v7, variant
 from rwkv_reference import RwkvReference
@@ -43,7 +43,7 @@ RWKV_CPP_SUM = {
     "7v0-834K": {"FP32": 0.001, "FP16": 0.005766, "Q4_0": 0.136785, "Q4_1": 0.002614, "Q5_0": -0.063645, "Q5_1": -0.064663, "Q8_0": 0.011924},
 }
 
-V6V7 = corpus_files("rwkv-v6-v7/tiny-rwkv-*.bin")  # the models (the expected logits are .bin too)
+V6V7 = corpus_tier_files("rwkv-v6-v7/tiny-rwkv-*.bin")  # the models (the expected logits are .bin too); too big for tests/data
 
 
 def _model_and_kind(path: Path) -> tuple[str, str]:
@@ -133,6 +133,7 @@ def _migrated(src: Path, tmp: Path) -> Path:
     return out
 
 
+@pytest.mark.corpus_tier
 def test_numpy_reference_reproduces_rwkv_cpp():
     """The reference used for the synthetic models reproduces rwkv.cpp's expected logits (v6: from Q5_1 weights)."""
     v7 = RwkvReference(corpus_file("rwkv-v6-v7/tiny-rwkv-7v0-834K-FP32.bin")).logits(PROMPT)
@@ -141,6 +142,7 @@ def test_numpy_reference_reproduces_rwkv_cpp():
     _check_logits(v6, _expected("6v0-3m"), 0.1, "reference v6 (Q5_1 weights)")
 
 
+@pytest.mark.corpus_tier
 def test_cli_and_api_end_to_end(tmp_path):
     src = corpus_file("rwkv-v6-v7/tiny-rwkv-7v0-834K-FP32.bin")
     out = tmp_path / "out.gguf"
@@ -156,7 +158,7 @@ def test_cli_and_api_end_to_end(tmp_path):
     assert load_gguf(tmp_path / "api.gguf").metadata["general.name"] == "tiny v7"
 
 
-@pytest.mark.parametrize("rel", ["rwkv/tiny-rwkv-4v0-660K-FP32.bin", "rwkv/tiny-rwkv-5v2-730K-Q5_1.bin"])
+@pytest.mark.parametrize("rel", ["rwkv/tiny-rwkv-4v0-660K-FP16.bin", "rwkv/tiny-rwkv-5v2-730K-Q5_1.bin"])
 def test_v4_v5_stay_on_the_spec_rwkv_architecture_and_say_so(rel, tmp_path):
     src = corpus_file(rel)
     report = migrate(src, tmp_path / "out.gguf")

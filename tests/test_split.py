@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CORPUS
+from conftest import corpus_file
 from gguf import GGUFReader
 
 import gguf_construct as gc
@@ -15,7 +15,7 @@ from gguf_construct.api.shards import load_shards, merge, plan, shard_paths, spl
 from gguf_construct.cli.split import parse_size
 from gguf_construct.errors import FormatError
 
-SOURCES = [CORPUS / "generated/gguf-py-le.gguf", CORPUS / "generated/gguf-py-be.gguf", CORPUS / "generated/gguf-py-align64.gguf", CORPUS / "generated/ggml-writer-kquants.gguf"]
+SOURCES = [corpus_file("generated/gguf-py-le.gguf"), corpus_file("generated/gguf-py-be.gguf"), corpus_file("generated/gguf-py-align64.gguf"), corpus_file("generated/ggml-writer-kquants.gguf")]
 
 
 def run(*args):
@@ -32,7 +32,7 @@ def test_merge_of_split_is_byte_identical(src, tmp_path):
 
 
 def test_shards_follow_gguf_split_and_gguf_py_reads_them(tmp_path):
-    src = CORPUS / "generated/gguf-py-le.gguf"
+    src = corpus_file("generated/gguf-py-le.gguf")
     f = gc.load(src)
     paths = split(f, tmp_path / "m", max_tensors=4)
     assert len(paths) == 3
@@ -48,12 +48,12 @@ def test_shards_follow_gguf_split_and_gguf_py_reads_them(tmp_path):
         else:
             assert keys == ["split.no", "split.count", "split.tensors.count"]
         all_names += [t.name for t in r.tensors]
-        gc.validate_file(p)
+        assert [i for i in gc.validate_file(p, "ggml") if i.severity == "error"] == [], p
     assert all_names == list(f.tensors)
 
 
 def test_load_opens_a_set_as_one_model(tmp_path):
-    src = CORPUS / "generated/gguf-py-le.gguf"
+    src = corpus_file("generated/gguf-py-le.gguf")
     paths = split(gc.load(src), tmp_path / "m", max_tensors=2)
     whole = gc.load(paths[0])
     one = gc.load(src)
@@ -67,7 +67,7 @@ def test_load_opens_a_set_as_one_model(tmp_path):
 
 
 def test_broken_sets_are_refused(tmp_path):
-    src = CORPUS / "generated/gguf-py-le.gguf"
+    src = corpus_file("generated/gguf-py-le.gguf")
     paths = split(gc.load(src), tmp_path / "m", max_tensors=4)
     paths[2].unlink()
     with pytest.raises(FormatError) as e:
@@ -81,7 +81,7 @@ def test_broken_sets_are_refused(tmp_path):
 
 
 def test_plan_by_size_and_first_shard_without_tensors(tmp_path):
-    f = gc.load(CORPUS / "generated/gguf-py-le.gguf")
+    f = gc.load(corpus_file("generated/gguf-py-le.gguf"))
     sizes = [-(-t.nbytes // 32) * 32 for t in f.tensors.values()]
     groups = plan(f, max_size=4096)
     assert sum(len(g) for g in groups) == 9 and all(g for g in groups)
@@ -92,12 +92,12 @@ def test_plan_by_size_and_first_shard_without_tensors(tmp_path):
     paths = split(f, tmp_path / "x", max_tensors=100, no_tensor_first_split=True)
     assert len(paths) == 2 and len(GGUFReader(paths[0]).tensors) == 0
     merge(paths[0], tmp_path / "merged.gguf")
-    assert (tmp_path / "merged.gguf").read_bytes() == (CORPUS / "generated/gguf-py-le.gguf").read_bytes()
+    assert (tmp_path / "merged.gguf").read_bytes() == (corpus_file("generated/gguf-py-le.gguf")).read_bytes()
 
 
 def test_cli_split_merge_and_usage(tmp_path):
     src = tmp_path / "model.gguf"
-    shutil.copy(CORPUS / "generated/ggml-writer-kquants.gguf", src)
+    shutil.copy(corpus_file("generated/ggml-writer-kquants.gguf"), src)
     r = run("split", src, "--max-size", "4K")
     assert r.returncode == 0
     first = tmp_path / r.stdout.split()[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import drawn
 from hypothesis import HealthCheck, given, settings
 
 import gguf_construct.strategies as strategies
@@ -36,7 +37,7 @@ def test_every_active_tensor_type_is_drawn():
 @pytest.mark.parametrize("name", TENSOR_TYPES)
 @pytest.mark.parametrize("order", ["little", "big"])
 def test_tensor_data_dequantizes_to_finite_values(name, order):
-    for data in draw_examples(tensor_data(name, 6, order), 4, seed_value=len(name)):
+    for data in drawn(tensor_data(name, 6, order), 4, seed_value=len(name)):
         values = dequantize(data, name, byte_order=order)
         assert np.isfinite(values).all(), name
 
@@ -60,7 +61,7 @@ def test_nan_values_survive_the_build(obj):
 def test_each_broken_file_is_rejected_with_its_rule(label):
     """Three files per class: validation reports one of the class's rules, the strict loader raises a
     FormatError subclass, and no internal.* rule (a missing check) appears."""
-    for case in draw_examples(invalid_gguf(label), 3, seed_value=label):
+    for case in drawn(invalid_gguf(label), 3, seed_value=label):
         assert case.label == label
         issues = validate_bytes(case.data, case.profile)
         assert not [i for i in issues if i.rule.startswith("internal.")], issues
@@ -72,7 +73,7 @@ def test_each_broken_file_is_rejected_with_its_rule(label):
 
 
 def test_invalid_gguf_accepts_prefixes_and_rejects_unknown_labels():
-    labels = {x.label for x in draw_examples(invalid_gguf("S11"), 12, seed_value=3)}
+    labels = {x.label for x in drawn(invalid_gguf("S11"), 12, seed_value=3)}
     assert labels and all(label.startswith("S11.") for label in labels)
     with pytest.raises(ValueError):
         invalid_gguf("S99")
@@ -80,5 +81,6 @@ def test_invalid_gguf_accepts_prefixes_and_rejects_unknown_labels():
 
 def test_draw_examples_is_reproducible():
     strategy = gguf_bytes(max_kv=2, max_tensors=1)
+    assert len(draw_examples(strategy, 5, seed_value=11)) == 5
     assert draw_examples(strategy, 5, seed_value=11) == draw_examples(strategy, 5, seed_value=11)
     assert draw_examples(strategy, 5, seed_value=11) != draw_examples(strategy, 5, seed_value=12)

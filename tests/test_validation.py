@@ -14,7 +14,7 @@ import time
 import tracemalloc
 
 import pytest
-from conftest import CORPUS
+from conftest import corpus_file
 from construct import Container
 
 from gguf_construct import GGUF, FormatError, LimitError, TruncatedError, UnknownFormatError, check, from_bytes, validate_bytes
@@ -655,7 +655,7 @@ def test_s16_invalid_utf8_in_a_string_array_element(n):
 def test_s16_mojibake_corpus_file():
     """S16: the corpus GPT-2 vocabulary mangled by a bad re-encoding (its f32 epsilon became U+FFFD characters,
     which shifts every later record) is rejected at the first length the shift makes impossible."""
-    data = (CORPUS / "corrupt" / "damaged-gpt-2-vocab.gguf").read_bytes()
+    data = corpus_file("corrupt/damaged-gpt-2-vocab-head.gguf").read_bytes()
     issue = assert_rejected(data, "string.length", exc=TruncatedError)
     damage = data.index("\ufffd".encode())
     assert damage < issue.offset < damage + 16 and issue.path == "metadata_kv[8].key"

@@ -247,7 +247,8 @@ def _load_any(path: str | os.PathLike[str], *, strict: bool, profile: str, byte_
         if is_first_shard(path) and byte_order is None:
             return load_shards(path, strict=strict, profile=profile)
         return load_gguf(path, strict=strict, profile=profile, byte_order=byte_order)
-    return resolve(FORMATS[fmt].loader)(path, strict=strict)
+    entry = FORMATS[fmt]
+    return resolve(entry.loader)(path, strict=strict, profile=profile if profile in entry.profiles else "spec")
 
 
 def load_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, unknown_types: str = "error") -> GGUFFile:

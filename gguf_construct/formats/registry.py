@@ -15,7 +15,7 @@ from typing import Any
 class FormatEntry:
     #: the construct schema: ``schema.parse(bytes)`` / ``schema.build(container)``
     schema: str
-    #: ``loader(path, *, strict: bool) -> file object`` with ``.format``, ``.metadata`` and ``.tensors``
+    #: ``loader(path, *, strict: bool, profile: str) -> file object`` with ``.format``, ``.metadata`` and ``.tensors``
     loader: str
     #: ``validator(data: memoryview, profile: str) -> list[Issue]``
     validator: str
