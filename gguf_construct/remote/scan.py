@@ -77,8 +77,7 @@ def _open_and_check(source: str, profile: str, opts: RemoteOptions | None) -> tu
 
 
 def scan_batch(sources: list[str], profile: str = "spec", opts: RemoteOptions | None = None, threads: int = 4) -> list[dict[str, Any]]:
-    """A batch on one worker (a Dask task): its sources on a few threads (``threads=1``: one after another,
-    as on a LocalCluster, whose worker threads are the parallelism)."""
+    """A batch of sources, on ``threads`` threads (``run_dask`` uses 1: one after another in a Dask worker's thread)."""
     preload()
     if threads <= 1 or len(sources) <= 1:
         return [scan_one(s, profile, opts) for s in sources]
@@ -156,8 +155,9 @@ DASK_TIMEOUT = 600.0
 
 def run_dask(sources: list[str], emit: Callable[[dict[str, Any]], None], scheduler: Any, *, batch: int = 32, threads: int = 4, profile: str = "spec", opts: RemoteOptions | None = None, timeout: float = DASK_TIMEOUT) -> None:
     """``Client.map(scan_batch, batches)`` on a Dask cluster: ``scheduler`` is a Client, a scheduler address
-    (``tcp://host:8786``), or ``local`` for a LocalCluster in this process (one worker, ``threads`` threads, each
-    batch's sources one after another). A cluster on which no batch finishes for ``timeout`` seconds is a
+    (``tcp://host:8786``), or ``local`` for a LocalCluster in this process (one worker with ``threads`` threads).
+    A batch's sources run one after another: the workers' threads are the parallelism (``dask worker --nthreads``;
+    a thread pool started inside each task once stalled the cluster). A cluster on which no batch finishes for ``timeout`` seconds is a
     ``RemoteError``, not a hang; closing the client and the cluster is bounded too."""
     try:
         from distributed import Client, LocalCluster, as_completed
@@ -176,8 +176,7 @@ def run_dask(sources: list[str], emit: Callable[[dict[str, Any]], None], schedul
         client, own = Client(scheduler), True
     try:
         batches = [sources[i : i + batch] for i in range(0, len(sources), batch)]
-        per_task = 1 if cluster is not None else threads
-        futures = client.map(scan_batch, batches, profile=profile, opts=opts, threads=per_task, pure=False)
+        futures = client.map(scan_batch, batches, profile=profile, opts=opts, threads=1, pure=False)
         done = as_completed(futures, with_results=True)
         last = time.monotonic()
         while not done.is_empty():
