@@ -493,6 +493,31 @@ def test_scan_on_a_dask_local_cluster(server, tmp_path):
     assert sorted(x["source"] for x in lines) == sorted(urls)  # every file once: none lost, no batch twice
 
 
+def test_a_stalled_dask_scan_is_an_error_not_a_hang(server, tmp_path):
+    """No batch finished within ``--dask-timeout``: exit 1 with a ``remote.dask_stalled`` line instead of the
+    results the slow server would have given (the process still lets the one request in flight end before it exits)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    pytest.importorskip("distributed")
+    urls = scan_files(server, 2)[:-1]
+    listing = tmp_path / "list.txt"
+    listing.write_text("\n".join(urls) + "\n")
+    server.faults.delay = 12.0
+    cmd = [sys.executable, "-m", "gguf_construct.cli.main", "scan", str(listing), "--dask", "local", "--dask-timeout", "2", "--out", str(tmp_path / "r.jsonl")]
+    started = time.monotonic()
+    try:
+        run = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    finally:
+        server.faults.delay = 0.0
+    assert run.returncode == 1 and "remote.dask_stalled" in run.stderr, run.stderr[-2000:]
+    assert time.monotonic() - started < 60
+    assert not (tmp_path / "r.jsonl").exists() or not (tmp_path / "r.jsonl").read_text().strip()  # nothing scanned
+
+
 def test_a_killed_scan_resumes(server, tmp_path):
     import os
     import signal

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from ..formats.registry import PROFILES
-from .common import EXIT_BAD, EXIT_OK, whole
+from ..remote.scan import DASK_TIMEOUT
+from .common import EXIT_BAD, EXIT_OK, finite, whole
 
 #: files with these endings list sources, one a line
 LIST_SUFFIXES = (".txt", ".list", ".lst", ".urls")
@@ -37,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
 
     sources = sources_of(args.sources)
     out = args.out or sys.stdout
-    counts = scan(sources, out, concurrency=args.concurrency, dask=args.dask, batch=args.batch, profile=args.profile, opts=options())
+    counts = scan(sources, out, concurrency=args.concurrency, dask=args.dask, batch=args.batch, profile=args.profile, opts=options(), dask_timeout=args.dask_timeout)
     print(f"scan: {counts['scanned']} scanned ({counts['ok']} ok, {counts['invalid']} invalid, {counts['unreadable']} unreadable), {counts['skipped']} already in {args.out or 'the output'}", file=sys.stderr)
     return EXIT_OK if counts["invalid"] == 0 and counts["unreadable"] == 0 else EXIT_BAD
 
@@ -57,5 +58,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=whole(1, 4096), default=16, metavar="N", help="sources in flight at once (default: %(default)s)")
     p.add_argument("--dask", metavar="SCHEDULER", help="run on a Dask cluster: its scheduler address (tcp://HOST:8786), or 'local' for a LocalCluster")
     p.add_argument("--batch", type=whole(1, 2**31), default=32, metavar="N", help="sources per Dask task (default: %(default)s)")
+    p.add_argument("--dask-timeout", type=finite(0, most=10**7), default=DASK_TIMEOUT, metavar="SECONDS", help="stop with an error when no batch has finished on the cluster for this long (default: %(default)g)")
     p.add_argument("--profile", choices=PROFILES, default="spec", help="validation profile (as for validate)")
     p.set_defaults(run=_run)

@@ -78,9 +78,9 @@ def pool(url: str = "") -> Any:
     """The connection pool for ``url`` (one per proxy, one direct), shared by the process's threads; it keeps
     connections alive between the ranges of a file."""
     proxy = proxy_for(url) if url else None
+    u3 = _urllib3()  # imported before taking the lock: an import under a lock can wait on another thread's import
     with _pool_lock:
         if proxy not in _pools:
-            u3 = _urllib3()
             kw = {"num_pools": 64, "maxsize": 64, "block": False, "headers": {"User-Agent": USER_AGENT}}
             _pools[proxy] = u3.ProxyManager(proxy, **kw) if proxy else u3.PoolManager(**kw)
         return _pools[proxy]

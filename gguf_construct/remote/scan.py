@@ -8,6 +8,7 @@ Lines are written by the calling process only, one whole line at a time, so no l
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -76,11 +77,25 @@ def _open_and_check(source: str, profile: str, opts: RemoteOptions | None) -> tu
 
 
 def scan_batch(sources: list[str], profile: str = "spec", opts: RemoteOptions | None = None, threads: int = 4) -> list[dict[str, Any]]:
-    """A batch on one worker (a Dask task): its sources on a few threads."""
+    """A batch of sources, on ``threads`` threads (``run_dask`` uses 1: one after another in a Dask worker's thread)."""
+    preload()
     if threads <= 1 or len(sources) <= 1:
         return [scan_one(s, profile, opts) for s in sources]
     with ThreadPoolExecutor(max_workers=min(threads, len(sources))) as pool:
         return list(pool.map(lambda s: scan_one(s, profile, opts), sources))
+
+
+def preload() -> None:
+    """Import what ``scan_one`` imports, once, on the calling thread, before any thread of the scan starts: first
+    imports of the same modules on many threads at once wait on each other's import locks."""
+    from .. import validation, validation_safetensors  # noqa: F401
+    from ..cli import report  # noqa: F401
+    from ..formats import registry  # noqa: F401
+    from . import load, ollama, urls  # noqa: F401
+    from .http import _urllib3
+
+    with contextlib.suppress(FormatError):  # no urllib3: the URLs fail one by one, on their lines
+        _urllib3()
 
 
 # -- the output file --------------------------------------------------------------------------------------
@@ -116,6 +131,7 @@ def pending(sources: Iterable[str], done: set[str]) -> list[str]:
 # -- the engines --------------------------------------------------------------------------------------------
 def run_local(sources: list[str], emit: Callable[[dict[str, Any]], None], *, concurrency: int = 16, profile: str = "spec", opts: RemoteOptions | None = None) -> None:
     """At most ``concurrency`` sources in flight on threads; each line emitted as it completes."""
+    preload()
     if concurrency <= 1:
         for s in sources:
             emit(scan_one(s, profile, opts))
@@ -133,13 +149,23 @@ def run_local(sources: list[str], emit: Callable[[dict[str, Any]], None], *, con
             emit(fut.result())
 
 
-def run_dask(sources: list[str], emit: Callable[[dict[str, Any]], None], scheduler: Any, *, batch: int = 32, threads: int = 4, profile: str = "spec", opts: RemoteOptions | None = None) -> None:
+#: ``scan --dask``: with no batch finished for this many seconds the scan stops with a ``RemoteError``
+DASK_TIMEOUT = 600.0
+
+
+def run_dask(sources: list[str], emit: Callable[[dict[str, Any]], None], scheduler: Any, *, batch: int = 32, threads: int = 4, profile: str = "spec", opts: RemoteOptions | None = None, timeout: float = DASK_TIMEOUT) -> None:
     """``Client.map(scan_batch, batches)`` on a Dask cluster: ``scheduler`` is a Client, a scheduler address
-    (``tcp://host:8786``), or ``local`` for a LocalCluster in this process (threads only)."""
+    (``tcp://host:8786``), or ``local`` for a LocalCluster in this process (one worker with ``threads`` threads).
+    A batch's sources run one after another: the workers' threads are the parallelism (``dask worker --nthreads``;
+    a thread pool started inside each task once stalled the cluster). A cluster on which no batch finishes for ``timeout`` seconds is a
+    ``RemoteError``, not a hang; closing the client and the cluster is bounded too."""
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
         raise SystemExit("gguf-construct scan --dask needs dask.distributed: pip install 'gguf-construct[cluster]'") from None
+    from .errors import RemoteError
+
+    preload()  # before the worker threads start, in this process (LocalCluster) and for the results' unpickling
     cluster = None
     if isinstance(scheduler, Client):
         client, own = scheduler, False
@@ -150,18 +176,30 @@ def run_dask(sources: list[str], emit: Callable[[dict[str, Any]], None], schedul
         client, own = Client(scheduler), True
     try:
         batches = [sources[i : i + batch] for i in range(0, len(sources), batch)]
-        futures = client.map(scan_batch, batches, profile=profile, opts=opts, threads=threads, pure=False)
-        for _, lines in as_completed(futures, with_results=True):
+        futures = client.map(scan_batch, batches, profile=profile, opts=opts, threads=1, pure=False)
+        done = as_completed(futures, with_results=True)
+        last = time.monotonic()
+        while not done.is_empty():
+            if not done.has_ready():  # polled like as_completed's own wait: its timeout is for the whole run
+                if time.monotonic() - last > timeout:
+                    left = done.count()
+                    raise RemoteError("remote.dask_stalled", f"no batch finished on the Dask cluster in {timeout:g} s ({left} of {len(batches)} batches left)")
+                time.sleep(0.05)
+                continue
+            _, lines = next(done)
+            last = time.monotonic()
             for line in lines:
                 emit(line)
-    finally:
+    finally:  # a batch still running (a stall) makes closing wait for it: bounded, and never hiding the error
         if own:
-            client.close()
+            with contextlib.suppress(TimeoutError):
+                client.close(timeout=10)
         if cluster is not None:
-            cluster.close()
+            with contextlib.suppress(TimeoutError):
+                cluster.close(timeout=10)
 
 
-def scan(sources: Iterable[str], out: TextIO | str | os.PathLike[str], *, concurrency: int = 16, dask: Any = None, batch: int = 32, profile: str = "spec", opts: RemoteOptions | None = None) -> dict[str, int]:
+def scan(sources: Iterable[str], out: TextIO | str | os.PathLike[str], *, concurrency: int = 16, dask: Any = None, batch: int = 32, profile: str = "spec", opts: RemoteOptions | None = None, dask_timeout: float = DASK_TIMEOUT) -> dict[str, int]:
     """Scan ``sources`` into ``out`` (a path: resumed, appended; or an open text stream); returns counts."""
     counts = {"skipped": 0, "scanned": 0, "ok": 0, "invalid": 0, "unreadable": 0}
     if isinstance(out, (str, os.PathLike)):
@@ -184,7 +222,7 @@ def scan(sources: Iterable[str], out: TextIO | str | os.PathLike[str], *, concur
 
     try:
         if dask is not None:
-            run_dask(todo, emit, dask, batch=batch, threads=max(1, min(concurrency, 16)), profile=profile, opts=opts)
+            run_dask(todo, emit, dask, batch=batch, threads=max(1, min(concurrency, 16)), profile=profile, opts=opts, timeout=dask_timeout)
         else:
             run_local(todo, emit, concurrency=concurrency, profile=profile, opts=opts)
     finally:
