@@ -22,6 +22,7 @@ from .formats.base import map_file
 from .formats.fields import StringArray, value_type_id
 from .formats.gguf import GGUF, MAX_TENSOR_NAME, align_offset, sized_type
 from .tables import GGML_TYPES, USER_TYPES_ENV, VALUE_TYPES, GGMLType, architecture_required_keys, standard_key
+from .untrusted import decimal
 
 PROFILES = ("spec", "ggml")
 INT64_MAX = 2**63 - 1
@@ -418,7 +419,7 @@ def _check_overlaps(spans: list[tuple[int, int, int, int | None]], out: list[Iss
             out.append(Issue("tensor.overlap", f"data of tensor_infos[{i1}] starts at {s1}, inside tensor_infos[{i0}] [{s0}, {e0})", f"tensor_infos[{i1}].offset", at1))
 
 
-_BLOCK_INDEX = re.compile(r"blk\.(\d+)\.")
+_BLOCK_INDEX = re.compile(r"blk\.([0-9]+)\.")  # ASCII only: ``\d`` takes other scripts' digits
 
 
 def _check_block_indices(c: Container, arch: str | None, out: list[Issue]) -> None:
@@ -430,7 +431,8 @@ def _check_block_indices(c: Container, arch: str | None, out: list[Issue]) -> No
         return
     for i, ti in enumerate(c["tensor_infos"]):
         m = _BLOCK_INDEX.match(ti["name"])
-        if m and int(m.group(1)) >= count:
+        index = decimal(m.group(1)) if m else None  # None: more digits than any count (int() refuses > 4,300)
+        if m and (index is None or index >= count):
             out.append(Issue("tensor.block_index", f"{ti['name']!r} is beyond {arch}.block_count = {count}", f"tensor_infos[{i}].name", ti.get("_offset")))
 
 

@@ -82,17 +82,35 @@ class GGUFFile:
             infos.append(Container(name=info["name"], dimensions=list(info["dimensions"]), type=info["type"], offset=None, data=self._source_in(source, info["type"], order)))
         return Container(version=version, byte_order=order, metadata_kv=list(self._kvs), tensor_infos=infos, tensor_data=None)
 
-    def save(self, path: str | os.PathLike[str], *, version: int | None = None, byte_order: str | None = None, verify: Any = None) -> None:
-        """Write the file atomically: build into a temporary file beside ``path``, check that it reads back (and
-        ``verify(temp_path)`` when given), then rename it over ``path``; a failed check writes nothing."""
+    def save(self, path: str | os.PathLike[str], *, version: int | None = None, byte_order: str | None = None, verify: Any = None,
+             keep_valid: bool = True) -> None:  # fmt: skip
+        """Write the file atomically: build into a temporary file beside ``path``, check that it reads back and,
+        with ``keep_valid``, breaks no spec rule the file as opened did not (and ``verify(temp_path)`` when
+        given), then rename it over ``path``; a failed check writes nothing."""
         obj = self.to_container(version=version, byte_order=byte_order)
+        already = self.broken_rules() if keep_valid else None
 
         def check(tmp: str) -> None:
-            verify_gguf_output(tmp)
+            verify_gguf_output(tmp, already)
             if verify is not None:
                 verify(tmp)
 
         write_atomic(path, lambda f: GGUF.build_stream(obj, f), check)
+
+    def broken_rules(self, *, edited: bool = False) -> set[str]:
+        """The spec rules the file as opened (``edited``: with the metadata as edited since, for a same-size
+        in-place edit) breaks. A rewrite may keep them (``delete`` repairs one thing at a time, a lenient load
+        opens what strict refuses) but must add none: see ``verify_gguf_output``."""
+        from ..validation import check
+
+        if not self._container.get("metadata_kv") and not self._container.get("tensor_infos"):
+            return set()
+        container = Container(self._container, metadata_kv=list(self._kvs)) if edited else self._container
+        size = len(self._view) if self._view is not None else 2**63 - 1
+        try:
+            return {i.rule for i in check(container, size, "spec", unknown_types="warning") if i.severity == "error"}
+        except FormatError as e:
+            return {e.rule}
 
     def close(self) -> None:
         """Drop the references to the memory map (it is unmapped once no view of it is left)."""
@@ -196,15 +214,23 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def verify_gguf_output(tmp: str | os.PathLike[str]) -> None:
-    """What every GGUF writer checks before its rename: the written file parses (under the active limits)."""
+def verify_gguf_output(tmp: str | os.PathLike[str], already: set[str] | None = frozenset()) -> None:
+    """What every GGUF writer checks before its rename: the written file parses (under the active limits) and
+    breaks no spec rule beyond ``already`` (the rules its source broke; None: parsing is all that is checked).
+    So no writer turns a file ``validate`` accepts into one it refuses (``set general.alignment 7``, a tensor
+    renamed onto another's name), while repairing a broken file one fix at a time stays possible."""
     from ..formats.base import map_file
+    from ..validation import check
 
     view = map_file(tmp)
     try:
-        GGUF.parse(view)
+        container = GGUF.parse(view)
+        if already is not None:
+            new = [i for i in check(container, len(view), "spec", unknown_types="warning") if i.severity == "error" and i.rule not in already]
+            if new:
+                raise new[0].error()
     except FormatError as e:
-        raise type(e)(e.rule, f"the file about to be written would not read back ({e.message}); nothing was written", path=e.path, offset=e.offset) from None
+        raise type(e)(e.rule, f"the file about to be written would not {'read back' if already is None else 'validate'} ({e.message}); nothing was written", path=e.path, offset=e.offset) from None
 
 
 def _new_file_mode(target: Path) -> int:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DuplicateError, FormatError, InvalidValueError, LayoutError, TruncatedError
-from ..formats.base import map_file, open_regular
+from ..formats.base import map_file, open_regular, real_path
 from .safetensors import SafetensorsFile, SafetensorsTensor, TensorMap, from_bytes
 
 MEDIA_TENSOR = "application/vnd.ollama.image.tensor"
@@ -137,7 +137,7 @@ def blob_path(root: str | os.PathLike[str], digest: str) -> Path:
 
 def root_of(manifest_file: str | os.PathLike[str]) -> Path:
     """The models root above a manifest file (the parent of its ``manifests`` folder)."""
-    p = Path(manifest_file).resolve()
+    p = real_path(manifest_file)
     for parent in p.parents:
         if parent.name == "manifests":
             return parent.parent
@@ -220,6 +220,8 @@ def open_model(manifest_file: str | os.PathLike[str], *, root: str | os.PathLike
                 raise LayoutError("blob.missing", f"blob {p} is missing", path=layer.name or layer.digest) from None
             except FormatError as e:  # a directory, a FIFO, a device at the blob's path
                 raise LayoutError("blob.not_regular", e.message, path=layer.name or layer.digest) from None
+            except OSError as e:  # a symlink loop, no permission: the model's blob, not the manifest, is bad
+                raise LayoutError("blob.unreadable", f"blob {p} cannot be read ({e.strerror or e})", path=layer.name or layer.digest) from None
             if verify:
                 verify_blob(view, layer, os.fspath(p))
             views[layer.digest] = view

@@ -16,6 +16,7 @@ from typing import Any
 from construct import Container
 
 from ..errors import InvalidValueError, LayoutError
+from ..formats.base import real_path
 from ..formats.gguf import DEFAULT_ALIGNMENT, GGUF, align_offset
 from ..naming import shard_of, shard_suffix
 from .file import GGUFFile, load_gguf, verify_gguf_output, write_atomic
@@ -166,8 +167,8 @@ def split(f: GGUFFile, prefix: str | os.PathLike[str], *, max_size: int | None =
 def merge(first_shard: str | os.PathLike[str], output: str | os.PathLike[str]) -> ShardedGGUF:
     """Write the set ``first_shard`` belongs to as one file (atomically); the opened set."""
     paths = shard_paths(first_shard) or [Path(first_shard)]
-    out = Path(output).resolve()
-    if any(p.resolve() == out for p in paths):
+    out = real_path(output)
+    if any(real_path(p) == out for p in paths):
         raise InvalidValueError("merge.paths", f"the output {output} is one of the shards it would read: give another output path")
     merged = load_shards(first_shard, strict=False)
     merged.save(output)

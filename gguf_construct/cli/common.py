@@ -2,14 +2,57 @@
 
 from __future__ import annotations
 
+import argparse
+import math
+import re
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 #: 0 the file is fine (or the command did its job), 1 the file is bad, 2 the command line is wrong.
 EXIT_OK, EXIT_BAD, EXIT_USAGE = 0, 1, 2
+
+DIGITS = re.compile(r"[0-9]+\Z")  # ASCII only: int() also takes other scripts' digits and '1_000'
 
 
 def usage(message: str) -> NoReturn:
     """Stop with a usage error: the message on stderr, exit code 2."""
     print(message, file=sys.stderr)
     raise SystemExit(EXIT_USAGE)
+
+
+def whole(least: int = 0, most: int = 2**63 - 1) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number written in ASCII digits, between ``least`` and ``most``. argparse
+    turns its refusal into a usage error (exit 2), never a later ValueError from a writer or a hang."""
+
+    def parse(text: str) -> int:
+        digits = text.strip()
+        neg = digits.startswith("-")
+        if not DIGITS.match(digits[neg:]) or len(digits) > 20:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+        value = -int(digits[1:]) if neg else int(digits)
+        if not least <= value <= most:
+            raise argparse.ArgumentTypeError(f"{value} is not between {least} and {most}")
+        return value
+
+    parse.__name__ = "whole number"
+    return parse
+
+
+def finite(least: float = 0.0, *, above: bool = True, most: float = float("inf")) -> Callable[[str], float]:
+    """An argparse ``type``: a finite decimal number above (or, ``above=False``, at least) ``least`` and below
+    ``most``: ``nan``, ``inf`` and ``1e99999`` are usage errors."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text) if text.strip().isascii() else math.nan
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if value < least or (above and value == least) or value > most:
+            raise argparse.ArgumentTypeError(f"{text!r} must be {'above' if above else 'at least'} {least:g}" + (f" and at most {most:g}" if math.isfinite(most) else ""))
+        return value
+
+    parse.__name__ = "number"
+    return parse

@@ -140,7 +140,7 @@ def _cmd_set(args: argparse.Namespace) -> int:
     except (ValueError, KeyError, TypeError, OverflowError) as e:
         usage(f"gguf-construct set: {e.message if isinstance(e, FormatError) else e.args[0] if e.args else e}")
     try:
-        f.save(_output(args))
+        f.save(_output(args), keep_valid=not args.force)
     except FormatError as e:  # the value makes a file the reader rejects (general.alignment 0, ...): nothing written
         usage(f"gguf-construct set: {args.key}: {e.message}")
     print(f"{_output(args)}: {args.key} = {_shown(meta[args.key])} ({meta.type_of(args.key)})")
@@ -164,10 +164,14 @@ def _set_in_place(f: GGUFFile, args: argparse.Namespace, value: Any, type_spec: 
     kv_struct = next(sc for sc in layout.subcons if sc.name == "metadata_kv").subcon.subcon
     offset = f.metadata.offset_of(args.key)
     old = kv_struct.build(f.metadata.record(args.key))
+    already = f.broken_rules()
     f.metadata.set(args.key, value, type=type_spec)
     new = kv_struct.build(f.metadata.record(args.key))
     if len(new) != len(old):
         usage(f"gguf-construct set: the new value takes {len(new)} bytes, the old {len(old)}: --in-place needs the same size (drop it to rewrite the file)")
+    broken = f.broken_rules(edited=True) - already
+    if broken and not args.force:  # the same rule as a rewrite's: an edit adds no rule violation
+        usage(f"gguf-construct set: {args.key}: the edited file would break [{', '.join(sorted(broken))}]; nothing was written (--force writes it anyway)")
     f.close()
     from ..formats.base import open_regular
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from .common import EXIT_BAD as EXIT_FOUND
-from .common import EXIT_OK, EXIT_USAGE
+from .common import EXIT_OK, EXIT_USAGE, finite, whole
 
 _MODULES = {"gguf-py": "gguf", "ggml": "ggml"}
 
@@ -69,16 +69,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="READER",
         help="gguf-py, ggml (its C reader through ggml-python), or a command such as 'my-reader --json {}' printing `info --json`'s shape",
     )
-    p.add_argument("--count", type=int, default=200, help="files to try (default 200)")
-    p.add_argument("--seconds", type=float, help="run for this long instead of --count files")
-    p.add_argument("--seed", type=int, default=0, help="random seed: the same seed tries the same files (default 0)")
+    p.add_argument("--count", type=whole(1), default=200, help="files to try (default 200)")
+    p.add_argument("--seconds", type=finite(0, most=10**7), help="run for this long instead of --count files")
+    p.add_argument("--seed", type=whole(), default=0, help="random seed: the same seed tries the same files (default 0)")
     p.add_argument("--out", metavar="DIR", help="save minimized reproducers and findings.tsv here")
     p.add_argument(
         "--corpus", metavar="DIR", help="real files to mutate (default ../shared/corpus beside the project; files up to 256 KiB)"
     )
     p.add_argument("--profile", choices=("spec", "ggml"), help="our validation profile (default: ggml against ggml, else spec)")
-    p.add_argument("--timeout", type=float, default=5.0, help="seconds per file per reader (default 5)")
-    p.add_argument("--memory-mb", type=int, default=2048, help="address-space cap of each reader's process (default 2048)")
-    p.add_argument("--minimize", type=int, default=150, metavar="N", help="reader calls spent minimizing each reproducer (default 150)")
+    p.add_argument("--timeout", type=finite(0, most=10**6), default=5.0, help="seconds per file per reader (default 5)")
+    p.add_argument("--memory-mb", type=whole(1, 2**40), default=2048, help="address-space cap of each reader's process (default 2048)")
+    p.add_argument("--minimize", type=whole(), default=150, metavar="N", help="reader calls spent minimizing each reproducer (default 150)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each new kind of disagreement as it is found")
     p.set_defaults(run=_run)

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import FormatError
 from ..progress import progress
-from .common import EXIT_BAD, EXIT_OK
+from .common import EXIT_BAD, EXIT_OK, whole
 
 
 # -- shared by the many-files commands ----------------------------------------------------------------
@@ -173,5 +173,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     fmt.add_argument("--json", action="store_true", help="print JSON (type names as ggml spells them)")
     fmt.add_argument("--markdown", action="store_true", help="print Markdown (like gguf_dump --markdown)")
     p.add_argument("--full", action="store_true", help="include every array element")
-    p.add_argument("-j", "--jobs", type=int, default=default_jobs(), metavar="N", help="worker processes for many files (default: %(default)s)")
+    p.add_argument("-j", "--jobs", type=whole(1, 4096), default=default_jobs(), metavar="N", help="worker processes for many files (default: %(default)s)")
     p.set_defaults(run=_cmd_info)

@@ -16,7 +16,7 @@ from . import convert, diff, edit, info, quantize, scan, split, validate
 from . import fuzz as fuzz_cli
 from . import hash as hash_cli
 from . import migrate as migrate_cli
-from .common import EXIT_BAD, EXIT_OK
+from .common import EXIT_BAD, EXIT_OK, usage
 
 
 def _cmd_dequant(args: argparse.Namespace) -> int:
@@ -26,10 +26,10 @@ def _cmd_dequant(args: argparse.Namespace) -> int:
     names = args.tensor or list(f.tensors)
     missing = [n for n in names if n not in f.tensors]
     if missing:
-        raise SystemExit(f"gguf-construct dequant: no tensor {missing[0]!r} in {args.file}")
+        usage(f"gguf-construct dequant: no tensor {missing[0]!r} in {args.file}")
     if args.output.endswith(".npy"):
         if len(names) != 1:
-            raise SystemExit("gguf-construct dequant: .npy holds one tensor: name it with --tensor")
+            usage("gguf-construct dequant: .npy holds one tensor: name it with --tensor")
         np.save(args.output, f.tensors[names[0]].to_numpy())
     else:
         arrays = {n: f.tensors[n].to_numpy() for n in progress(names, len(names), "dequantizing", unit="tensor", minimum=8)}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .common import finite, whole
+
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
     from ..migrate import migrate
@@ -36,9 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     m.add_argument("input", metavar="IN")
     m.add_argument("output", metavar="OUT")
-    m.add_argument("--context-length", type=int, help="llama.context_length / rwkv.context_length (default 2048 for llama, 1048576 for rwkv)")
-    m.add_argument("--eps", type=float, help="llama RMS-norm epsilon (default 1e-6, what llama.cpp used until July 2023; LLaMA-2 uses 1e-5)")
-    m.add_argument("--gqa", type=int, help="llama grouped-query factor: head_count_kv = head_count / GQA (default 1; 70B: 8)")
+    m.add_argument("--context-length", type=whole(1, 2**32 - 1), help="llama.context_length / rwkv.context_length (default 2048 for llama, 1048576 for rwkv)")
+    m.add_argument("--eps", type=finite(0, most=1.0), help="llama RMS-norm epsilon (default 1e-6, what llama.cpp used until July 2023; LLaMA-2 uses 1e-5)")
+    m.add_argument("--gqa", type=whole(1, 2**32 - 1), help="llama grouped-query factor: head_count_kv = head_count / GQA (default 1; 70B: 8)")
     m.add_argument("--name", help="general.name")
     m.add_argument("--vocab", metavar="FILE", help="rwkv.cpp v6/v7: the World vocabulary file (rwkv_vocab_v20230424.txt format) for the 'rwkv' tokenizer; "
                    "default: the 256 bytes for byte-level models, the World vocabulary shipped with gguf-construct otherwise")

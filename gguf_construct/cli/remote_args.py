@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from .common import finite, usage, whole
+
 HELP = """remote sources (http(s)://, hf://OWNER/REPO[@REV]/PATH, ollama://[REGISTRY/][NS/]MODEL[:TAG], fsspec URLs):
   --header 'NAME: VALUE'   an extra request header, e.g. 'Authorization: Bearer TOKEN' (repeatable; HF_TOKEN is used for hf://)
   --download               fetch the whole file when a server does not support range requests
@@ -17,8 +19,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     p.add_argument("--header", action="append", default=[])
     p.add_argument("--download", action="store_true")
-    p.add_argument("--max-bytes", type=int)
-    p.add_argument("--http-timeout", type=float)
+    p.add_argument("--max-bytes", type=whole(0))
+    p.add_argument("--http-timeout", type=finite(0, most=10**6))
     return p
 
 
@@ -33,7 +35,7 @@ def apply_remote_args(argv: Sequence[str]) -> list[str]:
     for h in known.header:
         name, sep, value = h.partition(":")
         if not sep or not name.strip():
-            raise SystemExit(f"gguf-construct: --header {h!r}: expected 'NAME: VALUE'")
+            usage(f"gguf-construct: --header {h!r}: expected 'NAME: VALUE'")
         headers[name.strip()] = value.strip()
     changes: dict[str, object] = {"headers": headers, "download": known.download}
     if known.max_bytes is not None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..formats.registry import PROFILES
 from ..remote.scan import DASK_TIMEOUT
-from .common import EXIT_BAD, EXIT_OK
+from .common import EXIT_BAD, EXIT_OK, finite, whole
 
 #: files with these endings list sources, one a line
 LIST_SUFFIXES = (".txt", ".list", ".lst", ".urls")
@@ -55,9 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("sources", nargs="+", metavar="LIST|URL|PATH", help="URLs, paths, directories, or lists of them (- or *.txt, *.list, *.lst, *.urls: one a line)")
     p.add_argument("--out", metavar="RESULTS.jsonl", help="append the lines here, skipping sources already in it (default: stdout)")
-    p.add_argument("--concurrency", type=int, default=16, metavar="N", help="sources in flight at once (default: %(default)s)")
+    p.add_argument("--concurrency", type=whole(1, 4096), default=16, metavar="N", help="sources in flight at once (default: %(default)s)")
     p.add_argument("--dask", metavar="SCHEDULER", help="run on a Dask cluster: its scheduler address (tcp://HOST:8786), or 'local' for a LocalCluster")
-    p.add_argument("--batch", type=int, default=32, metavar="N", help="sources per Dask task (default: %(default)s)")
-    p.add_argument("--dask-timeout", type=float, default=DASK_TIMEOUT, metavar="SECONDS", help="stop with an error when no batch has finished on the cluster for this long (default: %(default)g)")
+    p.add_argument("--batch", type=whole(1, 2**31), default=32, metavar="N", help="sources per Dask task (default: %(default)s)")
+    p.add_argument("--dask-timeout", type=finite(0, most=10**7), default=DASK_TIMEOUT, metavar="SECONDS", help="stop with an error when no batch has finished on the cluster for this long (default: %(default)g)")
     p.add_argument("--profile", choices=PROFILES, default="spec", help="validation profile (as for validate)")
     p.set_defaults(run=_run)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import re
 
-from .common import EXIT_OK, usage
+from .common import EXIT_OK, usage, whole
 
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)?\Z", re.IGNORECASE)
+_SIZE = re.compile(r"([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*([KMGT]?)(i?B?)?\Z", re.IGNORECASE)  # ASCII, bounded: never inf
 
 
 def parse_size(text: str) -> int:
@@ -82,7 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", metavar="FILE")
     p.add_argument("prefix", metavar="PREFIX", nargs="?", help="output name before -0000N-of-0000M.gguf (default: FILE less .gguf)")
     p.add_argument("--max-size", metavar="S", help="at most S of tensor data per shard: 500M, 2G, 1.5GiB, bytes")
-    p.add_argument("--max-tensors", type=int, metavar="N", help="at most N tensors per shard")
+    p.add_argument("--max-tensors", type=whole(1, 2**31), metavar="N", help="at most N tensors per shard")
     p.add_argument("--no-tensor-first-split", action="store_true", help="the first shard holds metadata only")
     p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     p.set_defaults(run=_cmd_split)

@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any
 
 from ..formats.registry import PROFILES
-from .common import EXIT_BAD, EXIT_OK, usage
+from .common import EXIT_BAD, EXIT_OK, usage, whole
 from .info import default_jobs, expand, run_pool
 
 
@@ -103,5 +103,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also scan every tokenizer.chat_template* with Jinja2's sandboxed parser for sandbox escapes (needs the 'security' extra)",
     )
     p.add_argument("--json", action="store_true", help="print the issues as JSON")
-    p.add_argument("-j", "--jobs", type=int, default=default_jobs(), metavar="N", help="worker processes (default: %(default)s)")
+    p.add_argument("-j", "--jobs", type=whole(1, 4096), default=default_jobs(), metavar="N", help="worker processes (default: %(default)s)")
     p.set_defaults(run=_cmd_validate)

@@ -12,6 +12,7 @@ import re
 import stat
 import struct
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import construct
@@ -117,6 +118,12 @@ def _file_kind(mode: int) -> str:
         if test(mode):
             return name
     return "not a regular file"
+
+
+def real_path(path: str | os.PathLike[str]) -> Path:
+    """The absolute path with symlinks resolved as far as they go: ``os.path.realpath``, which leaves a symlink
+    loop as it is, where ``Path.resolve()`` raises RuntimeError (the open then fails with an OSError)."""
+    return Path(os.path.realpath(os.fspath(path)))
 
 
 def map_file(path: str | os.PathLike[str]) -> memoryview:

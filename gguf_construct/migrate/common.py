@@ -16,7 +16,6 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,7 @@ from ..api.file import write_atomic
 from ..api.legacy import LegacyTensor
 from ..api.metadata import Metadata
 from ..errors import FormatError, InvalidValueError
+from ..formats.base import real_path
 from ..formats.gguf import GGUF
 from ..progress import progress as show_progress
 from ..tables import _load
@@ -204,5 +204,5 @@ def required_int(md: Any, key: str, lo: int, hi: int, rule: str, target: str) ->
 
 
 def check_distinct_paths(src: Any, dst: Any) -> None:
-    if Path(src).resolve() == Path(dst).resolve():
+    if real_path(src) == real_path(dst):
         raise InvalidValueError("migrate.paths", "the output would replace the input: give another output path")
