@@ -179,3 +179,12 @@ def test_an_ollama_blob_that_is_a_symlink_loop_is_a_layout_error(tmp_path):
     assert e.value.rule == "blob.unreadable"
     rc, out, err = run("validate", manifest)
     assert rc == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("hint", ["bogus", "nvfp4", "9" * 5000])
+def test_convert_quant_hint_must_name_an_affine_type(tmp_path, hint):
+    """``--quant-hint`` takes the affine types of schema/mlx_quant_types.json; anything else is a usage error (exit 2)
+    before any file is read, not a silently ignored option."""
+    rc, _, err = run("convert", tmp_path / "in.safetensors", tmp_path / "out.gguf", "--quant-hint", hint)
+    assert rc == 2 and "affine" in err, err
+    assert not (tmp_path / "out.gguf").exists()

@@ -19,6 +19,17 @@ Convert a model file; the input kind is detected, the output kind comes from its
 Every conversion is verified: input and output are dequantized and compared value by value."""
 
 
+def quant_hint(value: str) -> str:
+    """An affine quant type of schema/mlx_quant_types.json (int4, int8 or an alias): a typo is a usage error."""
+    from ..quants.mlx import quant_types
+
+    qt = quant_types().get(value.lower())
+    if qt is None or qt.mode != "affine":
+        names = sorted(k for k, t in quant_types().items() if t.mode == "affine")
+        raise argparse.ArgumentTypeError(f"{value[:40]!r} is not an affine quant type ({', '.join(names)})")
+    return value
+
+
 def _run(args: argparse.Namespace) -> int:
     from ..convert import VerificationError, convert
     from ..errors import FormatError
@@ -64,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     conv.add_argument("--version", type=int, choices=(1, 2, 3), help="GGUF output version")
     conv.add_argument("--style", choices=("safetensors", "mlx", "ollama"), help="safetensors header layout: the HF library's, MLX's or Ollama's Go writer's")
     conv.add_argument("--model", default="converted", help="model name[:tag] for an Ollama models folder (default: converted)")
-    conv.add_argument("--quant-hint", metavar="TYPE", help="quant type (int4, int8) to assume for blobs without quant metadata whose shapes are ambiguous")
+    conv.add_argument("--quant-hint", metavar="TYPE", type=quant_hint, help="quant type (int4, int8) to assume for blobs without quant metadata whose shapes are ambiguous")
     conv.add_argument("--type", metavar="TYPE", help="quantize to this ggml type (as the quantize command: GGUF output, llama-quantize's tensor choices)")
     conv.add_argument("--imatrix", metavar="FILE", help="with --type: an importance matrix (GGUF or legacy .dat)")
     conv.add_argument("--keep", metavar="PATTERN", nargs="+", default=[], help="with --type: tensor names (glob) to keep as they are")
