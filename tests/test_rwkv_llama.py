@@ -496,7 +496,7 @@ def test_export_refuses_inconsistent_keys(key, value, match, tmp_path):
     ours = _migrated(synthetic_v7(tmp_path / "v7.bin", n_layer=1), tmp_path)
     g = load_gguf(ours)
     g.metadata.set(key, value, type="str" if isinstance(value, str) else "u32")
-    g.save(tmp_path / "bad.gguf")
+    g.save(tmp_path / "bad.gguf", keep_valid=False)  # a file that breaks the spec on purpose
     with pytest.raises(FormatError, match=match):
         export(tmp_path / "bad.gguf", tmp_path / "x.bin", to="rwkv")
     assert not (tmp_path / "x.bin").exists()
