@@ -231,14 +231,26 @@ def open_model(manifest_file: str | os.PathLike[str], *, root: str | os.PathLike
     for layer in manifest.layers:
         if layer.media_type == MEDIA_JSON:
             model.json_files[layer.name or layer.digest] = _read_json(blob(layer), f"layer {layer.name}")
-    hint = _model_quant_type(model.metadata)
+    join_tensor_blobs(
+        model, manifest, _model_quant_type(model.metadata),
+        lambda layer, hint: from_bytes(blob(layer), strict=strict, path=os.fspath(blob_path(base, layer.digest)), hint=hint),
+    )  # fmt: skip
+    return model
+
+
+def join_tensor_blobs(model: Any, manifest: Any, hint: str | None, open_blob: Any, passthrough: tuple[type[BaseException], ...] = ()) -> None:
+    """Open every tensor blob of ``manifest`` with ``open_blob(layer, hint)`` and show them as one tensor set in
+    ``model.tensors``; local and remote models share it. A blob's FormatError names its layer (``passthrough``
+    errors, e.g. a remote read's, go through as they are); a tensor in two blobs is a DuplicateError."""
     merged: dict[str, SafetensorsTensor] = {}
     origin: dict[str, str] = {}
     for layer in manifest.tensor_layers:
         if layer.digest in model.blobs:
             continue
         try:
-            f = from_bytes(blob(layer), strict=strict, path=os.fspath(blob_path(base, layer.digest)), hint=hint)
+            f = open_blob(layer, hint)
+        except passthrough:
+            raise
         except FormatError as e:
             raise type(e)(e.rule, f"blob of layer {layer.name or layer.digest}: {e.message}", path=e.path, offset=e.offset) from None
         if hint is None and f.quant_type:
@@ -250,7 +262,6 @@ def open_model(manifest_file: str | os.PathLike[str], *, root: str | os.PathLike
             merged[name] = t
             origin[name] = layer.name or layer.digest
     model.tensors = TensorMap(merged)
-    return model
 
 
 def _model_quant_type(config: Any) -> str | None:

@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import DuplicateError, FormatError, InvalidValueError
-from .errors import RemoteChangedError, RemoteError
+from ..errors import FormatError, InvalidValueError
+from .errors import RemoteError
 from .http import HttpFile, open_http
 from .options import RemoteOptions, options
 from .urls import OllamaName, ollama_name
@@ -34,8 +34,7 @@ def fetch_manifest(name: OllamaName, opts: RemoteOptions) -> bytes:
 
 
 def load_ollama(source: str, *, strict: bool = True, hint: str | None = None, verify: bool = False, opts: RemoteOptions | None = None) -> Any:
-    from ..api.ollama import MEDIA_JSON, OllamaModel, _model_quant_type, parse_manifest
-    from ..api.safetensors import TensorMap
+    from ..api.ollama import MEDIA_JSON, OllamaModel, _model_quant_type, join_tensor_blobs, parse_manifest
     from .load import gguf_from_source, safetensors_from_source
 
     opts = opts or options()
@@ -65,27 +64,10 @@ def load_ollama(source: str, *, strict: bool = True, hint: str | None = None, ve
     for layer in manifest.layers:
         if layer.media_type == MEDIA_JSON:
             model.json_files[layer.name or layer.digest] = json_blob(layer, f"layer {layer.name}")
-    hint = hint or _model_quant_type(model.metadata)
-    merged: dict[str, Any] = {}
-    origin: dict[str, str] = {}
-    for layer in manifest.tensor_layers:
-        if layer.digest in model.blobs:
-            continue
-        try:
-            f = safetensors_from_source(blob(layer), strict=strict, hint=hint)
-        except (RemoteChangedError, RemoteError):
-            raise
-        except FormatError as e:
-            raise type(e)(e.rule, f"blob of layer {layer.name or layer.digest}: {e.message}", path=e.path, offset=e.offset) from None
-        if hint is None and f.quant_type:
-            hint = f.quant_type
-        model.blobs[layer.digest] = f
-        for tname, t in f.tensors.items():
-            if tname in merged:
-                raise DuplicateError("tensor.duplicate", f"tensor {tname!r} is in the blobs of layers {origin[tname]!r} and {layer.name!r}", path=tname)
-            merged[tname] = t
-            origin[tname] = layer.name or layer.digest
-    model.tensors = TensorMap(merged)
+    join_tensor_blobs(
+        model, manifest, hint or _model_quant_type(model.metadata),
+        lambda layer, h: safetensors_from_source(blob(layer), strict=strict, hint=h), passthrough=(RemoteError,),
+    )  # fmt: skip
     return model
 
 
