@@ -13,23 +13,34 @@ import re
 import struct
 import tempfile
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import construct
 import numpy as np
 from construct import Container
 
-from ..errors import FormatError, InvalidValueError, UnsupportedTypeError
+from ..errors import FormatError, InvalidValueError, UnknownFormatError, UnsupportedTypeError
 from ..formats.gguf import GGUF, ORDERS, data_extents, detect_byte_order
 from .metadata import Metadata, StandardKeys
+from .protocol import ByteOrder, FormatName, LegacyFormatName, ModelFile, Profile
 from .tensors import Tensors
+
+if TYPE_CHECKING:
+    from .legacy import LegacyFile
+    from .ollama import Manifest, OllamaModel
+    from .safetensors import SafetensorsFile
 
 
 class GGUFFile:
     """A parsed GGUF file. ``metadata`` and ``tensors`` are live views that ``save`` writes back."""
 
     format = "gguf"
+    #: a partial file's counts as its real header declares them (``readable_prefix``); None otherwise
+    declared: dict[str, int] | None = None
+    #: the manifest of a model opened as ``ollama://`` whose model blob is this file (``remote.ollama``); else None
+    manifest: Manifest | None = None
 
     def __init__(self, container: Container, source: memoryview | None = None, path: str | None = None):
         self._container = container
@@ -49,7 +60,7 @@ class GGUFFile:
 
     @property
     def byte_order(self) -> str:
-        return self._container.get("byte_order", "little")
+        return str(self._container.get("byte_order", "little"))
 
     @property
     def alignment(self) -> int:
@@ -183,7 +194,7 @@ def write_atomic(path: str | os.PathLike[str], write: Any, verify: Any = None) -
 def clean_stale_temporaries(folder: Path) -> list[Path]:
     """Remove our temporary files in ``folder`` whose writing process no longer runs (a SIGKILL mid-write
     leaves one as large as the output); returns what was removed. Other files are never touched."""
-    removed = []
+    removed: list[Path] = []
     try:
         names = [e.name for e in os.scandir(folder) if e.name.startswith(".") and e.name.endswith(".tmp")]
     except OSError:
@@ -214,7 +225,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def verify_gguf_output(tmp: str | os.PathLike[str], already: set[str] | None = frozenset()) -> None:
+def verify_gguf_output(tmp: str | os.PathLike[str], already: AbstractSet[str] | None = frozenset()) -> None:
     """What every GGUF writer checks before its rename: the written file parses (under the active limits) and
     breaks no spec rule beyond ``already`` (the rules its source broke; None: parsing is all that is checked).
     So no writer turns a file ``validate`` accepts into one it refuses (``set general.alignment 7``, a tensor
@@ -243,9 +254,26 @@ def _new_file_mode(target: Path) -> int:
         return 0o666 & ~umask
 
 
-def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None,
-         limits: Mapping[str, int] | None = None) -> Any:  # fmt: skip
-    """Open any model file ``detect()`` knows: a ``GGUFFile`` for GGUF, the format's own file object otherwise.
+@overload
+def load(path: str | os.PathLike[str], *, format: Literal["gguf"], strict: bool = ..., profile: Profile = ..., byte_order: ByteOrder | None = ...,
+         limits: Mapping[str, int] | None = ...) -> GGUFFile: ...  # fmt: skip
+@overload
+def load(path: str | os.PathLike[str], *, format: Literal["safetensors"], strict: bool = ..., profile: Profile = ..., byte_order: ByteOrder | None = ...,
+         limits: Mapping[str, int] | None = ...) -> SafetensorsFile: ...  # fmt: skip
+@overload
+def load(path: str | os.PathLike[str], *, format: LegacyFormatName, strict: bool = ..., profile: Profile = ..., byte_order: ByteOrder | None = ...,
+         limits: Mapping[str, int] | None = ...) -> LegacyFile: ...  # fmt: skip
+@overload
+def load(path: str | os.PathLike[str], *, format: Literal["ollama"], strict: bool = ..., profile: Profile = ..., byte_order: ByteOrder | None = ...,
+         limits: Mapping[str, int] | None = ...) -> OllamaModel: ...  # fmt: skip
+@overload
+def load(path: str | os.PathLike[str], *, format: None = None, strict: bool = ..., profile: Profile = ..., byte_order: ByteOrder | None = ...,
+         limits: Mapping[str, int] | None = ...) -> ModelFile: ...  # fmt: skip
+def load(path: str | os.PathLike[str], *, format: FormatName | None = None, strict: bool = True, profile: Profile = "spec",
+         byte_order: ByteOrder | None = None, limits: Mapping[str, int] | None = None) -> ModelFile:  # fmt: skip
+    """Open any model file ``detect()`` knows: a ``GGUFFile`` for GGUF, the format's own file object otherwise
+    (each a ``ModelFile``: see ``api.protocol``). ``format`` demands one format (an ``UnknownFormatError``, rule
+    ``format.expected``, for any other) and tells a type checker which class comes back.
     The first shard of a gguf-split set (``*-00001-of-0000N.gguf``, N > 1) opens the whole set as one model
     (``api.shards.load_shards``; ``load_gguf`` opens the shard alone). ``path`` may also be an http(s)://,
     hf://, ollama:// or fsspec URL: only the header is fetched, each tensor when read (``gguf_construct.remote``).
@@ -253,10 +281,18 @@ def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "s
     from ..limits import limits as limits_scope
 
     with limits_scope(limits):
-        return _load_any(path, strict=strict, profile=profile, byte_order=byte_order)
+        f: ModelFile = _load_any(path, strict=strict, profile=profile, byte_order=byte_order, expected=format)
+    if format is not None and f.format != format:  # a remote source, known once it is open
+        f.close()
+        raise _not_expected(path, f.format, format)
+    return f
 
 
-def _load_any(path: str | os.PathLike[str], *, strict: bool, profile: str, byte_order: str | None) -> Any:
+def _not_expected(path: str | os.PathLike[str], found: str, expected: str) -> UnknownFormatError:
+    return UnknownFormatError("format.expected", f"{os.fspath(path)} is a {found} file, not {expected}", offset=0)
+
+
+def _load_any(path: str | os.PathLike[str], *, strict: bool, profile: str, byte_order: str | None, expected: str | None = None) -> Any:
     from ..remote.urls import is_remote
 
     if is_remote(path):
@@ -267,6 +303,8 @@ def _load_any(path: str | os.PathLike[str], *, strict: bool, profile: str, byte_
     from ..formats.registry import FORMATS, resolve
 
     fmt = detect(path)
+    if expected is not None and fmt != expected:
+        raise _not_expected(path, fmt, expected)
     if fmt == "gguf":
         from .shards import is_first_shard, load_shards
 

@@ -68,7 +68,7 @@ def infer_type(value: Any) -> str:
         v = int(value)
         return "i32" if -(2**31) <= v < 2**31 else ("i64" if -(2**63) <= v < 2**63 else "u64")
     if isinstance(value, (float, np.floating)):
-        return {np.dtype("f8"): "f64"}.get(getattr(value, "dtype", None), "f32")
+        return "f64" if getattr(value, "dtype", None) == np.dtype("f8") else "f32"
     if isinstance(value, str):
         return "str"
     if isinstance(value, np.ndarray):

@@ -21,9 +21,12 @@ import shlex
 import struct
 import subprocess
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..api.protocol import Profile
 
 #: Tensors larger than this are not dequantized for comparison (keeps a run fast; the view notes the skip).
 DEQUANT_LIMIT = 1 << 20
@@ -73,14 +76,14 @@ def digest(values: np.ndarray) -> str:
 
 
 # -- ours ------------------------------------------------------------------------------------------------
-def read_ours(path: str, profile: str = "spec", *, strict: bool = True, dequantize: bool = True) -> dict[str, Any]:
+def read_ours(path: str, profile: Profile = "spec", *, strict: bool = True, dequantize: bool = True) -> dict[str, Any]:
     """gguf_construct.load(strict=True) under ``profile``: what we accept, and what we see in it.
 
     ``strict=False`` loads leniently instead; ``dequantize=False`` leaves ``dequant`` empty (faster)."""
     from ..api.file import load
     from ..formats.fields import StringArray
 
-    f = load(path, strict=strict, profile=profile)
+    f = load(path, format="gguf", strict=strict, profile=profile)
     kvs = []
     for field in f.metadata.fields():
         if field.type == "arr":
@@ -245,7 +248,7 @@ def info_view(info: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def read_ours_info(path: str, profile: str = "spec") -> dict[str, Any]:
+def read_ours_info(path: str, profile: Profile = "spec") -> dict[str, Any]:
     """Ours, in the info --json shape (to compare with an external command)."""
     from ..api.file import load
     from ..cli.report import info_json

@@ -4,13 +4,19 @@ interleave headers and data, so they are fetched whole (within ``max_bytes``).""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import FormatError, LayoutError
 from .errors import RemoteError
 from .options import RemoteOptions
 from .source import ByteSource, MappedSource, RangedSource
 from .urls import hf_url, local_path, scheme_of
+
+if TYPE_CHECKING:
+    from ..api.file import GGUFFile
+    from ..api.legacy import LegacyFile
+    from ..api.protocol import ModelFile
+    from ..api.safetensors import SafetensorsFile
 
 #: gguf-split shards whose headers are read at once (@huggingface/gguf reads 20 at a time)
 SHARD_CONCURRENCY = 16
@@ -62,7 +68,7 @@ def open_fsspec(url: str, opts: RemoteOptions | None = None) -> RangedSource:
 
 
 # -- file objects over a source ------------------------------------------------------------------------------
-def load_url(source: str, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, shards: bool = True, hint: str | None = None, opts: RemoteOptions | None = None) -> Any:
+def load_url(source: str, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, shards: bool = True, hint: str | None = None, opts: RemoteOptions | None = None) -> ModelFile:
     """``load()`` for a remote source: a GGUFFile (a ShardedGGUF from a first shard's URL when ``shards``), a
     SafetensorsFile, an OllamaModel (``ollama://``) or a LegacyFile."""
     if scheme_of(source) == "ollama":
@@ -88,7 +94,7 @@ def detect_source(src: ByteSource) -> str:
     return detect(bytes(src.ensure(0, PREFIX_SIZE)))
 
 
-def load_source(src: ByteSource, fmt: str | None = None, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, hint: str | None = None) -> Any:
+def load_source(src: ByteSource, fmt: str | None = None, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, hint: str | None = None) -> ModelFile:
     fmt = fmt or detect_source(src)
     if fmt == "gguf":
         return gguf_from_source(src, strict=strict, profile=profile, byte_order=byte_order)
@@ -99,7 +105,7 @@ def load_source(src: ByteSource, fmt: str | None = None, *, strict: bool = True,
     return legacy_from_source(src, fmt, strict=strict, profile=profile)
 
 
-def gguf_from_source(src: ByteSource, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, unknown_types: str = "error") -> Any:
+def gguf_from_source(src: ByteSource, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, unknown_types: str = "error") -> GGUFFile:
     """A GGUFFile: the header through ``GGUF`` on the source's prefix, tensor data left where it is. A value of
     an unknown type raises with ``error.partial``, the keys before it (``api.file.readable_prefix``)."""
     from ..api.file import GGUFFile, readable_prefix
@@ -122,7 +128,7 @@ def gguf_from_source(src: ByteSource, *, strict: bool = True, profile: str = "sp
     return GGUFFile(container, src.view(), src.name)
 
 
-def safetensors_from_source(src: ByteSource, *, strict: bool = True, profile: str = "spec", hint: str | None = None) -> Any:
+def safetensors_from_source(src: ByteSource, *, strict: bool = True, profile: str = "spec", hint: str | None = None) -> SafetensorsFile:
     """A SafetensorsFile whose tensors fetch their bytes when read (``LazyRegion``)."""
     from ..api.safetensors import SafetensorsFile
     from ..formats.safetensors import SAFETENSORS
@@ -146,7 +152,7 @@ def safetensors_from_source(src: ByteSource, *, strict: bool = True, profile: st
         raise LayoutError(f"internal.{type(e).__name__}", str(e)) from None
 
 
-def legacy_from_source(src: ByteSource, fmt: str, *, strict: bool = True, profile: str = "spec") -> Any:
+def legacy_from_source(src: ByteSource, fmt: str, *, strict: bool = True, profile: str = "spec") -> LegacyFile:
     """GGML/GGMF/GGJT and rwkv.cpp files: their tensors' headers sit between the tensors, so the file is read whole."""
     from ..api.legacy import from_container, rwkv_from_container
     from ..validation import raise_first

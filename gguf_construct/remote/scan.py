@@ -51,7 +51,7 @@ def scan_one(source: str, profile: str = "spec", opts: RemoteOptions | None = No
 def _open_and_check(source: str, profile: str, opts: RemoteOptions | None) -> tuple[Any, list[Any]]:
     from ..formats.registry import FORMATS
     from ..formats.registry import PROFILES as ALL_PROFILES
-    from .load import detect_source, load_source, open_source
+    from .load import detect_source, gguf_from_source, load_source, open_source, safetensors_from_source
     from .urls import scheme_of
 
     if scheme_of(source) == "ollama":
@@ -60,19 +60,21 @@ def _open_and_check(source: str, profile: str, opts: RemoteOptions | None) -> tu
         return load_ollama(source, strict=False, opts=opts), []
     src = open_source(source, opts)
     fmt = detect_source(src)
-    f = load_source(src, fmt, strict=False)
     if profile not in FORMATS[fmt].profiles and profile in ALL_PROFILES:
         profile = "spec"
     if fmt == "gguf":
         from ..validation import check
 
-        return f, check(f.container, src.size, profile)
+        g = gguf_from_source(src, strict=False)
+        return g, check(g.container, src.size, profile)
     if fmt == "safetensors":
         from ..validation_safetensors import check_safetensors
 
-        return f, check_safetensors(f.container, profile)
+        s = safetensors_from_source(src, strict=False)
+        return s, check_safetensors(s.container, profile)
     from ..validation import validate_bytes
 
+    f = load_source(src, fmt, strict=False)
     return f, validate_bytes(src.ensure(0, src.size), profile)
 
 
