@@ -25,9 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from ..api.protocol import Profile
-
 #: Tensors larger than this are not dequantized for comparison (keeps a run fast; the view notes the skip).
 DEQUANT_LIMIT = 1 << 20
 _NUMPY = {
@@ -310,3 +307,7 @@ def ggml_quantize(values: np.ndarray, type_id: int, imatrix: np.ndarray | None =
     written = ggml.ggml_quantize_chunk(type_id, src, ctypes.cast(dst, ctypes.c_void_p), 0, n_rows, n_per_row, qw)
     assert written == row_size * n_rows
     return bytes(dst)
+
+
+if TYPE_CHECKING:  # at the end: the fuzz findings name lines of this module
+    from ..api.protocol import Profile
