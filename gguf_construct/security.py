@@ -38,7 +38,9 @@ def _environment() -> Any:
     jinja2 = _jinja()
     nodes = jinja2.nodes
 
-    class GenerationTag(jinja2.ext.Extension):
+    extension: Any = jinja2.ext.Extension  # jinja2 is an optional import: its classes are not known statically
+
+    class GenerationTag(extension):
         tags = {"generation"}
 
         def parse(self, parser: Any) -> Any:
@@ -126,7 +128,7 @@ def _walk(tree: Any, nodes: Any, table: dict[str, Any]) -> list[tuple[str, str, 
     assigned = {n.name for n in all_nodes if isinstance(n, nodes.Name) and n.ctx == "store"}
     built_names = _string_built_names(all_nodes, nodes, builders)
     blocks = {n.name for n in all_nodes if isinstance(n, nodes.Block)}
-    out: list[tuple[str, str, int]] = []
+    out: list[tuple[int, str, str]] = []  # (line, rule, why), sorted by line below
 
     def name_rule(name: str) -> tuple[str, str] | None:
         if name.startswith("__"):

@@ -22,7 +22,7 @@ from .limits import breach, limit
 
 #: A run of ASCII digits (``\d`` would also match other scripts' digits, which ``int()`` may refuse).
 DIGITS = re.compile(r"[0-9]+\Z")
-_LONG_DIGITS = {}  # number_digits -> compiled pattern for a run longer than that
+_LONG_DIGITS: dict[int, re.Pattern[bytes]] = {}  # number_digits -> compiled pattern for a run longer than that
 
 
 def decimal(text: str) -> int | None:

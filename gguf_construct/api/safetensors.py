@@ -196,6 +196,10 @@ class QuantizedTensor(SafetensorsTensor):
         e = self.parts.get(role)
         return None if e is None else tensor_array(e, self._region)
 
+    def stored(self, role: str) -> NDArray[Any]:
+        """A part the tensor has (every one has 'weight' and 'scale'; affine ones 'bias') as a numpy view."""
+        return tensor_array(self.parts[role], self._region)
+
     @property
     def global_scale(self) -> NDArray[Any] | None:
         """Ollama's ``.global_scale`` as float32: a scalar, or one factor per row (shape ``[rows, 1]``)."""
@@ -211,7 +215,7 @@ class QuantizedTensor(SafetensorsTensor):
         p, scale = self.params, self.parts["scale"]
         bias = self.part("bias")
         out = mq.dequantize_mlx(
-            p.mode, tensor_array(self.parts["weight"], self._region), tensor_array(scale, self._region), bias, bits=p.bits, group_size=p.group_size,
+            p.mode, self.stored("weight"), self.stored("scale"), bias, bits=p.bits, group_size=p.group_size,
             scale_dtype=scale.dtype, mlx_rounding=mlx_rounding,
         )  # fmt: skip
         g = self.global_scale

@@ -76,7 +76,7 @@ def reading_warnings(f: Any, path: str | None = None) -> list[Issue]:
     if paths:
         size -= getattr(f, "data_offset", 0) if len(paths) == 1 else 0
         tensors = list(f.tensors.values())
-        places = [(f"tensors[{t.name!r}]", None) for t in tensors]
+        places: list[tuple[str, int | None]] = [(f"tensors[{t.name!r}]", None) for t in tensors]
         issue = parameter_issue([t.shape for t in tensors], size, not unsized, places)
         if issue is not None:
             out.append(Issue(issue.rule, issue.message, issue.path, issue.offset, "warning"))

@@ -88,7 +88,8 @@ def export_rwkv(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
         raise MigrationError("export.architecture", "only GGUF files of the architectures rwkv (version 4 or 5), rwkv6 and rwkv7 export to rwkv.cpp")
     variant = "v5.2" if "blk.0.time_mix_gate.weight" in g.tensors else ("v5.1" if md["rwkv.architecture_version"] == 5 else "v4.0")
     ids = {v: int(k) for k, v in legacy_tables()["rwkv"]["types"]["101"].items()}
-    main = {v: k for k, v in FILE_TYPE_OF.items()}.get(md.get("general.file_type"))
+    file_type = md.get("general.file_type")
+    main = {v: k for k, v in FILE_TYPE_OF.items()}.get(file_type) if isinstance(file_type, int) else None
     if main is None:
         raise MigrationError("export.file_type", f"general.file_type {md.get('general.file_type')} has no rwkv.cpp type")
     names, params = rwkv_names(), []

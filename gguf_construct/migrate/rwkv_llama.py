@@ -58,7 +58,9 @@ def entries(variant: str, n_layer: int) -> list[Entry]:
     for raw in spec["common"] + spec[variant]:
         blocks: Iterable[int | None] = range(n_layer) if "{bid}" in raw["gguf"] else (None,)
         for bid in blocks:
-            sub = (lambda s, b=bid: s.replace("{bid}", str(b))) if bid is not None else (lambda s: s)
+            def sub(s: str, b: int | None = bid) -> str:
+                return s if b is None else s.replace("{bid}", str(b))
+
             out.append(
                 Entry(sub(raw["gguf"]), tuple(sub(r) for r in raw["rwkv"]), tuple(raw["shape"]),
                       tuple(raw["rwkv_shape"]) if "rwkv_shape" in raw else None, bid,
@@ -79,7 +81,7 @@ def resolve(shape: Iterable[Any], sizes: dict[str, int]) -> list[int]:
     return out
 
 
-def variant_of(architecture: str) -> str | None:
+def variant_of(architecture: object) -> str | None:
     """'v6.0' for 'rwkv6', 'v7.0' for 'rwkv7'; None for other architectures."""
     return {arch: v for v, arch in table()["architectures"].items()}.get(architecture)
 
@@ -275,7 +277,7 @@ def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     variant = variant_of(arch)
     if variant is None:
         raise MigrationError("export.architecture", f"architecture {arch!r} is not rwkv6 or rwkv7")
-    sizes = sizes_from_gguf(g, variant, arch)
+    sizes = sizes_from_gguf(g, variant, str(arch))
     rescale = g.metadata.get(f"{arch}.rescale_every_n_layers", 0)
     if not isinstance(rescale, (int, np.integer)) or isinstance(rescale, bool) or rescale < 0:
         raise MigrationError("export.metadata", f"{arch}.rescale_every_n_layers is {rescale!r}, not a count of layers")

@@ -69,7 +69,7 @@ def proxy_for(url: str) -> str | None:
     parts = urlsplit(url)
     proxy = urllib.request.getproxies_environment().get(parts.scheme)
     host = parts.hostname or ""
-    if not proxy or host in ("localhost", "127.0.0.1", "::1") or urllib.request.proxy_bypass_environment(host):
+    if not proxy or host in ("localhost", "127.0.0.1", "::1") or urllib.request.proxy_bypass_environment(host):  # type: ignore[attr-defined]  # undocumented, not in typeshed
         return None
     return proxy
 
@@ -180,7 +180,7 @@ class HttpFile:
         """A whole body, with a progress bar on a terminal."""
         from ..progress import progress
 
-        bar = None
+        bar: Any = None
         if length and sys.stderr.isatty():
             bar = progress(range(0), length, f"downloading {self.url.rsplit('/', 1)[-1]}", unit="B", minimum=0)
             bar = bar if hasattr(bar, "update") else None
