@@ -68,7 +68,7 @@ def infer_type(value: Any) -> str:
         v = int(value)
         return "i32" if -(2**31) <= v < 2**31 else ("i64" if -(2**63) <= v < 2**63 else "u64")
     if isinstance(value, (float, np.floating)):
-        return "f64" if getattr(value, "dtype", None) == np.dtype("f8") else "f32"
+        return "f64" if isinstance(value, np.float64) else "f32"  # (np.dtype("f8") == None holds: no dtype comparison)
     if isinstance(value, str):
         return "str"
     if isinstance(value, np.ndarray):

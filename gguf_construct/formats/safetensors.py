@@ -137,7 +137,7 @@ def entry_problems(name: str, value: Any) -> list[tuple[str, str]]:
     missing = [f for f in ENTRY_FIELDS if f not in value]
     if missing:
         return [("header.entry", f"entry has no {', '.join(missing)}")]
-    out = []
+    out: list[tuple[str, str]] = []
     dtype, shape, offsets = value["dtype"], value["shape"], value["data_offsets"]
     known = dtypes().get(dtype) if isinstance(dtype, str) else None
     if known is None:
@@ -152,7 +152,7 @@ def entry_problems(name: str, value: Any) -> list[tuple[str, str]]:
         out.append(("tensor.data_offsets", f"data_offsets {json.dumps(offsets)} is not a pair of integers"))
     elif offsets[0] < 0 or offsets[1] < offsets[0]:
         out.append(("tensor.data_offsets", f"data_offsets {offsets}: need 0 <= begin <= end"))
-    if out:
+    if out or known is None:
         return out
     n = element_count(shape)
     size = known.nbytes(n)
@@ -219,7 +219,7 @@ class Header(Mapping[str, Any]):
                 value = loads(self.raw.rstrip(b" \0"), what="header", path="header", offset=self.offset, object_pairs_hook=_object)
             except InvalidValueError as e:
                 raise InvalidValueError("header.json", e.message, path=e.path, offset=e.offset) from None
-            if not isinstance(value, dict):
+            if not isinstance(value, _Object):  # every JSON object is one (object_pairs_hook)
                 raise InvalidValueError("header.object", f"header is a JSON {_kind(value)}, not an object", path="header", offset=self.offset)
             self._json = value
         return self._json
@@ -269,7 +269,7 @@ class Header(Mapping[str, Any]):
         md = self.json.get(METADATA_KEY)
         if md is None:
             return None
-        where = dict(path=f"header.{METADATA_KEY}", offset=self.key_offset(METADATA_KEY))
+        where: dict[str, Any] = dict(path=f"header.{METADATA_KEY}", offset=self.key_offset(METADATA_KEY))
         if not isinstance(md, dict):
             raise InvalidValueError("metadata.object", f"{METADATA_KEY} is a JSON {_kind(md)}, not an object", **where)
         for k, v in md.items():
@@ -359,7 +359,7 @@ def tensor_bytes(data: Any) -> memoryview:
     if callable(data):
         data = data()
     if isinstance(data, np.ndarray):
-        return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+        return np.ascontiguousarray(data).reshape(-1).view(np.uint8).data
     view = memoryview(data)
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
