@@ -27,6 +27,10 @@ from .base import BufferStream, as_stream, context_path, readable_path
 MAX_ARRAY_DEPTH = LIMITS["nesting"].value
 
 
+#: The ``struct`` code (one that construct's ``FormatField`` takes too) of each numpy dtype code of ``schema/value_types.json``.
+STRUCT_CODES = {"u1": "B", "i1": "b", "u2": "H", "i2": "h", "u4": "L", "i4": "l", "f4": "f", "u8": "Q", "i8": "q", "f8": "d", "?": "B"}
+
+
 def count_format(order: str, wide: bool) -> struct.Struct:
     """The packed count/length field: u64 from GGUF v2 on, u32 in v1."""
     return struct.Struct(order + ("Q" if wide else "I"))
@@ -389,7 +393,7 @@ class MetadataValue(Construct):
         # read and built in every version, and validation reports them in a v1 file (rule value.type_v1).
         self.known = {vt.id: vt for vt in VALUE_TYPES.values()}
         self.scalars = {
-            vt.id: struct.Struct(order + {"u1": "B", "i1": "b", "u2": "H", "i2": "h", "u4": "I", "i4": "i", "f4": "f", "u8": "Q", "i8": "q", "f8": "d", "?": "B"}[vt.numpy])
+            vt.id: struct.Struct(order + STRUCT_CODES[vt.numpy])
             for vt in self.known.values()
             if vt.numpy
         }
