@@ -13,10 +13,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from construct import Construct, Container, SizeofError, evaluate
+from construct import Const, Construct, Container, SizeofError, Subconstruct, evaluate
 from construct.core import EnumIntegerString
 
-from ..errors import InvalidValueError, TruncatedError, UnsupportedTypeError
+from ..errors import InvalidValueError, TruncatedError, UnknownFormatError, UnsupportedTypeError
 from ..limits import TABLE as LIMITS
 from ..limits import breach, limit
 from ..tables import VALUE_TYPES, ValueType
@@ -609,3 +609,57 @@ class Remainder(Construct):
 
     def _sizeof(self, context, path):
         raise SizeofError("the remainder has no fixed size", path=path)
+
+
+class Magic(Const):
+    """A file signature: ``Const(value)`` (or one of ``value, *others``) whose mismatch says the input is another
+    format (UnknownFormatError, rule ``header.magic``) and whose absence is a truncated header."""
+
+    def __init__(self, value: bytes, *others: bytes):
+        super().__init__(value)
+        self.accepted = (value, *others)
+
+    def _parse(self, stream, context, path):
+        s = as_stream(stream)
+        n = len(self.value)
+        s.need(n, "header.truncated", "the magic", path)
+        at = s.pos
+        got = s.read(n)
+        if got not in self.accepted:
+            expected = " or ".join(map(repr, self.accepted))
+            raise UnknownFormatError("header.magic", f"magic is {got!r}, not {expected}", path=readable_path(path), offset=at)
+        return got
+
+    def _build(self, obj, stream, context, path):
+        value = self.value if obj is None else bytes(obj)
+        if value not in self.accepted:
+            raise ValueError(f"magic {value!r} is not {' or '.join(map(repr, self.accepted))}")
+        stream.write(value)
+        return value
+
+
+class Version(Subconstruct):
+    """A format version: ``OneOf(subcon, versions)`` whose other values are an UnsupportedTypeError (rule
+    ``header.version``), naming ``what`` format; a missing version is a truncated header."""
+
+    def __init__(self, subcon: Construct, versions: Any, what: str):
+        super().__init__(subcon)
+        self.versions = versions  # a collection, or a context function giving one
+        self.what = what
+
+    def _parse(self, stream, context, path):
+        s = as_stream(stream)
+        s.need(self.subcon.sizeof(), "header.truncated", "the version", path)
+        at = s.pos
+        version = self.subcon._parsereport(s, context, path)
+        allowed = evaluate(self.versions, context)
+        if version not in allowed:
+            listed = ", ".join(map(str, allowed[:-1])) + (" or " if len(allowed) > 1 else "") + str(allowed[-1])
+            raise UnsupportedTypeError("header.version", f"{evaluate(self.what, context)} version {version} is not {listed}",
+                                       path=readable_path(path), offset=at)  # fmt: skip
+        return version
+
+    def _build(self, obj, stream, context, path):
+        if obj not in evaluate(self.versions, context):
+            raise ValueError(f"cannot build {evaluate(self.what, context)} version {obj}")
+        return self.subcon._build(obj, stream, context, path)
