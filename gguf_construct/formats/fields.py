@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from construct import Const, Construct, Container, SizeofError, Subconstruct, evaluate
+from construct import Const, Construct, Container, SizeofError, StopFieldError, Struct, Subconstruct, evaluate
 from construct.core import EnumIntegerString
 
 from ..errors import InvalidValueError, TruncatedError, UnknownFormatError, UnsupportedTypeError
@@ -540,3 +540,27 @@ class Version(Subconstruct):
         if obj not in evaluate(self.versions, context):
             raise ValueError(f"cannot build {evaluate(self.what, context)} version {obj}")
         return self.subcon._build(obj, stream, context, path)
+
+
+class Located(Struct):
+    """A ``Struct`` that records where each of its fields starts: ``obj._at[name]`` is the field's absolute
+    offset in the input (bookkeeping, like ``_offset``: ignored by Container equality and by building)."""
+
+    def _parse(self, stream, context, path):
+        obj = Container()
+        at: dict[str, int] = {}
+        obj._at = at
+        context = Container(_=context, _params=context._params, _root=None, _parsing=context._parsing, _building=context._building,
+                            _sizing=context._sizing, _subcons=self._subcons, _io=stream, _index=context.get("_index", None))  # fmt: skip
+        context._root = context._.get("_root", context)
+        for sc in self.subcons:
+            try:
+                if sc.name:
+                    at[sc.name] = stream.tell()
+                subobj = sc._parsereport(stream, context, path)
+                if sc.name:
+                    obj[sc.name] = subobj
+                    context[sc.name] = subobj
+            except StopFieldError:
+                break
+        return obj

@@ -44,7 +44,7 @@ from construct import (
 from ..errors import FormatError, InvalidValueError, LayoutError, UnsupportedTypeError
 from ..tables import GGML_TYPES, VALUE_TYPES, ggml_type_of
 from .base import BufferStream, FileConstruct, as_stream
-from .fields import AlignPadding, CheckedArray, GGUFString, Magic, MetadataValue, Remainder, Version, value_type_id
+from .fields import AlignPadding, CheckedArray, GGUFString, Located, Magic, MetadataValue, Remainder, Version, value_type_id
 from .filedata import write_data
 
 MAGIC = b"GGUF"
@@ -197,13 +197,13 @@ def gguf_layout(order: str, wide: bool) -> Struct:
     value_type = Enum(U32, **{vt.name: vt.id for vt in VALUE_TYPES.values()})
     ggml_type = Enum(U32, **{t.name: t.id for t in GGML_TYPES.values()})
 
-    gguf_metadata_kv_t = Struct(
+    gguf_metadata_kv_t = Located(
         "_offset" / Tell,
         "key" / string,
         "value_type" / value_type,
         "value" / MetadataValue(this.value_type, order, wide),
     )
-    gguf_tensor_info_t = Struct(
+    gguf_tensor_info_t = Located(
         "_offset" / Tell,
         "name" / string,
         "n_dimensions" / Rebuild(U32, len_(this.dimensions)),
@@ -211,7 +211,7 @@ def gguf_layout(order: str, wide: bool) -> Struct:
         "type" / ggml_type,
         "offset" / U64,
     )
-    return Struct(
+    return Located(
         "magic" / Magic(MAGIC),
         "version" / Version(U32, VERSIONS, "GGUF"),
         "tensor_count" / Rebuild(count, len_(this.tensor_infos)),
