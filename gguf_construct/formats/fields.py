@@ -124,7 +124,7 @@ class StringArray(Sequence[str]):
 
     def _window_text(self, i: int, buf: np.ndarray, lo: int) -> str:
         try:
-            return str(memoryview(buf), "utf-8")
+            return str(buf.data, "utf-8")
         except UnicodeDecodeError as err:
             bad = max(i, int(np.searchsorted(self._starts, lo + err.start, side="right")) - 1)
             self._decode(bad)  # raises, naming the element and its offset
@@ -321,8 +321,8 @@ class MetadataValue(Construct):
         if n > limit("array_length"):
             raise breach("array_length", f"an array of {n} elements", path=readable_path(path), offset=at + 4)
         if etype.numpy:
-            dtype = np.dtype(self.order + etype.numpy) if etype.size > 1 else np.dtype(etype.numpy)
-            array = np.frombuffer(s.view, dtype=dtype, count=n, offset=s.pos)
+            dtype = np.dtype(self.order + etype.numpy) if (etype.size or 0) > 1 else np.dtype(etype.numpy)
+            array: Any = np.frombuffer(s.view, dtype=dtype, count=n, offset=s.pos)
             array.flags.writeable = False
             s.pos += n * etype.size
         elif etype.name == "str":
@@ -381,6 +381,7 @@ class F32(float):
     """A float32 NaN that remembers its bit pattern: a Python float may not keep a NaN's payload."""
 
     __slots__ = ("bits",)
+    bits: int
 
     def __new__(cls, value: float, bits: int) -> F32:
         out = super().__new__(cls, value)

@@ -181,7 +181,7 @@ def tensor_bytes(data: Any) -> memoryview:
     if data is None:
         raise ValueError("a tensor has no data to write")
     if isinstance(data, np.ndarray):
-        return memoryview(np.ascontiguousarray(data)).cast("B")
+        return np.ascontiguousarray(data).data.cast("B")
     view = memoryview(data)
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
