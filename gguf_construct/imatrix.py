@@ -41,7 +41,7 @@ def read_stats(path: str | os.PathLike[str]) -> tuple[Stats, dict[str, object]]:
 
 
 def _read_gguf(path: str | os.PathLike[str]) -> tuple[Stats, dict[str, object]]:
-    from .api import load
+    from .registry import load
 
     f = load(path)
     sums: dict[str, np.ndarray] = {}
@@ -81,7 +81,7 @@ def write_dat(path: str | os.PathLike[str], stats: Stats, *, chunk_count: int | 
     """A legacy ``.dat`` file: entries sorted by name, each ``(sums, [ncall])`` written as llama.cpp's loader reads."""
     from construct import Container
 
-    from .api.file import write_atomic
+    from .fileio import write_atomic
     from .formats.imatrix import IMATRIX_DAT
 
     entries = []

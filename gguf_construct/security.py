@@ -82,7 +82,7 @@ def scan_templates(file: Any) -> list[Issue]:
     """Every finding in every chat template of a file: a loaded file object (any format with ``metadata``)
     or a path, which is opened leniently."""
     if isinstance(file, (str, os.PathLike)):
-        from .api.file import load
+        from .registry import load
 
         file = load(file, strict=False)
     meta = file.metadata

@@ -18,7 +18,6 @@ import numpy as np
 from construct import Container
 
 from . import errors
-from .formats.base import map_file
 from .formats.fields import StringArray, value_type_id
 from .formats.gguf import GGUF, MAX_TENSOR_NAME, align_offset, sized_type
 from .tables import GGML_TYPES, USER_TYPES_ENV, VALUE_TYPES, GGMLType, architecture_required_keys, standard_key
@@ -75,53 +74,8 @@ def raise_first(issues: list[Issue]) -> None:
             raise issue.error()
 
 
-def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
-    """Parse and check a file (or a URL: ``remote.load.validate_url``); a file the schema cannot read gives one
-    issue from its FormatError."""
-    from .remote.urls import is_remote
-
-    if is_remote(path):
-        from .remote.load import validate_url
-
-        return validate_url(path, profile)
-    try:
-        view = map_file(path)
-    except OSError as e:
-        return [Issue("file.read", str(e))]
-    except errors.FormatError as e:  # not a regular file
-        return [Issue(e.rule, e.message, e.path, e.offset)]
-    from .formats.detect import detect
-
-    try:
-        fmt = detect(view)
-    except errors.FormatError:
-        fmt = None
-    if fmt == "ollama":  # a manifest: its blobs are checked too
-        from .api.ollama import validate_manifest_file
-
-        return validate_manifest_file(path, profile)
-    return validate_bytes(view, profile)
-
-
-def validate_bytes(data: Any, profile: str = "spec") -> list[Issue]:
-    """Every rule ``data`` breaks, for whichever format ``detect()`` names (GGUF rules for unknown bytes)."""
-    from .formats.detect import detect
-    from .formats.registry import FORMATS, resolve
-    from .formats.registry import PROFILES as ALL_PROFILES
-
-    try:
-        fmt = detect(data)
-    except errors.FormatError as e:
-        if e.rule != "format.unknown":  # recognised, and rejected for a reason of its own (a vocabulary dump, ...)
-            return [Issue(e.rule, e.message, e.path, e.offset)]
-        fmt = "gguf"  # no known magic: GGUF's rules say what is wrong with it
-    entry = FORMATS[fmt]
-    if profile not in entry.profiles and profile in ALL_PROFILES:
-        profile = "spec"  # e.g. 'hf' on a GGUF file: that profile says nothing about this format
-    return resolve(entry.validator)(data, profile)
-
-
 def validate_gguf_bytes(data: Any, profile: str = "spec") -> list[Issue]:
+    """Every rule a GGUF file's bytes break (any format: ``registry.validate_bytes``)."""
     try:
         container = GGUF.parse(data)
     except errors.FormatError as e:

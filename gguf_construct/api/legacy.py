@@ -277,8 +277,8 @@ def load_rwkv(path: str | os.PathLike[str], *, strict: bool = True, profile: str
 
 def open_legacy(data: Any, *, hparams: str | None = None) -> LegacyFile:
     """A LegacyFile over bytes already in memory (any legacy format or rwkv.cpp)."""
-    from ..formats.detect import detect
+    from ..formats.legacy_magic import legacy_format
 
-    if detect(data) == "rwkv":
+    if legacy_format(bytes(memoryview(data)[:8])) == "rwkv":
         return rwkv_from_container(RWKV.parse(data))
     return from_container(GGML.parse(data, **({"profile": hparams} if hparams else {})))

@@ -399,7 +399,7 @@ def save_safetensors(path: str | os.PathLike[str], tensors: Any, metadata: Mappi
     """Write a safetensors file atomically, laid out as ``style``'s writer does ('safetensors', 'mlx',
     'ollama'); ``tensors`` maps names to numpy arrays or ``{dtype, shape, data}`` (see ``formats.safetensors.lay_out``).
     Before the rename the file must load strictly (and pass ``verify(temp_path)`` when given)."""
-    from .file import write_atomic
+    from ..fileio import write_atomic
 
     obj = Container(tensors=tensors, metadata=metadata, style=style)
 

@@ -16,10 +16,11 @@ from typing import Any
 from construct import Container
 
 from ..errors import InvalidValueError, LayoutError
+from ..fileio import verify_gguf_output, write_atomic
 from ..formats.base import real_path
 from ..formats.gguf import DEFAULT_ALIGNMENT, GGUF, align_offset
 from ..naming import shard_of, shard_suffix
-from .file import GGUFFile, load_gguf, verify_gguf_output, write_atomic
+from .file import GGUFFile, load_gguf
 from .metadata import Metadata, StandardKeys
 from .tensors import Tensors
 
@@ -90,6 +91,14 @@ def load_shards(path: str | os.PathLike[str], *, strict: bool = True, profile: s
         raise LayoutError("split.missing", f"shard {missing[0].name} of {len(paths)} is missing", path=os.fspath(missing[0]))
     shards = [load_gguf(p, strict=strict, profile=profile) for p in paths]
     return join_shards(shards, paths)
+
+
+def open_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, **_: Any) -> GGUFFile:
+    """GGUF's opener for ``gguf_construct.load``: the first shard of a gguf-split set (``*-00001-of-0000N.gguf``,
+    N > 1) opens the whole set as one model (``load_shards``), any other file alone (``load_gguf``)."""
+    if is_first_shard(path) and byte_order is None:
+        return load_shards(path, strict=strict, profile=profile)
+    return load_gguf(path, strict=strict, profile=profile, byte_order=byte_order)
 
 
 def join_shards(shards: list[GGUFFile], paths: list[Any]) -> ShardedGGUF:

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..api.metadata import json_value
+from ..report import HEADER_FIELDS, fields_of, type_name
 from .common import EXIT_BAD, EXIT_OK
-from .report import HEADER_FIELDS, fields_of, type_name
 
 
 def _same_value(a: Any, b: Any) -> bool:
@@ -140,7 +140,7 @@ def diff_text(d: dict[str, Any], a: str, b: str) -> str:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from ..api.file import load
+    from ..registry import load
 
     args.file = args.a
     fa = load(args.a, strict=False)

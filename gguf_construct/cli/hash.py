@@ -173,7 +173,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def _cmd_hash(args: argparse.Namespace) -> int:
-    from ..api.file import load
+    from ..registry import load
 
     h = hash_file(load(args.file, strict=False), include_all=args.all)
     if args.against is None:

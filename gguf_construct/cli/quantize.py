@@ -20,14 +20,14 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
     quantized tensor is made when the (atomic) writer reaches it and dropped once written, so memory stays at about
     one tensor's values.
     """
-    from ..api import load, new
-    from ..api.file import GGUFFile
+    from ..api.file import GGUFFile, new
     from ..imatrix import read_imatrix
     from ..progress import progress
     from ..quants import dequantize, swap_byte_order
     from ..quants.blocks import resolve
     from ..quants.quantize import REQUIRES_IMATRIX, quantize, supported
     from ..quants.quantize.policy import tensor_type
+    from ..registry import load
 
     target = resolve(target).name
     if target not in supported():

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..formats.registry import PROFILES
+from ..registry import PROFILES
 from ..remote.scan import DASK_TIMEOUT
 from .common import EXIT_BAD, EXIT_OK, finite, whole
 

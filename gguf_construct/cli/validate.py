@@ -11,16 +11,16 @@ from dataclasses import asdict
 from functools import partial
 from typing import Any
 
-from ..formats.registry import PROFILES
+from ..registry import PROFILES
 from .common import EXIT_BAD, EXIT_OK, usage, whole
 from .info import default_jobs, expand, run_pool
 
 
 def validate_one(path: str, profile: str = "spec", keys: bool = False, security: bool = False) -> dict[str, Any]:
     """Every issue of one file as plain data (runs in a worker process)."""
-    from ..api.file import load
     from ..errors import FormatError
-    from ..validation import check_keys, validate_file
+    from ..registry import load, validate_file
+    from ..validation import check_keys
 
     issues = validate_file(path, profile)
     if (keys or security) and not any(i.severity == "error" and i.rule in ("file.read", "format.unknown", "header.magic") for i in issues):
@@ -69,7 +69,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             if r["ok"]:
                 print(f"{r['file']}: ok ({what})")
         if len(results) > 1:
-            from .report import table
+            from ..report import table
 
             rows = [[r["file"], "ok" if r["ok"] else "INVALID", r["errors"], r["warnings"]] for r in results]
             bad = sum(not r["ok"] for r in results)

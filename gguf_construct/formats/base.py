@@ -11,6 +11,7 @@ import os
 import re
 import stat
 import struct
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -126,12 +127,27 @@ def real_path(path: str | os.PathLike[str]) -> Path:
     return Path(os.path.realpath(os.fspath(path)))
 
 
+class FileMap(mmap.mmap):
+    """A read-only memory map that remembers its file (``fd``, a duplicate closed with the map, and ``path``)."""
+
+    fd: int
+    path: str
+
+
+def open_map(path: str | os.PathLike[str]) -> FileMap:
+    """Map ``path`` read-only (it must not be empty: an empty file cannot be mapped)."""
+    with open_regular(path) as f:  # a FIFO or a directory is refused before it is opened
+        m = FileMap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        m.fd = os.dup(f.fileno())
+    m.path = os.fspath(path)
+    weakref.finalize(m, os.close, m.fd)
+    return m
+
+
 def map_file(path: str | os.PathLike[str]) -> memoryview:
     """Memory-map a regular file read-only (an empty file gives an empty view; anything but a regular file is
-    refused before it is opened). The map remembers its file, so that views of it can be copied or read without
-    touching their pages (:mod:`.filedata`)."""
-    from .filedata import open_map
-
+    refused before it is opened). The map remembers its file (``FileMap``), so that views of it can be copied or
+    read without touching their pages (:mod:`.filedata`)."""
     with open_regular(path) as f:
         empty = os.fstat(f.fileno()).st_size == 0
     if empty:

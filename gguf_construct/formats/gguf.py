@@ -276,3 +276,8 @@ class GGUFConstruct(FileConstruct):
 
 #: The GGUF file format (v1–v3, little- and big-endian).
 GGUF = GGUFConstruct()
+
+
+def sniff(head: bytes) -> bool:
+    """A GGUF file starts with its magic (in either byte order: the version tells them apart)."""
+    return head[:4] == MAGIC

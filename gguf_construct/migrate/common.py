@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 from construct import Container
 
-from ..api.file import write_atomic
 from ..api.legacy import LegacyTensor
 from ..api.metadata import Metadata
 from ..errors import FormatError, InvalidValueError
+from ..fileio import write_atomic
 from ..formats.base import real_path
 from ..formats.gguf import GGUF
 from ..progress import progress as show_progress
@@ -152,7 +152,7 @@ def same_values(a: np.ndarray, b: np.ndarray) -> bool:
 def verify_gguf(path: str | os.PathLike[str], metadata: Metadata, tensors: list[PlannedTensor]) -> None:
     """Reopen a written GGUF file: 'ggml'-profile validation, the metadata as meant, every tensor's values."""
     from ..api.file import load_gguf
-    from ..validation import validate_file
+    from ..registry import validate_file
 
     errors = [i for i in validate_file(path, "ggml") if i.severity == "error"]
     if errors:

@@ -13,7 +13,8 @@ import os
 import numpy as np
 from construct import Container
 
-from ..api.file import GGUFFile, write_atomic
+from ..api.file import GGUFFile
+from ..fileio import write_atomic
 from ..formats.ggml import GGML, LegacyVocab
 from .common import MigrationError, Report, required_int
 from .llama import legacy_texts, llama_names

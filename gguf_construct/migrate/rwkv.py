@@ -14,9 +14,10 @@ from typing import Any
 
 from construct import Container
 
-from ..api.file import GGUFFile, write_atomic
+from ..api.file import GGUFFile
 from ..api.legacy import LegacyFile
 from ..api.metadata import Metadata
+from ..fileio import write_atomic
 from ..formats.ggml import legacy_tables
 from ..formats.rwkv import RWKV
 from .common import MigrationError, NameMap, PlannedTensor, Report, finish_gguf, migrate_tables, plan_tensor, required_int

@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 from construct import Container
 
-from ..api.file import GGUFFile, write_atomic
+from ..api.file import GGUFFile
 from ..api.legacy import LegacyFile, LegacyTensor, load_rwkv
 from ..api.metadata import Metadata
+from ..fileio import write_atomic
 from ..formats.ggml import legacy_tables
 from ..formats.rwkv import RWKV
 from ..quants import block_dtype

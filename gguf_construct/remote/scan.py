@@ -23,7 +23,7 @@ from .options import RemoteOptions
 def scan_one(source: str, profile: str = "spec", opts: RemoteOptions | None = None) -> dict[str, Any]:
     """One source's line: ``{"source", "ok", "format", "issues", "info", "error", "seconds"}``; the source is
     opened once, its header read once, for both the summary and the validation."""
-    from ..cli.report import info_json
+    from ..report import info_json
 
     started = time.perf_counter()
     line: dict[str, Any] = {"source": source, "ok": False, "format": None, "errors": 0, "warnings": 0, "issues": [], "info": None, "error": None}
@@ -49,9 +49,8 @@ def scan_one(source: str, profile: str = "spec", opts: RemoteOptions | None = No
 
 
 def _open_and_check(source: str, profile: str, opts: RemoteOptions | None) -> tuple[Any, list[Any]]:
-    from ..formats.registry import FORMATS
-    from ..formats.registry import PROFILES as ALL_PROFILES
-    from .load import detect_source, gguf_from_source, load_source, open_source, safetensors_from_source
+    from ..registry import FORMATS, detect_source, load_source, profile_for, validate_bytes
+    from .load import open_source
     from .urls import scheme_of
 
     if scheme_of(source) == "ollama":
@@ -60,22 +59,20 @@ def _open_and_check(source: str, profile: str, opts: RemoteOptions | None) -> tu
         return load_ollama(source, strict=False, opts=opts), []
     src = open_source(source, opts)
     fmt = detect_source(src)
-    if profile not in FORMATS[fmt].profiles and profile in ALL_PROFILES:
-        profile = "spec"
-    if fmt == "gguf":
+    profile = profile_for(FORMATS[fmt], profile)
+    if fmt == "gguf":  # the header's checks: the tensor data is not fetched
+        from ..api.file import gguf_from_source
         from ..validation import check
 
         g = gguf_from_source(src, strict=False)
         return g, check(g.container, src.size, profile)
     if fmt == "safetensors":
         from ..validation_safetensors import check_safetensors
+        from .load import safetensors_from_source
 
         s = safetensors_from_source(src, strict=False)
         return s, check_safetensors(s.container, profile)
-    from ..validation import validate_bytes
-
-    f = load_source(src, fmt, strict=False)
-    return f, validate_bytes(src.ensure(0, src.size), profile)
+    return load_source(src, fmt, strict=False), validate_bytes(src.ensure(0, src.size), profile)
 
 
 def scan_batch(sources: list[str], profile: str = "spec", opts: RemoteOptions | None = None, threads: int = 4) -> list[dict[str, Any]]:
@@ -90,9 +87,7 @@ def scan_batch(sources: list[str], profile: str = "spec", opts: RemoteOptions | 
 def preload() -> None:
     """Import what ``scan_one`` imports, once, on the calling thread, before any thread of the scan starts: first
     imports of the same modules on many threads at once wait on each other's import locks."""
-    from .. import validation, validation_safetensors  # noqa: F401
-    from ..cli import report  # noqa: F401
-    from ..formats import registry  # noqa: F401
+    from .. import registry, report, validation, validation_safetensors  # noqa: F401
     from . import load, ollama, urls  # noqa: F401
     from .http import _urllib3
 

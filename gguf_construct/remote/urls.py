@@ -76,7 +76,7 @@ class OllamaName:
 
 def ollama_name(source: str) -> OllamaName:
     """``ollama://[REGISTRY/][NAMESPACE/]MODEL[:TAG]`` with Ollama's defaults."""
-    from ..api.ollama import DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG
+    from ..formats.ollama import DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG
 
     parts = source[len("ollama://") :].split("/")
     model, _, tag = parts[-1].partition(":")  # the registry may have a port: the tag is in the last part only
