@@ -64,7 +64,6 @@ class FormatSpec:
     validate_path: Callable[[Any, str], list[Issue]] | None = None
 
 
-_LEGACY = {"open": load_legacy, "validate": validate_legacy_bytes, "schema": GGML}
 
 #: Every format, in the order ``detect`` asks them (magics first, then the sniffers that look at a length).
 FORMATS: dict[str, FormatSpec] = {
@@ -76,7 +75,7 @@ FORMATS: dict[str, FormatSpec] = {
         FormatSpec("ollama", ollama.sniff, ollama.OLLAMA_MANIFEST, load_manifest, manifest_from_source, validate_manifest_bytes,
                    ("spec",), validate_manifest_file),
         FormatSpec("rwkv", legacy_magic.sniffer("rwkv"), RWKV, load_rwkv, partial(legacy_from_source, fmt="rwkv"), validate_rwkv_bytes),
-        *(FormatSpec(name, legacy_magic.sniffer(name), open_source=partial(legacy_from_source, fmt=name), **_LEGACY)
+        *(FormatSpec(name, legacy_magic.sniffer(name), GGML, load_legacy, partial(legacy_from_source, fmt=name), validate_legacy_bytes)
           for name in ("ggml", "ggmf", "ggjt")),
     )
 }  # fmt: skip
@@ -107,7 +106,7 @@ def _prefix(data: Any) -> bytes:
         from .formats.base import open_regular
 
         with open_regular(data) as f:
-            return f.read(PREFIX_SIZE)
+            return bytes(f.read(PREFIX_SIZE))
     return bytes(memoryview(data)[:PREFIX_SIZE])
 
 

@@ -25,7 +25,7 @@ from .metadata import Metadata, StandardKeys
 from .tensors import Tensors
 
 if TYPE_CHECKING:
-    from .ollama import Manifest
+    from ..formats.ollama import Manifest
 
 
 class GGUFFile:

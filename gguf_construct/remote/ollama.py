@@ -38,7 +38,8 @@ def fetch_manifest(name: OllamaName, opts: RemoteOptions) -> bytes:
 
 
 def load_ollama(source: str, *, strict: bool = True, hint: str | None = None, verify: bool = False, opts: RemoteOptions | None = None) -> GGUFFile | OllamaModel:
-    from ..api.ollama import MEDIA_JSON, OllamaModel, _model_quant_type, join_tensor_blobs, parse_manifest
+    from ..api.ollama import OllamaModel, _model_quant_type, join_tensor_blobs
+    from ..formats.ollama import MEDIA_JSON, parse_manifest
     from .load import gguf_from_source, safetensors_from_source
 
     opts = opts or options()
