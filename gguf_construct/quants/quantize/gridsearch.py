@@ -154,6 +154,41 @@ def _imatrix_weight(qw: np.ndarray, n_rows: int, xs: np.ndarray, s2: np.ndarray)
     return np.tile(qw.reshape(-1, 256), (n_rows, 1)).reshape(xs.shape) * np.sqrt(s2 + xs * xs)
 
 
+def _take(better: np.ndarray, sumqx: np.ndarray, sumq2: np.ndarray, scale: np.ndarray, best: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``if (better) { scale = sumqx/sumq2; best = scale*sumqx; }``: (scale, best)."""
+    new_scale = sumqx / np.where(better, sumq2, F32(1))
+    return np.where(better, new_scale, scale), np.where(better, new_scale * sumqx, best)
+
+
+def _best_split(vmax: np.ndarray, candidates) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """IQ1's exhaustive search: over ``(i1, i2, k, sumqx, sumq2)`` in C's order (boundaries ``i1 <= i2``, shift
+    choice ``k``), the first with the largest ``sumqx^2/sumq2`` where ``sumq2 > 0``. Returns (scale, i1, i2, k),
+    the indices -1 and the scale ``vmax`` where no candidate qualified."""
+    G = len(vmax)
+    best = np.full(G, -np.finfo(np.float32).max, F32)
+    scale = vmax.copy()
+    b1, b2, bk = np.full(G, -1), np.full(G, -1), np.full(G, -1)
+    for i1, i2, k, sumqx, sumq2 in candidates:
+        better = (sumq2 > 0) & (sumqx * sumqx > best * sumq2)
+        if better.any():
+            scale, best = _take(better, sumqx, sumq2, scale, best)
+            b1 = np.where(better, i1, b1)
+            b2 = np.where(better, i2, b2)
+            bk = np.where(better, k, bk)
+    return scale, b1, b2, bk
+
+
+def _boundary_levels(order: np.ndarray, b1: np.ndarray, b2: np.ndarray, live: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """IQ1's levels from the chosen boundaries: sorted positions below ``b1`` get 0, below ``b2`` 1, the rest 2, put
+    back in element order; a negative scale mirrors them (``2 - L``). Returns (L, mirrored, |scale|)."""
+    rank = np.arange(order.shape[1])[None, :]
+    Ls = np.where(rank < b1[:, None], 0, np.where(rank < b2[:, None], 1, 2))
+    L = np.empty(order.shape, np.int64)
+    np.put_along_axis(L, order, Ls, 1)
+    neg = live & (scale < 0)
+    return np.where(neg[:, None], 2 - L, L), neg, np.where(neg, -scale, scale)
+
+
 def _scale_scan(
     g: Grid, xval: np.ndarray, waux: np.ndarray, weight: np.ndarray, live: np.ndarray, safe: np.ndarray,
     scale: np.ndarray, on_grid: np.ndarray, base: float, stride: float, steps: range,
@@ -168,9 +203,7 @@ def _scale_scan(
         laux, on = _snap(g, _levels(g, idv, xval), xval, waux, F32(1) / idv, live[:, None])
         sumqx, sumq2 = _fit(weight, xval, laux)
         better = live & (sumq2 > 0) & (sumqx * sumqx > best * sumq2)
-        new_scale = sumqx / np.where(better, sumq2, F32(1))
-        scale = np.where(better, new_scale, scale)
-        best = np.where(better, new_scale * sumqx, best)
+        scale, best = _take(better, sumqx, sumq2, scale, best)
         L = np.where(better[:, None, None], laux, L)
         on_grid = np.where(better[:, None], on, on_grid)
     return scale, L, on_grid
@@ -237,9 +270,7 @@ def _iq2(name: str, rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.nda
         weight = _imatrix_weight(qw, rows.shape[0], xs, s2)
     waux = np.sqrt(weight)
     if is_s:
-        neg = ~(xs >= 0)
-        xval = np.where(neg, -xs, xs)
-        signs = (neg.astype(np.int64) << np.arange(8)).sum(axis=-1)
+        _, xval, signs = _plain_signs(xs)
     else:
         xval, signs = _signs(xs, weight)
     vmax = xval.reshape(G, -1).max(axis=1)
@@ -298,12 +329,26 @@ WEIGHTED = {"iq2_xxs": lambda rows, qw: _iq2("iq2_xxs", rows, qw), "iq2_xs": lam
 REQUIRES_IMATRIX = frozenset({"iq2_xxs", "iq2_xs", "iq1_s"})  # ggml_quantize_requires_imatrix
 
 
+def _plain_signs(xs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per 8 values ``(G, k, 8)``: which are negative (``!(x >= 0)``, so NaN counts), the magnitudes, and the 8 sign
+    bits."""
+    neg = ~(xs >= 0)
+    return neg, np.where(neg, -xs, xs), (neg.astype(np.int64) << np.arange(8)).sum(axis=-1)
+
+
+def _iq3_groups(name: str, rows: np.ndarray, qw: np.ndarray | None) -> tuple[Grid, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """IQ3's common start: (grid, super-blocks ``(nbl, 256)``, values in groups ``(G, 4, 8)``, weights (``x*x``
+    without an imatrix), ``sqrt(weight)`` as ``(G, 8, 4)``), G = 8 sub-blocks of 32 per super-block."""
+    x = rows.reshape(-1, 256)
+    xs = x.reshape(-1, 4, 8)
+    weight = xs * xs if qw is None else _imatrix_weight(qw, rows.shape[0], xs, _sigma2(x, 8, 3))
+    return grid(name), x, xs, weight, np.sqrt(weight).reshape(-1, 8, 4)
+
+
 def _signs(xs: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per 8 values: magnitudes and 7 stored sign bits, an odd count of negatives evened by flipping the value with
     the smallest ``weight*x*x`` (the first such); ``xs``/``weight`` ``(G, k, 8)``."""
-    neg = ~(xs >= 0)
-    xval = np.where(neg, -xs, xs)
-    signs = (neg.astype(np.int64) << np.arange(8)).sum(axis=-1)
+    neg, xval, signs = _plain_signs(xs)
     odd = neg.sum(axis=-1) % 2 == 1
     imin = np.argmin((weight * xs) * xs, axis=-1)
     gi, ki = np.nonzero(odd)
@@ -312,13 +357,9 @@ def _signs(xs: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _iq3_xxs(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
-    g = grid("iq3_xxs")
-    x = rows.reshape(-1, 256)
+    g, x, xs, weight, waux = _iq3_groups("iq3_xxs", rows, qw)
     nbl = x.shape[0]
     G = nbl * 8
-    xs = x.reshape(G, 4, 8)
-    weight = xs * xs if qw is None else _imatrix_weight(qw, rows.shape[0], xs, _sigma2(x, 8, 3))
-    waux = np.sqrt(weight).reshape(G, 8, 4)
     xval8, signs = _signs(xs, weight)
     xval = xval8.reshape(G, 8, 4)
     weight = weight.reshape(G, 8, 4)
@@ -344,16 +385,11 @@ def _iq3_s(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
     fix), the 512-point grid with ``nwant = 3``, and all of a sub-block's groups re-snapped at the end. As in C, a
     sub-block whose values are all zero does not advance the ``qs``/``signs`` write pointers, so the later
     sub-blocks' grid bytes and signs move up by one slot (``qh`` and the scales keep their places)."""
-    g = grid("iq3_s")
-    x = rows.reshape(-1, 256)
+    g, x, xs, weight, waux = _iq3_groups("iq3_s", rows, qw)
     nbl = x.shape[0]
     G = nbl * 8
-    xs = x.reshape(G, 4, 8)
-    weight = xs * xs if qw is None else _imatrix_weight(qw, rows.shape[0], xs, _sigma2(x, 8, 3))
-    waux = np.sqrt(weight).reshape(G, 8, 4)
-    neg = ~(xs >= 0)
-    xval = np.where(neg, -xs, xs).reshape(G, 8, 4)
-    signs = (neg.astype(np.int64) << np.arange(8)).sum(axis=-1)  # (G, 4)
+    _, xval, signs = _plain_signs(xs)  # signs (G, 4)
+    xval = xval.reshape(G, 8, 4)
     weight = weight.reshape(G, 8, 4)
     vmax = xval.reshape(G, -1).max(axis=1)
     zero = vmax == 0
@@ -402,35 +438,22 @@ def _iq1_s(rows: np.ndarray, qw: np.ndarray) -> dict[str, np.ndarray]:
     d = F32(0.125)
     x_p = (F32(-1) + d, d, F32(1) + d)
     x_m = (F32(-1) - d, -d, F32(1) - d)
-    best = np.full(G, -np.finfo(np.float32).max, F32)
-    scale = vmax.copy()
-    b1 = np.full(G, -1)
-    b2 = np.full(G, -1)
-    shift = np.zeros(G, np.int64)
-    for i1 in range(33):
-        for i2 in range(i1, 33):
-            a, b, c = sumx[i1] - sumx[0], sumx[i2] - sumx[i1], sumx[32] - sumx[i2]
-            wa, wb, wc = sumw[i1] - sumw[0], sumw[i2] - sumw[i1], sumw[32] - sumw[i2]
-            for xx, sh in ((x_p, 1), (x_m, -1)):
-                sumqx = (a * xx[0] + b * xx[1]) + c * xx[2]
-                sumq2 = ((wa * xx[0]) * xx[0] + (wb * xx[1]) * xx[1]) + (wc * xx[2]) * xx[2]
-                better = (sumq2 > 0) & (sumqx * sumqx > best * sumq2)
-                if better.any():
-                    new_scale = sumqx / np.where(better, sumq2, F32(1))
-                    scale = np.where(better, new_scale, scale)
-                    best = np.where(better, new_scale * sumqx, best)
-                    b1 = np.where(better, i1, b1)
-                    b2 = np.where(better, i2, b2)
-                    shift = np.where(better, sh, shift)
+
+    def candidates():
+        for i1 in range(33):
+            for i2 in range(i1, 33):
+                a, b, c = sumx[i1] - sumx[0], sumx[i2] - sumx[i1], sumx[32] - sumx[i2]
+                wa, wb, wc = sumw[i1] - sumw[0], sumw[i2] - sumw[i1], sumw[32] - sumw[i2]
+                for k, xx in enumerate((x_p, x_m)):
+                    sumqx = (a * xx[0] + b * xx[1]) + c * xx[2]
+                    sumq2 = ((wa * xx[0]) * xx[0] + (wb * xx[1]) * xx[1]) + (wc * xx[2]) * xx[2]
+                    yield i1, i2, k, sumqx, sumq2
+
+    scale, b1, b2, bk = _best_split(vmax, candidates())
+    shift = np.where(bk == 0, 1, np.where(bk == 1, -1, 0))
     zero |= (b1 < 0) | (b2 < 0) | (shift == 0)
     live = ~zero
-    rank = np.arange(32)[None, :]
-    Ls = np.where(rank < b1[:, None], 0, np.where(rank < b2[:, None], 1, 2))
-    L = np.empty((G, 32), np.int64)
-    np.put_along_axis(L, order, Ls, 1)
-    neg = live & (scale < 0)
-    L = np.where(neg[:, None], 2 - L, L)
-    scale = np.where(neg, -scale, scale)
+    L, neg, scale = _boundary_levels(order, b1, b2, live, scale)
     shift = np.where(neg, -shift, shift)
     xg = np.where(shift[:, None] == 1, np.array(x_p, F32)[None], np.array(x_m, F32)[None])  # (G, 3)
     L = L.reshape(G, 4, 8)
@@ -504,31 +527,10 @@ def _iq1_m(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
         sq2[1] += np.where(fh, tp2, tm2)
         sqx[2] += np.where(fh, tmx, tpx)
         sq2[2] += np.where(fh, tm2, tp2)
-    best = np.full(G, -np.finfo(np.float32).max, F32)
-    scale = vmax.copy()
-    b1 = np.full(G, -1)
-    b2 = np.full(G, -1)
-    bk = np.full(G, -1)
-    for p, (i1, i2) in enumerate(pairs):
-        for k in range(4):
-            a, b = sqx[k, p], sq2[k, p]
-            better = (b > 0) & (a * a > best * b)
-            if better.any():
-                ns = a / np.where(better, b, F32(1))
-                scale = np.where(better, ns, scale)
-                best = np.where(better, ns * a, best)
-                b1 = np.where(better, i1, b1)
-                b2 = np.where(better, i2, b2)
-                bk = np.where(better, k, bk)
+    scale, b1, b2, bk = _best_split(vmax, ((i1, i2, k, sqx[k, p], sq2[k, p]) for p, (i1, i2) in enumerate(pairs) for k in range(4)))
     zero |= (b1 < 0) | (b2 < 0) | (bk < 0)
     live = ~zero
-    rank = np.arange(16)[None, :]
-    Ls = np.where(rank < b1[:, None], 0, np.where(rank < b2[:, None], 1, 2))
-    L = np.empty((G, 16), np.int64)
-    np.put_along_axis(L, order, Ls, 1)
-    neg = live & (scale < 0)
-    L = np.where(neg[:, None], 2 - L, L)
-    scale = np.where(neg, -scale, scale)
+    L, neg, scale = _boundary_levels(order, b1, b2, live, scale)
     bk = np.where(neg, 3 - bk, bk)
     xg0 = np.where((bk < 2)[:, None], x_p[None], x_m[None])
     xg1 = np.where((bk % 2 == 0)[:, None], x_p[None], x_m[None])
