@@ -1,6 +1,8 @@
 """The formats before GGUF — unversioned GGML, GGMF v1, GGJT v1–v3 — as construct declarations.
 
-Layout (../shared/reference/legacy-formats.md §2, §4)::
+Layout (llama.cpp's ``llama_file_loader``, ``ggml-org/llama.cpp`` ``llama.cpp`` at 2d5db48; the ggml examples'
+loaders, ``ggml-org/ggml`` ``examples/gpt-2/main.cpp`` at effcfa6; ``ggml-org/whisper.cpp`` ``whisper.cpp`` at
+e693074)::
 
     u32 magic                        'ggml' | 'ggmf' | 'ggjt' (stored as the u32, so 'lmgg' | 'fmgg' | 'tjgg' on disk)
     u32 version                      absent for 'ggml'; 1 for 'ggmf'; 1, 2, 3 for 'ggjt'
