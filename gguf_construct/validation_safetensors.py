@@ -9,7 +9,9 @@ tensors are an error too (the safetensors library rejects them; MLX reads aliase
 What MLX accepts and the safetensors library rejects is a warning under profile ``spec`` (the default, which is
 what Ollama's MLX runner reads) and an error under profile ``hf``: gaps between tensors (or a first tensor not
 at 0), bytes after the last tensor, a repeated ``__metadata__``, NUL bytes padding the header. A duplicate
-tensor key is a warning under both (both readers take the last one). Source: ``../shared/reference/ollama-blobs.md`` section 1.4.
+tensor key is a warning under both (both readers take the last one). Sources: the readers' checks in
+``huggingface/safetensors`` ``safetensors/src/tensor.rs`` at 24b0b28 (package 0.8.0) and ``ml-explore/mlx``
+``mlx/io/safetensors.cpp`` at 846d176 (mlx 0.32.4).
 """
 
 from __future__ import annotations

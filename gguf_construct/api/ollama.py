@@ -1,9 +1,10 @@
 """Ollama model manifests: parse them, check every blob against its sha256 digest, open the model as one set
 of tensors, and write a model store.
 
-Layout (``../shared/reference/ollama-blobs.md`` section 4): a models root (``$OLLAMA_MODELS``, by default
-``~/.ollama/models``) holds ``manifests/<host>/<namespace>/<model>/<tag>`` (defaults ``registry.ollama.ai``,
-``library``, ``latest``) and ``blobs/sha256-<64 hex>``. A manifest is Docker's v2 JSON: ``config`` and
+Layout (``ollama/ollama`` ``manifest/{paths,manifest,layer}.go`` and ``x/mlxrunner/runner.go`` at fb30760): a
+models root (``$OLLAMA_MODELS``, by default ``~/.ollama/models``) holds
+``manifests/<host>/<namespace>/<model>/<tag>`` (defaults ``registry.ollama.ai``, ``library``, ``latest``) and
+``blobs/sha256-<64 hex>``. A manifest is Docker's v2 JSON: ``config`` and
 ``layers``, each ``{mediaType, digest, size}`` plus optional ``name`` and ``from``. A layer's digest is the
 sha256 of its blob's bytes and ``size`` its length. The MLX engine loads every tensor of every
 ``application/vnd.ollama.image.tensor`` blob, once per digest, taking tensor names from the blob headers; the

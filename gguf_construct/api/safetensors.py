@@ -5,7 +5,7 @@ writes unpadded headers, so views may be misaligned: numpy reads them anyway). O
 layout — ``{name}`` (U32 codes), ``{name}.scale``, ``{name}.bias`` and optionally ``{name}.global_scale`` —
 is exposed as one logical ``QuantizedTensor`` whose ``to_numpy()`` dequantizes (``gguf_construct.quants.mlx``);
 the parts stay reachable through ``entries``. Quantization parameters are resolved as Ollama's runner does
-(``../shared/reference/ollama-blobs.md`` 4.3): per-tensor ``__metadata__`` keys, then the blob's
+(``ollama/ollama`` ``x/mlxrunner/model/root.go`` at fb30760): per-tensor ``__metadata__`` keys, then the blob's
 ``quant_type``/``group_size``, then the shapes, with a model-wide hint breaking the affine ties.
 
 Shapes follow the common protocol: ``.shape`` in ggml order (fastest-varying first), ``to_numpy()`` in numpy

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import FormatError
 from ..progress import progress
-from .common import EXIT_BAD, EXIT_OK, whole
+from .common import EXIT_BAD, EXIT_OK, command, whole
 
 
 # -- shared by the many-files commands ----------------------------------------------------------------
@@ -158,8 +158,10 @@ def print_rows(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "info",
+        _cmd_info,
         help="show a file's model summary, metadata and tensors (or a table over many files)",
         description=(
             "Show a model file: architecture, parameter count, size by tensor type, general.* keys, tokenizer, chat "
@@ -174,4 +176,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     fmt.add_argument("--markdown", action="store_true", help="print Markdown (like gguf_dump --markdown)")
     p.add_argument("--full", action="store_true", help="include every array element")
     p.add_argument("-j", "--jobs", type=whole(1, 4096), default=default_jobs(), metavar="N", help="worker processes for many files (default: %(default)s)")
-    p.set_defaults(run=_cmd_info)

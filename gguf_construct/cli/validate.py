@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any
 
 from ..registry import PROFILES
-from .common import EXIT_BAD, EXIT_OK, usage, whole
+from .common import EXIT_BAD, EXIT_OK, command, usage, whole
 from .info import default_jobs, expand, run_pool
 
 
@@ -80,8 +80,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "validate",
+        _cmd_validate,
         help="check files against the spec or ggml's reader",
         description=(
             "Check files (and every model file under a directory); print one line per problem (rule, field, byte "
@@ -104,4 +106,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the issues as JSON")
     p.add_argument("-j", "--jobs", type=whole(1, 4096), default=default_jobs(), metavar="N", help="worker processes (default: %(default)s)")
-    p.set_defaults(run=_cmd_validate)

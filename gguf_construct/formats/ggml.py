@@ -1,7 +1,8 @@
 """The formats before GGUF — unversioned GGML, GGMF v1, GGJT v1–v3 — as construct declarations.
 
-Layout (ggerganov/llama.cpp, llama.cpp, llama_file_loader, commit dadbed99e; the ggml examples and whisper.cpp
-write the unversioned form)::
+Layout (llama.cpp's ``llama_file_loader``, ``ggml-org/llama.cpp`` ``llama.cpp`` at dadbed99e; the unversioned form
+as the ggml examples' loaders read it, ``ggml-org/ggml`` ``examples/gpt-2/main.cpp`` at effcfa6, and
+``ggml-org/whisper.cpp`` ``whisper.cpp`` at e693074)::
 
     u32 magic                        'ggml' | 'ggmf' | 'ggjt' (stored as the u32, so 'lmgg' | 'fmgg' | 'tjgg' on disk)
     u32 version                      absent for 'ggml'; 1 for 'ggmf'; 1, 2, 3 for 'ggjt'

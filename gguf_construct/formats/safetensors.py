@@ -20,7 +20,9 @@ the header and the data the way one of three writers does (``style``):
 - ``"ollama"``: Ollama's Go writer — keys sorted, entry fields ``dtype, shape, data_offsets``, Go's JSON
   escapes, padded with spaces to a multiple of 8, data in the order given.
 
-Facts from ``../shared/reference/ollama-blobs.md`` section 1; the dtypes come from ``schema/safetensors_dtypes.json``.
+Sources: the writers in ``huggingface/safetensors`` ``safetensors/src/tensor.rs`` at 24b0b28, ``ml-explore/mlx``
+``mlx/io/safetensors.cpp`` at 846d176 and ``ollama/ollama`` ``x/safetensors/extractor.go`` at fb30760; the
+dtypes come from ``schema/safetensors_dtypes.json``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ the parameters means), or with ``mlx_rounding=True`` the value ``mx.dequantize``
 as MLX's CPU backend does (affine: in the scale's dtype after the multiply and after the add; fp modes: the
 float32 result rounded to bfloat16, except nvfp4 with a global scale, which MLX returns as float32). The mode table is ``schema/mlx_quant_types.json``; the small-float
 decoders below are computed from the formats' bit definitions (sign, exponent, mantissa, bias), not transcribed.
-Facts and the MLX checks they passed: ``../shared/reference/ollama-blobs.md`` section 3.
+Sources: ``ml-explore/mlx`` ``mlx/backend/cpu/quantized.cpp`` at 846d176 (checked against mlx 0.32.4 in
+tests/test_mlx_dequant.py) and Ollama's modes in ``ollama/ollama`` ``x/quant/quant.go`` at fb30760.
 """
 
 from __future__ import annotations
