@@ -24,7 +24,7 @@ from construct import Container
 from ..api.file import write_atomic
 from ..api.legacy import LegacyTensor
 from ..api.metadata import Metadata
-from ..errors import FormatError, InvalidValueError
+from ..errors import InvalidValueError, MigrationError
 from ..formats.base import real_path
 from ..formats.gguf import GGUF
 from ..progress import progress as show_progress
@@ -34,10 +34,6 @@ from ..tables import _load
 def migrate_tables() -> dict[str, Any]:
     """schema/migrate.json: key and tensor-name maps."""
     return _load("migrate.json")
-
-
-class MigrationError(FormatError):
-    """A migration cannot be done without losing or inventing a value, or its output failed verification."""
 
 
 @dataclass

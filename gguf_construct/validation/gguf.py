@@ -10,78 +10,34 @@ a power-of-two alignment and tensor offsets equal to the running sum of padded s
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 from construct import Container
 
-from . import errors
-from .formats.base import map_file
-from .formats.fields import StringArray, value_type_id
-from .formats.gguf import GGUF, MAX_TENSOR_NAME, align_offset, sized_type
-from .tables import GGML_TYPES, USER_TYPES_ENV, VALUE_TYPES, GGMLType, architecture_required_keys, standard_key
-from .untrusted import decimal
+from .. import errors
+from ..formats.base import map_file
+from ..formats.fields import StringArray, value_type_id
+from ..formats.gguf import GGUF, MAX_TENSOR_NAME, align_offset, sized_type
+from ..tables import GGML_TYPES, USER_TYPES_ENV, VALUE_TYPES, GGMLType, architecture_required_keys, standard_key
+from ..untrusted import decimal
+from .issue import Issue, parse_then_check, raise_first
+from .profiles import GGUF_PROFILES, PROFILES, GGUFProfile, require
 
-PROFILES = ("spec", "ggml")
+__all__ = ["Issue", "check", "check_keys", "densest_type", "key_issues", "parameter_issue", "raise_first", "tensor_issues", "validate_bytes",
+           "validate_file", "validate_gguf_bytes"]  # fmt: skip
 INT64_MAX = 2**63 - 1
 GGML_MAX_DIMS = 4
 KEY_SEGMENT = re.compile(r"[a-z0-9_]+\Z")
 
-# Which exception class each rule's family raises (first matching prefix or suffix wins).
-_ERROR_CLASSES: list[tuple[str, type[errors.FormatError]]] = [
-    ("header.magic", errors.UnknownFormatError),
-    (".duplicate", errors.DuplicateError),
-    ("tensor.offset", errors.LayoutError),
-    ("tensor.bounds", errors.LayoutError),
-    ("tensor.overlap", errors.LayoutError),
-    ("data.", errors.LayoutError),
-    (".type", errors.UnsupportedTypeError),
-    ("header.version", errors.UnsupportedTypeError),
-    ("value.type", errors.UnsupportedTypeError),
-    ("model.parameters", errors.LayoutError),
-    ("array.nested", errors.UnsupportedTypeError),
-    ("array.depth", errors.LimitError),
-    ("limit.", errors.LimitError),
-]
-
-
-@dataclass(frozen=True)
-class Issue:
-    """One finding: an 'error' makes the file invalid under the profile, a 'warning' does not."""
-
-    rule: str
-    message: str
-    path: str = ""
-    offset: int | None = None
-    severity: str = "error"
-
-    def error(self) -> errors.FormatError:
-        """This finding as the FormatError subclass for its rule."""
-        cls = next((c for key, c in _ERROR_CLASSES if self.rule.startswith(key) or self.rule.endswith(key)), errors.InvalidValueError)
-        return cls(self.rule, self.message, path=self.path, offset=self.offset)
-
-    def line(self) -> str:
-        """One line for people: severity, rule, field, offset, message."""
-        where = " at ".join(p for p in (self.path, f"offset {self.offset}" if self.offset is not None else "") if p)
-        return f"{self.severity}: [{self.rule}] {where + ': ' if where else ''}{self.message}"
-
-
-def raise_first(issues: list[Issue]) -> None:
-    """Raise the first error among ``issues`` (warnings pass)."""
-    for issue in issues:
-        if issue.severity == "error":
-            raise issue.error()
-
-
 def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
     """Parse and check a file (or a URL: ``remote.load.validate_url``); a file the schema cannot read gives one
     issue from its FormatError."""
-    from .remote.urls import is_remote
+    from ..remote.urls import is_remote
 
     if is_remote(path):
-        from .remote.load import validate_url
+        from ..remote.load import validate_url
 
         return validate_url(path, profile)
     try:
@@ -89,15 +45,15 @@ def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
     except OSError as e:
         return [Issue("file.read", str(e))]
     except errors.FormatError as e:  # not a regular file
-        return [Issue(e.rule, e.message, e.path, e.offset)]
-    from .formats.detect import detect
+        return [Issue.from_error(e)]
+    from ..formats.detect import detect
 
     try:
         fmt = detect(view)
     except errors.FormatError:
         fmt = None
     if fmt == "ollama":  # a manifest: its blobs are checked too
-        from .api.ollama import validate_manifest_file
+        from .ollama import validate_manifest_file
 
         return validate_manifest_file(path, profile)
     return validate_bytes(view, profile)
@@ -105,38 +61,33 @@ def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
 
 def validate_bytes(data: Any, profile: str = "spec") -> list[Issue]:
     """Every rule ``data`` breaks, for whichever format ``detect()`` names (GGUF rules for unknown bytes)."""
-    from .formats.detect import detect
-    from .formats.registry import FORMATS, resolve
-    from .formats.registry import PROFILES as ALL_PROFILES
+    from ..formats.detect import detect
+    from ..formats.registry import FORMATS, resolve
 
     try:
         fmt = detect(data)
     except errors.FormatError as e:
         if e.rule != "format.unknown":  # recognised, and rejected for a reason of its own (a vocabulary dump, ...)
-            return [Issue(e.rule, e.message, e.path, e.offset)]
+            return [Issue.from_error(e)]
         fmt = "gguf"  # no known magic: GGUF's rules say what is wrong with it
     entry = FORMATS[fmt]
-    if profile not in entry.profiles and profile in ALL_PROFILES:
+    if profile not in entry.profiles and profile in PROFILES:
         profile = "spec"  # e.g. 'hf' on a GGUF file: that profile says nothing about this format
     return resolve(entry.validator)(data, profile)
 
 
-def validate_gguf_bytes(data: Any, profile: str = "spec") -> list[Issue]:
-    try:
-        container = GGUF.parse(data)
-    except errors.FormatError as e:
-        return [Issue(e.rule, e.message, e.path, e.offset)]
-    return check(container, len(memoryview(data)), profile)
+def validate_gguf_bytes(data: Any, profile: GGUFProfile = "spec") -> list[Issue]:
+    """Parse and check a GGUF file; a file the schema cannot read gives one issue."""
+    return parse_then_check(lambda: GGUF.parse(data), lambda c: check(c, len(memoryview(data)), profile))
 
 
-def check(c: Container, file_size: int, profile: str = "spec", *, unknown_types: str = "error") -> list[Issue]:
+def check(c: Container, file_size: int, profile: GGUFProfile = "spec", *, unknown_types: str = "error") -> list[Issue]:
     """Every rule of ``profile`` applied to a parsed GGUF container. ``unknown_types='warning'`` makes a
     tensor type id no table knows a warning (forward compatibility: what ``split`` and ``merge`` accept; the
     bytes of such a tensor reach up to the next tensor's offset)."""
     if unknown_types not in ("error", "warning"):
         raise ValueError("unknown_types must be 'error' or 'warning'")
-    if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {PROFILES}")
+    require(profile, GGUF_PROFILES)
     ggml = profile == "ggml"
     out: list[Issue] = []
     if ggml and int(c["version"]) == 1:
@@ -239,7 +190,7 @@ def _check_array(arr: Container, path: str, at: int | None, ggml: bool, out: lis
         try:
             items.check_utf8()
         except errors.FormatError as e:
-            out.append(Issue(e.rule, e.message, e.path, e.offset))
+            out.append(Issue.from_error(e))
 
 
 def _check_standard_types(c: Container, arch: str | None, out: list[Issue]) -> None:
