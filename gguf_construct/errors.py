@@ -12,7 +12,7 @@ class FormatError(ValueError):
     """The bytes are not a valid file of the expected format."""
 
     def __init__(self, rule: str, message: str, *, path: str = "", offset: int | None = None) -> None:
-        self.rule = rule
+        self.rule = str(rule)  # a catalogue Rule stands for its id
         self.path = path
         self.offset = offset
         self.message = message

@@ -24,7 +24,8 @@ from construct import Container
 from ..api.file import write_atomic
 from ..api.legacy import LegacyTensor
 from ..api.metadata import Metadata
-from ..errors import InvalidValueError, MigrationError
+from ..errors import InvalidValueError
+from ..errors import MigrationError  # noqa: F401 - its import path before it moved to errors.py
 from ..formats.base import real_path
 from ..formats.gguf import GGUF
 from ..progress import progress as show_progress
