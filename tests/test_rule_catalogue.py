@@ -67,7 +67,7 @@ def test_every_breaker_names_catalogue_rules():
 def test_each_breaker_really_breaks_its_rules():
     """Each strategy class's generated files are rejected with one of the rules it names (S14's cuts name
     every truncation rule, a cut meets one of them); a rule only S14 names has a rule breaker of its own."""
-    for label, (names, profile) in sorted(INVALID_CLASSES.items()):
+    for label, (names, _) in sorted(INVALID_CLASSES.items()):
         for case in drawn(invalid_gguf(label), 3, seed_value=label):
             found = {i.rule for i in validate_bytes(case.data, case.profile) if i.severity == "error"}
             assert found & set(names), (label, found)

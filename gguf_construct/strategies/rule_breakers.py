@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .hostile import _s, ggjt_raw, gguf_raw, kv_str, kv_u32, rwkv_raw, safetensors_raw
+from .hostile import _s, ggjt_raw, gguf_raw, kv_str, kv_u32, safetensors_raw
 
 __all__ = ["RULE_BREAKERS", "RuleBreaker", "rules_broken"]
 
