@@ -254,3 +254,21 @@ def test_old_file_with_retired_layouts_reads_through_the_api():
     # the same ids in a v3 file are today's layouts: 40 bytes are not two 18-byte blocks
     with pytest.raises(gc.FormatError):
         gc.GGML.parse(llama_file("ggjt", 3, [("w", 2, [32, 2], q)], ftype=2))
+
+
+def test_every_profile_is_declared_once():
+    """Each profile of schema/legacy.json has its fields declared in formats/legacy_profiles.py, and no other."""
+    from gguf_construct.formats.ggml import legacy_tables
+    from gguf_construct.formats.legacy_profiles import PROFILE_FIELDS
+
+    assert set(PROFILE_FIELDS) == set(legacy_tables()["profiles"]) == set(legacy_tables()["detect_order"])
+
+
+def test_magic_and_version_are_checked_by_the_schema():
+    """A wrong version is reported by the declaration's Version field, with the container it belongs to."""
+    from gguf_construct.errors import UnsupportedTypeError
+    from gguf_construct.formats.ggml import GGML
+
+    with pytest.raises(UnsupportedTypeError) as e:
+        GGML.parse(b"tjgg" + (7).to_bytes(4, "little") + bytes(64))
+    assert e.value.rule == "header.version" and "ggjt version 7" in str(e.value)

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 from construct import (
     Computed,
-    Const,
     Container,
     Enum,
     Int32ub,
@@ -42,10 +41,10 @@ from construct import (
     this,
 )
 
-from ..errors import FormatError, InvalidValueError, LayoutError, UnknownFormatError, UnsupportedTypeError
+from ..errors import FormatError, InvalidValueError, LayoutError, UnsupportedTypeError
 from ..tables import GGML_TYPES, VALUE_TYPES, ggml_type_of
 from .base import BufferStream, FileConstruct, as_stream
-from .fields import AlignPadding, CheckedArray, GGUFString, MetadataValue, Remainder, value_type_id
+from .fields import AlignPadding, CheckedArray, GGUFString, Located, Magic, MetadataValue, Remainder, Version, value_type_id
 from .filedata import write_data
 
 MAGIC = b"GGUF"
@@ -198,13 +197,13 @@ def gguf_layout(order: str, wide: bool) -> Struct:
     value_type = Enum(U32, **{vt.name: vt.id for vt in VALUE_TYPES.values()})
     ggml_type = Enum(U32, **{t.name: t.id for t in GGML_TYPES.values()})
 
-    gguf_metadata_kv_t = Struct(
+    gguf_metadata_kv_t = Located(
         "_offset" / Tell,
         "key" / string,
         "value_type" / value_type,
         "value" / MetadataValue(this.value_type, order, wide),
     )
-    gguf_tensor_info_t = Struct(
+    gguf_tensor_info_t = Located(
         "_offset" / Tell,
         "name" / string,
         "n_dimensions" / Rebuild(U32, len_(this.dimensions)),
@@ -212,9 +211,9 @@ def gguf_layout(order: str, wide: bool) -> Struct:
         "type" / ggml_type,
         "offset" / U64,
     )
-    return Struct(
-        "magic" / Const(MAGIC),
-        "version" / U32,
+    return Located(
+        "magic" / Magic(MAGIC),
+        "version" / Version(U32, VERSIONS, "GGUF"),
         "tensor_count" / Rebuild(count, len_(this.tensor_infos)),
         "metadata_kv_count" / Rebuild(count, len_(this.metadata_kv)),
         # weights: records charged to the stream's budget (limits objects_free, objects_per_kib) per entry; a
@@ -230,45 +229,44 @@ def gguf_layout(order: str, wide: bool) -> Struct:
 
 
 def detect_byte_order(head: bytes) -> str:
-    """'big' when the version word read little-endian has its low 16 bits zero (ggml's test), else 'little'."""
+    """'big' when the version word read little-endian has its low 16 bits zero (ggml's test), else 'little'
+    (also when ``head`` is too short to hold a version: the schema then reports the truncated header)."""
+    if len(head) < 8:
+        return "little"
     (version,) = struct.unpack_from("<I", head, 4)
     return "big" if version & 0xFFFF == 0 else "little"
 
 
 class GGUFConstruct(FileConstruct):
-    """A whole GGUF file, any version, either byte order: picks the layout from the header and delegates."""
+    """A whole GGUF file, any version, either byte order: picks the layout from a look at the header (the byte
+    order, and the count width of the version) and delegates; the layout's fields check magic and version."""
 
     what = "a GGUF file"
 
-    def _header(self, s: BufferStream, context: Any) -> tuple[str, int]:
-        s.need(8, "header.truncated", "magic and version", "")
+    def _layout(self, s: BufferStream, context: Any) -> tuple[str, Struct]:
         head = bytes(s.view[s.pos : s.pos + 8])
-        if head[:4] != MAGIC:
-            raise UnknownFormatError("header.magic", f"magic is {head[:4]!r}, not b'GGUF'", path="magic", offset=s.pos)
         order = context.get("byte_order") or detect_byte_order(head)
         if order not in ORDERS:
             raise ValueError(f"byte_order must be 'little' or 'big', not {order!r}")
-        (version,) = struct.unpack_from(ORDERS[order] + "I", head, 4)
-        if version not in VERSIONS:
-            raise UnsupportedTypeError("header.version", f"version {version} is not 1, 2 or 3", path="version", offset=s.pos + 4)
-        return order, version
+        version = struct.unpack_from(ORDERS[order] + "I", head, 4)[0] if len(head) == 8 else 3
+        return order, gguf_layout(ORDERS[order], version != 1)
 
     def _parse(self, stream, context, path):
         s = as_stream(stream)
-        order, version = self._header(s, context)
-        obj = gguf_layout(ORDERS[order], version >= 2)._parsereport(s, context, path)
+        order, layout = self._layout(s, context)
+        obj = layout._parsereport(s, context, path)
         obj["byte_order"] = order
         return obj
 
     def _build(self, obj, stream, context, path):
         order = obj.get("byte_order") or context.get("byte_order") or "little"
         version = int(obj.get("version", 3))
-        if version not in VERSIONS:
-            raise ValueError(f"cannot build GGUF version {version}")
         infos = obj.get("tensor_infos", [])
         alignment = alignment_of(obj.get("metadata_kv", []))
         if obj.get("tensor_data") is None and alignment < 1:
             raise InvalidValueError("alignment.zero", "general.alignment is 0")
+        if version not in VERSIONS:
+            raise ValueError(f"cannot build GGUF version {version}")
         obj = Container(obj, version=version, magic=MAGIC, tensor_infos=lay_out(infos, alignment) if infos else [])
         obj.setdefault("tensor_data", None)
         obj.setdefault("metadata_kv", [])
