@@ -17,7 +17,8 @@ from typing import Any
 
 import construct
 
-from .errors import FormatError, InvalidValueError
+from . import rules
+from .errors import FormatError
 from .formats.gguf import GGUF
 
 #: Our temporary files: ``.<target name>.<TEMP_TAG><pid>.<random>.tmp`` beside the target. The pid lets the next
@@ -42,7 +43,7 @@ def write_atomic(path: str | os.PathLike[str], write: Any, verify: Any = None) -
             except FormatError:
                 raise
             except (ValueError, OverflowError, struct.error, construct.ConstructError) as e:  # what was to be written cannot be
-                raise InvalidValueError("write.invalid", f"cannot write {target.name}: {str(e).splitlines()[-1] if str(e) else type(e).__name__}") from None
+                raise rules.WRITE_INVALID.error(f"cannot write {target.name}: {str(e).splitlines()[-1] if str(e) else type(e).__name__}") from None
             f.flush()
             os.fsync(f.fileno())
         if verify is not None:

@@ -20,13 +20,14 @@ from typing import Any, Literal, overload
 
 from construct import Construct
 
+from . import rules
 from .api.file import GGUFFile, gguf_from_source
 from .api.legacy import LegacyFile, load_legacy, load_rwkv
-from .api.ollama import OllamaModel, load_manifest, validate_manifest_bytes, validate_manifest_file
+from .api.ollama import OllamaModel, load_manifest, validate_manifest_file
 from .api.protocol import ByteOrder, FormatName, LegacyFormatName, ModelFile, Profile
 from .api.safetensors import SafetensorsFile, load_safetensors
 from .api.shards import open_gguf
-from .errors import FormatError, UnknownFormatError
+from .errors import FormatError
 from .formats import gguf, legacy_magic, ollama, safetensors
 from .formats.ggml import GGML
 from .formats.legacy_magic import refuse_non_model
@@ -35,8 +36,10 @@ from .remote.load import legacy_from_source, manifest_from_source, open_source, 
 from .remote.source import ByteSource
 from .remote.urls import is_remote, scheme_of
 from .validation import Issue, validate_gguf_bytes
-from .validation_legacy import validate_legacy_bytes, validate_rwkv_bytes
-from .validation_safetensors import validate_safetensors_bytes
+from .validation.legacy import validate_legacy_bytes, validate_rwkv_bytes
+from .validation.ollama import validate_manifest_bytes
+from .validation.profiles import GGUF_PROFILES, OLLAMA_PROFILES, PROFILES, SAFETENSORS_PROFILES
+from .validation.safetensors import validate_safetensors_bytes
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ class FormatSpec:
     #: ``validate(data, profile) -> list[Issue]`` on the file's bytes
     validate: Callable[[Any, str], list[Issue]]
     #: the validation profiles this format has; under any other known profile it is checked under 'spec'
-    profiles: tuple[str, ...] = ("spec", "ggml")
+    profiles: tuple[str, ...] = GGUF_PROFILES  # the legacy formats have the same two
     #: ``validate_path(path, profile)`` for a format whose file names other files (a manifest: its blobs);
     #: None: ``validate`` on the file's bytes says all
     validate_path: Callable[[Any, str], list[Issue]] | None = None
@@ -72,18 +75,15 @@ FORMATS: dict[str, FormatSpec] = {
     for spec in (
         FormatSpec("gguf", gguf.sniff, gguf.GGUF, open_gguf, gguf_from_source, validate_gguf_bytes),
         FormatSpec("safetensors", safetensors.looks_like_safetensors, safetensors.SAFETENSORS, load_safetensors,
-                   safetensors_from_source, validate_safetensors_bytes, ("spec", "hf")),
+                   safetensors_from_source, validate_safetensors_bytes, SAFETENSORS_PROFILES),
         FormatSpec("ollama", ollama.sniff, ollama.OLLAMA_MANIFEST, load_manifest, manifest_from_source, validate_manifest_bytes,
-                   ("spec",), validate_manifest_file),
+                   OLLAMA_PROFILES, validate_manifest_file),
         FormatSpec("rwkv", legacy_magic.sniffer("rwkv"), RWKV, load_rwkv, partial(legacy_from_source, fmt="rwkv"), validate_rwkv_bytes),
         *(FormatSpec(name, legacy_magic.sniffer(name), GGML, load_legacy, partial(legacy_from_source, fmt=name), validate_legacy_bytes)
           for name in ("ggml", "ggmf", "ggjt")),
     )
 }  # fmt: skip
 
-#: Every profile name: 'spec' (each format's own document), 'ggml' (also what ggml's readers demand, for GGUF and
-#: the legacy formats), 'hf' (also what the safetensors library demands, for safetensors files).
-PROFILES = ("spec", "ggml", "hf")
 
 #: Bytes ``detect`` needs to tell every known format apart.
 PREFIX_SIZE = 16
@@ -99,7 +99,7 @@ def detect(data: Any) -> str:
         if spec.sniff(head):
             return spec.name
     refuse_non_model(head)
-    raise UnknownFormatError("format.unknown", f"not a known model file (starts with {head[:8].hex(' ')})", offset=0)
+    raise rules.FORMAT_UNKNOWN.error(f"not a known model file (starts with {head[:8].hex(' ')})", offset=0)
 
 
 def _prefix(data: Any) -> bytes:
@@ -163,8 +163,8 @@ def load(path: str | os.PathLike[str], *, format: FormatName | None = None, stri
         return spec.open(path, strict=strict, profile=profile_for(spec, profile), byte_order=byte_order)
 
 
-def _not_expected(path: str | os.PathLike[str], found: str, expected: str) -> UnknownFormatError:
-    return UnknownFormatError("format.expected", f"{os.fspath(path)} is a {found} file, not {expected}", offset=0)
+def _not_expected(path: str | os.PathLike[str], found: str, expected: str) -> FormatError:
+    return rules.FORMAT_EXPECTED.error(f"{os.fspath(path)} is a {found} file, not {expected}", offset=0)
 
 
 def load_url(source: str, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, shards: bool = True,
@@ -209,9 +209,9 @@ def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
     try:
         view = map_file(path)
     except OSError as e:
-        return [Issue("file.read", str(e))]
+        return [Issue(rules.FILE_READ, str(e))]
     except FormatError as e:  # not a regular file
-        return [Issue(e.rule, e.message, e.path, e.offset)]
+        return [Issue.from_error(e)]
     try:
         spec = FORMATS[detect(view)]
     except FormatError:
@@ -227,7 +227,7 @@ def validate_bytes(data: Any, profile: str = "spec") -> list[Issue]:
         fmt = detect(data)
     except FormatError as e:
         if e.rule != "format.unknown":  # recognised, and rejected for a reason of its own (a vocabulary dump, ...)
-            return [Issue(e.rule, e.message, e.path, e.offset)]
+            return [Issue.from_error(e)]
         fmt = "gguf"  # no known magic: GGUF's rules say what is wrong with it
     spec = FORMATS[fmt]
     return spec.validate(data, profile_for(spec, profile))
@@ -249,11 +249,11 @@ def validate_url(source: str, profile: str = "spec") -> list[Any]:
 
             return check(src.parse_header(gguf.GGUF, "tensor_data"), src.size, profile)
         if fmt == "safetensors":
-            from .validation_safetensors import check_safetensors
+            from .validation.safetensors import check_safetensors
 
             c = src.parse_header(safetensors.SAFETENSORS, "data")
             c.header.json  # noqa: B018
             return check_safetensors(c, profile)
         return validate_bytes(src.ensure(0, src.size), profile)
     except FormatError as e:
-        return [Issue(e.rule, e.message, e.path, e.offset)]
+        return [Issue.from_error(e)]

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from . import rules
 from .api.metadata import MetadataField, first_last, infer_type, json_value
 from .api.protocol import Tensor
 from .tables import FILE_TYPES, GGMLType
@@ -67,7 +68,7 @@ def reading_warnings(f: Any, path: str | None = None) -> list[Issue]:
         first = ts[0]
         removed = isinstance(first.type, GGMLType) and first.type.removed
         what = "removed from ggml" if removed else "unknown to this version's tables (GGUF_CONSTRUCT_TYPES can declare it)"
-        out.append(Issue("tensor.type", f"{len(ts)} tensor(s) of {kind}, {what}: listed with the bytes up to the next tensor, not decodable (first: {first.name!r} at offset {first.offset}, {int(first.nbytes):,} bytes)", severity="warning"))
+        out.append(Issue(rules.TENSOR_TYPE, f"{len(ts)} tensor(s) of {kind}, {what}: listed with the bytes up to the next tensor, not decodable (first: {first.name!r} at offset {first.offset}, {int(first.nbytes):,} bytes)", severity="warning"))
     paths = [str(p) for p in getattr(f, "shard_paths", None) or [path or getattr(f, "path", None)] if p]
     try:
         size = sum(os.path.getsize(p) for p in paths)

@@ -96,9 +96,12 @@ def test_detect_names_every_format_and_rejects_the_vocab_dump():
     ggmf = bytes(map_file(corpus_file("legacy/ggmf-v1-llama-vocab.bin")))
     assert gc.detect(b"tjgg" + ggmf[4:]) == "ggjt"  # the GGJT v1 vocab file differs only in its magic (reference §2.10)
     assert gc.GGML.parse(b"tjgg" + ggmf[4:]).format == "ggjt"
-    for bad in (b"fmgg\x02\x00\x00\x00", b"tjgg\x04\x00\x00\x00", b"algg\x01\x00\x00\x00"):
-        with pytest.raises(gc.UnknownFormatError):
+    for bad in (b"fmgg\x02\x00\x00\x00", b"tjgg\x04\x00\x00\x00"):  # a known magic, a version no reader knows
+        with pytest.raises(gc.UnsupportedTypeError) as e:  # the catalogue's class for header.version, as in GGUF
             gc.detect(bad)
+        assert e.value.rule == "header.version"
+    with pytest.raises(gc.UnknownFormatError, match="LoRA"):
+        gc.detect(b"algg\x01\x00\x00\x00")
     with pytest.raises(gc.UnknownFormatError, match="not a model file"):
         gc.detect(corpus_file("legacy/not-a-model-raw-vocab.bin"))
     with pytest.raises(gc.UnknownFormatError, match="not a model file"):

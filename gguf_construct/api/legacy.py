@@ -258,7 +258,7 @@ def load_legacy(path: str | os.PathLike[str], *, strict: bool = True, profile: s
     view = map_file(path)
     c = GGML.parse(view, **({"profile": hparams} if hparams else {}))
     if strict:
-        from ..validation_legacy import check_legacy
+        from ..validation.legacy import check_legacy
 
         _check(check_legacy(c, profile), strict)
     return from_container(c, os.fspath(path))
@@ -269,7 +269,7 @@ def load_rwkv(path: str | os.PathLike[str], *, strict: bool = True, profile: str
     view = map_file(path)
     c = RWKV.parse(view)
     if strict:
-        from ..validation_legacy import check_rwkv
+        from ..validation.legacy import check_rwkv
 
         _check(check_rwkv(c, profile), strict)
     return rwkv_from_container(c, os.fspath(path))

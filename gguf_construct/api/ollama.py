@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import DuplicateError, FormatError, InvalidValueError, LayoutError, TruncatedError
+from .. import rules
+from ..errors import FormatError, InvalidValueError
 from ..formats.base import map_file, open_regular, real_path
 from ..formats.ollama import (  # noqa: F401 - the manifest's declaration, re-exported where it used to live
     DEFAULT_HOST,
@@ -36,6 +37,7 @@ from ..formats.ollama import (  # noqa: F401 - the manifest's declaration, re-ex
     Manifest,
     parse_manifest,
 )
+from ..validation.issue import Issue, parse_then_check
 from .safetensors import SafetensorsFile, SafetensorsTensor, TensorMap, from_bytes
 
 
@@ -63,7 +65,7 @@ def blob_path(root: str | os.PathLike[str], digest: str) -> Path:
     """``<root>/blobs/sha256-<hex>`` (the digest's colon becomes a dash)."""
     m = DIGEST.match(digest)
     if not m:
-        raise InvalidValueError("manifest.digest", f"digest {digest!r} is not sha256:<64 hex digits>")
+        raise rules.MANIFEST_DIGEST.error(f"digest {digest!r} is not sha256:<64 hex digits>")
     return Path(root) / "blobs" / f"sha256-{m.group(1)}"
 
 
@@ -73,7 +75,7 @@ def root_of(manifest_file: str | os.PathLike[str]) -> Path:
     for parent in p.parents:
         if parent.name == "manifests":
             return parent.parent
-    raise LayoutError("manifest.location", f"{manifest_file} is not inside a models root's manifests/ folder, so its blobs cannot be found")
+    raise rules.MANIFEST_LOCATION.error(f"{manifest_file} is not inside a models root's manifests/ folder, so its blobs cannot be found")
 
 
 def sha256_of(data: Any) -> str:
@@ -84,10 +86,10 @@ def sha256_of(data: Any) -> str:
 def verify_blob(view: memoryview, layer: Layer, path: str = "") -> None:
     """Raise unless the blob's length is the layer's size and its sha256 the layer's digest."""
     if len(view) != layer.size:
-        raise TruncatedError("blob.size", f"blob {path or layer.digest} has {len(view)} bytes; the manifest says {layer.size}", path=layer.name or "")
+        raise rules.BLOB_SIZE.error(f"blob {path or layer.digest} has {len(view)} bytes; the manifest says {layer.size}", path=layer.name or "")
     got = sha256_of(view)
     if got != layer.hex:
-        raise InvalidValueError("blob.digest", f"blob {path or layer.digest} has sha256 {got}; the manifest says {layer.hex}", path=layer.name or "")
+        raise rules.BLOB_DIGEST.error(f"blob {path or layer.digest} has sha256 {got}; the manifest says {layer.hex}", path=layer.name or "")
 
 
 # -- the model -------------------------------------------------------------------------------------------
@@ -123,9 +125,9 @@ def _read_json(view: memoryview, what: str, kind: type = object) -> Any:
     try:
         value = loads(view, what=what)
     except InvalidValueError as e:
-        raise InvalidValueError("blob.json", e.message, offset=e.offset) from None
+        raise rules.BLOB_JSON.error(e.message, offset=e.offset) from None
     if not isinstance(value, kind):
-        raise InvalidValueError("blob.json", f"{what} is a JSON {type(value).__name__}, not an object")
+        raise rules.BLOB_JSON.error(f"{what} is a JSON {type(value).__name__}, not an object")
     return value
 
 
@@ -149,11 +151,11 @@ def open_model(manifest_file: str | os.PathLike[str], *, root: str | os.PathLike
             try:
                 view = map_file(p)
             except FileNotFoundError:
-                raise LayoutError("blob.missing", f"blob {p} is missing", path=layer.name or layer.digest) from None
+                raise rules.BLOB_MISSING.error(f"blob {p} is missing", path=layer.name or layer.digest) from None
             except FormatError as e:  # a directory, a FIFO, a device at the blob's path
-                raise LayoutError("blob.not_regular", e.message, path=layer.name or layer.digest) from None
+                raise rules.BLOB_NOT_REGULAR.error(e.message, path=layer.name or layer.digest) from None
             except OSError as e:  # a symlink loop, no permission: the model's blob, not the manifest, is bad
-                raise LayoutError("blob.unreadable", f"blob {p} cannot be read ({e.strerror or e})", path=layer.name or layer.digest) from None
+                raise rules.BLOB_UNREADABLE.error(f"blob {p} cannot be read ({e.strerror or e})", path=layer.name or layer.digest) from None
             if verify:
                 verify_blob(view, layer, os.fspath(p))
             views[layer.digest] = view
@@ -190,7 +192,7 @@ def join_tensor_blobs(model: Any, manifest: Any, hint: str | None, open_blob: An
         model.blobs[layer.digest] = f
         for name, t in f.tensors.items():
             if name in merged:
-                raise DuplicateError("tensor.duplicate", f"tensor {name!r} is in the blobs of layers {origin[name]!r} and {layer.name!r}", path=name)
+                raise rules.TENSOR_DUPLICATE.error(f"tensor {name!r} is in the blobs of layers {origin[name]!r} and {layer.name!r}", path=name)
             merged[name] = t
             origin[name] = layer.name or layer.digest
     model.tensors = TensorMap(merged)
@@ -206,30 +208,6 @@ def _model_quant_type(config: Any) -> str | None:
 def load_manifest(path: str | os.PathLike[str], *, strict: bool = True, **_: Any) -> OllamaModel:
     """The registry loader: ``load(manifest_file)``."""
     return open_model(path, strict=strict)
-
-
-def validate_manifest_file(path: str | os.PathLike[str], profile: str = "spec") -> list[Any]:
-    """The manifest's rules, then its blobs': each present, a regular file, of the manifest's size and
-    sha256, and readable (JSON blobs as JSON, tensor blobs as safetensors under the profile's strictness)."""
-    from ..validation import Issue
-
-    try:
-        with open_model(path, strict=True):
-            pass
-    except FormatError as e:
-        return [Issue(e.rule, e.message, e.path, e.offset)]
-    return []
-
-
-def validate_manifest_bytes(data: Any, profile: str = "spec") -> list[Any]:
-    """The manifest's own rules (the blobs are checked by ``open_model``, which knows where they are)."""
-    from ..validation import Issue
-
-    try:
-        parse_manifest(bytes(memoryview(data)))
-    except FormatError as e:
-        return [Issue(e.rule, e.message, e.path, e.offset)]
-    return []
 
 
 # -- writing a model store -------------------------------------------------------------------------------
@@ -258,3 +236,13 @@ def write_model(root: str | os.PathLike[str], model: str, tensor_blobs: list[tup
     target.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(target, lambda f: f.write(manifest.to_bytes()), read_manifest)
     return target
+
+
+def validate_manifest_file(path: str | os.PathLike[str], profile: str = "spec") -> list[Issue]:
+    """The manifest's rules, then its blobs' (``open_model`` knows where they are and checks each)."""
+
+    def open_and_close() -> None:
+        with open_model(path, strict=True):
+            pass
+
+    return parse_then_check(open_and_close, lambda _: [])

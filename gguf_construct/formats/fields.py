@@ -16,7 +16,7 @@ import numpy as np
 from construct import Const, Construct, Container, SizeofError, StopFieldError, Struct, Subconstruct, evaluate
 from construct.core import EnumIntegerString
 
-from ..errors import InvalidValueError, TruncatedError, UnknownFormatError, UnsupportedTypeError
+from .. import rules
 from ..limits import TABLE as LIMITS
 from ..limits import breach, limit
 from ..tables import VALUE_TYPES, ValueType
@@ -89,8 +89,7 @@ class StringArray(Sequence[str]):
         try:
             return str(self._view[s:e], "utf-8")
         except UnicodeDecodeError as err:
-            raise InvalidValueError(
-                "string.utf8", f"invalid UTF-8 ({err.reason})", path=f"{self.path}[{i}]", offset=s + err.start
+            raise rules.STRING_UTF8.error(f"invalid UTF-8 ({err.reason})", path=f"{self.path}[{i}]", offset=s + err.start
             ) from None
 
     def __getitem__(self, i):  # type: ignore[override]
@@ -128,7 +127,7 @@ class StringArray(Sequence[str]):
         except UnicodeDecodeError as err:
             bad = max(i, int(np.searchsorted(self._starts, lo + err.start, side="right")) - 1)
             self._decode(bad)  # raises, naming the element and its offset
-            raise InvalidValueError("string.utf8", f"invalid UTF-8 ({err.reason})", path=f"{self.path}[{bad}]", offset=lo + err.start) from None
+            raise rules.STRING_UTF8.error(f"invalid UTF-8 ({err.reason})", path=f"{self.path}[{bad}]", offset=lo + err.start) from None
 
     def check_utf8(self) -> None:
         """Raise ``InvalidValueError`` (rule ``string.utf8``) at the first string that is not UTF-8, without
@@ -226,18 +225,18 @@ class GGUFString(Construct):
 
     def _parse(self, stream, context, path):
         s = as_stream(stream)
-        s.need(self.fmt.size, "string.truncated", "string length", path)
+        s.need(self.fmt.size, rules.STRING_TRUNCATED, "string length", path)
         start = s.pos
         (length,) = self.fmt.unpack_from(s.view, start)
         s.pos += self.fmt.size
-        s.need(length, "string.length", "the string", path)
+        s.need(length, rules.STRING_LENGTH, "the string", path)
         if length > limit("string_length"):
             raise breach("string_length", f"a string of {length} bytes", path=readable_path(path), offset=start)
         body = s.view[s.pos : s.pos + length]
         try:
             text = str(body, "utf-8")
         except UnicodeDecodeError as err:
-            raise InvalidValueError("string.utf8", f"invalid UTF-8 ({err.reason})", path=readable_path(path), offset=s.pos + err.start) from None
+            raise rules.STRING_UTF8.error(f"invalid UTF-8 ({err.reason})", path=readable_path(path), offset=s.pos + err.start) from None
         s.pos += length
         return text
 
@@ -280,7 +279,7 @@ class MetadataValue(Construct):
         vid = int(vt)
         found = self.known.get(vid)
         if found is None:
-            raise UnsupportedTypeError("value.type", f"value type {vid} is unknown", path=readable_path(path), offset=at)
+            raise rules.VALUE_TYPE.error(f"value type {vid} is unknown", path=readable_path(path), offset=at)
         return found
 
     def _parse(self, stream, context, path):
@@ -294,7 +293,7 @@ class MetadataValue(Construct):
         if vt.name == "arr":
             return self._parse_array(s, path, depth + 1)
         fmt = self.scalars[vt.id]
-        s.need(fmt.size, "value.truncated", f"{vt.name} value", path)
+        s.need(fmt.size, rules.VALUE_TRUNCATED, f"{vt.name} value", path)
         (value,) = fmt.unpack_from(s.view, s.pos)
         s.pos += fmt.size
         if vt.name == "bool" and value in (0, 1):
@@ -307,7 +306,7 @@ class MetadataValue(Construct):
         if depth > limit("nesting"):
             raise breach("nesting", f"arrays nested {depth} deep", path=readable_path(path), offset=s.pos)
         at = s.pos
-        s.need(4 + self.count.size, "array.truncated", "array header", path)
+        s.need(4 + self.count.size, rules.ARRAY_TRUNCATED, "array header", path)
         (etype_id,) = self.u32.unpack_from(s.view, at)
         (n,) = self.count.unpack_from(s.view, at + 4)
         etype = self._type(etype_id, s, context_path(path, "type"), at)
@@ -315,8 +314,7 @@ class MetadataValue(Construct):
         apath = context_path(path, "array")
         min_size = etype.size or (self.count.size if etype.name == "str" else 4 + self.count.size)
         if n * min_size > s.remaining:
-            raise TruncatedError(
-                "array.length", f"{n} elements of {etype.name} need at least {n * min_size} bytes, {s.remaining} remain", path=readable_path(path), offset=at + 4
+            raise rules.ARRAY_LENGTH.error(f"{n} elements of {etype.name} need at least {n * min_size} bytes, {s.remaining} remain", path=readable_path(path), offset=at + 4
             )
         if n > limit("array_length"):
             raise breach("array_length", f"an array of {n} elements", path=readable_path(path), offset=at + 4)
@@ -410,8 +408,7 @@ class CheckedArray(Construct):
         n = evaluate(self.count, context)
         at = s.pos
         if n * self.min_size > s.remaining:
-            raise TruncatedError(
-                self.rule, f"count {n} needs at least {n * self.min_size} bytes, {s.remaining} remain", path=readable_path(path), offset=s.pos
+            raise self.rule.truncated(f"count {n} needs at least {n * self.min_size} bytes, {s.remaining} remain", path=readable_path(path), offset=s.pos
             )
         if self.limit_name is not None and n > limit(self.limit_name):
             raise breach(self.limit_name, f"a count of {n}", path=readable_path(path), offset=at)
@@ -454,7 +451,7 @@ class AlignPadding(Construct):
             return 0
         alignment = evaluate(self.alignment, context)
         if alignment < 1:
-            raise InvalidValueError("alignment.zero", "general.alignment is 0", offset=pos)
+            raise rules.ALIGNMENT_ZERO.error("general.alignment is 0", offset=pos)
         return (-pos) % alignment
 
     def _parse(self, stream, context, path):
@@ -500,12 +497,12 @@ class Magic(Const):
     def _parse(self, stream, context, path):
         s = as_stream(stream)
         n = len(self.value)
-        s.need(n, "header.truncated", "the magic", path)
+        s.need(n, rules.HEADER_TRUNCATED, "the magic", path)
         at = s.pos
         got = s.read(n)
         if got not in self.accepted:
             expected = " or ".join(map(repr, self.accepted))
-            raise UnknownFormatError("header.magic", f"magic is {got!r}, not {expected}", path=readable_path(path), offset=at)
+            raise rules.HEADER_MAGIC.error(f"magic is {got!r}, not {expected}", path=readable_path(path), offset=at)
         return got
 
     def _build(self, obj, stream, context, path):
@@ -527,13 +524,13 @@ class Version(Subconstruct):
 
     def _parse(self, stream, context, path):
         s = as_stream(stream)
-        s.need(self.subcon.sizeof(), "header.truncated", "the version", path)
+        s.need(self.subcon.sizeof(), rules.HEADER_TRUNCATED, "the version", path)
         at = s.pos
         version = self.subcon._parsereport(s, context, path)
         allowed = evaluate(self.versions, context)
         if version not in allowed:
             listed = ", ".join(map(str, allowed[:-1])) + (" or " if len(allowed) > 1 else "") + str(allowed[-1])
-            raise UnsupportedTypeError("header.version", f"{evaluate(self.what, context)} version {version} is not {listed}",
+            raise rules.HEADER_VERSION.error(f"{evaluate(self.what, context)} version {version} is not {listed}",
                                        path=readable_path(path), offset=at)  # fmt: skip
         return version
 

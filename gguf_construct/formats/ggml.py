@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 from construct import Computed, Construct, Container, If, Int32sl, Int32ul, Rebuild, SizeofError, Struct, Tell, len_, this
 
-from ..errors import FormatError, InvalidValueError, UnknownFormatError, UnsupportedTypeError
+from .. import rules
+from ..errors import FormatError
 from ..tables import GGML_TYPES, _load
 from .base import FileConstruct, as_stream, context_path, guarded, readable_path
 from .fields import AlignPadding, Magic, Version
@@ -105,7 +106,7 @@ def resolve_type(table: str, type_id: int, where: str = "", offset: int | None =
     """The type ``type_id`` means in ``table``; UnsupportedTypeError (naming the era) when it means nothing."""
     layouts = type_table(table) if not table.startswith("rwkv") else rwkv_type_table(int(table[4:]))
     if type_id not in layouts:
-        raise UnsupportedTypeError("tensor.type", f"type id {type_id} is not defined in {describe_table(table)}", path=where, offset=offset)
+        raise rules.TENSOR_TYPE.error(f"type id {type_id} is not defined in {describe_table(table)}", path=where, offset=offset)
     return legacy_type(layouts[type_id], type_id)
 
 
@@ -138,7 +139,7 @@ def table_for(fmt: str, version: int | None, profile: str, hparams: Any) -> str:
         return "pre_v2_ftype7" if int(hparams.get("ftype", -1)) == 7 else "pre_v2"
     qntvr = int(hparams.get("ftype", 0)) // 1000
     if qntvr not in (0, 1, 2):
-        raise UnsupportedTypeError("hparams.ftype", f"quantization version {qntvr} (ftype {hparams.get('ftype')}) is not 0, 1 or 2", path="hparams.ftype")
+        raise rules.HPARAMS_FTYPE.error(f"quantization version {qntvr} (ftype {hparams.get('ftype')}) is not 0, 1 or 2", path="hparams.ftype")
     return ("pre_v2", "v2", "current")[qntvr]
 
 
@@ -168,14 +169,14 @@ class TensorData(Construct):
         t = resolve_type(table, int(context[type_field]), readable_path(context_path(path, type_field)), at)
         n = element_count(context[dims_field])
         if n % t.elements:
-            raise InvalidValueError("tensor.blocks", f"{n} elements are not whole {t.elements}-element blocks of {t.layout}",
+            raise rules.TENSOR_BLOCKS.error(f"{n} elements are not whole {t.elements}-element blocks of {t.layout}",
                                     path=readable_path(path), offset=at)  # fmt: skip
         return t.nbytes(n)
 
     def _parse(self, stream, context, path):
         s = as_stream(stream)
         n = self._size(context, path, s.pos)
-        s.need(n, "tensor.data", f"tensor {context.get(self.fields[2])!r}", path)
+        s.need(n, rules.TENSOR_DATA, f"tensor {context.get(self.fields[2])!r}", path)
         out = s.view[s.pos : s.pos + n]
         s.pos += n
         return out
@@ -203,8 +204,8 @@ TENSOR_RECORD = Struct(
     "name_len" / Rebuild(Int32sl, lambda ctx: encoded_len(ctx.name)),
     "type" / Int32sl,
     "ne" / Dims("n_dims"),
-    "name" / LegacyName("name_len", "tensor.name", least=1),
-    "_padding" / AlignPadding(legacy_tables()["ggjt_alignment"], this._.format == "ggjt", "tensor.padding"),
+    "name" / LegacyName("name_len", rules.TENSOR_NAME, least=1),
+    "_padding" / AlignPadding(legacy_tables()["ggjt_alignment"], this._.format == "ggjt", rules.TENSOR_PADDING),
     "data_offset" / Tell,
     "data" / TensorData(),
 )
@@ -229,13 +230,13 @@ def ggml_layout(profile: str, detecting: bool = False) -> Struct:
         "version" / If(this.format != "ggml", Version(Int32ul, lambda ctx: VERSIONS[ctx.format], this.format)),
         *body,
         "type_table" / Computed(lambda ctx: table_for(ctx.format, ctx.version, profile, _all_hparams(ctx))),
-        "tensors" / UntilEOF(TENSOR_RECORD, 12, "tensor.truncated"),
+        "tensors" / UntilEOF(TENSOR_RECORD, 12, rules.TENSOR_TRUNCATED),
     )
 
 
 def _require_plausible(ctx: Any) -> bool:
     if not plausible(ctx):
-        raise InvalidValueError("hparams.implausible", "hyper-parameters out of range for this profile", path="hparams")
+        raise rules.HPARAMS_IMPLAUSIBLE.error("hyper-parameters out of range for this profile", path="hparams")
     return True
 
 
@@ -273,7 +274,7 @@ class GGMLConstruct(FileConstruct):
         wanted = context.get("profile")
         profiles = legacy_tables()["profiles"]
         if wanted and (wanted not in profiles or (fmt is not None and fmt not in profiles[wanted]["containers"])):
-            raise UnsupportedTypeError("header.profile", f"profile {wanted!r} does not exist for {fmt} files (profiles: {', '.join(PROFILES)})")
+            raise rules.HEADER_PROFILE.error(f"profile {wanted!r} does not exist for {fmt} files (profiles: {', '.join(PROFILES)})")
         if wanted:
             candidates = [wanted]
         elif fmt is None:
@@ -292,11 +293,11 @@ class GGMLConstruct(FileConstruct):
             if wanted or plausible(obj):
                 obj["profile"] = profile
                 return obj
-            failures.append((profile, InvalidValueError("hparams.implausible", "hyper-parameters out of range", path="hparams")))
+            failures.append((profile, rules.HPARAMS_IMPLAUSIBLE.error("hyper-parameters out of range", path="hparams")))
         if len(failures) == 1:
             raise failures[0][1]
         detail = "; ".join(f"{p}: {e.describe()}" for p, e in failures)
-        raise UnknownFormatError("header.magic", f"the {fmt} magic, but no hyper-parameter profile reads the file ({detail})", path="magic", offset=start)
+        raise rules.HEADER_MAGIC.error(f"the {fmt} magic, but no hyper-parameter profile reads the file ({detail})", path="magic", offset=start)
 
     def _build(self, obj, stream, context, path):
         fmt = obj.get("format") or next((f for f in CONTAINERS if obj.get("magic") == MAGICS[f]), None)

@@ -41,7 +41,8 @@ from construct import (
     this,
 )
 
-from ..errors import FormatError, InvalidValueError, LayoutError, UnsupportedTypeError
+from .. import rules
+from ..errors import FormatError
 from ..tables import GGML_TYPES, VALUE_TYPES, ggml_type_of
 from .base import BufferStream, FileConstruct, as_stream
 from .fields import AlignPadding, CheckedArray, GGUFString, Located, Magic, MetadataValue, Remainder, Version, value_type_id
@@ -73,9 +74,9 @@ def tensor_nbytes(dimensions: list[int], ggml_type: Any) -> int:
     try:
         t = GGML_TYPES.lookup(ggml_type)
     except (KeyError, ValueError, TypeError):
-        raise UnsupportedTypeError("tensor.type", f"unknown ggml type {ggml_type!r}") from None
+        raise rules.TENSOR_TYPE.error(f"unknown ggml type {ggml_type!r}") from None
     if t.removed:
-        raise UnsupportedTypeError("tensor.type", f"ggml type {t.id} ({t.name}) has been removed from ggml")
+        raise rules.TENSOR_TYPE.error(f"ggml type {t.id} ({t.name}) has been removed from ggml")
     n = 1
     for d in dimensions:
         n *= int(d)
@@ -157,7 +158,7 @@ class TensorDataSection(Remainder):
         for ti in sorted(infos, key=lambda t: int(t["offset"])):
             gap = int(ti["offset"]) - written
             if gap < 0:
-                raise LayoutError("tensor.overlap", f"tensor {ti['name']!r} overlaps the one before it")
+                raise rules.TENSOR_OVERLAP.error(f"tensor {ti['name']!r} overlaps the one before it")
             stream.write(b"\0" * gap)
             data = tensor_bytes(ti.get("data"))
             expected = tensor_nbytes(ti["dimensions"], ti["type"]) if sized_type(ti["type"]) else len(data)
@@ -207,7 +208,7 @@ def gguf_layout(order: str, wide: bool) -> Struct:
         "_offset" / Tell,
         "name" / string,
         "n_dimensions" / Rebuild(U32, len_(this.dimensions)),
-        "dimensions" / CheckedArray(this.n_dimensions, count, width, "tensor.n_dims", "dimensions"),
+        "dimensions" / CheckedArray(this.n_dimensions, count, width, rules.TENSOR_N_DIMS, "dimensions"),
         "type" / ggml_type,
         "offset" / U64,
     )
@@ -218,11 +219,11 @@ def gguf_layout(order: str, wide: bool) -> Struct:
         "metadata_kv_count" / Rebuild(count, len_(this.metadata_kv)),
         # weights: records charged to the stream's budget (limits objects_free, objects_per_kib) per entry; a
         # real key/value takes 30+ bytes and a real tensor info 50+, crafted ones 13 and 24
-        "metadata_kv" / CheckedArray(this.metadata_kv_count, gguf_metadata_kv_t, width + 4 + 1, "header.n_kv", "kv_count", weight=4),
-        "tensor_infos" / CheckedArray(this.tensor_count, gguf_tensor_info_t, width + 4 + 4 + 8, "header.n_tensors", "tensor_count", weight=3),
+        "metadata_kv" / CheckedArray(this.metadata_kv_count, gguf_metadata_kv_t, width + 4 + 1, rules.HEADER_N_KV, "kv_count", weight=4),
+        "tensor_infos" / CheckedArray(this.tensor_count, gguf_tensor_info_t, width + 4 + 4 + 8, rules.HEADER_N_TENSORS, "tensor_count", weight=3),
         "alignment" / Computed(lambda ctx: alignment_of(ctx.metadata_kv)),
         # Files without tensors end right after the tensor infos (ggml and gguf-py write no padding then).
-        "_padding" / AlignPadding(this.alignment, this.tensor_count > 0, "data.padding"),
+        "_padding" / AlignPadding(this.alignment, this.tensor_count > 0, rules.DATA_PADDING),
         "data_offset" / Tell,
         "tensor_data" / TensorDataSection(),
     )
@@ -264,7 +265,7 @@ class GGUFConstruct(FileConstruct):
         infos = obj.get("tensor_infos", [])
         alignment = alignment_of(obj.get("metadata_kv", []))
         if obj.get("tensor_data") is None and alignment < 1:
-            raise InvalidValueError("alignment.zero", "general.alignment is 0")
+            raise rules.ALIGNMENT_ZERO.error("general.alignment is 0")
         if version not in VERSIONS:
             raise ValueError(f"cannot build GGUF version {version}")
         obj = Container(obj, version=version, magic=MAGIC, tensor_infos=lay_out(infos, alignment) if infos else [])

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 from construct import Construct, Container, SizeofError, evaluate
 
-from ..errors import InvalidValueError, LimitError, TruncatedError
+from .. import rules
+from ..errors import InvalidValueError
 from ..limits import breach, limit
 from ..shapes import shape_problem
 from .base import as_stream, context_path, readable_path
@@ -38,7 +39,7 @@ class LegacyName(Construct):
         s = as_stream(stream)
         n = self.length(context) if callable(self.length) else context[self.length]
         if n < self.least or n > MAX_NAME_LENGTH:
-            raise LimitError(self.rule, f"length {n} is not in {self.least}..{MAX_NAME_LENGTH}", path=readable_path(path), offset=s.pos - 4)
+            raise self.rule.error(f"length {n} is not in {self.least}..{MAX_NAME_LENGTH}", path=readable_path(path), offset=s.pos - 4)
         s.need(n, self.rule, "the name", path)
         body = s.view[s.pos : s.pos + n]
         if not self.text:
@@ -47,7 +48,7 @@ class LegacyName(Construct):
         try:
             out = str(body, "utf-8")
         except UnicodeDecodeError as e:
-            raise InvalidValueError(f"{self.rule}.utf8", f"invalid UTF-8 ({e.reason})", path=readable_path(path), offset=s.pos + e.start) from None
+            raise rules.rule(f"{self.rule}.utf8").error(f"invalid UTF-8 ({e.reason})", path=readable_path(path), offset=s.pos + e.start) from None
         s.pos += n
         return out
 
@@ -74,11 +75,11 @@ class Dims(Construct):
         s = as_stream(stream)
         n = context[self.count]
         if not 0 <= n <= MAX_DIMS:
-            raise InvalidValueError("tensor.n_dims", f"n_dims {n} is not in 0..{MAX_DIMS}", path=readable_path(path), offset=s.pos - 12)
-        s.need(4 * n, "tensor.truncated", f"{n} dimensions", path)
+            raise rules.TENSOR_N_DIMS.error(f"n_dims {n} is not in 0..{MAX_DIMS}", path=readable_path(path), offset=s.pos - 12)
+        s.need(4 * n, rules.TENSOR_TRUNCATED, f"{n} dimensions", path)
         ne = list(struct.unpack_from(f"<{n}i", s.view, s.pos))
         if any(d < 0 for d in ne):
-            raise InvalidValueError("tensor.ne", f"negative dimension in {ne}", path=readable_path(path), offset=s.pos)
+            raise rules.TENSOR_NE.error(f"negative dimension in {ne}", path=readable_path(path), offset=s.pos)
         problem = shape_problem(ne)
         if problem:
             raise InvalidValueError(problem[0], f"{ne}: {problem[1]}", path=readable_path(path), offset=s.pos)
@@ -112,7 +113,7 @@ class UntilEOF(CheckedArray):
         out = []
         while s.pos < s.size:
             if s.size - s.pos < self.min_size:
-                raise TruncatedError(self.rule, f"{s.size - s.pos} bytes after record {len(out)} are too few for another",
+                raise self.rule.truncated(f"{s.size - s.pos} bytes after record {len(out)} are too few for another",
                                      path=readable_path(path), offset=s.pos)  # fmt: skip
             context._index = len(out)
             if len(out) >= limit("tensor_count"):
@@ -193,7 +194,7 @@ class VocabArray(Construct):
         scored = self._is_scored(context)
         least = 8 if scored else 4
         if n < 0 or n * least > s.remaining:
-            raise TruncatedError("vocab.count", f"{n} tokens need at least {max(n, 0) * least} bytes, {s.remaining} remain",
+            raise rules.VOCAB_COUNT.truncated(f"{n} tokens need at least {max(n, 0) * least} bytes, {s.remaining} remain",
                                  path=readable_path(path), offset=s.pos)  # fmt: skip
         view, pos, size = s.view, s.pos, s.size
         unpack = struct.Struct("<I").unpack_from
@@ -201,10 +202,10 @@ class VocabArray(Construct):
         score_at = np.empty(n if scored else 0, dtype=np.int64)
         for i in range(n):
             if pos + 4 > size:
-                raise TruncatedError("vocab.truncated", f"token {i} of {n}: length past the end", path=readable_path(path), offset=pos)
+                raise rules.VOCAB_TRUNCATED.error(f"token {i} of {n}: length past the end", path=readable_path(path), offset=pos)
             (length,) = unpack(view, pos)
             if length > MAX_NAME_LENGTH or pos + 4 + length + (4 if scored else 0) > size:
-                raise TruncatedError("vocab.length", f"token {i} of {n} claims {length} bytes, {size - pos - 4} remain",
+                raise rules.VOCAB_LENGTH.truncated(f"token {i} of {n} claims {length} bytes, {size - pos - 4} remain",
                                      path=readable_path(context_path(path, i)), offset=pos)  # fmt: skip
             pos += 4
             texts.append(bytes(view[pos : pos + length]))
@@ -263,7 +264,7 @@ class NumpyArray(Construct):
         s = as_stream(stream)
         n = self._count(context)
         if n < 0 or n * self.dtype.itemsize > s.remaining:
-            raise TruncatedError(self.rule, f"{n} values of {self.dtype.itemsize} bytes do not fit the {s.remaining} bytes left",
+            raise self.rule.truncated(f"{n} values of {self.dtype.itemsize} bytes do not fit the {s.remaining} bytes left",
                                  path=readable_path(path), offset=s.pos)  # fmt: skip
         out = np.frombuffer(s.view, dtype=self.dtype, count=n, offset=s.pos)
         out.flags.writeable = False

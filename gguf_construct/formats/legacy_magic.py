@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..errors import UnknownFormatError
+from .. import rules
 from .ggml import legacy_tables
 
 
@@ -26,7 +26,7 @@ def legacy_format(head: bytes) -> str | None:
     if name == "ggmf" and version in legacy_tables()["rwkv"]["versions"]:
         return "rwkv"
     if version not in legacy_tables()["magics"][name]["versions"]:
-        raise UnknownFormatError("header.version", f"{name} magic with unknown version {version}", offset=4)
+        raise rules.HEADER_VERSION.error(f"{name} magic with unknown version {version}", offset=4)
     return name
 
 
@@ -44,8 +44,8 @@ def refuse_non_model(head: bytes) -> None:
     """Raise ``UnknownFormatError('format.not_a_model')`` for what llama.cpp wrote that is not a model: a LoRA
     adapter ('ggla'), or a bare vocabulary dump (no magic: a token count, then the first token's length)."""
     if head[:4] == legacy_tables()["magics"]["ggla"]["bytes"].encode():
-        raise UnknownFormatError("format.not_a_model", "a llama.cpp legacy LoRA adapter ('ggla'): not a model file, not supported", offset=0)
+        raise rules.FORMAT_NOT_A_MODEL.error("a llama.cpp legacy LoRA adapter ('ggla'): not a model file, not supported", offset=0)
     count, first = int.from_bytes(head[:4], "little"), int.from_bytes(head[4:8], "little")
     if len(head) >= 8 and 0 < count <= 1 << 21 and first <= 256:
-        raise UnknownFormatError("format.not_a_model", f"no magic: this looks like a bare vocabulary dump ({count} tokens, then the tokens; "
+        raise rules.FORMAT_NOT_A_MODEL.error(f"no magic: this looks like a bare vocabulary dump ({count} tokens, then the tokens; "
                                  "llama.cpp wrote one on 2023-03-21), not a model file", offset=0)  # fmt: skip

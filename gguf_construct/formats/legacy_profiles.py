@@ -18,6 +18,7 @@ from typing import Any
 
 from construct import Float32l, Int32sl, Rebuild, Struct, len_, this
 
+from .. import rules
 from .legacy_fields import LegacyName, NumpyArray, VocabArray, encoded_len
 
 
@@ -45,7 +46,7 @@ LLAMA = (
 WHISPER = (
     "hparams" / Struct(*int32s("n_vocab", "n_audio_ctx", "n_audio_state", "n_audio_head", "n_audio_layer",
                                "n_text_ctx", "n_text_state", "n_text_head", "n_text_layer", "n_mels", "ftype")),  # fmt: skip
-    "mel_filters" / Struct("n_mel" / Int32sl, "n_fft" / Int32sl, "data" / NumpyArray((this.n_mel, this.n_fft), "<f4", "mel_filters.size")),
+    "mel_filters" / Struct("n_mel" / Int32sl, "n_fft" / Int32sl, "data" / NumpyArray((this.n_mel, this.n_fft), "<f4", rules.MEL_FILTERS_SIZE)),
     *stored_vocab(),
 )
 
@@ -54,9 +55,9 @@ PARAKEET = (
     "hparams" / Struct(*int32s("n_vocab", "n_audio_ctx", "n_audio_state", "n_audio_head", "n_audio_layer", "n_mels", "ftype",
                                "n_fft", "subsampling_factor", "n_subsampling_channels", "n_conv_kernel", "n_pred_dim",
                                "n_pred_layers", "n_tdt_durations", "n_max_tokens")),  # fmt: skip
-    "mel_filters" / Struct("n_mel" / Int32sl, "n_fb" / Int32sl, "data" / NumpyArray((this.n_mel, this.n_fb), "<f4", "mel_filters.size")),
-    "window" / Struct("n_window" / Int32sl, "data" / NumpyArray((this.n_window,), "<f4", "window.size")),
-    "tdt_durations" / NumpyArray((this.hparams.n_tdt_durations,), "<u4", "tdt_durations.size"),
+    "mel_filters" / Struct("n_mel" / Int32sl, "n_fb" / Int32sl, "data" / NumpyArray((this.n_mel, this.n_fb), "<f4", rules.MEL_FILTERS_SIZE)),
+    "window" / Struct("n_window" / Int32sl, "data" / NumpyArray((this.n_window,), "<f4", rules.WINDOW_SIZE)),
+    "tdt_durations" / NumpyArray((this.hparams.n_tdt_durations,), "<u4", rules.TDT_DURATIONS_SIZE),
     *stored_vocab(),
 )
 
@@ -65,9 +66,9 @@ PARAKEET = (
 # {in_channels, out_channels, kernel_size} record per encoder layer, then the LSTM and final convolution sizes.
 # No ftype and no vocabulary.
 SILERO = (
-    "model_type" / Struct("length" / Rebuild(Int32sl, lambda ctx: encoded_len(ctx.text)), "text" / LegacyName("length", "model_type.length")),
+    "model_type" / Struct("length" / Rebuild(Int32sl, lambda ctx: encoded_len(ctx.text)), "text" / LegacyName("length", rules.MODEL_TYPE_LENGTH)),
     "hparams" / Struct(*int32s("version_major", "version_minor", "version_patch", "n_window", "n_context", "n_encoder_layers")),
-    "encoder" / NumpyArray((this.hparams.n_encoder_layers, 3), "<i4", "encoder.size"),
+    "encoder" / NumpyArray((this.hparams.n_encoder_layers, 3), "<i4", rules.ENCODER_SIZE),
     "hparams2" / Struct(*int32s("lstm_input_size", "lstm_hidden_size", "final_conv_in", "final_conv_out")),
 )
 

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .. import rules
 from ..errors import InvalidValueError
 from .base import FileConstruct, as_stream
 
@@ -73,14 +74,14 @@ class Manifest:
 
 def _layer(obj: Any, path: str) -> Layer:
     if not isinstance(obj, dict):
-        raise InvalidValueError("manifest.layer", "a layer is not a JSON object", path=path)
+        raise rules.MANIFEST_LAYER.error("a layer is not a JSON object", path=path)
     for key, kind in (("mediaType", str), ("digest", str), ("size", int)):
         if not isinstance(obj.get(key), kind) or isinstance(obj.get(key), bool):
-            raise InvalidValueError("manifest.layer", f"{key} is missing or not a {kind.__name__}", path=f"{path}.{key}")
+            raise rules.MANIFEST_LAYER.error(f"{key} is missing or not a {kind.__name__}", path=f"{path}.{key}")
     if not DIGEST.match(obj["digest"]):
-        raise InvalidValueError("manifest.digest", f"digest {obj['digest']!r} is not sha256:<64 hex digits>", path=f"{path}.digest")
+        raise rules.MANIFEST_DIGEST.error(f"digest {obj['digest']!r} is not sha256:<64 hex digits>", path=f"{path}.digest")
     if obj["size"] < 0:
-        raise InvalidValueError("manifest.layer", f"size {obj['size']} is negative", path=f"{path}.size")
+        raise rules.MANIFEST_LAYER.error(f"size {obj['size']} is negative", path=f"{path}.size")
     name, origin = obj.get("name"), obj.get("from")
     return Layer(obj["mediaType"], obj["digest"], obj["size"], name if isinstance(name, str) else None, origin if isinstance(origin, str) else None)
 
@@ -92,14 +93,14 @@ def parse_manifest(data: bytes | str) -> Manifest:
     try:
         obj = loads(data, what="manifest")
     except InvalidValueError as e:
-        raise InvalidValueError("manifest.json", e.message, offset=e.offset) from None
+        raise rules.MANIFEST_JSON.error(e.message, offset=e.offset) from None
     if not isinstance(obj, dict):
-        raise InvalidValueError("manifest.object", "manifest is not a JSON object")
+        raise rules.MANIFEST_OBJECT.error("manifest is not a JSON object")
     if obj.get("schemaVersion") != 2:
-        raise InvalidValueError("manifest.version", f"schemaVersion is {obj.get('schemaVersion')!r}, not 2", path="schemaVersion")
+        raise rules.MANIFEST_VERSION.error(f"schemaVersion is {obj.get('schemaVersion')!r}, not 2", path="schemaVersion")
     layers = obj.get("layers")
     if not isinstance(layers, list):
-        raise InvalidValueError("manifest.layers", "layers is missing or not a list", path="layers")
+        raise rules.MANIFEST_LAYERS.error("layers is missing or not a list", path="layers")
     return Manifest(_layer(obj.get("config"), "config"), tuple(_layer(x, f"layers[{i}]") for i, x in enumerate(layers)), 2, str(obj.get("mediaType", MEDIA_MANIFEST)))
 
 

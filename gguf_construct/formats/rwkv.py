@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from construct import Computed, Container, Int32sl, Int32ul, Rebuild, Struct, Tell, len_, this
 
+from .. import rules
 from .base import FileConstruct, as_stream
 from .fields import Magic, Version
 from .ggml import Dims, LegacyName, TensorData, UntilEOF, encoded_len, legacy_tables
@@ -39,12 +40,12 @@ RWKV_LAYOUT = Struct(
             "key_length" / Rebuild(Int32sl, lambda ctx: encoded_len(ctx.key)),
             "data_type" / Int32sl,
             "shape" / Dims("dim_count"),
-            "key" / LegacyName("key_length", "parameter.key", least=1),
+            "key" / LegacyName("key_length", rules.PARAMETER_KEY, least=1),
             "data_offset" / Tell,
             "data" / TensorData("data_type", "shape", "key"),
         ),
         12,
-        "parameter.truncated",
+        rules.PARAMETER_TRUNCATED,
     ),
 )
 

@@ -11,7 +11,7 @@ import struct
 
 import numpy as np
 
-from ..errors import TruncatedError
+from .. import rules
 from .base import BufferStream, readable_path
 
 
@@ -42,12 +42,11 @@ def _scan_loop(stream: BufferStream, n: int, first: int, order: str, wide: bool,
     for i in range(first, n):
         if pos + width > size:
             stream.pos = pos
-            raise TruncatedError("array.truncated", f"string {i} of {n}: length field past the end", path=readable_path(path), offset=pos)
+            raise rules.ARRAY_TRUNCATED.error(f"string {i} of {n}: length field past the end", path=readable_path(path), offset=pos)
         (length,) = unpack(view, pos)
         pos += width
         if length > size - pos:
-            raise TruncatedError(
-                "string.length", f"string {i} of {n} claims {length} bytes, {size - pos} remain", path=readable_path(path), offset=pos - width
+            raise rules.STRING_LENGTH.error(f"string {i} of {n} claims {length} bytes, {size - pos} remain", path=readable_path(path), offset=pos - width
             )
         starts[i] = pos
         pos += length

@@ -25,7 +25,7 @@ from functools import cache
 import numpy as np
 from construct import Array, Float16l, Float32l, Int8sl, Int8ul, Int16ul, Struct
 
-from ..errors import TruncatedError, UnsupportedTypeError
+from .. import rules
 from .blocks import dtype_of
 from .common import U8, finish, packed
 from .floats import half_to_float
@@ -210,7 +210,7 @@ def retired_layout(name: str) -> RetiredLayout:
     try:
         return RETIRED[name]
     except KeyError:
-        raise UnsupportedTypeError("tensor.layout", f"no retired block layout {name!r}") from None
+        raise rules.TENSOR_LAYOUT.error(f"no retired block layout {name!r}") from None
 
 
 def _blocks(data: object, layout: RetiredLayout) -> np.ndarray:
@@ -218,9 +218,7 @@ def _blocks(data: object, layout: RetiredLayout) -> np.ndarray:
 
     buf = as_bytes(data)
     if buf.size % layout.type_size:
-        raise TruncatedError(
-            "tensor.partial_block",
-            f"{buf.size} bytes of {layout.name} end inside a {layout.type_size}-byte block",
+        raise rules.TENSOR_PARTIAL_BLOCK.error(f"{buf.size} bytes of {layout.name} end inside a {layout.type_size}-byte block",
             offset=buf.size - buf.size % layout.type_size,
         )
     return buf.view(layout.dtype)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import rules
 from ..api.file import gguf_from_source  # noqa: F401 - GGUF's opener over a source, re-exported beside the others
 from ..errors import FormatError, LayoutError
-from .errors import RemoteError
 from .options import RemoteOptions
 from .source import ByteSource, MappedSource, RangedSource
 from .urls import hf_url, local_path, scheme_of
@@ -37,7 +37,7 @@ def open_source(source: Any, opts: RemoteOptions | None = None, *, headers: dict
         url, auth = hf_url(source)
         return open_http(url, opts, {**auth, **(headers or {})}, digest=digest)
     if scheme == "ollama":
-        raise RemoteError("remote.url", "an ollama:// name is a model, not one file: open it with load()", url=source)
+        raise rules.REMOTE_URL.error("an ollama:// name is a model, not one file: open it with load()", url=source)
     return open_fsspec(source, opts)
 
 
@@ -46,22 +46,22 @@ def open_fsspec(url: str, opts: RemoteOptions | None = None) -> RangedSource:
     try:
         import fsspec
     except ImportError:
-        raise RemoteError("remote.scheme", f"no reader for {scheme_of(url)}:// URLs (install fsspec for them)", url=url) from None
+        raise rules.REMOTE_SCHEME.error(f"no reader for {scheme_of(url)}:// URLs (install fsspec for them)", url=url) from None
     try:
         fs, path = fsspec.core.url_to_fs(url)
         size = int(fs.size(path))
     except (ImportError, ValueError) as e:
-        raise RemoteError("remote.scheme", f"fsspec cannot open it: {e}", url=url) from None
+        raise rules.REMOTE_SCHEME.error(f"fsspec cannot open it: {e}", url=url) from None
     except OSError as e:
-        raise RemoteError("remote.open", f"{type(e).__name__}: {e}", url=url) from None
+        raise rules.REMOTE_OPEN.error(f"{type(e).__name__}: {e}", url=url) from None
 
     def fetch(start: int, into: memoryview) -> None:
         try:
             data = fs.cat_file(path, start=start, end=start + len(into))
         except OSError as e:
-            raise RemoteError("remote.read", f"{type(e).__name__}: {e}", url=url) from None
+            raise rules.REMOTE_READ.error(f"{type(e).__name__}: {e}", url=url) from None
         if len(data) != len(into):
-            raise RemoteError("remote.read", f"asked for {len(into)} bytes at {start}, got {len(data)}", url=url)
+            raise rules.REMOTE_READ.error(f"asked for {len(into)} bytes at {start}, got {len(data)}", url=url)
         into[:] = data
 
     return RangedSource(url, size, fetch, opts)
@@ -77,7 +77,7 @@ def safetensors_from_source(src: ByteSource, *, strict: bool = True, profile: st
     container.header.json  # noqa: B018 - header errors raise here, as in from_bytes
     if strict:
         from ..validation import raise_first
-        from ..validation_safetensors import check_safetensors
+        from ..validation.safetensors import check_safetensors
 
         raise_first(check_safetensors(container, profile))
     try:
@@ -100,14 +100,14 @@ def legacy_from_source(src: ByteSource, fmt: str, *, strict: bool = True, profil
     view = src.ensure(0, src.size)
     if fmt == "rwkv":
         from ..formats.rwkv import RWKV
-        from ..validation_legacy import check_rwkv
+        from ..validation.legacy import check_rwkv
 
         c = RWKV.parse(view)
         if strict:
             raise_first(check_rwkv(c, profile))
         return rwkv_from_container(c, src.name)
     from ..formats.ggml import GGML
-    from ..validation_legacy import check_legacy
+    from ..validation.legacy import check_legacy
 
     c = GGML.parse(view)
     if strict:
@@ -117,4 +117,4 @@ def legacy_from_source(src: ByteSource, fmt: str, *, strict: bool = True, profil
 
 def manifest_from_source(src: ByteSource, **_: Any) -> Any:
     """An Ollama manifest names blobs by digest, which a URL of the manifest alone cannot reach: refused."""
-    raise RemoteError("remote.manifest", "a manifest by URL: open the model as ollama://[REGISTRY/]NAMESPACE/MODEL:TAG", url=src.name)
+    raise rules.REMOTE_MANIFEST.error("a manifest by URL: open the model as ollama://[REGISTRY/]NAMESPACE/MODEL:TAG", url=src.name)

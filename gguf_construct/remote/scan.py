@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TextIO
 
+from .. import rules
 from ..errors import FormatError
 from .options import RemoteOptions
 
@@ -67,7 +68,7 @@ def _open_and_check(source: str, profile: str, opts: RemoteOptions | None) -> tu
         g = gguf_from_source(src, strict=False)
         return g, check(g.container, src.size, profile)
     if fmt == "safetensors":
-        from ..validation_safetensors import check_safetensors
+        from ..validation.safetensors import check_safetensors
         from .load import safetensors_from_source
 
         s = safetensors_from_source(src, strict=False)
@@ -160,7 +161,6 @@ def run_dask(sources: list[str], emit: Callable[[dict[str, Any]], None], schedul
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
         raise SystemExit("gguf-construct scan --dask needs dask.distributed: pip install 'gguf-construct[cluster]'") from None
-    from .errors import RemoteError
 
     preload()  # before the worker threads start, in this process (LocalCluster) and for the results' unpickling
     cluster = None
@@ -180,7 +180,7 @@ def run_dask(sources: list[str], emit: Callable[[dict[str, Any]], None], schedul
             if not done.has_ready():  # polled like as_completed's own wait: its timeout is for the whole run
                 if time.monotonic() - last > timeout:
                     left = done.count()
-                    raise RemoteError("remote.dask_stalled", f"no batch finished on the Dask cluster in {timeout:g} s ({left} of {len(batches)} batches left)")
+                    raise rules.REMOTE_DASK_STALLED.error(f"no batch finished on the Dask cluster in {timeout:g} s ({left} of {len(batches)} batches left)")
                 time.sleep(0.05)
                 continue
             _, lines = next(done)

@@ -17,7 +17,7 @@ from functools import cache
 
 import numpy as np
 
-from ...errors import InvalidValueError
+from ... import rules
 from .. import grids
 from .cfloat import F32, fp32_to_fp16_bits, nearest_int, seqsum
 from .search import GROUP_MAX_EPS, make_qp_quants
@@ -107,7 +107,7 @@ def _closest(cand: np.ndarray, q: np.ndarray, sc: np.ndarray, xv: np.ndarray, wv
         d2 = d2 + (wv[:, None, i] * diff) * diff
     d2 = np.where(cand >= 0, d2, np.inf)
     if not (d2 < np.finfo(np.float32).max).any(axis=1).all():
-        raise InvalidValueError("quantize.grid", f"no grid neighbour has a finite error ({why})")
+        raise rules.QUANTIZE_GRID.error(f"no grid neighbour has a finite error ({why})")
     return np.take_along_axis(cand, np.argmin(d2, axis=1)[:, None], 1)[:, 0]
 
 
