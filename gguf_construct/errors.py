@@ -13,7 +13,7 @@ from typing import Any
 class FormatError(ValueError):
     """The bytes are not a valid file of the expected format."""
 
-    def __init__(self, rule: str, message: str, *, path: str = "", offset: int | None = None) -> None:
+    def __init__(self, rule: object, message: str, *, path: str = "", offset: int | None = None) -> None:
         self.rule = str(rule)  # a catalogue Rule stands for its id
         self.path = path
         self.offset = offset

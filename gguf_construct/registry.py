@@ -24,7 +24,7 @@ from . import rules
 from .api.file import GGUFFile, gguf_from_source
 from .api.legacy import LegacyFile, load_legacy, load_rwkv
 from .api.ollama import OllamaModel, load_manifest, validate_manifest_file
-from .api.protocol import ByteOrder, FormatName, LegacyFormatName, ModelFile, Profile
+from .api.protocol import ByteOrder, FormatName, LegacyFormatName, ModelFile
 from .api.safetensors import SafetensorsFile, load_safetensors
 from .api.shards import open_gguf
 from .errors import FormatError
@@ -38,7 +38,17 @@ from .remote.urls import is_remote, scheme_of
 from .validation import Issue, validate_gguf_bytes
 from .validation.legacy import validate_legacy_bytes, validate_rwkv_bytes
 from .validation.ollama import validate_manifest_bytes
-from .validation.profiles import GGUF_PROFILES, OLLAMA_PROFILES, PROFILES, SAFETENSORS_PROFILES
+from .validation.profiles import (
+    GGUF_PROFILES,
+    OLLAMA_PROFILES,
+    PROFILES,
+    SAFETENSORS_PROFILES,
+    GGUFProfile,
+    LegacyProfile,
+    OllamaProfile,
+    Profile,
+    SafetensorsProfile,
+)
 from .validation.safetensors import validate_safetensors_bytes
 
 
@@ -124,16 +134,16 @@ def profile_for(spec: FormatSpec, profile: str) -> str:
 
 # -- opening -----------------------------------------------------------------------------------------------
 @overload
-def load(path: str | os.PathLike[str], *, format: Literal["gguf"], strict: bool = ..., profile: Profile = ..., byte_order: ByteOrder | None = ...,
+def load(path: str | os.PathLike[str], *, format: Literal["gguf"], strict: bool = ..., profile: GGUFProfile = ..., byte_order: ByteOrder | None = ...,
          limits: Mapping[str, int] | None = ...) -> GGUFFile: ...  # fmt: skip
 @overload
-def load(path: str | os.PathLike[str], *, format: Literal["safetensors"], strict: bool = ..., profile: Profile = ..., byte_order: ByteOrder | None = ...,
+def load(path: str | os.PathLike[str], *, format: Literal["safetensors"], strict: bool = ..., profile: SafetensorsProfile = ..., byte_order: ByteOrder | None = ...,
          limits: Mapping[str, int] | None = ...) -> SafetensorsFile: ...  # fmt: skip
 @overload
-def load(path: str | os.PathLike[str], *, format: LegacyFormatName, strict: bool = ..., profile: Profile = ..., byte_order: ByteOrder | None = ...,
+def load(path: str | os.PathLike[str], *, format: LegacyFormatName, strict: bool = ..., profile: LegacyProfile = ..., byte_order: ByteOrder | None = ...,
          limits: Mapping[str, int] | None = ...) -> LegacyFile: ...  # fmt: skip
 @overload
-def load(path: str | os.PathLike[str], *, format: Literal["ollama"], strict: bool = ..., profile: Profile = ..., byte_order: ByteOrder | None = ...,
+def load(path: str | os.PathLike[str], *, format: Literal["ollama"], strict: bool = ..., profile: OllamaProfile = ..., byte_order: ByteOrder | None = ...,
          limits: Mapping[str, int] | None = ...) -> OllamaModel: ...  # fmt: skip
 @overload
 def load(path: str | os.PathLike[str], *, format: None = None, strict: bool = ..., profile: Profile = ..., byte_order: ByteOrder | None = ...,

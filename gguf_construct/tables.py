@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -30,7 +31,8 @@ def schema_dir() -> Path:
 @cache
 def _load(name: str) -> dict[str, Any]:
     with open(schema_dir() / name, encoding="utf-8") as f:
-        return json.load(f)
+        table: dict[str, Any] = json.load(f)
+    return table
 
 
 @dataclass(frozen=True)
@@ -95,15 +97,18 @@ class ValueType:
         return self.name
 
 
-class _Table(dict):
+_R = TypeVar("_R", bound="GGMLType | ValueType")
+
+
+class _Table(dict[int, _R]):
     """An id → record dict that is also searchable by name (case-insensitive)."""
 
-    def __init__(self, records):
+    def __init__(self, records: Iterable[_R]) -> None:
         records = list(records)
         super().__init__((r.id, r) for r in records)
-        self.by_name = {r.name.lower(): r for r in records}
+        self.by_name: dict[str, _R] = {r.name.lower(): r for r in records}
 
-    def lookup(self, key: int | str | Any):
+    def lookup(self, key: int | str | _R) -> _R:
         """The record for an id, a name, or a record; KeyError when unknown."""
         if isinstance(key, (GGMLType, ValueType)):
             return key
@@ -173,8 +178,8 @@ def _ggml_types() -> list[GGMLType]:
     return known + user_types(path, known) if path else known
 
 
-GGML_TYPES: _Table = _Table(_ggml_types())
-VALUE_TYPES: _Table = _Table(ValueType(**r) for r in _load("value_types.json")["types"])
+GGML_TYPES: _Table[GGMLType] = _Table(_ggml_types())
+VALUE_TYPES: _Table[ValueType] = _Table(ValueType(**r) for r in _load("value_types.json")["types"])
 FILE_TYPES: dict[int, str] = {r["id"]: r["name"] for r in _load("file_types.json")["file_types"]}
 
 

@@ -26,6 +26,7 @@ from .tensors import Tensors
 
 if TYPE_CHECKING:
     from ..formats.ollama import Manifest
+    from ..validation.issue import Severity
 
 
 class GGUFFile:
@@ -153,7 +154,7 @@ def _check_v1(f: GGUFFile) -> None:
             raise ValueError(f"GGUF v1 has no {field.type_label} values ({field.key})")
 
 
-def load_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, unknown_types: str = "error") -> GGUFFile:
+def load_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, unknown_types: Severity = "error") -> GGUFFile:
     """Open a GGUF file through a read-only memory map (the byte source; ``gguf_from_source`` reads a remote one
     the same way).
 
@@ -166,7 +167,7 @@ def load_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str
     return gguf_from_source(MappedSource(path), strict=strict, profile=profile, byte_order=byte_order, unknown_types=unknown_types)
 
 
-def gguf_from_source(src: Any, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, unknown_types: str = "error", **_: Any) -> GGUFFile:
+def gguf_from_source(src: Any, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, unknown_types: Severity = "error", **_: Any) -> GGUFFile:
     """A GGUFFile over a ``remote.source.ByteSource`` (a memory map or ranged reads): the header through ``GGUF``
     on the source's prefix, tensor data left where it is. A value of an unknown type raises with
     ``error.partial``, the keys before it (``readable_prefix``)."""

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
+from ..validation.profiles import GGUFProfile, LegacyProfile, OllamaProfile, Profile, SafetensorsProfile
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -27,9 +29,6 @@ FormatName = Literal["gguf", "ggml", "ggmf", "ggjt", "rwkv", "safetensors", "oll
 LegacyFormatName = Literal["ggml", "ggmf", "ggjt", "rwkv"]
 #: A file's byte order (GGUF has both; every other format is little-endian).
 ByteOrder = Literal["little", "big"]
-#: Validation profiles: 'spec' (each format's own document), 'ggml' (also what ggml's readers demand: GGUF and
-#: the legacy formats), 'hf' (also what the safetensors library demands: safetensors).
-Profile = Literal["spec", "ggml", "hf"]
 
 
 @runtime_checkable
@@ -106,6 +105,10 @@ class ModelFile(Protocol):
 
     def __exit__(self, *exc: object) -> None: ...
 
+
+#: the validation profiles (``validation.profiles``), re-exported beside the other names ``load`` takes
+__all__ = ["ByteOrder", "FormatName", "GGUFProfile", "LegacyFormatName", "LegacyProfile", "ModelFile", "NamedType", "OllamaProfile", "Profile",
+           "SafetensorsProfile", "Tensor", "TensorType"]  # fmt: skip
 
 _T = TypeVar("_T", bound="NamedType")
 

@@ -73,7 +73,7 @@ def digest(values: np.ndarray) -> str:
 
 
 # -- ours ------------------------------------------------------------------------------------------------
-def read_ours(path: str, profile: Profile = "spec", *, strict: bool = True, dequantize: bool = True) -> dict[str, Any]:
+def read_ours(path: str, profile: GGUFProfile = "spec", *, strict: bool = True, dequantize: bool = True) -> dict[str, Any]:
     """gguf_construct.load(strict=True) under ``profile``: what we accept, and what we see in it.
 
     ``strict=False`` loads leniently instead; ``dequantize=False`` leaves ``dequant`` empty (faster)."""
@@ -245,7 +245,7 @@ def info_view(info: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def read_ours_info(path: str, profile: Profile = "spec") -> dict[str, Any]:
+def read_ours_info(path: str, profile: GGUFProfile = "spec") -> dict[str, Any]:
     """Ours, in the info --json shape (to compare with an external command)."""
     from ..registry import load
     from ..report import info_json
@@ -310,4 +310,4 @@ def ggml_quantize(values: np.ndarray, type_id: int, imatrix: np.ndarray | None =
 
 
 if TYPE_CHECKING:  # at the end: the fuzz findings name lines of this module
-    from ..api.protocol import Profile
+    from ..validation.profiles import GGUFProfile

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from .. import rules
 from .errors import RemoteChangedError, RemoteError
@@ -124,7 +124,7 @@ class HttpFile:
         status = resp.status
         what = {401: "unauthorized (a token? --header 'Authorization: Bearer ...' or HF_TOKEN)", 403: "forbidden", 404: "not found", 416: "range not satisfiable"}.get(status)
         resp.release_conn() if status < 500 else resp.drain_conn()
-        return rules.REMOTE_STATUS.error(what or f"the server answered {status} {resp.reason or ''}".strip(), url=self.url, status=status)
+        return cast(RemoteError, rules.REMOTE_STATUS.error(what or f"the server answered {status} {resp.reason or ''}".strip(), url=self.url, status=status))
 
     def _read_body(self, resp: Any, into: memoryview, pos: int, deadline: float) -> int:
         """Read ``resp``'s body into ``into[pos:]`` (in place: a large tensor is not held twice); the new position."""
