@@ -49,7 +49,7 @@ def _legacy(head: bytes) -> str | None:
     the magic is not theirs; UnknownFormatError for a known magic with an unknown version or a known non-model."""
     from .ggml import legacy_tables
 
-    magics = {m["bytes"].encode(): name for name, m in legacy_tables()["magics"].items()}
+    magics = {m.bytes.encode(): name for name, m in legacy_tables().magics.items()}
     name = magics.get(head[:4])
     if name is None:
         count, first = int.from_bytes(head[:4], "little"), int.from_bytes(head[4:8], "little")
@@ -60,11 +60,11 @@ def _legacy(head: bytes) -> str | None:
     if name == "ggml":
         return name
     version = int.from_bytes(head[4:8], "little") if len(head) >= 8 else None
-    if name == "ggmf" and version in legacy_tables()["rwkv"]["versions"]:
+    if name == "ggmf" and version in legacy_tables().rwkv.versions:
         return "rwkv"
     if name == "ggla":
         raise UnknownFormatError("format.not_a_model", "a llama.cpp legacy LoRA adapter ('ggla'): not a model file, not supported", offset=0)
-    if version not in legacy_tables()["magics"][name]["versions"]:
+    if version not in legacy_tables().magics[name].versions:
         raise UnknownFormatError("header.version", f"{name} magic with unknown version {version}", offset=4)
     return name
 

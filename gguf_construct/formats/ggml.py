@@ -23,7 +23,7 @@ are recomputed, GGJT padding is computed from the position).
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -48,25 +48,24 @@ from construct import (
 from ..errors import FormatError, InvalidValueError, LimitError, TruncatedError, UnknownFormatError, UnsupportedTypeError
 from ..limits import breach, limit
 from ..shapes import shape_problem
-from ..tables import GGML_TYPES, _load
+from ..tables import GGML_TYPES, LegacyTable, load_table
 from .base import FileConstruct, as_stream, context_path, guarded, readable_path
 from .fields import AlignPadding, CheckedArray
 
 #: Longest tensor name or token accepted (llama.cpp's migrator refuses names of 4096 bytes and more).
 MAX_NAME_LENGTH = 4095
-#: More dimensions than this cannot be honest in any legacy file (ggml has at most 4).
-MAX_DIMS = 8
 
 
-@cache
-def legacy_tables() -> dict[str, Any]:
+def legacy_tables() -> LegacyTable:
     """schema/legacy.json: magics, hyper-parameter profiles, per-era type tables, rwkv.cpp's types."""
-    return _load("legacy.json")
+    return load_table("legacy")
 
 
-MAGICS: dict[str, bytes] = {name: m["bytes"].encode() for name, m in legacy_tables()["magics"].items()}
+#: More dimensions than this cannot be honest in any legacy file (ggml has at most 4).
+MAX_DIMS = legacy_tables().max_n_dims
+MAGICS: dict[str, bytes] = {name: m.bytes.encode() for name, m in legacy_tables().magics.items()}
 CONTAINERS = ("ggml", "ggmf", "ggjt")
-PROFILES: tuple[str, ...] = tuple(legacy_tables()["profiles"])
+PROFILES: tuple[str, ...] = tuple(legacy_tables().profiles)
 
 
 # -- tensor types by era ----------------------------------------------------------------------------------
@@ -102,7 +101,7 @@ def type_table(name: str) -> dict[int, str]:
     """id → layout for a table of schema/legacy.json (``current`` is today's ggml ids)."""
     if name == "current":
         return {t.id: t.name for t in GGML_TYPES.values() if not t.removed}
-    return {int(k): v for k, v in legacy_tables()["type_tables"][name].items()}
+    return dict(legacy_tables().type_tables[name])
 
 
 def resolve_type(table: str, type_id: int, where: str = "", offset: int | None = None) -> LegacyType:
@@ -113,8 +112,8 @@ def resolve_type(table: str, type_id: int, where: str = "", offset: int | None =
     return legacy_type(layouts[type_id], type_id)
 
 
-def rwkv_type_table(version: int) -> dict[int, str]:
-    return {int(k): v for k, v in legacy_tables()["rwkv"]["types"][str(version)].items()}
+def rwkv_type_table(version: int) -> Mapping[int, str]:
+    return legacy_tables().rwkv.types[version]
 
 
 def describe_table(table: str) -> str:
@@ -131,7 +130,7 @@ def describe_table(table: str) -> str:
 def table_for(fmt: str, version: int | None, profile: str, hparams: Any) -> str:
     """Which type table a file's tensors use: by container and version for llama.cpp, by ``ftype // 1000``
     (the quantization version) for the ggml examples and whisper.cpp (reference §3.7)."""
-    era = legacy_tables()["profiles"][profile]["quant_era"]
+    era = legacy_tables().profiles[profile]["quant_era"]
     if era == "current":
         return "current"
     if era == "container":
@@ -448,7 +447,7 @@ def tensor_record(aligned: bool) -> Struct:
         "type" / Int32sl,
         "ne" / Dims("n_dims"),
         "name" / LegacyName("name_len", "tensor.name", least=1),
-        "_padding" / AlignPadding(legacy_tables()["ggjt_alignment"], aligned, "tensor.padding"),
+        "_padding" / AlignPadding(legacy_tables().ggjt_alignment, aligned, "tensor.padding"),
         "data_offset" / Tell,
         "data" / TensorData(),
     )
@@ -505,7 +504,7 @@ def ggml_layout(fmt: str, version: int | None, profile: str, detecting: bool = F
     ``detecting``: the profile is a guess, so it is abandoned as soon as its hyper-parameters are implausible,
     before the vocabulary and tensors are read (ten guesses must not each read a hostile file to its end).
     """
-    prof = legacy_tables()["profiles"][profile]
+    prof = legacy_tables().profiles[profile]
     fields: list[Any] = ["magic" / Const(MAGICS[fmt])]
     if fmt != "ggml":
         fields.append("version" / Const(int(version), Int32ul))  # type: ignore[arg-type]
@@ -548,7 +547,7 @@ def read_header(view: Any) -> tuple[str, int | None]:
             if len(head) < 8:
                 raise TruncatedError("header.truncated", "no version after the magic", path="version", offset=4)
             (version,) = struct.unpack_from("<I", head, 4)
-            allowed = legacy_tables()["magics"][fmt]["versions"]
+            allowed = list(legacy_tables().magics[fmt].versions)
             if version not in allowed:
                 raise UnsupportedTypeError("header.version", f"{fmt} version {version} is not one of {allowed}", path="version", offset=4)
             return fmt, version
@@ -578,8 +577,8 @@ class GGMLConstruct(FileConstruct):
         start = s.pos
         fmt, version = read_header(s.view[start:])
         wanted = context.get("profile")
-        candidates = [wanted] if wanted else [p for p in legacy_tables()["detect_order"] if fmt in legacy_tables()["profiles"][p]["containers"]]
-        if wanted and fmt not in legacy_tables()["profiles"].get(wanted, {}).get("containers", ()):
+        candidates = [wanted] if wanted else [p for p in legacy_tables().detect_order if fmt in legacy_tables().profiles[p]["containers"]]
+        if wanted and fmt not in legacy_tables().profiles.get(wanted, {}).get("containers", ()):
             raise UnsupportedTypeError("header.profile", f"profile {wanted!r} does not exist for {fmt} files (profiles: {', '.join(PROFILES)})")
         failures = []
         for profile in candidates:

@@ -23,8 +23,8 @@ from ..errors import TruncatedError, UnknownFormatError, UnsupportedTypeError
 from .base import FileConstruct, as_stream
 from .ggml import Dims, LegacyName, TensorData, UntilEOF, encoded_len, legacy_tables
 
-MAGIC = legacy_tables()["rwkv"]["magic"].encode()
-VERSIONS: tuple[int, ...] = tuple(legacy_tables()["rwkv"]["versions"])
+MAGIC = legacy_tables().rwkv.magic.encode()
+VERSIONS: tuple[int, ...] = legacy_tables().rwkv.versions
 
 
 @cache

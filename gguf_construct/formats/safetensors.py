@@ -37,7 +37,7 @@ from construct import Construct, Container, Int64ul, Rebuild, SizeofError, Struc
 from ..errors import FormatError, InvalidValueError, LimitError, TruncatedError, UnsupportedTypeError
 from ..limits import breach, limit
 from ..shapes import INTP_MAX, NUMPY_MAX_DIMS, element_count, shape_problem
-from ..tables import _load
+from ..tables import SafetensorsDtype, load_table
 from .base import FileConstruct, as_stream
 from .fields import Remainder
 
@@ -49,34 +49,14 @@ STYLES = ("safetensors", "mlx", "ollama")
 
 
 # -- dtypes ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Dtype:
-    """A safetensors dtype: its name, bits per element, numpy dtype (None for BF16/F4/F6/F8) and enum order."""
-
-    name: str
-    bits: int
-    numpy: str | None
-    order: int
-    mlx: bool
-
-    def nbytes(self, n_elements: int) -> int | None:
-        """Bytes for ``n_elements`` values; None when they do not fill whole bytes."""
-        total = n_elements * self.bits
-        return total // 8 if total % 8 == 0 else None
-
-    @property
-    def storage(self) -> np.dtype:
-        """The numpy dtype the raw data is viewed as: the value's own, else unsigned integers of its width."""
-        if self.numpy:
-            return np.dtype(self.numpy)
-        return np.dtype("<u2") if self.bits == 16 else np.dtype(np.uint8)
+#: A safetensors dtype record (``schema/safetensors_dtypes.json``).
+Dtype = SafetensorsDtype
 
 
 @cache
 def dtypes() -> dict[str, Dtype]:
     """Every dtype name (case-sensitive, as the file spells it) → Dtype."""
-    rows = _load("safetensors_dtypes.json")["dtypes"]
-    return {r["name"]: Dtype(r["name"], r["bits"], r["numpy"], i, r["mlx"]) for i, r in enumerate(rows)}
+    return {d.name: d for d in load_table("safetensors_dtypes").dtypes}
 
 
 def dtype_for_numpy(dt: np.dtype) -> str:

@@ -27,13 +27,13 @@ from ..api.metadata import Metadata
 from ..formats.ggml import legacy_tables
 from ..formats.rwkv import RWKV
 from ..quants import block_dtype
-from ..tables import FILE_TYPES, GGML_TYPES, _load
+from ..tables import FILE_TYPES, GGML_TYPES, RwkvLlamaTable, load_table
 from .common import MigrationError, PlannedTensor, Report, finish_gguf
 from .rwkv_vocab import rwkv_tokenizer
 
 
-def table() -> dict[str, Any]:
-    return _load("rwkv_llama.json")
+def table() -> RwkvLlamaTable:
+    return load_table("rwkv_llama")
 
 
 # -- the table, expanded for one file ----------------------------------------------------------------------------
@@ -53,7 +53,7 @@ class Entry:
 
 def entries(variant: str, n_layer: int) -> list[Entry]:
     """Every tensor of a ``variant`` ('v6.0' | 'v7.0') model with ``n_layer`` blocks, in table order."""
-    spec = table()["tensors"]
+    spec = table().tensors
     out: list[Entry] = []
     for raw in spec["common"] + spec[variant]:
         blocks: Iterable[int | None] = range(n_layer) if "{bid}" in raw["gguf"] else (None,)
@@ -81,7 +81,7 @@ def resolve(shape: Iterable[Any], sizes: dict[str, int]) -> list[int]:
 
 def variant_of(architecture: str) -> str | None:
     """'v6.0' for 'rwkv6', 'v7.0' for 'rwkv7'; None for other architectures."""
-    return {arch: v for v, arch in table()["architectures"].items()}.get(architecture)
+    return {arch: v for v, arch in table().architectures.items()}.get(architecture)
 
 
 def _element_count(shape: Iterable[int]) -> int:
@@ -100,7 +100,7 @@ def sizes_from_rwkv(f: LegacyFile, variant: str) -> dict[str, int]:
     """The model's sizes: d, n_vocab, n_layer from the header, the rest read off the tensors (table "symbols")."""
     md = f.metadata
     sizes = {"d": md["n_embed"], "n_vocab": md["n_vocab"], "n_layer": md["n_layer"]}
-    for symbol, rule in table()["symbols"][variant].items():
+    for symbol, rule in table().symbols[variant].items():
         t = f.tensors.get(rule["tensor"])
         if t is None or len(t.shape) <= rule["ne"]:
             if "else" in rule:
@@ -118,7 +118,7 @@ def sizes_from_rwkv(f: LegacyFile, variant: str) -> dict[str, int]:
 
 
 def metadata_rows(variant: str) -> list[list[Any]]:
-    spec = table()["metadata"]
+    spec = table().metadata
     return spec["common"] + spec[variant]
 
 
@@ -149,7 +149,7 @@ def file_type_of(types: Iterable[tuple[str, int]]) -> tuple[str, int]:
         if name != "f32":
             counts[name] = counts.get(name, 0) + n
     main = max(counts, key=lambda k: counts[k]) if counts else "f32"
-    label = "ALL_F32" if main == "f32" else table()["file_types"]["k_quants"].get(main, f"MOSTLY_{main.upper()}")
+    label = "ALL_F32" if main == "f32" else table().file_types["k_quants"].get(main, f"MOSTLY_{main.upper()}")
     ids = [i for i, n in FILE_TYPES.items() if n == label]
     if not ids:
         raise MigrationError("migrate.file_type", f"no general.file_type stands for {main}")
@@ -184,7 +184,7 @@ def migrate_rwkv_llama(f: LegacyFile, dst: str | os.PathLike[str], *, vocab: str
                        progress: bool = False, **_: Any) -> Report:  # fmt: skip
     """An rwkv.cpp v6/v7 file → GGUF v3 of llama.cpp's rwkv6/rwkv7 architecture, with an ``rwkv`` tokenizer."""
     variant = f.metadata["architecture"]
-    arch = table()["architectures"][variant]
+    arch = table().architectures[variant]
     n_layer = f.metadata["n_layer"]
     sizes = sizes_from_rwkv(f, variant)
     plan = [e for e in entries(variant, n_layer) if not e.export_only]
@@ -226,7 +226,7 @@ def migrate_rwkv_llama(f: LegacyFile, dst: str | os.PathLike[str], *, vocab: str
                 planned.append(_plan(s, [f.tensors[r]], sizes, report))
                 report.notices.append(f"{s.gguf}: llama.cpp requires it and never uses it (the file has none in block 0): copied from {r}, as llama.cpp's converter does")
     main, ftype = file_type_of((p.type, _element_count(p.shape)) for p in planned)
-    header = legacy_tables()["rwkv"]["types"][str(f.version)].get(str(f.container["data_type"]))
+    header = legacy_tables().rwkv.types[f.version].get(int(f.container["data_type"]))
     if header != main:
         report.notices.append(f"the header's data_type says {header}, the tensors are mostly {main}: general.file_type follows the tensors")
     md = Metadata([])
@@ -281,7 +281,7 @@ def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
         raise MigrationError("export.metadata", f"{arch}.rescale_every_n_layers is {rescale!r}, not a count of layers")
     by_name = {e.gguf: e for e in entries(variant, sizes["n_layer"])}
     gguf_of = {e.rwkv[0]: e.gguf for e in by_name.values() if len(e.rwkv) == 1 and not e.export_only}
-    ids = {v: int(k) for k, v in legacy_tables()["rwkv"]["types"]["101"].items()}
+    ids = legacy_tables().rwkv.ids(101)
     params: list[Container] = []
     for t in g.tensors.values():
         e = by_name.get(t.name)
