@@ -477,13 +477,17 @@ def load_table(name: Literal["template_rules"]) -> TemplateRules: ...
 def load_table(name: Literal["value_types"]) -> ValueTypesTable: ...
 @overload
 def load_table(name: str) -> Any: ...
-@cache
 def load_table(name: str) -> Any:
     """``schema/<name>.json`` as its frozen, typed record, read once (``name`` with or without ``.json``).
     KeyError for a name that is no table."""
     stem = name[:-5] if name.endswith(".json") else name
     if stem not in _BUILDERS:
         raise KeyError(f"no schema table {name!r} (tables: {', '.join(TABLE_NAMES)})")
+    return _table(stem)
+
+
+@cache
+def _table(stem: str) -> Any:
     return _BUILDERS[stem](_load(stem + ".json"))
 
 

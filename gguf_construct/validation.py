@@ -21,12 +21,11 @@ from . import errors
 from .formats.base import map_file
 from .formats.fields import StringArray, value_type_id
 from .formats.gguf import GGUF, MAX_TENSOR_NAME, align_offset, sized_type
-from .tables import GGML_TYPES, USER_TYPES_ENV, VALUE_TYPES, GGMLType, architecture_required_keys, standard_key
+from .tables import GGML_MAX_DIMS, GGML_TYPES, USER_TYPES_ENV, VALUE_TYPES, GGMLType, architecture_required_keys, standard_key
 from .untrusted import decimal
 
 PROFILES = ("spec", "ggml")
 INT64_MAX = 2**63 - 1
-GGML_MAX_DIMS = 4
 KEY_SEGMENT = re.compile(r"[a-z0-9_]+\Z")
 
 # Which exception class each rule's family raises (first matching prefix or suffix wins).

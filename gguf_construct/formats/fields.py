@@ -389,9 +389,9 @@ class MetadataValue(Construct):
         # read and built in every version, and validation reports them in a v1 file (rule value.type_v1).
         self.known = {vt.id: vt for vt in VALUE_TYPES.values()}
         self.scalars = {
-            vt.id: struct.Struct(order + {"u1": "B", "i1": "b", "u2": "H", "i2": "h", "u4": "I", "i4": "i", "f4": "f", "u8": "Q", "i8": "q", "f8": "d", "?": "B"}[vt.numpy])
+            vt.id: struct.Struct(order + vt.struct)
             for vt in self.known.values()
-            if vt.numpy
+            if vt.struct
         }
 
     # -- parsing -------------------------------------------------------------------------------------

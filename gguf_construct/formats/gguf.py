@@ -43,14 +43,13 @@ from construct import (
 )
 
 from ..errors import FormatError, InvalidValueError, LayoutError, UnknownFormatError, UnsupportedTypeError
-from ..tables import GGML_TYPES, VALUE_TYPES, ggml_type_of
+from ..tables import DEFAULT_ALIGNMENT, GGML_TYPES, VALUE_TYPES, ggml_type_of
 from .base import BufferStream, FileConstruct, as_stream
 from .fields import AlignPadding, CheckedArray, GGUFString, MetadataValue, Remainder, value_type_id
 from .filedata import write_data
 
 MAGIC = b"GGUF"
 VERSIONS = (1, 2, 3)
-DEFAULT_ALIGNMENT = 32
 #: The spec's longest tensor name in bytes (ggml's reader wants one byte less: its buffer holds the NUL).
 MAX_TENSOR_NAME = 64
 ORDERS = {"little": "<", "big": ">"}
@@ -62,7 +61,7 @@ def align_offset(offset: int, alignment: int) -> int:
 
 
 def alignment_of(metadata_kv: list[Any]) -> int:
-    """``general.alignment`` when it is a u32, else the default 32 (validation reports a mistyped key)."""
+    """``general.alignment`` when it is a u32, else ``DEFAULT_ALIGNMENT`` (validation reports a mistyped key)."""
     for kv in metadata_kv:
         if kv["key"] == "general.alignment" and value_type_id(kv["value_type"]) == VALUE_TYPES.lookup("u32").id:
             return int(kv["value"])
