@@ -47,7 +47,7 @@ from construct import (
 
 from ..errors import FormatError, InvalidValueError, LimitError, TruncatedError, UnknownFormatError, UnsupportedTypeError
 from ..limits import breach, limit
-from ..shapes import shape_problem
+from ..shapes import element_count, shape_problem
 from ..tables import GGML_TYPES, LegacyTable, load_table
 from .base import FileConstruct, as_stream, context_path, guarded, readable_path
 from .fields import AlignPadding, CheckedArray
@@ -222,13 +222,6 @@ class Dims(Construct):
 
     def _sizeof(self, context, path):
         raise SizeofError("dimensions have no fixed size", path=path)
-
-
-def element_count(ne: Sequence[int]) -> int:
-    n = 1
-    for d in ne:
-        n *= int(d)
-    return n
 
 
 class TensorData(Construct):

@@ -25,7 +25,6 @@ import struct
 from functools import cache
 from typing import Any
 
-import numpy as np
 from construct import (
     Computed,
     Const,
@@ -44,7 +43,7 @@ from construct import (
 
 from ..errors import FormatError, InvalidValueError, LayoutError, UnknownFormatError, UnsupportedTypeError
 from ..tables import DEFAULT_ALIGNMENT, GGML_TYPES, VALUE_TYPES, ggml_type_of
-from .base import BufferStream, FileConstruct, as_stream
+from .base import BufferStream, FileConstruct, as_stream, tensor_bytes
 from .fields import AlignPadding, CheckedArray, GGUFString, MetadataValue, Remainder, value_type_id
 from .filedata import write_data
 
@@ -168,22 +167,6 @@ class TensorDataSection(Remainder):
         if infos:
             stream.write(b"\0" * (align_offset(written, alignment) - written))
         return obj
-
-
-def tensor_bytes(data: Any) -> memoryview:
-    """A tensor's data source as a flat byte view, copying only if not contiguous.
-
-    The source is bytes-like, a numpy array, or a callable returning one (so that a conversion runs only when
-    its tensor is written, one tensor at a time).
-    """
-    if callable(data):
-        data = data()
-    if data is None:
-        raise ValueError("a tensor has no data to write")
-    if isinstance(data, np.ndarray):
-        return memoryview(np.ascontiguousarray(data)).cast("B")
-    view = memoryview(data)
-    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
 @cache

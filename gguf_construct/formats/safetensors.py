@@ -38,7 +38,7 @@ from ..errors import FormatError, InvalidValueError, LimitError, TruncatedError,
 from ..limits import breach, limit
 from ..shapes import INTP_MAX, NUMPY_MAX_DIMS, element_count, shape_problem
 from ..tables import SafetensorsDtype, load_table
-from .base import FileConstruct, as_stream
+from .base import FileConstruct, as_stream, tensor_bytes
 from .fields import Remainder
 
 #: The largest header the safetensors library reads (it rejects N > 100,000,000; MLX already N >= 100,000,000).
@@ -333,17 +333,6 @@ def header_bytes(obj: Any) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def tensor_bytes(data: Any) -> memoryview:
-    """A tensor's data source (bytes-like, numpy array of any shape including 0-d and empty, or a callable
-    returning one) as flat bytes, copying only a non-contiguous array."""
-    if callable(data):
-        data = data()
-    if isinstance(data, np.ndarray):
-        return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
-    view = memoryview(data)
-    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
-
-
 class DataRegion(Remainder):
     """The bytes after the header as a zero-copy memoryview; built from a buffer, or from a list of tensor
     data sources written back to back (each bytes-like, a numpy array, or a callable returning one)."""
@@ -377,7 +366,7 @@ def _go_escape(text: str) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-def lay_out(tensors: Any, metadata: Mapping[str, str] | None = None, style: str = "safetensors") -> tuple[bytes, list[Any]]:
+def header_and_sources(tensors: Any, metadata: Mapping[str, str] | None = None, style: str = "safetensors") -> tuple[bytes, list[Any]]:
     """(header bytes, data sources in data order) for ``tensors`` written by ``style``'s writer.
 
     ``tensors``: a mapping name → numpy array or ``{dtype, shape, data}``, or a list of ``{name, dtype, shape,
@@ -441,7 +430,7 @@ class SafetensorsConstruct(FileConstruct):
 
     def _build(self, obj, stream, context, path):
         if obj.get("header") is None:
-            raw, sources = lay_out(obj["tensors"], obj.get("metadata"), obj.get("style", "safetensors"))
+            raw, sources = header_and_sources(obj["tensors"], obj.get("metadata"), obj.get("style", "safetensors"))
             obj = Container(header=Header(raw), data=sources)
         elif obj.get("data") is None:
             obj = Container(obj, data=b"")

@@ -27,6 +27,7 @@ from ..api.metadata import Metadata
 from ..formats.ggml import legacy_tables
 from ..formats.rwkv import RWKV
 from ..quants import block_dtype
+from ..shapes import element_count
 from ..tables import FILE_TYPES, GGML_TYPES, RwkvLlamaTable, load_table
 from .common import MigrationError, PlannedTensor, Report, finish_gguf
 from .rwkv_vocab import rwkv_tokenizer
@@ -82,10 +83,6 @@ def resolve(shape: Iterable[Any], sizes: dict[str, int]) -> list[int]:
 def variant_of(architecture: str) -> str | None:
     """'v6.0' for 'rwkv6', 'v7.0' for 'rwkv7'; None for other architectures."""
     return {arch: v for v, arch in table().architectures.items()}.get(architecture)
-
-
-def _element_count(shape: Iterable[int]) -> int:
-    return int(np.prod(list(shape), dtype=np.int64))
 
 
 def check_reshape(name: str, type_name: str, shape: list[int]) -> None:
@@ -168,7 +165,7 @@ def _plan(e: Entry, parts: list[LegacyTensor], sizes: dict[str, int], report: Re
         raise MigrationError("migrate.type", f"{parts[0].name}: rwkv.cpp type {kind} has no GGUF counterpart")
     for p in parts:
         want = resolve(e.rwkv_shape, sizes) if e.rwkv_shape is not None else shape
-        if e.rwkv_shape is None and list(p.shape) != want or _element_count(p.shape) != _element_count(want):
+        if e.rwkv_shape is None and list(p.shape) != want or element_count(p.shape) != element_count(want):
             raise MigrationError("migrate.shape", f"{p.name} has shape {list(p.shape)}; llama.cpp's {e.gguf} needs {want} from it", path=p.name)
     if e.rwkv_shape is not None:
         check_reshape(e.gguf, kind, shape)
@@ -205,7 +202,7 @@ def migrate_rwkv_llama(f: LegacyFile, dst: str | os.PathLike[str], *, vocab: str
             e0 = Entry(e.gguf, e.rwkv, tuple(e.block0["shape"]), e.rwkv_shape, 0)
             owner[e.rwkv[0]] = e0
             have = f.tensors.get(e.rwkv[0])
-            if have is None or _element_count(have.shape) != _element_count(resolve(e0.shape, sizes)):
+            if have is None or element_count(have.shape) != element_count(resolve(e0.shape, sizes)):
                 synthesised[e.block0["from"]] = Entry(e.gguf, (e.block0["from"],), e0.shape, e.rwkv_shape, 0)
                 if have is not None:
                     report.notices.append(f"{have.name} {list(have.shape)}: a dummy that neither program uses, and not the shape llama.cpp wants in block 0; dropped (an export will not restore it)")
@@ -225,7 +222,7 @@ def migrate_rwkv_llama(f: LegacyFile, dst: str | os.PathLike[str], *, vocab: str
                 done.add(s.gguf)
                 planned.append(_plan(s, [f.tensors[r]], sizes, report))
                 report.notices.append(f"{s.gguf}: llama.cpp requires it and never uses it (the file has none in block 0): copied from {r}, as llama.cpp's converter does")
-    main, ftype = file_type_of((p.type, _element_count(p.shape)) for p in planned)
+    main, ftype = file_type_of((p.type, element_count(p.shape)) for p in planned)
     header = legacy_tables().rwkv.types[f.version].get(int(f.container["data_type"]))
     if header != main:
         report.notices.append(f"the header's data_type says {header}, the tensors are mostly {main}: general.file_type follows the tensors")
@@ -296,7 +293,7 @@ def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
         if kind not in ids:
             raise MigrationError("export.type", f"tensor {t.name!r} is {kind}, which rwkv.cpp cannot store")
         want = resolve(e.shape, sizes)
-        if list(t.shape) != want and _element_count(t.shape) != _element_count(want):
+        if list(t.shape) != want and element_count(t.shape) != element_count(want):
             raise MigrationError("export.shape", f"tensor {t.name!r} has shape {list(t.shape)}, {arch} expects {want}")
         data = np.asarray(t.data, dtype=np.uint8)
         if e.rescaled and rescale > 0 and e.bid is not None and e.bid // rescale:
@@ -318,7 +315,7 @@ def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     label = FILE_TYPES.get(int(ftype)) if isinstance(ftype, (int, np.integer)) else None
     main_type = "f32" if label == "ALL_F32" else (label or "").removeprefix("MOSTLY_").lower()
     if main_type not in ids:
-        main_type = file_type_of((t.type.name, _element_count(t.shape)) for t in g.tensors.values())[0]
+        main_type = file_type_of((t.type.name, element_count(t.shape)) for t in g.tensors.values())[0]
     obj = Container(version=101, n_vocab=sizes["n_vocab"], n_embed=sizes["d"], n_layer=sizes["n_layer"], data_type=ids[main_type], parameters=params)
     write_atomic(dst, lambda out: RWKV.build_stream(obj, out))
     back = load_rwkv(dst, strict=True)
