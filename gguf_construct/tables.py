@@ -207,8 +207,10 @@ class LegacyTable:
     llama_loader_types_note: str
     max_n_dims: int
     max_n_dims_note: str
-    #: profile name → its record (containers, note, sections, max_dims, ftype, quant_era), read-only
+    #: profile name → its record (containers, note, max_dims, ftype, quant_era), read-only; the fields each
+    #: profile reads are construct Structs in ``formats/legacy_profiles.py``
     profiles: Mapping[str, Mapping[str, Any]]
+    profiles_note: str
     detect_order: tuple[str, ...]
     #: era → id → layout name; ``current`` is not here (it is ``ggml_types.json``)
     type_tables: Mapping[str, Mapping[int, str]]
@@ -382,6 +384,29 @@ class TemplateRules:
 
 
 @dataclass(frozen=True)
+class RuleRow:
+    """One rejection rule of ``schema/rules.json``: the FormatError subclass's name, a key of ``sources``, one
+    line of documentation, and (when no generated input breaks it) why."""
+
+    class_name: str
+    spec: str
+    doc: str
+    breaker: str | None = None
+
+
+@dataclass(frozen=True)
+class RulesTable:
+    """Every rule id an input can be rejected with (``limit.*`` and ``template.*`` come from their own tables)."""
+
+    source: str
+    sources: Mapping[str, str]
+    rules: Mapping[str, RuleRow]
+    #: limit name → why no breaker crafts an input for it
+    limit_breaker: Mapping[str, str]
+    template_breaker: str | None
+
+
+@dataclass(frozen=True)
 class ValueTypesTable:
     source: str
     types: tuple[ValueType, ...]
@@ -402,6 +427,7 @@ def _legacy(d: Mapping[str, Any]) -> LegacyTable:
         max_n_dims=d["max_n_dims"],
         max_n_dims_note=d["max_n_dims_note"],
         profiles=d["profiles"],
+        profiles_note=d["profiles_note"],
         detect_order=d["detect_order"],
         type_tables=MappingProxyType({k: _int_keys(v) for k, v in d["type_tables"].items() if isinstance(v, Mapping)}),
         type_tables_note=d["type_tables_note"],
@@ -437,6 +463,13 @@ _BUILDERS: dict[str, Any] = {
         tuple(MlxQuantType(**r) for r in d["quant_types"]),
     ),
     "quantize": _quantize,
+    "rules": lambda d: RulesTable(
+        d["source"],
+        d["sources"],
+        MappingProxyType({k: RuleRow(r["class"], r["spec"], r["doc"], r.get("breaker")) for k, r in d["rules"].items()}),
+        d["limit_breaker"],
+        d["template_breaker"],
+    ),
     "rwkv_llama": lambda d: RwkvLlamaTable(**d),
     "safetensors_dtypes": lambda d: SafetensorsDtypesTable(d["source"], tuple(SafetensorsDtype(order=i, **r) for i, r in enumerate(d["dtypes"]))),
     "template_rules": lambda d: TemplateRules(**d),
@@ -446,7 +479,7 @@ _BUILDERS: dict[str, Any] = {
 #: The name of every table ``load_table`` knows (the files of ``schema/`` without ``.json``).
 TABLE_NAMES: tuple[str, ...] = tuple(_BUILDERS)
 TableName = Literal[
-    "file_types", "ggml_types", "keys", "legacy", "limits", "migrate", "mlx_quant_types", "quantize",
+    "file_types", "ggml_types", "keys", "legacy", "limits", "migrate", "mlx_quant_types", "quantize", "rules",
     "rwkv_llama", "safetensors_dtypes", "template_rules", "value_types",
 ]  # fmt: skip
 
@@ -467,6 +500,8 @@ def load_table(name: Literal["migrate"]) -> MigrateTable: ...
 def load_table(name: Literal["mlx_quant_types"]) -> MlxQuantTypesTable: ...
 @overload
 def load_table(name: Literal["quantize"]) -> QuantizeTable: ...
+@overload
+def load_table(name: Literal["rules"]) -> RulesTable: ...
 @overload
 def load_table(name: Literal["rwkv_llama"]) -> RwkvLlamaTable: ...
 @overload

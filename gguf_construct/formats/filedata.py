@@ -16,37 +16,21 @@ Views of anything else (bytes, numpy arrays, an in-memory file) are written or y
 from __future__ import annotations
 
 import errno
+import functools
 import io
 import mmap
 import os
-import weakref
+import sys
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from .base import FileMap, open_map  # noqa: F401 - the mapped file these spans are read from
+
 #: Bytes per chunk when data has to pass through the process: large enough for few system calls, small
 #: enough to stay a fixed, small part of the resident size.
 CHUNK = 8 << 20
-
-
-class FileMap(mmap.mmap):
-    """A read-only memory map that remembers its file (``fd``, a duplicate closed with the map, and ``path``)."""
-
-    fd: int
-    path: str
-
-
-def open_map(path: str | os.PathLike[str]) -> FileMap:
-    """Map ``path`` read-only (it must not be empty: an empty file cannot be mapped)."""
-    from .base import open_regular
-
-    with open_regular(path) as f:  # a FIFO or a directory is refused before it is opened
-        m = FileMap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        m.fd = os.dup(f.fileno())
-    m.path = os.fspath(path)
-    weakref.finalize(m, os.close, m.fd)
-    return m
 
 
 class Span(NamedTuple):
@@ -116,16 +100,46 @@ def _output_fd(stream: Any) -> int | None:
         return None
 
 
+#: Bytes copied per ``copy_file_range`` call; the disk write-back of each piece starts as soon as it is copied.
+PIECE = 256 << 20
+
+
+@functools.cache
+def _sync_file_range() -> Any:
+    """libc's ``sync_file_range`` (Linux), or None: Python's ``os`` does not expose it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+    return fn
+
+
+def start_writeback(fd: int, offset: int, length: int) -> None:
+    """Start writing ``fd``'s dirty pages in [offset, offset + length) to disk without waiting for them
+    (``sync_file_range(SYNC_FILE_RANGE_WRITE)``): the final ``fsync`` of an atomic write then waits only for
+    the tail, so copying and writing to disk overlap instead of running one after the other."""
+    fn = _sync_file_range()
+    if fn is not None:
+        fn(fd, offset, length, 2)  # SYNC_FILE_RANGE_WRITE; a failure only means fsync does the work later
+
+
 def copy_span(span: Span, out_fd: int, out_offset: int) -> None:
-    """Copy ``span`` to ``out_fd`` at ``out_offset``: ``copy_file_range``, else ``sendfile``, else chunks."""
+    """Copy ``span`` to ``out_fd`` at ``out_offset``: ``copy_file_range`` in pieces of :data:`PIECE` bytes
+    (each piece's write-back started at once), else ``sendfile``, else chunks."""
     done = 0
     while done < span.length and hasattr(os, "copy_file_range"):  # in the kernel; a reflink where the filesystem can
         try:
-            k = os.copy_file_range(span.fd, out_fd, span.length - done, span.offset + done, out_offset + done)
+            k = os.copy_file_range(span.fd, out_fd, min(PIECE, span.length - done), span.offset + done, out_offset + done)
         except OSError:
             break
         if k == 0:
             break
+        start_writeback(out_fd, out_offset + done, k)
         done += k
     if done < span.length and hasattr(os, "sendfile"):
         try:
@@ -173,6 +187,8 @@ def read_chunks(data: Any, buffers: Iterator[bytearray] | None = None) -> Iterat
         for i in range(0, len(flat), CHUNK):
             yield flat[i : i + CHUNK]
         return
+    if hasattr(os, "posix_fadvise"):  # a larger read-ahead window for a file read from disk
+        os.posix_fadvise(span.fd, span.offset, span.length, os.POSIX_FADV_SEQUENTIAL)
     done = 0
     while done < span.length:
         buf = next(buffers) if buffers is not None else bytearray(CHUNK)

@@ -94,9 +94,13 @@ def q4_K(blocks: np.ndarray, out: np.ndarray) -> None:
 
 def q5_K(blocks: np.ndarray, out: np.ndarray) -> None:
     planes_ = nibble_planes(field(blocks, "qs"), 32).view(U64)  # (8, n, 4): sub-block s, words of 8 codes
-    qh = field(blocks, "qh").view(U64)  # (n, 4): sub-block s takes bit s of each byte, as bit 4 of its code
+    qh = packed(blocks, "qh").view(U64)  # (n, 4): sub-block s takes bit s of each byte, as bit 4 of its code
+    bits = np.empty_like(qh)  # contiguous, so that each operation below is one long loop, not n loops of 4
     for s, plane in enumerate(planes_):
-        bits = qh << np.uint64(4 - s) if s <= 4 else qh >> np.uint64(s - 4)
+        if s <= 4:
+            np.left_shift(qh, np.uint64(4 - s), out=bits)
+        else:
+            np.right_shift(qh, np.uint64(s - 4), out=bits)
         bits &= np.uint64(0x1010101010101010)
         plane |= bits
     _k4_finish(blocks, interleave(planes_.view(U8)), out)
