@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .. import rules
 from ..tables import standard_key, standard_keys
 from ..untrusted import DIGITS
 
-if TYPE_CHECKING:
-    from .metadata import Metadata
+
+class Metadata(Protocol):
+    """What the key tree needs of ``api.metadata.Metadata`` (named here, not imported: no import cycle)."""
+
+    def __contains__(self, key: object) -> bool: ...
+    def __getitem__(self, key: str) -> Any: ...
+    def get(self, key: str, default: Any = None) -> Any: ...
+    def type_of(self, key: str) -> str: ...
+    def set(self, key: str, value: Any, type: str | None = None) -> None: ...
+    def pop(self, key: str, default: Any = ...) -> Any: ...
 
 
 @cache
