@@ -53,7 +53,7 @@ def migrate_rwkv(f: LegacyFile, dst: str | os.PathLike[str], *, context_length: 
     report = Report(os.fspath(dst), f"GGUF v3 (rwkv {variant})")
     report.notices.append(f"RWKV {variant} goes to {migration_target(variant)}")
     header_type = f.container["data_type"]
-    table = legacy_tables().rwkv.types[f.version]
+    table = legacy_tables().rwkv.types[int(f.container["version"])]
     main = table.get(header_type, "").split(".")[0]
     if main not in FILE_TYPE_OF:
         raise rules.MIGRATE_FILE_TYPE.error(f"header data_type {header_type} ({main or 'unknown'}) has no GGUF file type")

@@ -86,7 +86,7 @@ def resolve(shape: Iterable[Any], sizes: dict[str, int]) -> list[int]:
 
 def variant_of(architecture: object) -> str | None:
     """'v6.0' for 'rwkv6', 'v7.0' for 'rwkv7'; None for other architectures."""
-    return {arch: v for v, arch in table().architectures.items()}.get(architecture)
+    return next((v for v, arch in table().architectures.items() if arch == architecture), None)
 
 
 def check_reshape(name: str, type_name: str, shape: list[int]) -> None:
@@ -227,7 +227,7 @@ def migrate_rwkv_llama(f: LegacyFile, dst: str | os.PathLike[str], *, vocab: str
                 planned.append(_plan(s, [f.tensors[r]], sizes, report))
                 report.notices.append(f"{s.gguf}: llama.cpp requires it and never uses it (the file has none in block 0): copied from {r}, as llama.cpp's converter does")
     main, ftype = file_type_of((p.type, element_count(p.shape)) for p in planned)
-    header = legacy_tables().rwkv.types[f.version].get(int(f.container["data_type"]))
+    header = legacy_tables().rwkv.types[int(f.container["version"])].get(int(f.container["data_type"]))
     if header != main:
         report.notices.append(f"the header's data_type says {header}, the tensors are mostly {main}: general.file_type follows the tensors")
     md = Metadata([])
