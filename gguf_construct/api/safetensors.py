@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ from construct import Container
 
 from ..errors import FormatError, InvalidValueError, LayoutError, UnsupportedTypeError
 from ..formats.base import map_file
-from ..formats.safetensors import SAFETENSORS, Entry, dtypes, tensor_array
+from ..formats.safetensors import SAFETENSORS, Entry, EntryTable, dtypes, tensor_array
 from ..quants import mlx as mq
 
 #: Companion suffixes of a quantized tensor in Ollama's combined layout.
@@ -94,6 +95,23 @@ class SafetensorsTensor:
 
     def __repr__(self) -> str:
         return f"SafetensorsTensor({self.name!r}, {self.type}, shape={list(self.entry.shape)})"
+
+
+class TableTensor(SafetensorsTensor):
+    """A plain tensor made from row ``i`` of a header's ``EntryTable``: its ``Entry`` is made only when asked
+    for (``data`` slices the region from the offsets), so touching every tensor of a big header stays cheap."""
+
+    def __init__(self, table: EntryTable, i: int, region: np.ndarray):  # noqa: D107 - no super(): entry is lazy
+        self._table, self._i, self._region = table, i, region
+
+    @cached_property
+    def entry(self) -> Entry:  # type: ignore[override]
+        return self._table.entry(self._i)
+
+    @property
+    def data(self) -> np.ndarray:
+        begin, end = self._table.offsets[self._i]
+        return self._region[begin:end]
 
 
 @dataclass(frozen=True)
@@ -267,6 +285,47 @@ class TensorMap(Mapping[str, SafetensorsTensor]):
         return f"TensorMap({len(self)})"
 
 
+class LazyTensorMap(TensorMap):
+    """A TensorMap over a header's ``EntryTable``: each tensor object is made on first access (a header of
+    60k entries opens without 60k objects), then kept."""
+
+    def __init__(self, table: EntryTable, region: np.ndarray):
+        super().__init__({})
+        self._table, self._region = table, region
+        self._index: dict[str, int] | None = None
+
+    def __getitem__(self, name: str) -> SafetensorsTensor:
+        t = self._t.get(name)
+        if t is None:
+            if self._index is None:
+                self._index = {n: i for i, n in enumerate(self._table.names)}
+            t = self._t[name] = TableTensor(self._table, self._index[name], self._region)
+        return t
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table.names)
+
+    def __len__(self) -> int:
+        return len(self._table.names)
+
+    def __contains__(self, name: object) -> bool:  # without making the tensor, as Mapping's would
+        if self._index is None:
+            self._index = {n: i for i, n in enumerate(self._table.names)}
+        return name in self._index
+
+    def values(self) -> Iterator[SafetensorsTensor]:  # type: ignore[override]
+        """Every tensor in header order (made as it is reached)."""
+        made, table, region = self._t, self._table, self._region
+        for i, name in enumerate(table.names):
+            t = made.get(name)
+            if t is None:
+                t = made[name] = TableTensor(table, i, region)
+            yield t
+
+    def items(self) -> Iterator[tuple[str, SafetensorsTensor]]:  # type: ignore[override]
+        return zip(self._table.names, self.values())
+
+
 class SafetensorsFile:
     """A parsed safetensors file: ``metadata`` (``__metadata__``), ``tensors`` (logical), ``entries`` (every
     stored tensor), ``header``, ``container`` (the schema's parse result)."""
@@ -280,15 +339,18 @@ class SafetensorsFile:
         header = container.header
         self.header = header
         region = container.data
-        entries = header.entries
-        for e in entries.values():
-            if e.end > len(region):
-                raise LayoutError("tensor.bounds", f"data_offsets [{e.begin}, {e.end}] end past the data region ({len(region)} bytes)", path=f"header[{e.name!r}]", offset=header.key_offset(e.name))
+        table = header.table
+        past = np.flatnonzero(table.end > len(region))
+        if len(past):
+            e = table.entry(int(past[0]))
+            raise LayoutError("tensor.bounds", f"data_offsets [{e.begin}, {e.end}] end past the data region ({len(region)} bytes)", path=f"header[{e.name!r}]", offset=header.key_offset(e.name))
         region = np.frombuffer(region, dtype=np.uint8) if len(region) else np.empty(0, np.uint8)
         region.flags.writeable = False
-        self.entries = TensorMap({n: SafetensorsTensor(e, region) for n, e in entries.items()})
+        self.entries: TensorMap = LazyTensorMap(table, region)
         self.metadata: dict[str, str] = header.metadata or {}
-        self.tensors = TensorMap(group_tensors(entries, region, self.metadata, hint))
+        # a quantized weight needs a companion named {name}.scale: without one, the logical tensors are the stored ones
+        maybe_quantized = SCALE + "\0" in "\0".join(table.names) + "\0"
+        self.tensors: TensorMap = TensorMap(group_tensors(header.entries, region, self.metadata, hint)) if maybe_quantized else LazyTensorMap(table, region)
 
     @property
     def container(self) -> Container:
