@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 
 import gguf_construct as gc
+from gguf_construct.api.file import gguf_from_source
 from gguf_construct.formats.gguf import GGUF
 from gguf_construct.remote import configure, options
 from gguf_construct.remote.http import HttpFile, pool
-from gguf_construct.remote.load import gguf_from_source
 from gguf_construct.remote.scan import scan
 from gguf_construct.remote.testserver import TestServer
 

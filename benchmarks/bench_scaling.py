@@ -19,6 +19,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -54,34 +55,29 @@ def many_tensors(path: Path, n: int) -> None:
     f.save(path)
 
 
-def vocab_rows(tmp: Path, sizes: list[int], repeat: int) -> list[tuple[str, int, float]]:
+def open_rows(tmp: Path, kind: str, sizes: list[int], make, variants: dict[str, Callable[[Path], object]], repeat: int) -> list[tuple[str, int, float]]:
+    """Per size ``n``: a file made by ``make(path, n)``, each of our ``variants`` timed on it, then ggml's C reader."""
     rows = []
     for n in sizes:
-        path = tmp / f"vocab-{n}.gguf"
-        make_vocab(path, n_tokens=n, n_merges=n)
-        rows.append(("full parse, every string materialised", n, best(lambda p=path: ours_full(p), repeat)))
-        rows.append(("strict load()", n, best(lambda p=path: load(p), repeat)))
+        path = tmp / f"{kind}-{n}.gguf"
+        make(path, n)
+        rows += [(label, n, best(lambda p=path, fn=fn: fn(p), repeat)) for label, fn in variants.items()]
         c_open = ggml_open(path)
         if c_open is not None:
             rows.append(("ggml C gguf_init_from_file", n, best(c_open, repeat)))
         path.unlink()
-        print(f"  vocab {n}: done", flush=True)
+        print(f"  {kind} {n}: done", flush=True)
     return rows
+
+
+def vocab_rows(tmp: Path, sizes: list[int], repeat: int) -> list[tuple[str, int, float]]:
+    variants = {"full parse, every string materialised": ours_full, "strict load()": load}
+    return open_rows(tmp, "vocab", sizes, lambda path, n: make_vocab(path, n_tokens=n, n_merges=n), variants, repeat)
 
 
 def tensor_rows(tmp: Path, counts: list[int], repeat: int) -> list[tuple[str, int, float]]:
-    rows = []
-    for n in counts:
-        path = tmp / f"tensors-{n}.gguf"
-        many_tensors(path, n)
-        rows.append(("open (strict=False)", n, best(lambda p=path: load(p, strict=False), repeat)))
-        rows.append(("strict load()", n, best(lambda p=path: load(p), repeat)))
-        c_open = ggml_open(path)
-        if c_open is not None:
-            rows.append(("ggml C gguf_init_from_file", n, best(c_open, repeat)))
-        path.unlink()
-        print(f"  tensors {n}: done", flush=True)
-    return rows
+    variants = {"open (strict=False)": lambda p: load(p, strict=False), "strict load()": load}
+    return open_rows(tmp, "tensors", counts, many_tensors, variants, repeat)
 
 
 def file_rows(tmp: Path, gibs: list[float], repeat: int) -> list[tuple[str, float, float]]:

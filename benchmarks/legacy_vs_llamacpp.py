@@ -33,7 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gguf_construct.api.file import load  # noqa: E402
+from gguf_construct import load  # noqa: E402
 from gguf_construct.migrate import migrate  # noqa: E402
 from tests.oracles import llama_logits  # noqa: E402
 

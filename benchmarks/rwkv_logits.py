@@ -1,6 +1,7 @@
 """llama.cpp's logits on migrated rwkv.cpp v6/v7 files against rwkv.cpp's expected ones: README's RWKV table.
 
-For every ``tiny-rwkv-*.bin`` of ../shared/corpus/rwkv-v6-v7 and its variants in every data type rwkv.cpp writes
+For every ``tiny-rwkv-*.bin`` (rwkv.cpp's test models, ``RWKV/rwkv.cpp`` ``tests/`` at 4358e70; found in
+../shared/corpus/rwkv-v6-v7) and its variants in every data type rwkv.cpp writes
 (made as rwkv.cpp makes them: tests/rwkv_models.py), migrate to GGUF, run llama.cpp (llama-cpp-python) on the
 prompt '"in' (token ids 34 105 110) and compare the last logits with rwkv.cpp's expected FP32 logits: max |diff|,
 argmax, the difference sum, and rwkv.cpp's own bound on that sum (tests/test_tiny_rwkv.c, which allows 1.05x it).

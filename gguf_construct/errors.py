@@ -12,7 +12,7 @@ class FormatError(ValueError):
     """The bytes are not a valid file of the expected format."""
 
     def __init__(self, rule: str, message: str, *, path: str = "", offset: int | None = None) -> None:
-        self.rule = rule
+        self.rule = str(rule)  # a catalogue Rule stands for its id
         self.path = path
         self.offset = offset
         self.message = message
@@ -54,3 +54,29 @@ class LayoutError(FormatError):
 
 class DuplicateError(FormatError):
     """A key or tensor name occurs twice."""
+
+
+class MigrationError(FormatError):
+    """A migration cannot be done without losing or inventing a value, or its output failed verification."""
+
+
+class RemoteError(FormatError):
+    """A remote read failed: ``url`` and ``status`` say where and how."""
+
+    def __init__(self, rule: str, message: str, *, url: str = "", status: int | None = None, offset: int | None = None, path: str = "") -> None:
+        self.url = url
+        self.status = status
+        detail = f"{message} ({url}" + (f", HTTP {status}" if status is not None else "") + ")" if url else message
+        super().__init__(rule, detail, path=path, offset=offset)
+
+
+class RangeNotSupportedError(RemoteError):
+    """The server ignores ``Range``: reading a header would download the whole file (``--download`` allows it)."""
+
+
+class RemoteChangedError(RemoteError):
+    """The file changed between two reads (another ETag, size or a full body in answer to ``If-Range``)."""
+
+
+class RemoteLimitError(RemoteError):
+    """A configured limit (total bytes, header size, redirects, time) was reached."""

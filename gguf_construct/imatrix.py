@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InvalidValueError, UnknownFormatError
+from . import rules
 
 Stats = dict[str, tuple[np.ndarray, np.ndarray]]  # name → (sums (n_mat, n_per_row), counts (n_mat,))
 
@@ -41,7 +41,7 @@ def read_stats(path: str | os.PathLike[str]) -> tuple[Stats, dict[str, object]]:
 
 
 def _read_gguf(path: str | os.PathLike[str]) -> tuple[Stats, dict[str, object]]:
-    from .api import load
+    from .registry import load
 
     f = load(path)
     sums: dict[str, np.ndarray] = {}
@@ -54,7 +54,7 @@ def _read_gguf(path: str | os.PathLike[str]) -> tuple[Stats, dict[str, object]]:
             counts[name[: -len(".counts")]] = t.to_numpy().reshape(-1)
     if set(sums) != set(counts):
         odd = sorted(set(sums) ^ set(counts))[:3]
-        raise InvalidValueError("imatrix.pairs", f"in_sum2 and counts tensors do not pair up: {odd}")
+        raise rules.IMATRIX_PAIRS.error(f"in_sum2 and counts tensors do not pair up: {odd}")
     meta: dict[str, object] = {"format": "gguf"}
     for key in ("imatrix.datasets", "imatrix.chunk_count", "imatrix.chunk_size"):
         if key in f.metadata:
@@ -81,7 +81,7 @@ def write_dat(path: str | os.PathLike[str], stats: Stats, *, chunk_count: int | 
     """A legacy ``.dat`` file: entries sorted by name, each ``(sums, [ncall])`` written as llama.cpp's loader reads."""
     from construct import Container
 
-    from .api.file import write_atomic
+    from .fileio import write_atomic
     from .formats.imatrix import IMATRIX_DAT
 
     entries = []
@@ -123,4 +123,4 @@ def imatrix_kind(path: str | os.PathLike[str]) -> str:
         return "gguf"
     if len(head) == 4:
         return "dat"
-    raise UnknownFormatError("imatrix.kind", f"{path}: too short for an imatrix file")
+    raise rules.IMATRIX_KIND.error(f"{path}: too short for an imatrix file")

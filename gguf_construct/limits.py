@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from . import rules
 from .errors import LimitError
 from .tables import _load
 
@@ -88,7 +89,7 @@ def parse_assignment(text: str) -> tuple[str, int]:
 
 def breach(name: str, message: str, *, path: str = "", offset: int | None = None) -> LimitError:
     """The LimitError for limit ``name`` (rule ``limit.<name>``), with its value and how to raise it."""
-    return LimitError(f"limit.{name}", f"{message} (limit {name} = {limit(name)}; raise it with --limit {name}=N)", path=path, offset=offset)
+    return rules.rule(f"limit.{name}").error(f"{message} (limit {name} = {limit(name)}; raise it with --limit {name}=N)", path=path, offset=offset)
 
 
 def check(name: str, value: int, what: str, *, path: str = "", offset: int | None = None) -> None:

@@ -22,26 +22,17 @@ from typing import Any
 #: The specification's expression, verbatim in Python's syntax (``(?P<name>...)``; ASCII classes as in
 #: JavaScript). Its BaseName part matches a segment like ``- `` in two ways, so a long name of such segments
 #: takes exponential time: ``NAME_PATTERN`` is the same language with that part unambiguous.
-SPEC_PATTERN = re.compile(
-    r"^(?P<BaseName>[A-Za-z0-9\s]*(?:(?:-(?:(?:[A-Za-z\s][A-Za-z0-9\s]*)|(?:[0-9\s]*)))*))"
+_AFTER_BASENAME = (  # the parts after BaseName, the same in both expressions
     r"-(?:(?P<SizeLabel>(?:\d+x)?(?:\d+\.)?\d+[A-Za-z](?:-[A-Za-z]+(\d+\.)?\d+[A-Za-z]+)?)(?:-(?P<FineTune>[A-Za-z0-9\s-]+))?)?"
     r"-(?:(?P<Version>v\d+(?:\.\d+)*))"
     r"(?:-(?P<Encoding>(?!LoRA|vocab)[\w_]+))?"
     r"(?:-(?P<Type>LoRA|vocab))?"
-    r"(?:-(?P<Shard>\d{5}-of-\d{5}))?\.gguf\Z",
-    re.ASCII,
+    r"(?:-(?P<Shard>\d{5}-of-\d{5}))?\.gguf\Z"
 )
+SPEC_PATTERN = re.compile(r"^(?P<BaseName>[A-Za-z0-9\s]*(?:(?:-(?:(?:[A-Za-z\s][A-Za-z0-9\s]*)|(?:[0-9\s]*)))*))" + _AFTER_BASENAME, re.ASCII)
 # A BaseName segment after a dash is empty, or starts with a letter or space (then any of [A-Za-z0-9\s]), or
 # is digits and spaces: split by the first character, the alternatives no longer overlap.
-NAME_PATTERN = re.compile(
-    r"^(?P<BaseName>[A-Za-z0-9\s]*(?:-(?:[A-Za-z\s][A-Za-z0-9\s]*|[0-9][0-9\s]*)?)*)"
-    r"-(?:(?P<SizeLabel>(?:\d+x)?(?:\d+\.)?\d+[A-Za-z](?:-[A-Za-z]+(\d+\.)?\d+[A-Za-z]+)?)(?:-(?P<FineTune>[A-Za-z0-9\s-]+))?)?"
-    r"-(?:(?P<Version>v\d+(?:\.\d+)*))"
-    r"(?:-(?P<Encoding>(?!LoRA|vocab)[\w_]+))?"
-    r"(?:-(?P<Type>LoRA|vocab))?"
-    r"(?:-(?P<Shard>\d{5}-of-\d{5}))?\.gguf\Z",
-    re.ASCII,
-)
+NAME_PATTERN = re.compile(r"^(?P<BaseName>[A-Za-z0-9\s]*(?:-(?:[A-Za-z\s][A-Za-z0-9\s]*|[0-9][0-9\s]*)?)*)" + _AFTER_BASENAME, re.ASCII)
 SHARD_PATTERN = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf\Z", re.ASCII | re.DOTALL)
 #: File names are at most 255 bytes on common file systems; longer input is not a file name (and the
 #: specification's expression backtracks heavily on long hostile names).

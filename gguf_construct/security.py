@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
+from . import rules
 from .tables import template_rules
 from .validation import Issue
 
@@ -60,7 +61,7 @@ def scan_template(text: str, key: str = "tokenizer.chat_template", offset: int |
     line. ``offset`` (the key's record in the file) is carried into each finding."""
     table = template_rules()
     if len(text.encode("utf-8", "surrogatepass")) > table["max_template_bytes"]:
-        return [Issue("template.size", f"{key} holds {len(text):,} characters (at most {table['max_template_bytes']:,} bytes are parsed)", key, offset)]
+        return [Issue(rules.TEMPLATE_SIZE, f"{key} holds {len(text):,} characters (at most {table['max_template_bytes']:,} bytes are parsed)", key, offset)]
     jinja2 = _jinja()
     env = _environment()
     try:
@@ -80,7 +81,7 @@ def scan_templates(file: Any) -> list[Issue]:
     """Every finding in every chat template of a file: a loaded file object (any format with ``metadata``)
     or a path, which is opened leniently."""
     if isinstance(file, (str, os.PathLike)):
-        from .api.file import load
+        from .registry import load
 
         file = load(file, strict=False)
     meta = file.metadata

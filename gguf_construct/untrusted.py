@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidValueError
+from . import rules
 from .limits import breach, limit
 
 #: A run of ASCII digits (``\d`` would also match other scripts' digits, which ``int()`` may refuse).
@@ -69,11 +69,11 @@ def loads_counted(data: str | bytes | bytearray | memoryview, *, what: str = "JS
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InvalidValueError("json.utf8", f"{what} is not UTF-8 ({e.reason})", path=path, offset=offset + e.start) from None
+        raise rules.JSON_UTF8.error(f"{what} is not UTF-8 ({e.reason})", path=path, offset=offset + e.start) from None
     try:
         return json.loads(text, **kwargs), structure
     except json.JSONDecodeError as e:
-        raise InvalidValueError("json.syntax", f"{what} is not JSON: {e.msg}", path=path, offset=offset + len(text[: e.pos].encode())) from None
+        raise rules.JSON_SYNTAX.error(f"{what} is not JSON: {e.msg}", path=path, offset=offset + len(text[: e.pos].encode())) from None
     except RecursionError:  # not reached when the depth check above holds; kept as the last guard
         raise breach("nesting", f"{what} nests deeper than Python's recursion limit", path=path, offset=offset) from None
 

@@ -11,7 +11,7 @@ from conftest import DATA, FULL_CORPUS, INVALID_GGUF, VALID_GGUF, corpus_file, c
 from oracles import ggml_read
 
 from gguf_construct import GGUF, FormatError, detect, load, validate_file
-from gguf_construct.cli.report import info_json
+from gguf_construct.report import info_json
 
 SHIPPED = shipped_manifest()
 SHIPPED_BUDGET = 12 * 2**20  # tests/data's ceiling: the compact tier must stay small enough to ship

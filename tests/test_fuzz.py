@@ -56,7 +56,7 @@ def test_against_ggml_finds_exactly_the_known_disagreements():
 def test_a_command_printing_info_json_agrees_with_us(tmp_path):
     script = tmp_path / "reader.py"
     script.write_text(
-        "import json, sys\nfrom gguf_construct import load\nfrom gguf_construct.cli.report import info_json\n"
+        "import json, sys\nfrom gguf_construct import load\nfrom gguf_construct.report import info_json\n"
         "json.dump(info_json(load(sys.argv[1])), sys.stdout, default=str)\n"
     )
     report = run(f"{sys.executable} {script} {{}}", count=8, seed=3, corpus=DATA, timeout=60)  # a loaded machine starts Python slowly

@@ -528,7 +528,7 @@ from gguf_construct.untrusted import decimal, loads  # noqa: E402
 def test_drawn_hostile_inputs_are_format_errors_or_read(data):
     import tempfile
 
-    from gguf_construct.formats.detect import detect
+    from gguf_construct.registry import detect
 
     try:
         fmt = detect(data)

@@ -96,9 +96,12 @@ def test_detect_names_every_format_and_rejects_the_vocab_dump():
     ggmf = bytes(map_file(corpus_file("legacy/ggmf-v1-llama-vocab.bin")))
     assert gc.detect(b"tjgg" + ggmf[4:]) == "ggjt"  # the GGJT v1 vocab file differs only in its magic (reference §2.10)
     assert gc.GGML.parse(b"tjgg" + ggmf[4:]).format == "ggjt"
-    for bad in (b"fmgg\x02\x00\x00\x00", b"tjgg\x04\x00\x00\x00", b"algg\x01\x00\x00\x00"):
-        with pytest.raises(gc.UnknownFormatError):
+    for bad in (b"fmgg\x02\x00\x00\x00", b"tjgg\x04\x00\x00\x00"):  # a known magic, a version no reader knows
+        with pytest.raises(gc.UnsupportedTypeError) as e:  # the catalogue's class for header.version, as in GGUF
             gc.detect(bad)
+        assert e.value.rule == "header.version"
+    with pytest.raises(gc.UnknownFormatError, match="LoRA"):
+        gc.detect(b"algg\x01\x00\x00\x00")
     with pytest.raises(gc.UnknownFormatError, match="not a model file"):
         gc.detect(corpus_file("legacy/not-a-model-raw-vocab.bin"))
     with pytest.raises(gc.UnknownFormatError, match="not a model file"):
@@ -254,3 +257,21 @@ def test_old_file_with_retired_layouts_reads_through_the_api():
     # the same ids in a v3 file are today's layouts: 40 bytes are not two 18-byte blocks
     with pytest.raises(gc.FormatError):
         gc.GGML.parse(llama_file("ggjt", 3, [("w", 2, [32, 2], q)], ftype=2))
+
+
+def test_every_profile_is_declared_once():
+    """Each profile of schema/legacy.json has its fields declared in formats/legacy_profiles.py, and no other."""
+    from gguf_construct.formats.ggml import legacy_tables
+    from gguf_construct.formats.legacy_profiles import PROFILE_FIELDS
+
+    assert set(PROFILE_FIELDS) == set(legacy_tables()["profiles"]) == set(legacy_tables()["detect_order"])
+
+
+def test_magic_and_version_are_checked_by_the_schema():
+    """A wrong version is reported by the declaration's Version field, with the container it belongs to."""
+    from gguf_construct.errors import UnsupportedTypeError
+    from gguf_construct.formats.ggml import GGML
+
+    with pytest.raises(UnsupportedTypeError) as e:
+        GGML.parse(b"tjgg" + (7).to_bytes(4, "little") + bytes(64))
+    assert e.value.rule == "header.version" and "ggjt version 7" in str(e.value)

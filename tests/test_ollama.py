@@ -16,6 +16,7 @@ from gguf_construct.convert import convert
 from gguf_construct.formats.ollama import OLLAMA_MANIFEST
 from gguf_construct.formats.safetensors import SAFETENSORS
 from gguf_construct.quants.mlx import round_to_bf16
+from gguf_construct.validation.ollama import validate_manifest_bytes
 
 RNG = np.random.default_rng(2)
 
@@ -92,7 +93,7 @@ def test_digest_and_size_are_verified(tmp_path):
 def test_bad_manifests_are_format_errors(text):
     with pytest.raises(gc.FormatError):
         ollama.parse_manifest(text)
-    assert ollama.validate_manifest_bytes(text)
+    assert validate_manifest_bytes(text)
 
 
 def test_three_expert_generations_open_as_one_tensor_set(tmp_path):

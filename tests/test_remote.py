@@ -18,8 +18,9 @@ from conftest import corpus_files
 
 import gguf_construct as gc
 from gguf_construct.cli.main import main
+from gguf_construct.registry import load_url, validate_url
 from gguf_construct.remote import RangeNotSupportedError, RemoteChangedError, RemoteError, RemoteLimitError, configure
-from gguf_construct.remote.load import load_url, open_source, validate_url
+from gguf_construct.remote.load import open_source
 from gguf_construct.remote.testserver import TestServer
 
 FAST = {"retries": 2, "backoff": 0.01, "connect_timeout": 5.0, "read_timeout": 10.0, "request_deadline": 30.0, "max_retry_after": 0.2}
@@ -368,7 +369,7 @@ def test_limits_statuses_and_redirects(server, tmp_path):
 
 
 def test_corrupt_remote_file_gives_the_same_error_as_local(server):
-    from gguf_construct.validation import validate_file
+    from gguf_construct.registry import validate_file
 
     for path in corpus_files("corrupt/*.gguf"):
         url = server.add(f"/c/{path.name}", path.read_bytes())

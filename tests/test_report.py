@@ -12,8 +12,8 @@ from conftest import corpus_file
 
 import gguf_construct as gc
 from gguf_construct.cli.main import main
-from gguf_construct.cli.report import info_json, info_markdown, info_text, summary
 from gguf_construct.data import example_path
+from gguf_construct.report import info_json, info_markdown, info_text, summary
 
 
 def run(*args):

@@ -21,7 +21,7 @@ import gguf_construct as gc
 from gguf_construct.api.safetensors import SafetensorsFile, from_bytes, save_safetensors
 from gguf_construct.formats.safetensors import SAFETENSORS, Header
 from gguf_construct.strategies.safetensors import safetensors_bytes, safetensors_containers
-from gguf_construct.validation_safetensors import validate_safetensors_bytes
+from gguf_construct.validation.safetensors import validate_safetensors_bytes
 
 ARRAYS = {
     "model.embed.weight": np.arange(24, dtype=np.float32).reshape(4, 6),

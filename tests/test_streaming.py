@@ -133,6 +133,7 @@ import sys
 sys.path.insert(0, {root!r})
 import gguf_construct as gc
 from gguf_construct.cli.hash import hash_file
+from gguf_construct import registry  # noqa: F401 - gc.load imports it on first use: the imports are not what is measured
 
 def peak_kib():  # this process's own high-water mark (ru_maxrss would carry the parent's across fork)
     with open("/proc/self/status") as status:

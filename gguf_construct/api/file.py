@@ -1,9 +1,10 @@
-"""``load()`` and ``GGUFFile``: a memory-mapped, lazy GGUF file that can be edited and saved.
+"""``GGUFFile`` (``load_gguf``, ``from_bytes``, ``new``): a memory-mapped, lazy GGUF file that can be edited and saved.
 
 Opening parses the header, the metadata and the tensor infos through the ``GGUF`` schema; arrays stay lazy and
 tensor data stays in the memory map. ``save`` builds the same schema into a temporary file beside the target,
 streaming each tensor's bytes from the map, then renames it into place: a failure never leaves a partial file
-and the input is never modified.
+and the input is never modified (``gguf_construct.fileio``). Any format, by path or URL: ``gguf_construct.load``
+(``registry.load``).
 """
 
 from __future__ import annotations
@@ -11,16 +12,14 @@ from __future__ import annotations
 import os
 import re
 import struct
-import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-import construct
 import numpy as np
 from construct import Container
 
-from ..errors import FormatError, InvalidValueError, UnsupportedTypeError
+from ..errors import FormatError, UnsupportedTypeError
+from ..fileio import TEMP_TAG, clean_stale_temporaries, verify_gguf_output, write_atomic  # noqa: F401 - their old home, kept for one release
 from ..formats.gguf import GGUF, ORDERS, data_extents, detect_byte_order
 from .metadata import Metadata, StandardKeys
 from .tensors import Tensors
@@ -147,148 +146,37 @@ def _check_v1(f: GGUFFile) -> None:
             raise ValueError(f"GGUF v1 has no {field.type_label} values ({field.key})")
 
 
-#: Our temporary files: ``.<target name>.<TEMP_TAG><pid>.<random>.tmp`` beside the target. The pid lets the next
-#: write to the folder remove the ones whose writer is gone (killed mid-write), and only ours.
-TEMP_TAG = "gcx"
-_TEMP_NAME = re.compile(r"\..+\." + TEMP_TAG + r"(?P<pid>[0-9]{1,10})\.[^./]+\.tmp\Z")
-
-
-def write_atomic(path: str | os.PathLike[str], write: Any, verify: Any = None) -> None:
-    """Call ``write(fileobj)`` on a temporary file in ``path``'s folder, then ``verify(temp_path)`` (which
-    raises when the result must not replace ``path``), then rename it to ``path``. Any failure leaves ``path``
-    untouched and removes the temporary file; stale temporary files of ours in the folder are removed first."""
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    clean_stale_temporaries(folder)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{TEMP_TAG}{os.getpid()}.", suffix=".tmp", dir=folder)
-    try:
-        os.fchmod(fd, _new_file_mode(target))
-        with os.fdopen(fd, "wb") as f:
-            try:
-                write(f)
-            except FormatError:
-                raise
-            except (ValueError, OverflowError, struct.error, construct.ConstructError) as e:  # what was to be written cannot be
-                raise InvalidValueError("write.invalid", f"cannot write {target.name}: {str(e).splitlines()[-1] if str(e) else type(e).__name__}") from None
-            f.flush()
-            os.fsync(f.fileno())
-        if verify is not None:
-            verify(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def clean_stale_temporaries(folder: Path) -> list[Path]:
-    """Remove our temporary files in ``folder`` whose writing process no longer runs (a SIGKILL mid-write
-    leaves one as large as the output); returns what was removed. Other files are never touched."""
-    removed = []
-    try:
-        names = [e.name for e in os.scandir(folder) if e.name.startswith(".") and e.name.endswith(".tmp")]
-    except OSError:
-        return removed
-    for name in names:
-        m = _TEMP_NAME.match(name)
-        if m is None or _alive(int(m.group("pid"))):
-            continue
-        p = folder / name
-        try:
-            if p.is_file() and not p.is_symlink():
-                p.unlink()
-                removed.append(p)
-        except OSError:
-            pass
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, OSError):
-        return True  # someone else's process, or cannot tell: keep the file
-    return True
-
-
-def verify_gguf_output(tmp: str | os.PathLike[str], already: set[str] | None = frozenset()) -> None:
-    """What every GGUF writer checks before its rename: the written file parses (under the active limits) and
-    breaks no spec rule beyond ``already`` (the rules its source broke; None: parsing is all that is checked).
-    So no writer turns a file ``validate`` accepts into one it refuses (``set general.alignment 7``, a tensor
-    renamed onto another's name), while repairing a broken file one fix at a time stays possible."""
-    from ..formats.base import map_file
-    from ..validation import check
-
-    view = map_file(tmp)
-    try:
-        container = GGUF.parse(view)
-        if already is not None:
-            new = [i for i in check(container, len(view), "spec", unknown_types="warning") if i.severity == "error" and i.rule not in already]
-            if new:
-                raise new[0].error()
-    except FormatError as e:
-        raise type(e)(e.rule, f"the file about to be written would not {'read back' if already is None else 'validate'} ({e.message}); nothing was written", path=e.path, offset=e.offset) from None
-
-
-def _new_file_mode(target: Path) -> int:
-    """The mode a plain ``open(target, 'w')`` would give: the existing file's, else 0o666 less the umask."""
-    try:
-        return target.stat().st_mode & 0o7777
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
-def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None,
-         limits: Mapping[str, int] | None = None) -> Any:  # fmt: skip
-    """Open any model file ``detect()`` knows: a ``GGUFFile`` for GGUF, the format's own file object otherwise.
-    The first shard of a gguf-split set (``*-00001-of-0000N.gguf``, N > 1) opens the whole set as one model
-    (``api.shards.load_shards``; ``load_gguf`` opens the shard alone). ``path`` may also be an http(s)://,
-    hf://, ollama:// or fsspec URL: only the header is fetched, each tensor when read (``gguf_construct.remote``).
-    ``limits`` changes named resource limits (``schema/limits.json``, e.g. ``{"nesting": 32}``) for this call."""
-    from ..limits import limits as limits_scope
-
-    with limits_scope(limits):
-        return _load_any(path, strict=strict, profile=profile, byte_order=byte_order)
-
-
-def _load_any(path: str | os.PathLike[str], *, strict: bool, profile: str, byte_order: str | None) -> Any:
-    from ..remote.urls import is_remote
-
-    if is_remote(path):
-        from ..remote.load import load_url
-
-        return load_url(path, strict=strict, profile=profile, byte_order=byte_order)  # type: ignore[arg-type]
-    from ..formats.detect import detect
-    from ..formats.registry import FORMATS, resolve
-
-    fmt = detect(path)
-    if fmt == "gguf":
-        from .shards import is_first_shard, load_shards
-
-        if is_first_shard(path) and byte_order is None:
-            return load_shards(path, strict=strict, profile=profile)
-        return load_gguf(path, strict=strict, profile=profile, byte_order=byte_order)
-    entry = FORMATS[fmt]
-    return resolve(entry.loader)(path, strict=strict, profile=profile if profile in entry.profiles else "spec")
-
-
 def load_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, unknown_types: str = "error") -> GGUFFile:
-    """Open a GGUF file through a read-only memory map (the byte source; ``remote.load.gguf_from_source`` reads
-    a remote one the same way).
+    """Open a GGUF file through a read-only memory map (the byte source; ``gguf_from_source`` reads a remote one
+    the same way).
 
     ``strict`` runs validation (``profile`` 'spec' or 'ggml') and raises the first error as a FormatError;
     without it only what the structure needs is checked and string arrays are decoded when read.
     ``unknown_types='warning'`` lets a strict load through tensor types no table knows (``validation.check``).
     """
-    from ..remote.load import gguf_from_source
     from ..remote.source import MappedSource
 
     return gguf_from_source(MappedSource(path), strict=strict, profile=profile, byte_order=byte_order, unknown_types=unknown_types)
+
+
+def gguf_from_source(src: Any, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, unknown_types: str = "error", **_: Any) -> GGUFFile:
+    """A GGUFFile over a ``remote.source.ByteSource`` (a memory map or ranged reads): the header through ``GGUF``
+    on the source's prefix, tensor data left where it is. A value of an unknown type raises with
+    ``error.partial``, the keys before it (``readable_prefix``)."""
+    try:
+        container = src.parse_header(GGUF, "tensor_data", **({"byte_order": byte_order} if byte_order else {}))
+    except UnsupportedTypeError as e:
+        if e.rule == "value.type":
+            e.partial = readable_prefix(src.view(), e, src.name)
+        raise
+    if strict:
+        from ..validation import check, raise_first
+
+        raise_first(check(container, src.size, profile=profile, unknown_types=unknown_types))
+    rest = container.get("tensor_data")
+    if rest is not None:
+        container["tensor_data"] = src.lazy(src.size - len(rest), src.size)
+    return GGUFFile(container, src.view(), src.name)
 
 
 def readable_prefix(data: Any, error: FormatError, path: str | None = None) -> GGUFFile | None:

@@ -237,7 +237,7 @@ def load_legacy(path: str | os.PathLike[str], *, strict: bool = True, profile: s
     view = map_file(path)
     c = GGML.parse(view, **({"profile": hparams} if hparams else {}))
     if strict:
-        from ..validation_legacy import check_legacy
+        from ..validation.legacy import check_legacy
 
         _check(check_legacy(c, profile), strict)
     return from_container(c, os.fspath(path))
@@ -248,7 +248,7 @@ def load_rwkv(path: str | os.PathLike[str], *, strict: bool = True, profile: str
     view = map_file(path)
     c = RWKV.parse(view)
     if strict:
-        from ..validation_legacy import check_rwkv
+        from ..validation.legacy import check_rwkv
 
         _check(check_rwkv(c, profile), strict)
     return rwkv_from_container(c, os.fspath(path))
@@ -256,8 +256,8 @@ def load_rwkv(path: str | os.PathLike[str], *, strict: bool = True, profile: str
 
 def open_legacy(data: Any, *, hparams: str | None = None) -> LegacyFile:
     """A LegacyFile over bytes already in memory (any legacy format or rwkv.cpp)."""
-    from ..formats.detect import detect
+    from ..formats.legacy_magic import legacy_format
 
-    if detect(data) == "rwkv":
+    if legacy_format(bytes(memoryview(data)[:8])) == "rwkv":
         return rwkv_from_container(RWKV.parse(data))
     return from_container(GGML.parse(data, **({"profile": hparams} if hparams else {})))

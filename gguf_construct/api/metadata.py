@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from construct import Container
 
+from .. import rules
 from ..formats.fields import StringArray, enum_value_type, value_type_id
 from ..tables import VALUE_TYPES, ValueType, standard_key, standard_keys
 from ..untrusted import DIGITS
@@ -262,7 +263,7 @@ class StandardKeys:
     ``f.meta.general.architecture``, ``f.meta.llm.context_length`` (``llm`` is ``general.architecture``'s
     prefix, the spec's ``[llm]``), ``f.meta.tokenizer.ggml.bos_token_id``, ``f.meta.general.base_model[0].name``,
     ``f.meta.split.count``. A standard key the file lacks reads as None; a name that is no standard key raises
-    AttributeError; a value whose type the spec does not allow raises ``InvalidValueError`` (rule ``key.type``)
+    AttributeError; a value whose type the spec does not allow raises ``UnsupportedTypeError`` (rule ``key.type``)
     so a consumer never works on a mistyped value. Assigning sets the key with its standard type (an existing
     value of another accepted type keeps its type); ``del`` removes it. A key that is also a prefix
     (``general.license`` and ``general.license.name``) reads as its value: reach the longer one by item,
@@ -346,9 +347,9 @@ class _KeyNode:
         std = standard_key(key, self._meta.get("general.architecture"))
         label = self._meta.type_of(key)
         if std is not None and label not in std.types:
-            from ..errors import InvalidValueError
+            pass
 
-            raise InvalidValueError("key.type", f"{key} is {label}, the spec says {' or '.join(std.types)}", path=key)
+            raise rules.KEY_TYPE.error(f"{key} is {label}, the spec says {' or '.join(std.types)}", path=key)
         return self._meta[key]
 
     def __getattr__(self, name: str) -> Any:

@@ -1,9 +1,10 @@
 """Ollama model manifests: parse them, check every blob against its sha256 digest, open the model as one set
 of tensors, and write a model store.
 
-Layout (``../shared/reference/ollama-blobs.md`` section 4): a models root (``$OLLAMA_MODELS``, by default
-``~/.ollama/models``) holds ``manifests/<host>/<namespace>/<model>/<tag>`` (defaults ``registry.ollama.ai``,
-``library``, ``latest``) and ``blobs/sha256-<64 hex>``. A manifest is Docker's v2 JSON: ``config`` and
+Layout (``ollama/ollama`` ``manifest/{paths,manifest,layer}.go`` and ``x/mlxrunner/runner.go`` at fb30760): a
+models root (``$OLLAMA_MODELS``, by default ``~/.ollama/models``) holds
+``manifests/<host>/<namespace>/<model>/<tag>`` (defaults ``registry.ollama.ai``, ``library``, ``latest``) and
+``blobs/sha256-<64 hex>``. A manifest is Docker's v2 JSON: ``config`` and
 ``layers``, each ``{mediaType, digest, size}`` plus optional ``name`` and ``from``. A layer's digest is the
 sha256 of its blob's bytes and ``size`` its length. The MLX engine loads every tensor of every
 ``application/vnd.ollama.image.tensor`` blob, once per digest, taking tensor names from the blob headers; the
@@ -15,96 +16,29 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import DuplicateError, FormatError, InvalidValueError, LayoutError, TruncatedError
+from .. import rules
+from ..errors import FormatError, InvalidValueError
 from ..formats.base import map_file, open_regular, real_path
+from ..formats.ollama import (  # noqa: F401 - the manifest's declaration, re-exported where it used to live
+    DEFAULT_HOST,
+    DEFAULT_NAMESPACE,
+    DEFAULT_TAG,
+    DIGEST,
+    MEDIA_CONFIG,
+    MEDIA_JSON,
+    MEDIA_MANIFEST,
+    MEDIA_TENSOR,
+    Layer,
+    Manifest,
+    parse_manifest,
+)
+from ..validation.issue import Issue, parse_then_check
 from .safetensors import SafetensorsFile, SafetensorsTensor, TensorMap, from_bytes
-
-MEDIA_TENSOR = "application/vnd.ollama.image.tensor"
-MEDIA_JSON = "application/vnd.ollama.image.json"
-MEDIA_CONFIG = "application/vnd.docker.container.image.v1+json"
-MEDIA_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-DIGEST = re.compile(r"sha256[:-]([0-9a-fA-F]{64})\Z")
-DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG = "registry.ollama.ai", "library", "latest"
-
-
-@dataclass(frozen=True)
-class Layer:
-    """One manifest entry: media type, ``sha256:<hex>`` digest, size in bytes, and optional name and origin."""
-
-    media_type: str
-    digest: str
-    size: int
-    name: str | None = None
-    origin: str | None = None  # the JSON field "from"
-
-    @property
-    def hex(self) -> str:
-        return DIGEST.match(self.digest).group(1).lower()  # type: ignore[union-attr]
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
-        if self.origin is not None:
-            out["from"] = self.origin
-        if self.name is not None:
-            out["name"] = self.name
-        return out
-
-
-@dataclass(frozen=True)
-class Manifest:
-    """A parsed manifest (``schemaVersion`` 2): the config layer and the other layers, in file order."""
-
-    config: Layer
-    layers: tuple[Layer, ...]
-    schema_version: int = 2
-    media_type: str = MEDIA_MANIFEST
-
-    @property
-    def tensor_layers(self) -> list[Layer]:
-        return [layer for layer in self.layers if layer.media_type == MEDIA_TENSOR]
-
-    def to_bytes(self) -> bytes:
-        """The manifest as Go's json.Encoder writes it: compact, then a newline."""
-        obj = {"schemaVersion": self.schema_version, "mediaType": self.media_type, "config": self.config.to_json(), "layers": [x.to_json() for x in self.layers]}
-        return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-
-
-def _layer(obj: Any, path: str) -> Layer:
-    if not isinstance(obj, dict):
-        raise InvalidValueError("manifest.layer", "a layer is not a JSON object", path=path)
-    for key, kind in (("mediaType", str), ("digest", str), ("size", int)):
-        if not isinstance(obj.get(key), kind) or isinstance(obj.get(key), bool):
-            raise InvalidValueError("manifest.layer", f"{key} is missing or not a {kind.__name__}", path=f"{path}.{key}")
-    if not DIGEST.match(obj["digest"]):
-        raise InvalidValueError("manifest.digest", f"digest {obj['digest']!r} is not sha256:<64 hex digits>", path=f"{path}.digest")
-    if obj["size"] < 0:
-        raise InvalidValueError("manifest.layer", f"size {obj['size']} is negative", path=f"{path}.size")
-    name, origin = obj.get("name"), obj.get("from")
-    return Layer(obj["mediaType"], obj["digest"], obj["size"], name if isinstance(name, str) else None, origin if isinstance(origin, str) else None)
-
-
-def parse_manifest(data: bytes | str) -> Manifest:
-    """A Manifest from its JSON bytes; FormatError for anything that is not a v2 manifest."""
-    from ..untrusted import loads
-
-    try:
-        obj = loads(data, what="manifest")
-    except InvalidValueError as e:
-        raise InvalidValueError("manifest.json", e.message, offset=e.offset) from None
-    if not isinstance(obj, dict):
-        raise InvalidValueError("manifest.object", "manifest is not a JSON object")
-    if obj.get("schemaVersion") != 2:
-        raise InvalidValueError("manifest.version", f"schemaVersion is {obj.get('schemaVersion')!r}, not 2", path="schemaVersion")
-    layers = obj.get("layers")
-    if not isinstance(layers, list):
-        raise InvalidValueError("manifest.layers", "layers is missing or not a list", path="layers")
-    return Manifest(_layer(obj.get("config"), "config"), tuple(_layer(x, f"layers[{i}]") for i, x in enumerate(layers)), 2, str(obj.get("mediaType", MEDIA_MANIFEST)))
 
 
 # -- paths -----------------------------------------------------------------------------------------------
@@ -131,7 +65,7 @@ def blob_path(root: str | os.PathLike[str], digest: str) -> Path:
     """``<root>/blobs/sha256-<hex>`` (the digest's colon becomes a dash)."""
     m = DIGEST.match(digest)
     if not m:
-        raise InvalidValueError("manifest.digest", f"digest {digest!r} is not sha256:<64 hex digits>")
+        raise rules.MANIFEST_DIGEST.error(f"digest {digest!r} is not sha256:<64 hex digits>")
     return Path(root) / "blobs" / f"sha256-{m.group(1)}"
 
 
@@ -141,7 +75,7 @@ def root_of(manifest_file: str | os.PathLike[str]) -> Path:
     for parent in p.parents:
         if parent.name == "manifests":
             return parent.parent
-    raise LayoutError("manifest.location", f"{manifest_file} is not inside a models root's manifests/ folder, so its blobs cannot be found")
+    raise rules.MANIFEST_LOCATION.error(f"{manifest_file} is not inside a models root's manifests/ folder, so its blobs cannot be found")
 
 
 def sha256_of(data: Any) -> str:
@@ -152,10 +86,10 @@ def sha256_of(data: Any) -> str:
 def verify_blob(view: memoryview, layer: Layer, path: str = "") -> None:
     """Raise unless the blob's length is the layer's size and its sha256 the layer's digest."""
     if len(view) != layer.size:
-        raise TruncatedError("blob.size", f"blob {path or layer.digest} has {len(view)} bytes; the manifest says {layer.size}", path=layer.name or "")
+        raise rules.BLOB_SIZE.error(f"blob {path or layer.digest} has {len(view)} bytes; the manifest says {layer.size}", path=layer.name or "")
     got = sha256_of(view)
     if got != layer.hex:
-        raise InvalidValueError("blob.digest", f"blob {path or layer.digest} has sha256 {got}; the manifest says {layer.hex}", path=layer.name or "")
+        raise rules.BLOB_DIGEST.error(f"blob {path or layer.digest} has sha256 {got}; the manifest says {layer.hex}", path=layer.name or "")
 
 
 # -- the model -------------------------------------------------------------------------------------------
@@ -191,9 +125,9 @@ def _read_json(view: memoryview, what: str, kind: type = object) -> Any:
     try:
         value = loads(view, what=what)
     except InvalidValueError as e:
-        raise InvalidValueError("blob.json", e.message, offset=e.offset) from None
+        raise rules.BLOB_JSON.error(e.message, offset=e.offset) from None
     if not isinstance(value, kind):
-        raise InvalidValueError("blob.json", f"{what} is a JSON {type(value).__name__}, not an object")
+        raise rules.BLOB_JSON.error(f"{what} is a JSON {type(value).__name__}, not an object")
     return value
 
 
@@ -217,11 +151,11 @@ def open_model(manifest_file: str | os.PathLike[str], *, root: str | os.PathLike
             try:
                 view = map_file(p)
             except FileNotFoundError:
-                raise LayoutError("blob.missing", f"blob {p} is missing", path=layer.name or layer.digest) from None
+                raise rules.BLOB_MISSING.error(f"blob {p} is missing", path=layer.name or layer.digest) from None
             except FormatError as e:  # a directory, a FIFO, a device at the blob's path
-                raise LayoutError("blob.not_regular", e.message, path=layer.name or layer.digest) from None
+                raise rules.BLOB_NOT_REGULAR.error(e.message, path=layer.name or layer.digest) from None
             except OSError as e:  # a symlink loop, no permission: the model's blob, not the manifest, is bad
-                raise LayoutError("blob.unreadable", f"blob {p} cannot be read ({e.strerror or e})", path=layer.name or layer.digest) from None
+                raise rules.BLOB_UNREADABLE.error(f"blob {p} cannot be read ({e.strerror or e})", path=layer.name or layer.digest) from None
             if verify:
                 verify_blob(view, layer, os.fspath(p))
             views[layer.digest] = view
@@ -258,7 +192,7 @@ def join_tensor_blobs(model: Any, manifest: Any, hint: str | None, open_blob: An
         model.blobs[layer.digest] = f
         for name, t in f.tensors.items():
             if name in merged:
-                raise DuplicateError("tensor.duplicate", f"tensor {name!r} is in the blobs of layers {origin[name]!r} and {layer.name!r}", path=name)
+                raise rules.TENSOR_DUPLICATE.error(f"tensor {name!r} is in the blobs of layers {origin[name]!r} and {layer.name!r}", path=name)
             merged[name] = t
             origin[name] = layer.name or layer.digest
     model.tensors = TensorMap(merged)
@@ -276,34 +210,10 @@ def load_manifest(path: str | os.PathLike[str], *, strict: bool = True, **_: Any
     return open_model(path, strict=strict)
 
 
-def validate_manifest_file(path: str | os.PathLike[str], profile: str = "spec") -> list[Any]:
-    """The manifest's rules, then its blobs': each present, a regular file, of the manifest's size and
-    sha256, and readable (JSON blobs as JSON, tensor blobs as safetensors under the profile's strictness)."""
-    from ..validation import Issue
-
-    try:
-        with open_model(path, strict=True):
-            pass
-    except FormatError as e:
-        return [Issue(e.rule, e.message, e.path, e.offset)]
-    return []
-
-
-def validate_manifest_bytes(data: Any, profile: str = "spec") -> list[Any]:
-    """The manifest's own rules (the blobs are checked by ``open_model``, which knows where they are)."""
-    from ..validation import Issue
-
-    try:
-        parse_manifest(bytes(memoryview(data)))
-    except FormatError as e:
-        return [Issue(e.rule, e.message, e.path, e.offset)]
-    return []
-
-
 # -- writing a model store -------------------------------------------------------------------------------
 def write_blob(root: str | os.PathLike[str], data: bytes, media_type: str, name: str | None = None) -> Layer:
     """Store ``data`` as a blob under its sha256 (once: an existing blob is kept) and return its layer."""
-    from .file import write_atomic
+    from ..fileio import write_atomic
 
     digest = "sha256:" + sha256_of(data)
     p = blob_path(root, digest)
@@ -315,7 +225,7 @@ def write_blob(root: str | os.PathLike[str], data: bytes, media_type: str, name:
 
 def write_model(root: str | os.PathLike[str], model: str, tensor_blobs: list[tuple[str, bytes]], config: Mapping[str, Any], json_files: Mapping[str, Any] | None = None) -> Path:
     """Write blobs and a manifest for ``model`` (``name[:tag]``) under ``root``; returns the manifest path."""
-    from .file import write_atomic
+    from ..fileio import write_atomic
 
     layers = [write_blob(root, data, MEDIA_TENSOR, name) for name, data in tensor_blobs]
     for name, obj in (json_files or {}).items():
@@ -326,3 +236,13 @@ def write_model(root: str | os.PathLike[str], model: str, tensor_blobs: list[tup
     target.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(target, lambda f: f.write(manifest.to_bytes()), read_manifest)
     return target
+
+
+def validate_manifest_file(path: str | os.PathLike[str], profile: str = "spec") -> list[Issue]:
+    """The manifest's rules, then its blobs' (``open_model`` knows where they are and checks each)."""
+
+    def open_and_close() -> None:
+        with open_model(path, strict=True):
+            pass
+
+    return parse_then_check(open_and_close, lambda _: [])

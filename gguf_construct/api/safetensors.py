@@ -5,7 +5,7 @@ writes unpadded headers, so views may be misaligned: numpy reads them anyway). O
 layout — ``{name}`` (U32 codes), ``{name}.scale``, ``{name}.bias`` and optionally ``{name}.global_scale`` —
 is exposed as one logical ``QuantizedTensor`` whose ``to_numpy()`` dequantizes (``gguf_construct.quants.mlx``);
 the parts stay reachable through ``entries``. Quantization parameters are resolved as Ollama's runner does
-(``../shared/reference/ollama-blobs.md`` 4.3): per-tensor ``__metadata__`` keys, then the blob's
+(``ollama/ollama`` ``x/mlxrunner/model/root.go`` at fb30760): per-tensor ``__metadata__`` keys, then the blob's
 ``quant_type``/``group_size``, then the shapes, with a model-wide hint breaking the affine ties.
 
 Shapes follow the common protocol: ``.shape`` in ggml order (fastest-varying first), ``to_numpy()`` in numpy
@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 from construct import Container
 
-from ..errors import FormatError, InvalidValueError, LayoutError, UnsupportedTypeError
+from .. import rules
+from ..errors import FormatError, InvalidValueError
 from ..formats.base import map_file
 from ..formats.safetensors import SAFETENSORS, Entry, EntryTable, dtypes, tensor_array
 from ..quants import mlx as mq
@@ -44,9 +45,9 @@ def float_array(entry: Entry, raw: np.ndarray) -> np.ndarray:
     if entry.dtype == "F8_E8M0":
         return mq.e8m0_table()[raw]
     if dtypes()[entry.dtype].numpy is None:
-        raise InvalidValueError("tensor.dtype", f"{entry.name}: no float decoding for {entry.dtype}")
+        raise rules.TENSOR_DTYPE.error(f"{entry.name}: no float decoding for {entry.dtype}")
     if raw.dtype.kind == "c":  # a real view would drop the imaginary parts silently
-        raise UnsupportedTypeError("tensor.complex", f"{entry.name}: {entry.dtype} values are complex; ask for them with to_numpy(dtype=None)")
+        raise rules.TENSOR_COMPLEX.error(f"{entry.name}: {entry.dtype} values are complex; ask for them with to_numpy(dtype=None)")
     return raw.astype(np.float32)
 
 
@@ -186,7 +187,7 @@ class QuantizedTensor(SafetensorsTensor):
         if g is not None:
             rows = out.reshape(-1, out.shape[-1])
             if g.ndim and g.shape[0] != rows.shape[0]:
-                raise InvalidValueError("quant.global_scale", f"{self.name}: {g.shape[0]} global scales for {rows.shape[0]} rows")
+                raise rules.QUANT_GLOBAL_SCALE.error(f"{self.name}: {g.shape[0]} global scales for {rows.shape[0]} rows")
             out = (rows * g).reshape(out.shape)
         return out if dtype is None or np.dtype(dtype) == out.dtype else out.astype(dtype)
 
@@ -205,11 +206,11 @@ def infer_params(weight: Entry, scale: Entry, bias: Entry | None, metadata: Mapp
             try:
                 group = int(g) if g not in (None, "") else qt.group_size
             except ValueError:
-                raise InvalidValueError("quant.group_size", f"group_size {g!r} is not an integer", path=f"__metadata__[{keys[1]!r}]") from None
+                raise rules.QUANT_GROUP_SIZE.error(f"group_size {g!r} is not an integer", path=f"__metadata__[{keys[1]!r}]") from None
             return QuantParams(qt.name, qt.mode, qt.bits, group, source)
     wcols, scols = weight.shape[-1] if weight.shape else 0, scale.shape[-1] if scale.shape else 0
     if not scols or wcols % scols:
-        raise InvalidValueError("quant.shape", f"{name}: cannot infer the quantization from {wcols} words and {scols} scales per row")
+        raise rules.QUANT_SHAPE.error(f"{name}: cannot infer the quantization from {wcols} words and {scols} scales per row")
     ratio = wcols // scols  # = group_size * bits / 32
     if bias is None and scale.dtype == "U8":
         for qt_name in ("nvfp4", "mxfp4", "mxfp8"):
@@ -225,25 +226,25 @@ def infer_params(weight: Entry, scale: Entry, bias: Entry | None, metadata: Mapp
             g = ratio * 32 // qt.bits
             if ratio * 32 % qt.bits == 0 and g in mq.modes()["affine"].group_sizes:
                 return QuantParams(qt.name, qt.mode, qt.bits, g, "shapes")
-    raise InvalidValueError("quant.shape", f"{name}: {wcols} words and {scols} scales per row match no quantization")
+    raise rules.QUANT_SHAPE.error(f"{name}: {wcols} words and {scols} scales per row match no quantization")
 
 
 def _check_companions(w: Entry, parts: dict[str, Entry], p: QuantParams) -> None:
     if len(w.shape) < 2 or 0 in w.shape:  # mx.quantize takes matrices (ndim >= 2); groups of no values are no groups
-        raise InvalidValueError("quant.shape", f"{w.name}: quantized weights of shape {list(w.shape)}: at least 2 dimensions, none 0")
+        raise rules.QUANT_SHAPE.error(f"{w.name}: quantized weights of shape {list(w.shape)}: at least 2 dimensions, none 0")
     k = w.shape[-1] * 32 // p.bits if w.shape else 0
     want = (*w.shape[:-1], k // p.group_size if p.group_size else 0)
     for role in ("scale", "bias"):
         e = parts.get(role)
         if e is not None and e.shape != want:
-            raise InvalidValueError("quant.shape", f"{e.name}: shape {list(e.shape)}, {p.quant_type} g{p.group_size} of {list(w.shape)} words needs {list(want)}")
+            raise rules.QUANT_SHAPE.error(f"{e.name}: shape {list(e.shape)}, {p.quant_type} g{p.group_size} of {list(w.shape)} words needs {list(want)}")
     mode = mq.modes()[p.mode]
     if mode.bias != ("bias" in parts):
-        raise InvalidValueError("quant.bias", f"{w.name}: {p.mode} {'needs' if mode.bias else 'has no'} a .bias tensor")
+        raise rules.QUANT_BIAS.error(f"{w.name}: {p.mode} {'needs' if mode.bias else 'has no'} a .bias tensor")
     if mode.scale == "float" and parts["scale"].dtype not in FLOAT_SCALES or mode.scale != "float" and parts["scale"].dtype != "U8":
-        raise InvalidValueError("quant.scale_dtype", f"{parts['scale'].name}: {p.mode} scales are not {parts['scale'].dtype}")
+        raise rules.QUANT_SCALE_DTYPE.error(f"{parts['scale'].name}: {p.mode} scales are not {parts['scale'].dtype}")
     if "bias" in parts and parts["bias"].dtype != parts["scale"].dtype:
-        raise InvalidValueError("quant.scale_dtype", f"{w.name}: bias dtype {parts['bias'].dtype} differs from scale dtype {parts['scale'].dtype}")
+        raise rules.QUANT_SCALE_DTYPE.error(f"{w.name}: bias dtype {parts['bias'].dtype} differs from scale dtype {parts['scale'].dtype}")
     mq.check_params(p.mode, p.bits, p.group_size)
 
 
@@ -343,7 +344,7 @@ class SafetensorsFile:
         past = np.flatnonzero(table.end > len(region))
         if len(past):
             e = table.entry(int(past[0]))
-            raise LayoutError("tensor.bounds", f"data_offsets [{e.begin}, {e.end}] end past the data region ({len(region)} bytes)", path=f"header[{e.name!r}]", offset=header.key_offset(e.name))
+            raise rules.TENSOR_BOUNDS.error(f"data_offsets [{e.begin}, {e.end}] end past the data region ({len(region)} bytes)", path=f"header[{e.name!r}]", offset=header.key_offset(e.name))
         region = np.frombuffer(region, dtype=np.uint8) if len(region) else np.empty(0, np.uint8)
         region.flags.writeable = False
         self.entries: TensorMap = LazyTensorMap(table, region)
@@ -387,7 +388,7 @@ def from_bytes(data: Any, *, strict: bool = True, path: str | None = None, hint:
     container = SAFETENSORS.parse(data)  # framing errors raise their own class (TruncatedError, LimitError ...)
     container.header.json  # noqa: B018 - and so do header errors
     if strict:
-        from ..validation_safetensors import check_safetensors, raise_first
+        from ..validation.safetensors import check_safetensors, raise_first
 
         raise_first(check_safetensors(container, profile))
     try:
@@ -407,7 +408,7 @@ def save_safetensors(path: str | os.PathLike[str], tensors: Any, metadata: Mappi
     """Write a safetensors file atomically, laid out as ``style``'s writer does ('safetensors', 'mlx',
     'ollama'); ``tensors`` maps names to numpy arrays or ``{dtype, shape, data}`` (see ``formats.safetensors.lay_out``).
     Before the rename the file must load strictly (and pass ``verify(temp_path)`` when given)."""
-    from .file import write_atomic
+    from ..fileio import write_atomic
 
     obj = Container(tensors=tensors, metadata=metadata, style=style)
 

@@ -15,11 +15,12 @@ from typing import Any
 
 from construct import Container
 
-from ..errors import InvalidValueError, LayoutError
+from .. import rules
+from ..fileio import verify_gguf_output, write_atomic
 from ..formats.base import real_path
 from ..formats.gguf import DEFAULT_ALIGNMENT, GGUF, align_offset
 from ..naming import shard_of, shard_suffix
-from .file import GGUFFile, load_gguf, verify_gguf_output, write_atomic
+from .file import GGUFFile, load_gguf
 from .metadata import Metadata, StandardKeys
 from .tensors import Tensors
 
@@ -74,7 +75,7 @@ class ShardedGGUF(GGUFFile):
 def _split_value(f: GGUFFile, key: str, path: Any) -> int:
     value = f.metadata.get(key)
     if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidValueError("split.keys", f"{key} is missing or not an integer", path=os.fspath(path))
+        raise rules.SPLIT_KEYS.error(f"{key} is missing or not an integer", path=os.fspath(path))
     return int(value)
 
 
@@ -87,9 +88,17 @@ def load_shards(path: str | os.PathLike[str], *, strict: bool = True, profile: s
         raise ValueError(f"{path}: not a shard name (<prefix>-00001-of-00003.gguf)")
     missing = [p for p in paths if not p.is_file()]
     if missing:
-        raise LayoutError("split.missing", f"shard {missing[0].name} of {len(paths)} is missing", path=os.fspath(missing[0]))
+        raise rules.SPLIT_MISSING.error(f"shard {missing[0].name} of {len(paths)} is missing", path=os.fspath(missing[0]))
     shards = [load_gguf(p, strict=strict, profile=profile) for p in paths]
     return join_shards(shards, paths)
+
+
+def open_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, **_: Any) -> GGUFFile:
+    """GGUF's opener for ``gguf_construct.load``: the first shard of a gguf-split set (``*-00001-of-0000N.gguf``,
+    N > 1) opens the whole set as one model (``load_shards``), any other file alone (``load_gguf``)."""
+    if is_first_shard(path) and byte_order is None:
+        return load_shards(path, strict=strict, profile=profile)
+    return load_gguf(path, strict=strict, profile=profile, byte_order=byte_order)
 
 
 def join_shards(shards: list[GGUFFile], paths: list[Any]) -> ShardedGGUF:
@@ -99,18 +108,18 @@ def join_shards(shards: list[GGUFFile], paths: list[Any]) -> ShardedGGUF:
     for i, (s, p) in enumerate(zip(shards, paths)):
         name = _name(p)
         if _split_value(s, "split.no", p) != i:
-            raise InvalidValueError("split.no", f"{name} has split.no = {s.metadata['split.no']}, its name says {i}", path=os.fspath(p))
+            raise rules.SPLIT_NO.error(f"{name} has split.no = {s.metadata['split.no']}, its name says {i}", path=os.fspath(p))
         if _split_value(s, "split.count", p) != len(paths):
-            raise InvalidValueError("split.count", f"{name} has split.count = {s.metadata['split.count']}, the set has {len(paths)} shards", path=os.fspath(p))
+            raise rules.SPLIT_COUNT.error(f"{name} has split.count = {s.metadata['split.count']}, the set has {len(paths)} shards", path=os.fspath(p))
         if s.byte_order != shards[0].byte_order:
-            raise InvalidValueError("split.byte_order", f"{name} is {s.byte_order}-endian, the first shard {shards[0].byte_order}-endian", path=os.fspath(p))
+            raise rules.SPLIT_BYTE_ORDER.error(f"{name} is {s.byte_order}-endian, the first shard {shards[0].byte_order}-endian", path=os.fspath(p))
         total += len(s.tensors)
     declared = _split_value(shards[0], "split.tensors.count", paths[0])
     if declared != total:
-        raise InvalidValueError("split.tensors.count", f"split.tensors.count = {declared}, the shards hold {total} tensors", path=os.fspath(paths[0]))
+        raise rules.SPLIT_TENSORS_COUNT.error(f"split.tensors.count = {declared}, the shards hold {total} tensors", path=os.fspath(paths[0]))
     merged = ShardedGGUF(shards, paths)
     if len(set(merged.tensors)) != len(merged.tensors):
-        raise InvalidValueError("split.duplicate", "a tensor name occurs in two shards", path=os.fspath(paths[0]))
+        raise rules.SPLIT_DUPLICATE.error("a tensor name occurs in two shards", path=os.fspath(paths[0]))
     return merged
 
 
@@ -169,7 +178,7 @@ def merge(first_shard: str | os.PathLike[str], output: str | os.PathLike[str]) -
     paths = shard_paths(first_shard) or [Path(first_shard)]
     out = real_path(output)
     if any(real_path(p) == out for p in paths):
-        raise InvalidValueError("merge.paths", f"the output {output} is one of the shards it would read: give another output path")
+        raise rules.MERGE_PATHS.error(f"the output {output} is one of the shards it would read: give another output path")
     merged = load_shards(first_shard, strict=False)
     merged.save(output)
     return merged

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from construct import Container
 
-from ..errors import LayoutError, UnsupportedTypeError
+from .. import rules
 from ..formats.gguf import MAX_TENSOR_NAME, tensor_bytes, tensor_nbytes
 from ..tables import GGML_TYPES, GGMLType, ggml_type_of
 
@@ -45,7 +45,7 @@ class TensorInfo:
         try:
             return ggml_type_of(self._info["type"])
         except (KeyError, ValueError, TypeError):
-            raise UnsupportedTypeError("tensor.type", f"unknown ggml type {self._info['type']!r}", path=self._path, offset=self._info.get("_offset")) from None
+            raise rules.TENSOR_TYPE.error(f"unknown ggml type {self._info['type']!r}", path=self._path, offset=self._info.get("_offset")) from None
 
     @property
     def _path(self) -> str:
@@ -87,7 +87,7 @@ class TensorInfo:
         raise_first(tensor_issues(self._info, self._path))  # a leniently loaded file may hold any shape
         data = self.data
         if len(data) != self.nbytes:
-            raise LayoutError("tensor.bounds", f"{len(data)} bytes of data in the file; the tensor needs {self.nbytes}", path=self._path, offset=self._info.get("_offset"))
+            raise rules.TENSOR_BOUNDS.error(f"{len(data)} bytes of data in the file; the tensor needs {self.nbytes}", path=self._path, offset=self._info.get("_offset"))
         values = dequantize(data, self.type, byte_order=self.byte_order, dtype=dtype)
         return values.reshape(self.shape[::-1])
 

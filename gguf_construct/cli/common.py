@@ -1,4 +1,5 @@
-"""What every command shares: the exit codes and the usage error."""
+"""What every command shares: the exit codes, the usage error, argument types and the registration of a
+subcommand with the arguments several commands take alike."""
 
 from __future__ import annotations
 
@@ -56,3 +57,19 @@ def finite(least: float = 0.0, *, above: bool = True, most: float = float("inf")
 
     parse.__name__ = "number"
     return parse
+
+
+def command(sub: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int], *, help: str, description: str | None = None,
+            **options) -> argparse.ArgumentParser:  # fmt: skip
+    """Register the subcommand ``name``: its parser (``help`` in the command list, ``description`` on its own page,
+    ``options`` such as an epilog passed to argparse) with ``run(args) -> exit code`` as its handler."""
+    p = sub.add_parser(name, help=help, description=description, **options)
+    p.set_defaults(run=run)
+    return p
+
+
+def add_in_out(p: argparse.ArgumentParser, output_help: str | None = None) -> None:
+    """``IN OUT``: the commands that write one file from another."""
+    p.add_argument("input", metavar="IN")
+    p.add_argument("output", metavar="OUT", help=output_help)
+

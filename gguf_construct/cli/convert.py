@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import EXIT_BAD, EXIT_OK, EXIT_USAGE
+from .common import EXIT_BAD, EXIT_OK, EXIT_USAGE, add_in_out, command
 
 DESCRIPTION = """\
 Convert a model file; the input kind is detected, the output kind comes from its name.
@@ -63,20 +63,20 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    conv = sub.add_parser(
+    from .quantize import add_quantize_options
+
+    conv = command(
+        sub,
         "convert",
+        _run,
         help="GGUF byte order/version; safetensors, Ollama blobs and manifests to and from GGUF",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    conv.add_argument("input", metavar="IN")
-    conv.add_argument("output", metavar="OUT", help="*.gguf, *.safetensors, or a folder (ending in /) for an Ollama models root")
+    add_in_out(conv, "*.gguf, *.safetensors, or a folder (ending in /) for an Ollama models root")
     conv.add_argument("--byte-order", choices=("little", "big"), help="GGUF output byte order")
     conv.add_argument("--version", type=int, choices=(1, 2, 3), help="GGUF output version")
     conv.add_argument("--style", choices=("safetensors", "mlx", "ollama"), help="safetensors header layout: the HF library's, MLX's or Ollama's Go writer's")
     conv.add_argument("--model", default="converted", help="model name[:tag] for an Ollama models folder (default: converted)")
     conv.add_argument("--quant-hint", metavar="TYPE", type=quant_hint, help="quant type (int4, int8) to assume for blobs without quant metadata whose shapes are ambiguous")
-    conv.add_argument("--type", metavar="TYPE", help="quantize to this ggml type (as the quantize command: GGUF output, llama-quantize's tensor choices)")
-    conv.add_argument("--imatrix", metavar="FILE", help="with --type: an importance matrix (GGUF or legacy .dat)")
-    conv.add_argument("--keep", metavar="PATTERN", nargs="+", default=[], help="with --type: tensor names (glob) to keep as they are")
-    conv.set_defaults(run=_run)
+    add_quantize_options(conv, required=False)

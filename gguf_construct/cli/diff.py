@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..api.metadata import json_value
-from .common import EXIT_BAD, EXIT_OK
-from .report import HEADER_FIELDS, fields_of, type_name
+from ..report import HEADER_FIELDS, fields_of, type_name
+from .common import EXIT_BAD, EXIT_OK, command
 
 
 def _same_value(a: Any, b: Any) -> bool:
@@ -140,7 +140,7 @@ def diff_text(d: dict[str, Any], a: str, b: str) -> str:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from ..api.file import load
+    from ..registry import load
 
     args.file = args.a
     fa = load(args.a, strict=False)
@@ -156,8 +156,10 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "diff",
+        _cmd_diff,
         help="compare two model files: header, metadata, tensor infos and values",
         description=(
             "Compare A and B: header fields, metadata keys (- only in A, + only in B, ~ changed type or value), tensor "
@@ -170,4 +172,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-values", action="store_true", help="do not dequantize tensors to compare values")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--exit-code", action="store_true", help="exit 1 when the files differ (like git diff --exit-code)")
-    p.set_defaults(run=_cmd_diff)

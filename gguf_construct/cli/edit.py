@@ -25,7 +25,7 @@ from ..errors import FormatError, InvalidValueError
 from ..limits import LENIENT, limit, limits
 from ..tables import standard_key
 from ..untrusted import loads
-from .common import EXIT_BAD, EXIT_OK, usage
+from .common import EXIT_BAD, EXIT_OK, command, usage
 
 _BOOLS = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
@@ -223,9 +223,10 @@ def _cmd_rename(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    out_help = "write the result here instead of replacing FILE (FILE is then left untouched)"
-    p = sub.add_parser(
+    p = command(
+        sub,
         "set",
+        _cmd_set,
         help="set a metadata key (any type or size; the file is rewritten atomically)",
         description=(
             "Set KEY to VALUE. The type is --type, else the existing key's, else the standard key's, else read from "
@@ -243,20 +244,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--type", metavar="T", help="u8 i8 u16 i16 u32 i32 u64 i64 f32 f64 bool str, or arr[T]")
     p.add_argument("--in-place", action="store_true", help="overwrite the value's bytes in FILE (same encoded size only)")
     p.add_argument("--force", action="store_true", help="allow a non-standard type for a standard key; open FILE under generous limits to repair it")
-    p.add_argument("-o", "--output", metavar="OUT", help=out_help)
-    p.set_defaults(run=_cmd_set)
 
-    d = sub.add_parser("delete", help="remove metadata keys (the file is rewritten atomically)", description="Remove KEYs from FILE's metadata.")
+    d = command(sub, "delete", _cmd_delete, help="remove metadata keys (the file is rewritten atomically)", description="Remove KEYs from FILE's metadata.")
     d.add_argument("file", metavar="FILE")
     d.add_argument("keys", metavar="KEY", nargs="+")
     d.add_argument("--missing-ok", action="store_true", help="ignore keys the file does not have")
-    d.add_argument("-o", "--output", metavar="OUT", help=out_help)
-    d.set_defaults(run=_cmd_delete)
 
-    r = sub.add_parser("rename-tensor", help="rename a tensor (the file is rewritten atomically)", description="Rename tensor OLD to NEW; order and data are unchanged.")
+    r = command(sub, "rename-tensor", _cmd_rename, help="rename a tensor (the file is rewritten atomically)", description="Rename tensor OLD to NEW; order and data are unchanged.")
     r.add_argument("file", metavar="FILE")
     r.add_argument("old", metavar="OLD")
     r.add_argument("new", metavar="NEW")
-    r.add_argument("-o", "--output", metavar="OUT", help=out_help)
-    r.set_defaults(run=_cmd_rename)
+
+    for edits in (p, d, r):
+        edits.add_argument("-o", "--output", metavar="OUT", help="write the result here instead of replacing FILE (FILE is then left untouched)")
 

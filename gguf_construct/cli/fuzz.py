@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from .common import EXIT_BAD as EXIT_FOUND
-from .common import EXIT_OK, EXIT_USAGE, finite, whole
+from .common import EXIT_OK, EXIT_USAGE, command, finite, whole
 
 _MODULES = {"gguf-py": "gguf", "ggml": "ggml"}
 
@@ -52,8 +52,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "fuzz",
+        _run,
         help="run generated and mutated files through another reader and ours, report every disagreement",
         description=(
             "Differential fuzzing: valid files of every shape, files broken one labelled way at a time, and mutations of corpus and "
@@ -81,4 +83,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memory-mb", type=whole(1, 2**40), default=2048, help="address-space cap of each reader's process (default 2048)")
     p.add_argument("--minimize", type=whole(), default=150, metavar="N", help="reader calls spent minimizing each reproducer (default 150)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each new kind of disagreement as it is found")
-    p.set_defaults(run=_run)

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .common import EXIT_BAD, EXIT_OK
+from .common import EXIT_BAD, EXIT_OK, command
 
 #: llama.cpp's UUID namespace: uuid5(NAMESPACE_URL, 'en.wikipedia.org/wiki/Llama.cpp') (gguf-py's gguf_hash).
 UUID_NAMESPACE_LLAMA_CPP = uuid.UUID("ef001206-dadc-5f6d-a15f-3359e577d4e5")
@@ -170,7 +170,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def _cmd_hash(args: argparse.Namespace) -> int:
-    from ..api.file import load
+    from ..registry import load
 
     h = hash_file(load(args.file, strict=False), include_all=args.all)
     if args.against is None:
@@ -198,8 +198,10 @@ def _cmd_hash(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "hash",
+        _cmd_hash,
         help="sha1/sha256 per tensor and of all tensor data (gguf_hash's output)",
         description=(
             "Print sha1 and sha256 of every tensor and of all tensor data, and llama.cpp's UUIDv5, as gguf-py's "
@@ -212,4 +214,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-layer", action="store_true", help="only the whole-model hashes")
     p.add_argument("--all", action="store_true", help="also hash the buffers gguf_hash skips (*.attention.bias, ...)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(run=_cmd_hash)

@@ -17,15 +17,15 @@ from typing import Any
 
 from ..errors import FormatError
 from ..progress import progress
-from .common import EXIT_BAD, EXIT_OK, whole
+from .common import EXIT_BAD, EXIT_OK, command, whole
 
 
 # -- shared by the many-files commands ----------------------------------------------------------------
 def expand(paths: Iterable[str], *, skip_later_shards: bool = False) -> list[str]:
     """Files as given; directories walked (sorted) for files ``detect()`` recognises. ``skip_later_shards``
     leaves out shards 2..N of a gguf-split set, whose first shard opens the whole set."""
-    from ..formats.detect import detect
     from ..naming import shard_of
+    from ..registry import detect
 
     out: list[str] = []
     for path in paths:
@@ -65,9 +65,9 @@ def run_pool(work: Callable[[str], Any], paths: list[str], jobs: int, desc: str)
 # -- info ----------------------------------------------------------------------------------------------
 def _info_row(path: str) -> dict[str, Any]:
     """One file's summary row, or its error (for the many-files table; runs in a worker process)."""
-    from ..api.file import load
     from ..errors import FormatError
-    from .report import summary_row
+    from ..registry import load
+    from ..report import summary_row
 
     try:
         return {"ok": True, **summary_row(load(path, strict=False), path)}
@@ -76,8 +76,8 @@ def _info_row(path: str) -> dict[str, Any]:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from ..api.file import load
-    from .report import info_json, info_markdown, info_text, reading_warnings
+    from ..registry import load
+    from ..report import info_json, info_markdown, info_text, reading_warnings
 
     files = args.files
     if len(files) == 1 and not os.path.isdir(files[0]):
@@ -105,7 +105,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _show_partial(path: str, error: FormatError, args: argparse.Namespace) -> int:
     """A file that stops at a value of an unknown type: show the keys before it (``readable_prefix``), say
     why nothing after it can be shown, exit 1. Any other error propagates."""
-    from .report import info_json, info_text
+    from ..report import info_json, info_text
 
     partial = getattr(error, "partial", None)
     if partial is None:
@@ -128,7 +128,7 @@ def _show_partial(path: str, error: FormatError, args: argparse.Namespace) -> in
 
 
 def print_rows(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    from .report import ABSURD_COUNT, human_bytes, table
+    from ..report import ABSURD_COUNT, human_bytes, table
 
     if args.json:
         json.dump(rows, sys.stdout, ensure_ascii=False, indent=1)
@@ -158,8 +158,10 @@ def print_rows(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "info",
+        _cmd_info,
         help="show a file's model summary, metadata and tensors (or a table over many files)",
         description=(
             "Show a model file: architecture, parameter count, size by tensor type, general.* keys, tokenizer, chat "
@@ -174,4 +176,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     fmt.add_argument("--markdown", action="store_true", help="print Markdown (like gguf_dump --markdown)")
     p.add_argument("--full", action="store_true", help="include every array element")
     p.add_argument("-j", "--jobs", type=whole(1, 4096), default=default_jobs(), metavar="N", help="worker processes for many files (default: %(default)s)")
-    p.set_defaults(run=_cmd_info)

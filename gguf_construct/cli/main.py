@@ -9,14 +9,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ..api.file import load
 from ..errors import FormatError
 from ..progress import progress
+from ..registry import load
 from . import convert, diff, edit, info, quantize, scan, split, validate
 from . import fuzz as fuzz_cli
 from . import hash as hash_cli
 from . import migrate as migrate_cli
-from .common import EXIT_BAD, EXIT_OK, usage
+from .common import EXIT_BAD, EXIT_OK, command, usage
 
 
 def _cmd_dequant(args: argparse.Namespace) -> int:
@@ -64,22 +64,21 @@ def parser() -> argparse.ArgumentParser:
     migrate_cli.register(sub)
     fuzz_cli.register(sub)
 
-    deq = sub.add_parser(
+    deq = command(
+        sub,
         "dequant",
+        _cmd_dequant,
         help="write tensors as float32 numpy arrays",
         description="Dequantize tensors (bit-exact with ggml) into an .npz (any number of tensors) or .npy (one tensor), shaped in numpy order.",
     )
     deq.add_argument("file")
     deq.add_argument("--tensor", action="append", metavar="NAME", help="a tensor to write (repeatable; default: all)")
     deq.add_argument("-o", "--output", required=True, help="OUT.npz or OUT.npy")
-    deq.set_defaults(run=_cmd_dequant)
-
-    ex = sub.add_parser("example", help="print the path of a small GGUF file shipped with the package")
-    ex.set_defaults(run=_cmd_example)
+    command(sub, "example", _cmd_example, help="print the path of a small GGUF file shipped with the package")
     limit_help = "change a named resource limit (schema/limits.json: string_length, nesting, dimensions, ...); repeatable"
     p.add_argument("--limit", action="append", default=[], dest="limits_global", metavar="NAME=VALUE", help=limit_help)
-    for command in sub.choices.values():
-        command.add_argument("--limit", action="append", default=[], dest="limits_command", metavar="NAME=VALUE", help=limit_help)
+    for each in sub.choices.values():
+        each.add_argument("--limit", action="append", default=[], dest="limits_command", metavar="NAME=VALUE", help=limit_help)
     return p
 
 

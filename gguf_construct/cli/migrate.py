@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import finite, whole
+from .common import add_in_out, command, finite, whole
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
@@ -29,15 +29,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     from ..formats.ggml import PROFILES
 
-    m = sub.add_parser(
+    m = command(
+        sub,
         "migrate",
+        _cmd_migrate,
         help="turn a GGML/GGMF/GGJT, whisper.cpp or rwkv.cpp file (or GGUF v1/v2) into GGUF v3 (RWKV v6/v7: llama.cpp's rwkv6/rwkv7)",
         description="Write IN as GGUF v3 at OUT. Tensors whose layout is current are copied bit for bit; retired block layouts are "
         "re-encoded when no value changes, else written as F16/F32 (with a notice). The output is validated and every tensor compared "
         "with the input before it replaces OUT; IN is never modified.",
     )
-    m.add_argument("input", metavar="IN")
-    m.add_argument("output", metavar="OUT")
+    add_in_out(m)
     m.add_argument("--context-length", type=whole(1, 2**32 - 1), help="llama.context_length / rwkv.context_length (default 2048 for llama, 1048576 for rwkv)")
     m.add_argument("--eps", type=finite(0, most=1.0), help="llama RMS-norm epsilon (default 1e-6, what llama.cpp used until July 2023; LLaMA-2 uses 1e-5)")
     m.add_argument("--gqa", type=whole(1, 2**32 - 1), help="llama grouped-query factor: head_count_kv = head_count / GQA (default 1; 70B: 8)")
@@ -45,14 +46,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--vocab", metavar="FILE", help="rwkv.cpp v6/v7: the World vocabulary file (rwkv_vocab_v20230424.txt format) for the 'rwkv' tokenizer; "
                    "default: the 256 bytes for byte-level models, the World vocabulary shipped with gguf-construct otherwise")
     m.add_argument("--hparams", choices=PROFILES, help="hyper-parameter layout of an unversioned 'ggml' file (default: detected)")
-    m.set_defaults(run=_cmd_migrate)
 
-    e = sub.add_parser(
+    e = command(
+        sub,
         "export",
+        _cmd_export,
         help="write a GGUF file as GGJT v3 (llama) or rwkv.cpp v101 (rwkv, rwkv6, rwkv7) for old tools",
         description="Write a GGUF file in a legacy format where its types allow; migrating the result back gives the same GGUF file.",
     )
-    e.add_argument("input", metavar="IN")
-    e.add_argument("output", metavar="OUT")
+    add_in_out(e)
     e.add_argument("--to", choices=("ggjt", "rwkv"), required=True)
-    e.set_defaults(run=_cmd_export)

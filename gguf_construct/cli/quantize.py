@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from .common import EXIT_OK, EXIT_USAGE
+from .common import EXIT_OK, EXIT_USAGE, add_in_out, command
 
 
 def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None, keep: list[str] | None = None,
@@ -20,14 +20,14 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
     quantized tensor is made when the (atomic) writer reaches it and dropped once written, so memory stays at about
     one tensor's values.
     """
-    from ..api import load, new
-    from ..api.file import GGUFFile
+    from ..api.file import GGUFFile, new
     from ..imatrix import read_imatrix
     from ..progress import progress
     from ..quants import dequantize, swap_byte_order
     from ..quants.blocks import resolve
     from ..quants.quantize import REQUIRES_IMATRIX, quantize, supported
     from ..quants.quantize.policy import tensor_type
+    from ..registry import load
 
     target = resolve(target).name
     if target not in supported():
@@ -103,14 +103,22 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "quantize",
+        _run,
         help="quantize a model (GGUF, safetensors/Ollama blob, legacy) to a ggml type, bit-exact with ggml",
         description=__doc__,
     )
-    p.add_argument("input", metavar="IN")
-    p.add_argument("output", metavar="OUT", help="the GGUF file to write")
-    p.add_argument("--type", required=True, help="ggml type name, e.g. q4_K, q8_0, iq4_xs")
-    p.add_argument("--imatrix", metavar="FILE", help="importance matrix: llama.cpp's GGUF imatrix or legacy imatrix.dat")
-    p.add_argument("--keep", metavar="PATTERN", nargs="+", default=[], help="tensor names (glob) to keep as they are")
-    p.set_defaults(run=_run)
+    add_in_out(p, "the GGUF file to write")
+    add_quantize_options(p, required=True)
+
+
+def add_quantize_options(p: argparse.ArgumentParser, *, required: bool) -> None:
+    """``--type``, ``--imatrix``, ``--keep``: this command's, and convert's, where ``--type`` is optional and the
+    others apply with it (convert hands them to this command)."""
+    with_type = "" if required else "with --type: "
+    type_help = "ggml type name, e.g. q4_K, q8_0, iq4_xs" if required else "quantize to this ggml type (as the quantize command: GGUF output, llama-quantize's tensor choices)"
+    p.add_argument("--type", metavar="TYPE", required=required, help=type_help)
+    p.add_argument("--imatrix", metavar="FILE", help=f"{with_type}importance matrix: llama.cpp's GGUF imatrix or legacy imatrix.dat")
+    p.add_argument("--keep", metavar="PATTERN", nargs="+", default=[], help=f"{with_type}tensor names (glob) to keep as they are")

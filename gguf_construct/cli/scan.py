@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..formats.registry import PROFILES
+from ..registry import PROFILES
 from ..remote.scan import DASK_TIMEOUT
-from .common import EXIT_BAD, EXIT_OK, finite, whole
+from .common import EXIT_BAD, EXIT_OK, command, finite, whole
 
 #: files with these endings list sources, one a line
 LIST_SUFFIXES = (".txt", ".list", ".lst", ".urls")
@@ -44,8 +44,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "scan",
+        _run,
         help="info --json and validate over many paths or URLs, one JSON line each (resumable; threads or Dask)",
         description=(
             "For each source (a path, a directory, a URL, or a file listing one source a line): open it once, "
@@ -60,4 +62,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=whole(1, 2**31), default=32, metavar="N", help="sources per Dask task (default: %(default)s)")
     p.add_argument("--dask-timeout", type=finite(0, most=10**7), default=DASK_TIMEOUT, metavar="SECONDS", help="stop with an error when no batch has finished on the cluster for this long (default: %(default)g)")
     p.add_argument("--profile", choices=PROFILES, default="spec", help="validation profile (as for validate)")
-    p.set_defaults(run=_run)

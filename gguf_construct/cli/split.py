@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from .common import EXIT_OK, usage, whole
+from .common import EXIT_OK, command, usage, whole
 
 _SIZE = re.compile(r"([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*([KMGT]?)(i?B?)?\Z", re.IGNORECASE)  # ASCII, bounded: never inf
 
@@ -71,8 +71,10 @@ def _cmd_merge(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "split",
+        _cmd_split,
         help="split a GGUF file into gguf-split shards",
         description=(
             "Write FILE as PREFIX-00001-of-0000N.gguf ... with llama.cpp's gguf-split conventions: the first shard holds "
@@ -85,13 +87,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tensors", type=whole(1, 2**31), metavar="N", help="at most N tensors per shard")
     p.add_argument("--no-tensor-first-split", action="store_true", help="the first shard holds metadata only")
     p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
-    p.set_defaults(run=_cmd_split)
 
-    m = sub.add_parser(
+    m = command(
+        sub,
         "merge",
+        _cmd_merge,
         help="merge a gguf-split shard set into one file",
         description="Merge the set FIRST_SHARD belongs to (every shard in the same folder) into OUT, dropping the split.* keys.",
     )
     m.add_argument("file", metavar="FIRST_SHARD")
     m.add_argument("output", metavar="OUT")
-    m.set_defaults(run=_cmd_merge)

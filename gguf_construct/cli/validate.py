@@ -11,16 +11,16 @@ from dataclasses import asdict
 from functools import partial
 from typing import Any
 
-from ..formats.registry import PROFILES
-from .common import EXIT_BAD, EXIT_OK, usage, whole
+from ..registry import PROFILES
+from .common import EXIT_BAD, EXIT_OK, command, usage, whole
 from .info import default_jobs, expand, run_pool
 
 
 def validate_one(path: str, profile: str = "spec", keys: bool = False, security: bool = False) -> dict[str, Any]:
     """Every issue of one file as plain data (runs in a worker process)."""
-    from ..api.file import load
     from ..errors import FormatError
-    from ..validation import check_keys, validate_file
+    from ..registry import load, validate_file
+    from ..validation import check_keys
 
     issues = validate_file(path, profile)
     if (keys or security) and not any(i.severity == "error" and i.rule in ("file.read", "format.unknown", "header.magic") for i in issues):
@@ -69,7 +69,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             if r["ok"]:
                 print(f"{r['file']}: ok ({what})")
         if len(results) > 1:
-            from .report import table
+            from ..report import table
 
             rows = [[r["file"], "ok" if r["ok"] else "INVALID", r["errors"], r["warnings"]] for r in results]
             bad = sum(not r["ok"] for r in results)
@@ -80,8 +80,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "validate",
+        _cmd_validate,
         help="check files against the spec or ggml's reader",
         description=(
             "Check files (and every model file under a directory); print one line per problem (rule, field, byte "
@@ -104,4 +106,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the issues as JSON")
     p.add_argument("-j", "--jobs", type=whole(1, 4096), default=default_jobs(), metavar="N", help="worker processes (default: %(default)s)")
-    p.set_defaults(run=_cmd_validate)

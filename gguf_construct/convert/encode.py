@@ -1,8 +1,9 @@
 """Tensor-by-tensor encodings between MLX's quantization modes and ggml's block types, and exact float fallbacks.
 
-Each encoder checks the conditions under which its mapping is lossless, group by group
-(``../shared/reference/ollama-blobs.md`` section 5), and returns None with the reason when they fail, so that
-the caller can fall back. The ggml blocks are built through their declared numpy dtypes
+Each encoder checks the conditions under which its mapping is lossless, group by group (MLX's packing in
+``ml-explore/mlx`` ``mlx/backend/cpu/quantized.cpp`` at 846d176 against ggml's blocks in ``ggml-org/ggml``
+``src/ggml-common.h`` at d99724f), and returns None with the reason when they fail, so that the caller can
+fall back. The ggml blocks are built through their declared numpy dtypes
 (``quants.block_dtype``), field by field, in ggml's own layout:
 
 - mxfp4 → MXFP4: copy the E8M0 byte, move the nibbles from MLX's interleaved order (element ``2k`` low,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..api.file import load_gguf
-from ..formats.detect import detect
+from ..registry import detect
 from .gguf import Report, from_gguf, to_gguf, verify
 
 
@@ -39,7 +39,7 @@ def open_input(path: str | os.PathLike[str], *, hint: str | None = None) -> tupl
     from ..remote.urls import is_remote
 
     if is_remote(path):
-        from ..remote.load import load_url
+        from ..registry import load_url
 
         f = load_url(path, shards=False, hint=hint)  # type: ignore[arg-type]
         if f.format not in ("gguf", "safetensors", "ollama"):

@@ -11,14 +11,17 @@ import os
 import re
 import stat
 import struct
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import construct
 
-from ..errors import FormatError, LimitError, TruncatedError, UnknownFormatError
+from .. import rules
+from ..errors import FormatError
 from ..limits import breach, limit
+from ..rules import Rule
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
@@ -79,11 +82,11 @@ class BufferStream:
     def remaining(self) -> int:
         return max(0, self.size - self.pos)
 
-    def need(self, n: int, rule: str, what: str, path: str) -> None:
+    def need(self, n: int, rule: Rule, what: str, path: str) -> None:
         """Raise TruncatedError unless ``n`` more bytes are present."""
         if n > self.size - self.pos:
-            raise TruncatedError(
-                rule, f"{what} needs {n} bytes but only {self.remaining} remain", path=readable_path(path), offset=self.pos
+            raise rule.truncated(
+                f"{what} needs {n} bytes but only {self.remaining} remain", path=readable_path(path), offset=self.pos
             )
 
 
@@ -105,7 +108,7 @@ def open_regular(path: str | os.PathLike[str]) -> Any:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise UnknownFormatError("file.not_regular", f"{os.fspath(path)} is {_file_kind(mode)}, not a regular file", offset=0)
+            raise rules.FILE_NOT_REGULAR.error(f"{os.fspath(path)} is {_file_kind(mode)}, not a regular file", offset=0)
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -126,12 +129,27 @@ def real_path(path: str | os.PathLike[str]) -> Path:
     return Path(os.path.realpath(os.fspath(path)))
 
 
+class FileMap(mmap.mmap):
+    """A read-only memory map that remembers its file (``fd``, a duplicate closed with the map, and ``path``)."""
+
+    fd: int
+    path: str
+
+
+def open_map(path: str | os.PathLike[str]) -> FileMap:
+    """Map ``path`` read-only (it must not be empty: an empty file cannot be mapped)."""
+    with open_regular(path) as f:  # a FIFO or a directory is refused before it is opened
+        m = FileMap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        m.fd = os.dup(f.fileno())
+    m.path = os.fspath(path)
+    weakref.finalize(m, os.close, m.fd)
+    return m
+
+
 def map_file(path: str | os.PathLike[str]) -> memoryview:
     """Memory-map a regular file read-only (an empty file gives an empty view; anything but a regular file is
-    refused before it is opened). The map remembers its file, so that views of it can be copied or read without
-    touching their pages (:mod:`.filedata`)."""
-    from .filedata import open_map
-
+    refused before it is opened). The map remembers its file (``FileMap``), so that views of it can be copied or
+    read without touching their pages (:mod:`.filedata`)."""
     with open_regular(path) as f:
         empty = os.fstat(f.fileno()).st_size == 0
     if empty:
@@ -169,13 +187,13 @@ def guarded(action: Callable[[], T], stream: BufferStream | None, rule: str = "p
     except FormatError:
         raise
     except construct.StreamError as e:
-        raise TruncatedError(f"{rule}.truncated", str(e).splitlines()[-1], path=readable_path(e.path or ""), offset=_at(stream)) from None
+        raise rules.rule(f"{rule}.truncated").error(str(e).splitlines()[-1], path=readable_path(e.path or ""), offset=_at(stream)) from None
     except construct.ConstructError as e:
-        raise FormatError(f"{rule}.invalid", str(e).splitlines()[-1], path=readable_path(e.path or ""), offset=_at(stream)) from None
+        raise rules.rule(f"{rule}.invalid").error(str(e).splitlines()[-1], path=readable_path(e.path or ""), offset=_at(stream)) from None
     except RecursionError:
-        raise LimitError("limit.nesting", "nesting too deep for Python's recursion limit", offset=_at(stream)) from None
+        raise rules.LIMIT_NESTING.error("nesting too deep for Python's recursion limit", offset=_at(stream)) from None
     except MemoryError:
-        raise LimitError("internal.memory", "out of memory", offset=_at(stream)) from None
+        raise rules.INTERNAL_MEMORY.error("out of memory", offset=_at(stream)) from None
     except (struct.error, IndexError, KeyError, ValueError, TypeError, OverflowError, UnicodeError) as e:
         raise FormatError(f"internal.{type(e).__name__}", str(e), offset=_at(stream)) from None
 

@@ -13,23 +13,23 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from construct import Construct, Container, SizeofError, evaluate
+from construct import Const, Construct, Container, SizeofError, StopFieldError, Struct, Subconstruct, evaluate
 from construct.core import EnumIntegerString
 
-from ..errors import InvalidValueError, TruncatedError, UnsupportedTypeError
+from .. import rules
 from ..limits import TABLE as LIMITS
 from ..limits import breach, limit
 from ..tables import VALUE_TYPES, ValueType
 from .base import BufferStream, as_stream, context_path, readable_path
+from .string_scan import SCAN_WINDOW, count_format, scan_strings  # noqa: F401  (SCAN_WINDOW: re-exported)
 
 #: The default of limit ``nesting``: arrays of arrays deeper than this are rejected (the spec sets no bound;
 #: ggml allows no nesting at all). The active value is ``limit("nesting")``.
 MAX_ARRAY_DEPTH = LIMITS["nesting"].value
 
 
-def count_format(order: str, wide: bool) -> struct.Struct:
-    """The packed count/length field: u64 from GGUF v2 on, u32 in v1."""
-    return struct.Struct(order + ("Q" if wide else "I"))
+#: The ``struct`` code (one that construct's ``FormatField`` takes too) of each numpy dtype code of ``schema/value_types.json``.
+STRUCT_CODES = {"u1": "B", "i1": "b", "u2": "H", "i2": "h", "u4": "L", "i4": "l", "f4": "f", "u8": "Q", "i8": "q", "f8": "d", "?": "B"}
 
 
 def value_type_name(vt: Any) -> str | None:
@@ -89,8 +89,7 @@ class StringArray(Sequence[str]):
         try:
             return str(self._view[s:e], "utf-8")
         except UnicodeDecodeError as err:
-            raise InvalidValueError(
-                "string.utf8", f"invalid UTF-8 ({err.reason})", path=f"{self.path}[{i}]", offset=s + err.start
+            raise rules.STRING_UTF8.error(f"invalid UTF-8 ({err.reason})", path=f"{self.path}[{i}]", offset=s + err.start
             ) from None
 
     def __getitem__(self, i):  # type: ignore[override]
@@ -128,7 +127,7 @@ class StringArray(Sequence[str]):
         except UnicodeDecodeError as err:
             bad = max(i, int(np.searchsorted(self._starts, lo + err.start, side="right")) - 1)
             self._decode(bad)  # raises, naming the element and its offset
-            raise InvalidValueError("string.utf8", f"invalid UTF-8 ({err.reason})", path=f"{self.path}[{bad}]", offset=lo + err.start) from None
+            raise rules.STRING_UTF8.error(f"invalid UTF-8 ({err.reason})", path=f"{self.path}[{bad}]", offset=lo + err.start) from None
 
     def check_utf8(self) -> None:
         """Raise ``InvalidValueError`` (rule ``string.utf8``) at the first string that is not UTF-8, without
@@ -217,125 +216,6 @@ def encode_strings(items: Sequence[str | bytes], order: str, wide: bool) -> byte
     return out.tobytes()
 
 
-def scan_strings(stream: BufferStream, n: int, order: str, wide: bool, path: str) -> np.ndarray:
-    """Walk ``n`` length-prefixed strings from the stream's position; return the body starts (each body ends
-    where the next length field begins; the last one at the stream's new position).
-
-    Each position depends on the one before, so the exact walk is a loop (``_scan_loop``). For u64 lengths a
-    vectorised speculation does most of the work first (``_scan_speculative``); it only ever returns positions
-    it has proven, and leaves the rest, and every error, to the loop.
-    """
-    starts = np.empty(n, dtype=np.int64)
-    done = _scan_speculative(stream, n, order, starts) if wide and n > 64 else 0
-    _scan_loop(stream, n, done, order, wide, path, starts)
-    return starts
-
-
-def _scan_loop(stream: BufferStream, n: int, first: int, order: str, wide: bool, path: str, starts: np.ndarray) -> None:
-    fmt = count_format(order, wide)
-    width = fmt.size
-    unpack = fmt.unpack_from
-    view, pos, size = stream.view, stream.pos, stream.size
-    for i in range(first, n):
-        if pos + width > size:
-            stream.pos = pos
-            raise TruncatedError("array.truncated", f"string {i} of {n}: length field past the end", path=readable_path(path), offset=pos)
-        (length,) = unpack(view, pos)
-        pos += width
-        if length > size - pos:
-            raise TruncatedError(
-                "string.length", f"string {i} of {n} claims {length} bytes, {size - pos} remain", path=readable_path(path), offset=pos - width
-            )
-        starts[i] = pos
-        pos += length
-    stream.pos = pos
-
-
-def _short_string_candidates(view: memoryview, pos: int, window: int, order: str) -> tuple[np.ndarray, np.ndarray]:
-    """Positions in ``[pos, pos + window - 8]`` holding a u64 below 256, and that value.
-
-    Read as four phase-shifted u32 views (zero-copy, vectorised): a u64 is below 256 when its high word is 0
-    and its low word is below 256.
-    """
-    mask = np.zeros(window - 7, dtype=bool)
-    for phase in range(4):
-        count = (window - phase) // 4
-        if count < 2:
-            continue
-        words = np.frombuffer(view, dtype=order + "u4", count=count, offset=pos + phase)
-        lo, hi = (words[:-1], words[1:]) if order == "<" else (words[1:], words[:-1])
-        lane = mask[phase::4]
-        k = min(len(lane), len(lo))
-        lane[:k] = (hi[:k] == 0) & (lo[:k] < 256)
-    cand = np.flatnonzero(mask)
-    raw = np.frombuffer(view, dtype=np.uint8, count=window, offset=pos)
-    lens = raw[cand + (0 if order == "<" else 7)].astype(np.int64)
-    return cand, lens
-
-
-#: The fewest bytes the speculative scan looks at per step. Its temporaries take up to ~33 bytes per byte of
-#: window (a window of zeros makes every position a candidate), so a window is at most 1/16 of the file (or
-#: this minimum): the scan's memory stays near twice the file's size whatever the bytes (fuzz_dequant found
-#: 1.1 MB allocated for a 33 KB file when a window spanned the whole string region).
-SCAN_WINDOW = 1 << 14
-
-
-def _scan_speculative(stream: BufferStream, n: int, order: str, starts: np.ndarray) -> int:
-    """Find string positions for u64 lengths with numpy; return how many were proven (from the first).
-
-    Short strings (length < 256, nearly every token and merge) have seven zero bytes after the length byte;
-    the positions that look like that are candidates, and every true position of a short string is one. From
-    a true position, a run of candidates where each one's end is the next one's start is proven by induction.
-    Where the run breaks, the true next position is the known end of the last proven string: a long string
-    there is read exactly, a false candidate (seven zeros inside a body) is stepped over. What cannot be
-    proven is left to the exact loop, which also reports every error.
-    """
-    view, size = stream.view, stream.size
-    unpack = struct.Struct(order + "Q").unpack_from
-    done, pos, last_end = 0, stream.pos, stream.pos
-    step = max(SCAN_WINDOW, size // 16)
-    while done < n:
-        window = min(size - pos, step)
-        if window < 16:
-            break
-        cand, lens = _short_string_candidates(view, pos, window, order)
-        nxt = cand + 8 + lens
-        breaks = np.append(np.flatnonzero(nxt[:-1] != cand[1:]), len(cand) - 1)
-        cur, limit = 0, size - pos
-        while done < n:
-            i = int(np.searchsorted(cand, cur))
-            if i == len(cand) or cand[i] != cur:
-                if cur + 8 > window - 8:
-                    break  # near the window's end: start a new window here
-                (length,) = unpack(view, pos + cur)
-                if length > limit - cur - 8:
-                    stream.pos = pos + cur
-                    return done  # the loop reports it
-                starts[done] = pos + cur + 8
-                cur += 8 + length
-                last_end = pos + cur
-                done += 1
-                continue
-            b = int(breaks[np.searchsorted(breaks, i)])
-            take = min(b - i + 1, n - done)
-            seg = nxt[i : i + take]
-            if int(seg[-1]) > limit:  # a body past the end of the file: stop before it
-                take = int(np.searchsorted(seg, limit, side="right"))
-                seg = seg[:take]
-                if take == 0:
-                    stream.pos = pos + cur
-                    return done
-            starts[done : done + take] = cand[i : i + take] + (pos + 8)
-            last_end = int(seg[-1]) + pos
-            done += take
-            cur = int(seg[-1])
-        if cur == 0:
-            break
-        pos += cur
-    stream.pos = last_end
-    return done
-
-
 class GGUFString(Construct):
     """``gguf_string_t``: a count-sized length, then that many bytes of UTF-8 (no terminator)."""
 
@@ -345,18 +225,18 @@ class GGUFString(Construct):
 
     def _parse(self, stream, context, path):
         s = as_stream(stream)
-        s.need(self.fmt.size, "string.truncated", "string length", path)
+        s.need(self.fmt.size, rules.STRING_TRUNCATED, "string length", path)
         start = s.pos
         (length,) = self.fmt.unpack_from(s.view, start)
         s.pos += self.fmt.size
-        s.need(length, "string.length", "the string", path)
+        s.need(length, rules.STRING_LENGTH, "the string", path)
         if length > limit("string_length"):
             raise breach("string_length", f"a string of {length} bytes", path=readable_path(path), offset=start)
         body = s.view[s.pos : s.pos + length]
         try:
             text = str(body, "utf-8")
         except UnicodeDecodeError as err:
-            raise InvalidValueError("string.utf8", f"invalid UTF-8 ({err.reason})", path=readable_path(path), offset=s.pos + err.start) from None
+            raise rules.STRING_UTF8.error(f"invalid UTF-8 ({err.reason})", path=readable_path(path), offset=s.pos + err.start) from None
         s.pos += length
         return text
 
@@ -389,7 +269,7 @@ class MetadataValue(Construct):
         # read and built in every version, and validation reports them in a v1 file (rule value.type_v1).
         self.known = {vt.id: vt for vt in VALUE_TYPES.values()}
         self.scalars = {
-            vt.id: struct.Struct(order + {"u1": "B", "i1": "b", "u2": "H", "i2": "h", "u4": "I", "i4": "i", "f4": "f", "u8": "Q", "i8": "q", "f8": "d", "?": "B"}[vt.numpy])
+            vt.id: struct.Struct(order + STRUCT_CODES[vt.numpy])
             for vt in self.known.values()
             if vt.numpy
         }
@@ -399,7 +279,7 @@ class MetadataValue(Construct):
         vid = int(vt)
         found = self.known.get(vid)
         if found is None:
-            raise UnsupportedTypeError("value.type", f"value type {vid} is unknown", path=readable_path(path), offset=at)
+            raise rules.VALUE_TYPE.error(f"value type {vid} is unknown", path=readable_path(path), offset=at)
         return found
 
     def _parse(self, stream, context, path):
@@ -413,7 +293,7 @@ class MetadataValue(Construct):
         if vt.name == "arr":
             return self._parse_array(s, path, depth + 1)
         fmt = self.scalars[vt.id]
-        s.need(fmt.size, "value.truncated", f"{vt.name} value", path)
+        s.need(fmt.size, rules.VALUE_TRUNCATED, f"{vt.name} value", path)
         (value,) = fmt.unpack_from(s.view, s.pos)
         s.pos += fmt.size
         if vt.name == "bool" and value in (0, 1):
@@ -426,7 +306,7 @@ class MetadataValue(Construct):
         if depth > limit("nesting"):
             raise breach("nesting", f"arrays nested {depth} deep", path=readable_path(path), offset=s.pos)
         at = s.pos
-        s.need(4 + self.count.size, "array.truncated", "array header", path)
+        s.need(4 + self.count.size, rules.ARRAY_TRUNCATED, "array header", path)
         (etype_id,) = self.u32.unpack_from(s.view, at)
         (n,) = self.count.unpack_from(s.view, at + 4)
         etype = self._type(etype_id, s, context_path(path, "type"), at)
@@ -434,8 +314,7 @@ class MetadataValue(Construct):
         apath = context_path(path, "array")
         min_size = etype.size or (self.count.size if etype.name == "str" else 4 + self.count.size)
         if n * min_size > s.remaining:
-            raise TruncatedError(
-                "array.length", f"{n} elements of {etype.name} need at least {n * min_size} bytes, {s.remaining} remain", path=readable_path(path), offset=at + 4
+            raise rules.ARRAY_LENGTH.error(f"{n} elements of {etype.name} need at least {n * min_size} bytes, {s.remaining} remain", path=readable_path(path), offset=at + 4
             )
         if n > limit("array_length"):
             raise breach("array_length", f"an array of {n} elements", path=readable_path(path), offset=at + 4)
@@ -528,8 +407,7 @@ class CheckedArray(Construct):
         n = evaluate(self.count, context)
         at = s.pos
         if n * self.min_size > s.remaining:
-            raise TruncatedError(
-                self.rule, f"count {n} needs at least {n * self.min_size} bytes, {s.remaining} remain", path=readable_path(path), offset=s.pos
+            raise self.rule.truncated(f"count {n} needs at least {n * self.min_size} bytes, {s.remaining} remain", path=readable_path(path), offset=s.pos
             )
         if self.limit_name is not None and n > limit(self.limit_name):
             raise breach(self.limit_name, f"a count of {n}", path=readable_path(path), offset=at)
@@ -572,7 +450,7 @@ class AlignPadding(Construct):
             return 0
         alignment = evaluate(self.alignment, context)
         if alignment < 1:
-            raise InvalidValueError("alignment.zero", "general.alignment is 0", offset=pos)
+            raise rules.ALIGNMENT_ZERO.error("general.alignment is 0", offset=pos)
         return (-pos) % alignment
 
     def _parse(self, stream, context, path):
@@ -605,3 +483,81 @@ class Remainder(Construct):
 
     def _sizeof(self, context, path):
         raise SizeofError("the remainder has no fixed size", path=path)
+
+
+class Magic(Const):
+    """A file signature: ``Const(value)`` (or one of ``value, *others``) whose mismatch says the input is another
+    format (UnknownFormatError, rule ``header.magic``) and whose absence is a truncated header."""
+
+    def __init__(self, value: bytes, *others: bytes):
+        super().__init__(value)
+        self.accepted = (value, *others)
+
+    def _parse(self, stream, context, path):
+        s = as_stream(stream)
+        n = len(self.value)
+        s.need(n, rules.HEADER_TRUNCATED, "the magic", path)
+        at = s.pos
+        got = s.read(n)
+        if got not in self.accepted:
+            expected = " or ".join(map(repr, self.accepted))
+            raise rules.HEADER_MAGIC.error(f"magic is {got!r}, not {expected}", path=readable_path(path), offset=at)
+        return got
+
+    def _build(self, obj, stream, context, path):
+        value = self.value if obj is None else bytes(obj)
+        if value not in self.accepted:
+            raise ValueError(f"magic {value!r} is not {' or '.join(map(repr, self.accepted))}")
+        stream.write(value)
+        return value
+
+
+class Version(Subconstruct):
+    """A format version: ``OneOf(subcon, versions)`` whose other values are an UnsupportedTypeError (rule
+    ``header.version``), naming ``what`` format; a missing version is a truncated header."""
+
+    def __init__(self, subcon: Construct, versions: Any, what: str):
+        super().__init__(subcon)
+        self.versions = versions  # a collection, or a context function giving one
+        self.what = what
+
+    def _parse(self, stream, context, path):
+        s = as_stream(stream)
+        s.need(self.subcon.sizeof(), rules.HEADER_TRUNCATED, "the version", path)
+        at = s.pos
+        version = self.subcon._parsereport(s, context, path)
+        allowed = evaluate(self.versions, context)
+        if version not in allowed:
+            listed = ", ".join(map(str, allowed[:-1])) + (" or " if len(allowed) > 1 else "") + str(allowed[-1])
+            raise rules.HEADER_VERSION.error(f"{evaluate(self.what, context)} version {version} is not {listed}",
+                                       path=readable_path(path), offset=at)  # fmt: skip
+        return version
+
+    def _build(self, obj, stream, context, path):
+        if obj not in evaluate(self.versions, context):
+            raise ValueError(f"cannot build {evaluate(self.what, context)} version {obj}")
+        return self.subcon._build(obj, stream, context, path)
+
+
+class Located(Struct):
+    """A ``Struct`` that records where each of its fields starts: ``obj._at[name]`` is the field's absolute
+    offset in the input (bookkeeping, like ``_offset``: ignored by Container equality and by building)."""
+
+    def _parse(self, stream, context, path):
+        obj = Container()
+        at: dict[str, int] = {}
+        obj._at = at
+        context = Container(_=context, _params=context._params, _root=None, _parsing=context._parsing, _building=context._building,
+                            _sizing=context._sizing, _subcons=self._subcons, _io=stream, _index=context.get("_index", None))  # fmt: skip
+        context._root = context._.get("_root", context)
+        for sc in self.subcons:
+            try:
+                if sc.name:
+                    at[sc.name] = stream.tell()
+                subobj = sc._parsereport(stream, context, path)
+                if sc.name:
+                    obj[sc.name] = subobj
+                    context[sc.name] = subobj
+            except StopFieldError:
+                break
+        return obj

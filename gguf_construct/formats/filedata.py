@@ -21,34 +21,16 @@ import io
 import mmap
 import os
 import sys
-import weakref
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from .base import FileMap, open_map  # noqa: F401 - the mapped file these spans are read from
+
 #: Bytes per chunk when data has to pass through the process: large enough for few system calls, small
 #: enough to stay a fixed, small part of the resident size.
 CHUNK = 8 << 20
-
-
-class FileMap(mmap.mmap):
-    """A read-only memory map that remembers its file (``fd``, a duplicate closed with the map, and ``path``)."""
-
-    fd: int
-    path: str
-
-
-def open_map(path: str | os.PathLike[str]) -> FileMap:
-    """Map ``path`` read-only (it must not be empty: an empty file cannot be mapped)."""
-    from .base import open_regular
-
-    with open_regular(path) as f:  # a FIFO or a directory is refused before it is opened
-        m = FileMap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        m.fd = os.dup(f.fileno())
-    m.path = os.fspath(path)
-    weakref.finalize(m, os.close, m.fd)
-    return m
 
 
 class Span(NamedTuple):

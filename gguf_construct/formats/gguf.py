@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 from construct import (
     Computed,
-    Const,
     Container,
     Enum,
     Int32ub,
@@ -42,10 +41,11 @@ from construct import (
     this,
 )
 
-from ..errors import FormatError, InvalidValueError, LayoutError, UnknownFormatError, UnsupportedTypeError
+from .. import rules
+from ..errors import FormatError
 from ..tables import GGML_TYPES, VALUE_TYPES, ggml_type_of
 from .base import BufferStream, FileConstruct, as_stream
-from .fields import AlignPadding, CheckedArray, GGUFString, MetadataValue, Remainder, value_type_id
+from .fields import AlignPadding, CheckedArray, GGUFString, Located, Magic, MetadataValue, Remainder, Version, value_type_id
 from .filedata import write_data
 
 MAGIC = b"GGUF"
@@ -74,9 +74,9 @@ def tensor_nbytes(dimensions: list[int], ggml_type: Any) -> int:
     try:
         t = GGML_TYPES.lookup(ggml_type)
     except (KeyError, ValueError, TypeError):
-        raise UnsupportedTypeError("tensor.type", f"unknown ggml type {ggml_type!r}") from None
+        raise rules.TENSOR_TYPE.error(f"unknown ggml type {ggml_type!r}") from None
     if t.removed:
-        raise UnsupportedTypeError("tensor.type", f"ggml type {t.id} ({t.name}) has been removed from ggml")
+        raise rules.TENSOR_TYPE.error(f"ggml type {t.id} ({t.name}) has been removed from ggml")
     n = 1
     for d in dimensions:
         n *= int(d)
@@ -158,7 +158,7 @@ class TensorDataSection(Remainder):
         for ti in sorted(infos, key=lambda t: int(t["offset"])):
             gap = int(ti["offset"]) - written
             if gap < 0:
-                raise LayoutError("tensor.overlap", f"tensor {ti['name']!r} overlaps the one before it")
+                raise rules.TENSOR_OVERLAP.error(f"tensor {ti['name']!r} overlaps the one before it")
             stream.write(b"\0" * gap)
             data = tensor_bytes(ti.get("data"))
             expected = tensor_nbytes(ti["dimensions"], ti["type"]) if sized_type(ti["type"]) else len(data)
@@ -198,77 +198,76 @@ def gguf_layout(order: str, wide: bool) -> Struct:
     value_type = Enum(U32, **{vt.name: vt.id for vt in VALUE_TYPES.values()})
     ggml_type = Enum(U32, **{t.name: t.id for t in GGML_TYPES.values()})
 
-    gguf_metadata_kv_t = Struct(
+    gguf_metadata_kv_t = Located(
         "_offset" / Tell,
         "key" / string,
         "value_type" / value_type,
         "value" / MetadataValue(this.value_type, order, wide),
     )
-    gguf_tensor_info_t = Struct(
+    gguf_tensor_info_t = Located(
         "_offset" / Tell,
         "name" / string,
         "n_dimensions" / Rebuild(U32, len_(this.dimensions)),
-        "dimensions" / CheckedArray(this.n_dimensions, count, width, "tensor.n_dims", "dimensions"),
+        "dimensions" / CheckedArray(this.n_dimensions, count, width, rules.TENSOR_N_DIMS, "dimensions"),
         "type" / ggml_type,
         "offset" / U64,
     )
-    return Struct(
-        "magic" / Const(MAGIC),
-        "version" / U32,
+    return Located(
+        "magic" / Magic(MAGIC),
+        "version" / Version(U32, VERSIONS, "GGUF"),
         "tensor_count" / Rebuild(count, len_(this.tensor_infos)),
         "metadata_kv_count" / Rebuild(count, len_(this.metadata_kv)),
         # weights: records charged to the stream's budget (limits objects_free, objects_per_kib) per entry; a
         # real key/value takes 30+ bytes and a real tensor info 50+, crafted ones 13 and 24
-        "metadata_kv" / CheckedArray(this.metadata_kv_count, gguf_metadata_kv_t, width + 4 + 1, "header.n_kv", "kv_count", weight=4),
-        "tensor_infos" / CheckedArray(this.tensor_count, gguf_tensor_info_t, width + 4 + 4 + 8, "header.n_tensors", "tensor_count", weight=3),
+        "metadata_kv" / CheckedArray(this.metadata_kv_count, gguf_metadata_kv_t, width + 4 + 1, rules.HEADER_N_KV, "kv_count", weight=4),
+        "tensor_infos" / CheckedArray(this.tensor_count, gguf_tensor_info_t, width + 4 + 4 + 8, rules.HEADER_N_TENSORS, "tensor_count", weight=3),
         "alignment" / Computed(lambda ctx: alignment_of(ctx.metadata_kv)),
         # Files without tensors end right after the tensor infos (ggml and gguf-py write no padding then).
-        "_padding" / AlignPadding(this.alignment, this.tensor_count > 0, "data.padding"),
+        "_padding" / AlignPadding(this.alignment, this.tensor_count > 0, rules.DATA_PADDING),
         "data_offset" / Tell,
         "tensor_data" / TensorDataSection(),
     )
 
 
 def detect_byte_order(head: bytes) -> str:
-    """'big' when the version word read little-endian has its low 16 bits zero (ggml's test), else 'little'."""
+    """'big' when the version word read little-endian has its low 16 bits zero (ggml's test), else 'little'
+    (also when ``head`` is too short to hold a version: the schema then reports the truncated header)."""
+    if len(head) < 8:
+        return "little"
     (version,) = struct.unpack_from("<I", head, 4)
     return "big" if version & 0xFFFF == 0 else "little"
 
 
 class GGUFConstruct(FileConstruct):
-    """A whole GGUF file, any version, either byte order: picks the layout from the header and delegates."""
+    """A whole GGUF file, any version, either byte order: picks the layout from a look at the header (the byte
+    order, and the count width of the version) and delegates; the layout's fields check magic and version."""
 
     what = "a GGUF file"
 
-    def _header(self, s: BufferStream, context: Any) -> tuple[str, int]:
-        s.need(8, "header.truncated", "magic and version", "")
+    def _layout(self, s: BufferStream, context: Any) -> tuple[str, Struct]:
         head = bytes(s.view[s.pos : s.pos + 8])
-        if head[:4] != MAGIC:
-            raise UnknownFormatError("header.magic", f"magic is {head[:4]!r}, not b'GGUF'", path="magic", offset=s.pos)
         order = context.get("byte_order") or detect_byte_order(head)
         if order not in ORDERS:
             raise ValueError(f"byte_order must be 'little' or 'big', not {order!r}")
-        (version,) = struct.unpack_from(ORDERS[order] + "I", head, 4)
-        if version not in VERSIONS:
-            raise UnsupportedTypeError("header.version", f"version {version} is not 1, 2 or 3", path="version", offset=s.pos + 4)
-        return order, version
+        version = struct.unpack_from(ORDERS[order] + "I", head, 4)[0] if len(head) == 8 else 3
+        return order, gguf_layout(ORDERS[order], version != 1)
 
     def _parse(self, stream, context, path):
         s = as_stream(stream)
-        order, version = self._header(s, context)
-        obj = gguf_layout(ORDERS[order], version >= 2)._parsereport(s, context, path)
+        order, layout = self._layout(s, context)
+        obj = layout._parsereport(s, context, path)
         obj["byte_order"] = order
         return obj
 
     def _build(self, obj, stream, context, path):
         order = obj.get("byte_order") or context.get("byte_order") or "little"
         version = int(obj.get("version", 3))
-        if version not in VERSIONS:
-            raise ValueError(f"cannot build GGUF version {version}")
         infos = obj.get("tensor_infos", [])
         alignment = alignment_of(obj.get("metadata_kv", []))
         if obj.get("tensor_data") is None and alignment < 1:
-            raise InvalidValueError("alignment.zero", "general.alignment is 0")
+            raise rules.ALIGNMENT_ZERO.error("general.alignment is 0")
+        if version not in VERSIONS:
+            raise ValueError(f"cannot build GGUF version {version}")
         obj = Container(obj, version=version, magic=MAGIC, tensor_infos=lay_out(infos, alignment) if infos else [])
         obj.setdefault("tensor_data", None)
         obj.setdefault("metadata_kv", [])
@@ -278,3 +277,8 @@ class GGUFConstruct(FileConstruct):
 
 #: The GGUF file format (v1–v3, little- and big-endian).
 GGUF = GGUFConstruct()
+
+
+def sniff(head: bytes) -> bool:
+    """A GGUF file starts with its magic (in either byte order: the version tells them apart)."""
+    return head[:4] == MAGIC

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from construct import Construct, Int32sl, Rebuild, Struct, len_, this
 
-from ..errors import LimitError
+from .. import rules
 from .base import FileConstruct, as_stream, readable_path
 from .fields import CheckedArray
 from .ggml import LegacyName
@@ -33,7 +33,7 @@ class Float32Values(Construct):
         s = as_stream(stream)
         n = int(context[self.count])
         if n < 0:
-            raise LimitError(self.rule, f"count {n} is negative", path=readable_path(path), offset=s.pos - 4)
+            raise self.rule.error(f"count {n} is negative", path=readable_path(path), offset=s.pos - 4)
         s.need(4 * n, self.rule, f"{n} float32 values", path)
         out = np.frombuffer(s.view[s.pos : s.pos + 4 * n], "<f4").astype(np.float32)
         s.pos += 4 * n
@@ -57,16 +57,16 @@ class BytesLeft(Construct):
 
 ENTRY = Struct(
     "name_len" / Rebuild(Int32sl, lambda c: len(c.name.encode("utf-8"))),
-    "name" / LegacyName("name_len", "imatrix.name"),
+    "name" / LegacyName("name_len", rules.IMATRIX_NAME),
     "ncall" / Int32sl,
     "nval" / Rebuild(Int32sl, len_(this.values)),
-    "values" / Float32Values("nval", "imatrix.values"),
+    "values" / Float32Values("nval", rules.IMATRIX_VALUES),
 )
 
 TRAILER = Struct(
     "chunk_count" / Int32sl,
     "dataset_len" / Rebuild(Int32sl, lambda c: len(c.dataset.encode("utf-8"))),
-    "dataset" / LegacyName("dataset_len", "imatrix.dataset"),
+    "dataset" / LegacyName("dataset_len", rules.IMATRIX_DATASET),
 )
 
 
@@ -76,7 +76,7 @@ class ImatrixDat(FileConstruct):
     what = "an imatrix.dat file"
     body = Struct(
         "n_entries" / Rebuild(Int32sl, len_(this.entries)),
-        "entries" / CheckedArray(this.n_entries, ENTRY, 12, "imatrix.entries"),
+        "entries" / CheckedArray(this.n_entries, ENTRY, 12, rules.IMATRIX_ENTRIES),
         "bytes_left" / BytesLeft(),
     )
 
@@ -85,7 +85,7 @@ class ImatrixDat(FileConstruct):
         out.trailer = TRAILER._parsereport(stream, context, path) if out.bytes_left else None
         s = as_stream(stream)
         if s.pos != s.size:
-            raise LimitError("imatrix.trailing", f"{s.size - s.pos} bytes after the trailer", offset=s.pos)
+            raise rules.IMATRIX_TRAILING.error(f"{s.size - s.pos} bytes after the trailer", offset=s.pos)
         del out["bytes_left"]
         return out
 

@@ -13,56 +13,46 @@ rwkv.cpp numbers its types like ggml up to Q4_1 and one higher from Q4_2 on (it 
 
 from __future__ import annotations
 
-import struct
-from functools import cache
-from typing import Any
+from construct import Computed, Container, Int32sl, Int32ul, Rebuild, Struct, Tell, len_, this
 
-from construct import Computed, Const, Container, Int32sl, Int32ul, Rebuild, Struct, Tell, len_, this
-
-from ..errors import TruncatedError, UnknownFormatError, UnsupportedTypeError
+from .. import rules
 from .base import FileConstruct, as_stream
+from .fields import Magic, Version
 from .ggml import Dims, LegacyName, TensorData, UntilEOF, encoded_len, legacy_tables
 
 MAGIC = legacy_tables()["rwkv"]["magic"].encode()
 VERSIONS: tuple[int, ...] = tuple(legacy_tables()["rwkv"]["versions"])
 
 
-@cache
+#: One rwkv.cpp file (RWKV/rwkv.cpp, rwkv_file_format.inc and rwkv_model_loading.inc, commit 4358e70).
+RWKV_LAYOUT = Struct(
+    "magic" / Magic(MAGIC),
+    "version" / Version(Int32ul, VERSIONS, "rwkv.cpp"),
+    "n_vocab" / Int32ul,
+    "n_embed" / Int32ul,
+    "n_layer" / Int32ul,
+    "data_type" / Int32ul,
+    "type_table" / Computed(lambda ctx: f"rwkv{ctx.version}"),
+    "parameters" / UntilEOF(
+        Struct(
+            "_offset" / Tell,
+            "dim_count" / Rebuild(Int32sl, len_(this.shape)),
+            "key_length" / Rebuild(Int32sl, lambda ctx: encoded_len(ctx.key)),
+            "data_type" / Int32sl,
+            "shape" / Dims("dim_count"),
+            "key" / LegacyName("key_length", rules.PARAMETER_KEY, least=1),
+            "data_offset" / Tell,
+            "data" / TensorData("data_type", "shape", "key"),
+        ),
+        12,
+        rules.PARAMETER_TRUNCATED,
+    ),
+)
+
+
 def rwkv_layout(version: int) -> Struct:
-    """The declaration of one rwkv.cpp file version."""
-    parameter = Struct(
-        "_offset" / Tell,
-        "dim_count" / Rebuild(Int32sl, len_(this.shape)),
-        "key_length" / Rebuild(Int32sl, lambda ctx: encoded_len(ctx.key)),
-        "data_type" / Int32sl,
-        "shape" / Dims("dim_count"),
-        "key" / LegacyName("key_length", "parameter.key", least=1),
-        "data_offset" / Tell,
-        "data" / TensorData("data_type", "shape", "key"),
-    )
-    return Struct(
-        "magic" / Const(MAGIC),
-        "version" / Const(version, Int32ul),
-        "n_vocab" / Int32ul,
-        "n_embed" / Int32ul,
-        "n_layer" / Int32ul,
-        "data_type" / Int32ul,
-        "type_table" / Computed(f"rwkv{version}"),
-        "parameters" / UntilEOF(parameter, 12, "parameter.truncated"),
-    )
-
-
-def read_header(view: Any) -> int:
-    """The version of an rwkv.cpp file; UnknownFormatError / UnsupportedTypeError otherwise."""
-    head = bytes(memoryview(view)[:8])
-    if len(head) < 8:
-        raise TruncatedError("header.truncated", f"{len(head)} bytes: too short for magic and version", offset=0)
-    if head[:4] != MAGIC:
-        raise UnknownFormatError("header.magic", f"magic {head[:4]!r} is not {MAGIC!r}", path="magic", offset=0)
-    (version,) = struct.unpack_from("<I", head, 4)
-    if version not in VERSIONS:
-        raise UnsupportedTypeError("header.version", f"rwkv.cpp version {version} is not 100 or 101", path="version", offset=4)
-    return version
+    """The declaration of an rwkv.cpp file (one for both versions: the version field chooses the type table)."""
+    return RWKV_LAYOUT
 
 
 class RWKVConstruct(FileConstruct):
@@ -71,15 +61,10 @@ class RWKVConstruct(FileConstruct):
     what = "an rwkv.cpp file"
 
     def _parse(self, stream, context, path):
-        s = as_stream(stream)
-        version = read_header(s.view[s.pos :])
-        return rwkv_layout(version)._parsereport(s, context, path)
+        return RWKV_LAYOUT._parsereport(as_stream(stream), context, path)
 
     def _build(self, obj, stream, context, path):
-        version = int(obj.get("version", 101))
-        if version not in VERSIONS:
-            raise ValueError(f"cannot build rwkv.cpp version {version}")
-        rwkv_layout(version)._build(Container(obj, magic=MAGIC), stream, context, path)
+        RWKV_LAYOUT._build(Container(obj, magic=MAGIC, version=int(obj.get("version", 101))), stream, context, path)
         return obj
 
 

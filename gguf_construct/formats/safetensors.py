@@ -20,7 +20,9 @@ the header and the data the way one of three writers does (``style``):
 - ``"ollama"``: Ollama's Go writer — keys sorted, entry fields ``dtype, shape, data_offsets``, Go's JSON
   escapes, padded with spaces to a multiple of 8, data in the order given.
 
-Facts from ``../shared/reference/ollama-blobs.md`` section 1; the dtypes come from ``schema/safetensors_dtypes.json``.
+Sources: the writers in ``huggingface/safetensors`` ``safetensors/src/tensor.rs`` at 24b0b28, ``ml-explore/mlx``
+``mlx/io/safetensors.cpp`` at 846d176 and ``ollama/ollama`` ``x/safetensors/extractor.go`` at fb30760; the
+dtypes come from ``schema/safetensors_dtypes.json``.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from construct import Construct, Container, Int64ul, Rebuild, SizeofError, Struct, Tell, this
 
-from ..errors import FormatError, InvalidValueError, LimitError, TruncatedError, UnsupportedTypeError
+from .. import rules
+from ..errors import InvalidValueError
 from ..limits import breach, limit
 from ..shapes import INTP_MAX, NUMPY_MAX_DIMS, element_count, shape_problem
 from ..tables import _load
@@ -301,7 +304,7 @@ class Header(Mapping[str, Any]):
         try:
             return self.raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise InvalidValueError("header.utf8", f"header is not UTF-8 ({e.reason})", path="header", offset=self.offset + e.start) from None
+            raise rules.HEADER_UTF8.error(f"header is not UTF-8 ({e.reason})", path="header", offset=self.offset + e.start) from None
 
     @property
     def json(self) -> _Object:
@@ -318,9 +321,9 @@ class Header(Mapping[str, Any]):
                 else:  # duplicate keys, or objects deeper than entries: parse again keeping every pair
                     value = loads(body, what="header", path="header", offset=self.offset, object_pairs_hook=_object)
             except InvalidValueError as e:
-                raise InvalidValueError("header.json", e.message, path=e.path, offset=e.offset) from None
+                raise rules.HEADER_JSON.error(e.message, path=e.path, offset=e.offset) from None
             if not isinstance(value, dict):
-                raise InvalidValueError("header.object", f"header is a JSON {_kind(value)}, not an object", path="header", offset=self.offset)
+                raise rules.HEADER_OBJECT.error(f"header is a JSON {_kind(value)}, not an object", path="header", offset=self.offset)
             self._json = value
         return self._json
 
@@ -371,10 +374,10 @@ class Header(Mapping[str, Any]):
             return None
         where = dict(path=f"header.{METADATA_KEY}", offset=self.key_offset(METADATA_KEY))
         if not isinstance(md, dict):
-            raise InvalidValueError("metadata.object", f"{METADATA_KEY} is a JSON {_kind(md)}, not an object", **where)
+            raise rules.METADATA_OBJECT.error(f"{METADATA_KEY} is a JSON {_kind(md)}, not an object", **where)
         for k, v in md.items():
             if not isinstance(v, str):
-                raise InvalidValueError("metadata.value", f"{METADATA_KEY}[{k!r}] is a JSON {_kind(v)}, not a string", **where)
+                raise rules.METADATA_VALUE.error(f"{METADATA_KEY}[{k!r}] is a JSON {_kind(v)}, not a string", **where)
         return dict(md)
 
     @property
@@ -422,21 +425,13 @@ class Header(Mapping[str, Any]):
             problems = entry_problems(name, value)  # stops at the first bad entry: no list of 60k messages
             if problems:
                 rule, message = problems[0]
-                raise _error(rule)(rule, message, path=f"header[{name!r}]", offset=self.key_offset(name))
+                raise rules.rule(rule).error(message, path=f"header[{name!r}]", offset=self.key_offset(name))
             begin, end = value["data_offsets"]
             out[name] = Entry(name, value["dtype"], tuple(value["shape"]), begin, end)
         return out
 
     def __repr__(self) -> str:
         return f"Header({len(self.raw)} bytes)"
-
-
-def _error(rule: str) -> type[FormatError]:
-    if rule == "tensor.dtype":
-        return UnsupportedTypeError
-    if rule.startswith("limit."):
-        return LimitError
-    return InvalidValueError
 
 
 class HeaderJSON(Construct):
@@ -451,10 +446,10 @@ class HeaderJSON(Construct):
         s = as_stream(stream)
         n = context.header_size
         if n == 0:
-            raise InvalidValueError("header.size", "header length is 0 (the header must hold at least '{}')", path="header_size", offset=0)
+            raise rules.HEADER_SIZE.error("header length is 0 (the header must hold at least '{}')", path="header_size", offset=0)
         if n > limit("header_bytes"):
             raise breach("header_bytes", f"header length {n}", path="header_size", offset=0)
-        s.need(n, "header.size", f"a header of {n} bytes", "header_size")
+        s.need(n, rules.HEADER_SIZE, f"a header of {n} bytes", "header_size")
         start = s.pos
         raw = bytes(s.view[start : start + n])
         s.pos += n
@@ -534,7 +529,7 @@ def lay_out(tensors: Any, metadata: Mapping[str, str] | None = None, style: str 
     for name, t in items:
         dtype, shape, data = _numpy_entry(name, t)
         if dtype not in dtypes():
-            raise UnsupportedTypeError("tensor.dtype", f"unknown dtype {dtype!r}", path=f"tensors[{name!r}]")
+            raise rules.TENSOR_DTYPE.error(f"unknown dtype {dtype!r}", path=f"tensors[{name!r}]")
         rows.append((name, dtype, shape, data))
     if style == "safetensors":
         rows.sort(key=lambda r: (-dtypes()[r[1]].order, r[0]))
@@ -580,7 +575,7 @@ class SafetensorsConstruct(FileConstruct):
     def _parse(self, stream, context, path):
         s = as_stream(stream)
         if s.remaining < 8:
-            raise TruncatedError("header.truncated", f"a safetensors file starts with an 8-byte header length; {s.remaining} bytes given", path="header_size", offset=s.pos)
+            raise rules.HEADER_TRUNCATED.error(f"a safetensors file starts with an 8-byte header length; {s.remaining} bytes given", path="header_size", offset=s.pos)
         return SAFETENSORS_LAYOUT._parsereport(s, context, path)
 
     def _build(self, obj, stream, context, path):

@@ -77,8 +77,8 @@ def read_ours(path: str, profile: str = "spec", *, strict: bool = True, dequanti
     """gguf_construct.load(strict=True) under ``profile``: what we accept, and what we see in it.
 
     ``strict=False`` loads leniently instead; ``dequantize=False`` leaves ``dequant`` empty (faster)."""
-    from ..api.file import load
     from ..formats.fields import StringArray
+    from ..registry import load
 
     f = load(path, strict=strict, profile=profile)
     kvs = []
@@ -247,8 +247,8 @@ def info_view(info: dict[str, Any]) -> dict[str, Any]:
 
 def read_ours_info(path: str, profile: str = "spec") -> dict[str, Any]:
     """Ours, in the info --json shape (to compare with an external command)."""
-    from ..api.file import load
-    from ..cli.report import info_json
+    from ..registry import load
+    from ..report import info_json
 
     f = load(path, strict=True, profile=profile)
     return info_view(json.loads(json.dumps(info_json(f), default=str)))

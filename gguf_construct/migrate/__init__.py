@@ -9,9 +9,10 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .common import MigrationError, Report, check_distinct_paths
+if TYPE_CHECKING:
+    from .common import Report
 
 
 def migrate(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, hparams: str | None = None, progress: bool = False, **options: Any) -> Report:
@@ -23,7 +24,8 @@ def migrate(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, hparams
     """
     from ..api.file import load_gguf
     from ..api.legacy import load_legacy, load_rwkv
-    from ..formats.detect import detect
+    from ..registry import detect
+    from .common import Report, check_distinct_paths
 
     check_distinct_paths(src, dst)
     fmt = detect(src)
@@ -52,6 +54,7 @@ def migrate(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, hparams
 def export(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str) -> Report:
     """Write a GGUF file as GGJT v3 (``to='ggjt'``) or rwkv.cpp v101 (``to='rwkv'``: architectures rwkv, rwkv6, rwkv7)."""
     from ..api.file import load_gguf
+    from .common import check_distinct_paths
 
     check_distinct_paths(src, dst)
     g = load_gguf(src, strict=True)
@@ -67,6 +70,16 @@ def export(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str) ->
             return export_rwkv_llama(g, dst)
         return export_rwkv(g, dst)
     raise ValueError(f"export to 'ggjt' or 'rwkv', not {to!r}")
+
+
+def __getattr__(name: str) -> Any:
+    """``MigrationError`` and ``Report`` from ``.common``, imported when first asked for, so that importing the
+    package (``import gguf_construct`` does) loads none of the migrators."""
+    if name in ("MigrationError", "Report"):
+        from . import common
+
+        return getattr(common, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["MigrationError", "Report", "export", "migrate"]

@@ -21,10 +21,13 @@ from typing import Any
 import numpy as np
 from construct import Container
 
-from ..api.file import write_atomic
+from .. import rules
 from ..api.legacy import LegacyTensor
 from ..api.metadata import Metadata
-from ..errors import FormatError, InvalidValueError
+from ..errors import (
+    MigrationError,  # noqa: F401 - its import path before it moved to errors.py
+)
+from ..fileio import write_atomic
 from ..formats.base import real_path
 from ..formats.gguf import GGUF
 from ..progress import progress as show_progress
@@ -34,10 +37,6 @@ from ..tables import _load
 def migrate_tables() -> dict[str, Any]:
     """schema/migrate.json: key and tensor-name maps."""
     return _load("migrate.json")
-
-
-class MigrationError(FormatError):
-    """A migration cannot be done without losing or inventing a value, or its output failed verification."""
 
 
 @dataclass
@@ -152,22 +151,22 @@ def same_values(a: np.ndarray, b: np.ndarray) -> bool:
 def verify_gguf(path: str | os.PathLike[str], metadata: Metadata, tensors: list[PlannedTensor]) -> None:
     """Reopen a written GGUF file: 'ggml'-profile validation, the metadata as meant, every tensor's values."""
     from ..api.file import load_gguf
-    from ..validation import validate_file
+    from ..registry import validate_file
 
     errors = [i for i in validate_file(path, "ggml") if i.severity == "error"]
     if errors:
-        raise MigrationError("migrate.verify", f"the output fails validation: {errors[0].line()}")
+        raise rules.MIGRATE_VERIFY.error(f"the output fails validation: {errors[0].line()}")
     out = load_gguf(path, strict=False)
     for f in metadata.fields():
         got = out.metadata.field(f.key)
         if got.type_label != f.type_label or not _equal(got.value, f.value):
-            raise MigrationError("migrate.verify", f"metadata {f.key!r} reads back differently")
+            raise rules.MIGRATE_VERIFY.error(f"metadata {f.key!r} reads back differently")
     if list(out.tensors) != [p.name for p in tensors]:
-        raise MigrationError("migrate.verify", "the output's tensors differ from the plan")
+        raise rules.MIGRATE_VERIFY.error("the output's tensors differ from the plan")
     for p in tensors:
         t = out.tensors[p.name]
         if list(t.shape) != p.shape or not same_values(t.to_numpy(), p.expected()):
-            raise MigrationError("migrate.verify", f"tensor {p.name!r} does not reproduce the input's values")
+            raise rules.MIGRATE_VERIFY.error(f"tensor {p.name!r} does not reproduce the input's values")
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -190,19 +189,19 @@ def finish_gguf(dst: str | os.PathLike[str], metadata: Metadata, tensors: list[P
     return report
 
 
-def required_int(md: Any, key: str, lo: int, hi: int, rule: str, target: str) -> int:
+def required_int(md: Any, key: str, lo: int, hi: int, rule: rules.Rule, target: str) -> int:
     """An integer hyper-parameter the export target needs: present, an integer, in ``lo..hi`` (the range of
     the target's field); MigrationError naming the key and the range otherwise."""
     value = md.get(key) if key in md else None
     if value is None:
-        raise MigrationError(rule, f"{target} needs {key}, which the file does not have")
+        raise rule.error(f"{target} needs {key}, which the file does not have")
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise MigrationError(rule, f"{target} needs {key} as an integer, not {type(value).__name__}")
+        raise rule.error(f"{target} needs {key} as an integer, not {type(value).__name__}")
     if not lo <= int(value) <= hi:
-        raise MigrationError(rule, f"{key} = {int(value)} does not fit {target}'s field ({lo}..{hi})")
+        raise rule.error(f"{key} = {int(value)} does not fit {target}'s field ({lo}..{hi})")
     return int(value)
 
 
 def check_distinct_paths(src: Any, dst: Any) -> None:
     if real_path(src) == real_path(dst):
-        raise InvalidValueError("migrate.paths", "the output would replace the input: give another output path")
+        raise rules.MIGRATE_PATHS.error("the output would replace the input: give another output path")

@@ -13,9 +13,11 @@ import os
 import numpy as np
 from construct import Container
 
-from ..api.file import GGUFFile, write_atomic
+from .. import rules
+from ..api.file import GGUFFile
+from ..fileio import write_atomic
 from ..formats.ggml import GGML, LegacyVocab
-from .common import MigrationError, Report, required_int
+from .common import Report, required_int
 from .llama import legacy_texts, llama_names
 
 GGJT_V3_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "q2_K": 10, "q3_K": 11, "q4_K": 12, "q5_K": 13, "q6_K": 14}
@@ -25,25 +27,25 @@ def _n_mult(n_embd: int, n_ff: int) -> int:
     for m in (256, 128, 64, 32, 16, 8, 4, 2, 1):
         if (2 * (4 * n_embd) // 3 + m - 1) // m * m == n_ff:
             return m
-    raise MigrationError("export.n_mult", f"no n_mult gives feed_forward_length {n_ff} for n_embd {n_embd}: legacy loaders could not size it")
+    raise rules.EXPORT_N_MULT.error(f"no n_mult gives feed_forward_length {n_ff} for n_embd {n_embd}: legacy loaders could not size it")
 
 
 def export_ggjt(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     md = g.metadata
     if md.get("general.architecture") != "llama":
-        raise MigrationError("export.architecture", "only architecture 'llama' exports to GGJT")
+        raise rules.EXPORT_ARCHITECTURE.error("only architecture 'llama' exports to GGJT")
     if md.get("llama.attention.head_count_kv", md.get("llama.attention.head_count")) != md.get("llama.attention.head_count"):
-        raise MigrationError("export.gqa", "GGJT has no field for grouped-query attention (head_count_kv != head_count)")
+        raise rules.EXPORT_GQA.error("GGJT has no field for grouped-query attention (head_count_kv != head_count)")
     i32 = 2**31 - 1  # GGJT's hyper-parameters are i32
-    n_embd = required_int(md, "llama.embedding_length", 1, i32, "export.hparams", "GGJT")
-    n_head = required_int(md, "llama.attention.head_count", 1, i32, "export.hparams", "GGJT")
-    n_layer = required_int(md, "llama.block_count", 0, i32, "export.hparams", "GGJT")
+    n_embd = required_int(md, "llama.embedding_length", 1, i32, rules.EXPORT_HPARAMS, "GGJT")
+    n_head = required_int(md, "llama.attention.head_count", 1, i32, rules.EXPORT_HPARAMS, "GGJT")
+    n_layer = required_int(md, "llama.block_count", 0, i32, rules.EXPORT_HPARAMS, "GGJT")
     if "llama.legacy.n_mult" in md:
-        n_mult = required_int(md, "llama.legacy.n_mult", 1, i32, "export.hparams", "GGJT")
+        n_mult = required_int(md, "llama.legacy.n_mult", 1, i32, rules.EXPORT_HPARAMS, "GGJT")
     else:
-        n_mult = _n_mult(n_embd, required_int(md, "llama.feed_forward_length", 1, i32, "export.hparams", "GGJT"))
-    n_rot = required_int(md, "llama.legacy.n_rot", 0, i32, "export.hparams", "GGJT") if "llama.legacy.n_rot" in md else n_embd // n_head
-    ftype = required_int(md, "general.file_type", 0, i32, "export.hparams", "GGJT") if "general.file_type" in md else 0
+        n_mult = _n_mult(n_embd, required_int(md, "llama.feed_forward_length", 1, i32, rules.EXPORT_HPARAMS, "GGJT"))
+    n_rot = required_int(md, "llama.legacy.n_rot", 0, i32, rules.EXPORT_HPARAMS, "GGJT") if "llama.legacy.n_rot" in md else n_embd // n_head
+    ftype = required_int(md, "general.file_type", 0, i32, rules.EXPORT_HPARAMS, "GGJT") if "general.file_type" in md else 0
     tokens = list(md.get("tokenizer.ggml.tokens", []))
     types = [int(x) for x in md.get("tokenizer.ggml.token_type", [1] * len(tokens))]
     scores = md.get("tokenizer.ggml.scores")
@@ -53,11 +55,11 @@ def export_ggjt(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     for t in g.tensors.values():
         legacy = names.backward(t.name)
         if legacy is None:
-            raise MigrationError("export.tensor_name", f"tensor {t.name!r} has no legacy llama name")
+            raise rules.EXPORT_TENSOR_NAME.error(f"tensor {t.name!r} has no legacy llama name")
         if t.type.name not in GGJT_V3_TYPES or len(t.shape) > 2:
-            raise MigrationError("export.type", f"tensor {t.name!r} ({t.type.name}, {len(t.shape)} dims) cannot be stored in GGJT v3")
+            raise rules.EXPORT_TYPE.error(f"tensor {t.name!r} ({t.type.name}, {len(t.shape)} dims) cannot be stored in GGJT v3")
         if any(d > i32 for d in t.shape):
-            raise MigrationError("export.shape", f"tensor {t.name!r} shape {list(t.shape)}: GGJT stores extents as i32")
+            raise rules.EXPORT_SHAPE.error(f"tensor {t.name!r} shape {list(t.shape)}: GGJT stores extents as i32")
         records.append(Container(name=legacy, type=GGJT_V3_TYPES[t.type.name], ne=list(t.shape), data=t.data, _padding=None))
     emb = g.tensors.get("token_embd.weight")
     n_vocab = len(tokens) if tokens else (emb.shape[1] if emb is not None and len(emb.shape) == 2 else 0)
@@ -67,7 +69,7 @@ def export_ggjt(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     def verify(tmp: str) -> None:
         back = GGML.parse_file(tmp, profile="llama")
         if len(back["tensors"]) != len(records) or len(back["vocab"]) != len(tokens):
-            raise MigrationError("export.verify", "the exported file reads back differently")
+            raise rules.EXPORT_VERIFY.error("the exported file reads back differently")
 
     write_atomic(dst, lambda out: GGML.build_stream(obj, out), verify)
     return Report(os.fspath(dst), "GGJT v3 (llama)", tensors=len(records), copied=len(records))

@@ -22,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from .. import rules
 from ..api.legacy import LegacyFile
 from ..api.metadata import Metadata
 from ..tables import FILE_TYPES, standard_key
-from .common import MigrationError, NameMap, PlannedTensor, Report, finish_gguf, migrate_tables, plan_tensor
+from .common import NameMap, PlannedTensor, Report, finish_gguf, migrate_tables, plan_tensor
 
 SPIECE_SPACE = "\u2581"
 UNK_TEXT = b" \xe2\x81\x87 "  # the unknown token's text in GGMF/GGJT files: space, U+2047, space
@@ -44,7 +45,7 @@ def n_ff_of(f: LegacyFile) -> int:
     md = f.metadata
     n_mult = md["n_mult"]
     if n_mult <= 0:
-        raise MigrationError("migrate.n_ff", f"n_mult is {n_mult}: no feed-forward length can be derived")
+        raise rules.MIGRATE_N_FF.error(f"n_mult is {n_mult}: no feed-forward length can be derived")
     return (2 * (4 * md["n_embd"]) // 3 + n_mult - 1) // n_mult * n_mult
 
 
@@ -75,7 +76,7 @@ def llama_vocab(texts: list[bytes], scored: bool) -> tuple[list[str], list[int]]
             try:
                 token, kind = raw.decode("utf-8").replace(" ", SPIECE_SPACE), "normal"
             except UnicodeDecodeError:
-                raise MigrationError("migrate.token", f"token {i} ({raw!r}) is not UTF-8 and not a byte token: GGUF cannot hold it") from None
+                raise rules.MIGRATE_TOKEN.error(f"token {i} ({raw!r}) is not UTF-8 and not a byte token: GGUF cannot hold it") from None
         tokens.append(token)
         types.append(tt[kind])
     return tokens, types
@@ -105,9 +106,9 @@ def llama_metadata(f: LegacyFile, *, context_length: int, eps: float, gqa: int, 
     md, out = f.metadata, Metadata([])
     n_head = md["n_head"]
     if n_head <= 0 or md["n_embd"] % n_head:
-        raise MigrationError("migrate.hparams", f"n_embd {md['n_embd']} is not a multiple of n_head {n_head}")
+        raise rules.MIGRATE_HPARAMS.error(f"n_embd {md['n_embd']} is not a multiple of n_head {n_head}")
     if gqa < 1 or n_head % gqa:
-        raise MigrationError("migrate.gqa", f"--gqa {gqa} does not divide n_head {n_head}")
+        raise rules.MIGRATE_GQA.error(f"--gqa {gqa} does not divide n_head {n_head}")
     out.set("general.architecture", "llama")
     if name:
         out.set("general.name", name)
@@ -165,7 +166,7 @@ def migrate_llama(f: LegacyFile, dst: str | os.PathLike[str], *, context_length:
     for t in f.tensors.records():
         target = names.forward(t.name)
         if target is None:
-            raise MigrationError("migrate.tensor_name", f"tensor {t.name!r} has no GGUF name (llama.cpp's map of reference §7.4)")
+            raise rules.MIGRATE_TENSOR_NAME.error(f"tensor {t.name!r} has no GGUF name (llama.cpp's map of reference §7.4)")
         planned.append(plan_tensor(t, target, report))
     header = f.metadata["ftype"]
     if report.widened and written_file_type(planned, header) != header:
@@ -249,7 +250,7 @@ def migrate_example(f: LegacyFile, dst: str | os.PathLike[str], *, name: str | N
     taken = {p.name for p in planned}
     for t in f.tensors.records():
         if t.name in taken:
-            raise MigrationError("migrate.tensor_name", f"tensor {t.name!r} clashes with a header section of the same name")
+            raise rules.MIGRATE_TENSOR_NAME.error(f"tensor {t.name!r} clashes with a header section of the same name")
         planned.append(plan_tensor(t, t.name, report))
     report.copied += sum(1 for p in planned if p.name in taken)
     return finish_gguf(dst, metadata, planned, report, progress=progress)

@@ -14,12 +14,14 @@ from typing import Any
 
 from construct import Container
 
-from ..api.file import GGUFFile, write_atomic
+from .. import rules
+from ..api.file import GGUFFile
 from ..api.legacy import LegacyFile
 from ..api.metadata import Metadata
+from ..fileio import write_atomic
 from ..formats.ggml import legacy_tables
 from ..formats.rwkv import RWKV
-from .common import MigrationError, NameMap, PlannedTensor, Report, finish_gguf, migrate_tables, plan_tensor, required_int
+from .common import NameMap, PlannedTensor, Report, finish_gguf, migrate_tables, plan_tensor, required_int
 
 #: ggml type → llama.cpp's general.file_type for a file "mostly" of that type.
 FILE_TYPE_OF = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7, "q5_0": 8, "q5_1": 9}
@@ -47,19 +49,19 @@ def migrate_rwkv(f: LegacyFile, dst: str | os.PathLike[str], *, context_length: 
     spec = migrate_tables()["rwkv"]
     variant = f.metadata["architecture"]
     if variant not in spec["architectures"]:
-        raise MigrationError("migrate.rwkv_version", f"RWKV {variant}: no GGUF architecture for it")
+        raise rules.MIGRATE_RWKV_VERSION.error(f"RWKV {variant}: no GGUF architecture for it")
     report = Report(os.fspath(dst), f"GGUF v3 (rwkv {variant})")
     report.notices.append(f"RWKV {variant} goes to {migration_target(variant)}")
     header_type = f.container["data_type"]
     table = {int(k): v for k, v in legacy_tables()["rwkv"]["types"][str(f.version)].items()}
     main = table.get(header_type, "").split(".")[0]
     if main not in FILE_TYPE_OF:
-        raise MigrationError("migrate.file_type", f"header data_type {header_type} ({main or 'unknown'}) has no GGUF file type")
+        raise rules.MIGRATE_FILE_TYPE.error(f"header data_type {header_type} ({main or 'unknown'}) has no GGUF file type")
     names, planned = rwkv_names(), []
     for t in f.tensors.records():
         target = names.forward(t.name, variant)
         if target is None:
-            raise MigrationError("migrate.tensor_name", f"rwkv.cpp parameter {t.name!r} has no GGUF name")
+            raise rules.MIGRATE_TENSOR_NAME.error(f"rwkv.cpp parameter {t.name!r} has no GGUF name")
         planned.append(plan_tensor(t, target, report))
     ffn = f.tensors.get("blocks.0.ffn.key.weight")
     md = Metadata([])
@@ -85,38 +87,38 @@ def export_rwkv(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     """A GGUF file written by :func:`migrate_rwkv` (architecture 'rwkv', version 4/5) → rwkv.cpp version 101."""
     md = g.metadata
     if md.get("general.architecture") != "rwkv" or md.get("rwkv.architecture_version") not in (4, 5):
-        raise MigrationError("export.architecture", "only GGUF files of the architectures rwkv (version 4 or 5), rwkv6 and rwkv7 export to rwkv.cpp")
+        raise rules.EXPORT_ARCHITECTURE.error("only GGUF files of the architectures rwkv (version 4 or 5), rwkv6 and rwkv7 export to rwkv.cpp")
     variant = "v5.2" if "blk.0.time_mix_gate.weight" in g.tensors else ("v5.1" if md["rwkv.architecture_version"] == 5 else "v4.0")
     ids = {v: int(k) for k, v in legacy_tables()["rwkv"]["types"]["101"].items()}
     main = {v: k for k, v in FILE_TYPE_OF.items()}.get(md.get("general.file_type"))
     if main is None:
-        raise MigrationError("export.file_type", f"general.file_type {md.get('general.file_type')} has no rwkv.cpp type")
+        raise rules.EXPORT_FILE_TYPE.error(f"general.file_type {md.get('general.file_type')} has no rwkv.cpp type")
     names, params = rwkv_names(), []
     for t in g.tensors.values():
         key = names.backward(t.name, variant)
         if key is None:
-            raise MigrationError("export.tensor_name", f"tensor {t.name!r} has no rwkv.cpp name")
+            raise rules.EXPORT_TENSOR_NAME.error(f"tensor {t.name!r} has no rwkv.cpp name")
         if t.type.name not in ids or not 1 <= len(t.shape) <= 3:
-            raise MigrationError("export.type", f"tensor {t.name!r} ({t.type.name}, {len(t.shape)} dims) cannot be stored by rwkv.cpp")
+            raise rules.EXPORT_TYPE.error(f"tensor {t.name!r} ({t.type.name}, {len(t.shape)} dims) cannot be stored by rwkv.cpp")
         params.append(Container(key=key, data_type=ids[t.type.name], shape=list(t.shape), data=t.data))
     emb = g.tensors.get("token_embd.weight")
     if emb is None:
-        raise MigrationError("export.missing", "no token_embd.weight")
+        raise rules.EXPORT_MISSING.error("no token_embd.weight")
     if len(emb.shape) != 2:
-        raise MigrationError("export.shape", f"token_embd.weight has shape {list(emb.shape)}: rwkv.cpp needs a 2-D embedding (n_embed, n_vocab)")
+        raise rules.EXPORT_SHAPE.error(f"token_embd.weight has shape {list(emb.shape)}: rwkv.cpp needs a 2-D embedding (n_embed, n_vocab)")
     u32 = 2**32 - 1  # rwkv.cpp's header fields are u32
-    n_vocab = required_int(md, "rwkv.vocab_size", 1, u32, "export.hparams", "rwkv.cpp") if "rwkv.vocab_size" in md else emb.shape[1]
-    n_embed = required_int(md, "rwkv.embedding_length", 1, u32, "export.hparams", "rwkv.cpp")
-    n_layer = required_int(md, "rwkv.block_count", 1, u32, "export.hparams", "rwkv.cpp")
+    n_vocab = required_int(md, "rwkv.vocab_size", 1, u32, rules.EXPORT_HPARAMS, "rwkv.cpp") if "rwkv.vocab_size" in md else emb.shape[1]
+    n_embed = required_int(md, "rwkv.embedding_length", 1, u32, rules.EXPORT_HPARAMS, "rwkv.cpp")
+    n_layer = required_int(md, "rwkv.block_count", 1, u32, rules.EXPORT_HPARAMS, "rwkv.cpp")
     for p in params:
         if any(d > 2**31 - 1 for d in p["shape"]):
-            raise MigrationError("export.shape", f"parameter {p['key']!r} shape {p['shape']}: rwkv.cpp stores extents as i32")
+            raise rules.EXPORT_SHAPE.error(f"parameter {p['key']!r} shape {p['shape']}: rwkv.cpp stores extents as i32")
     obj = Container(version=101, n_vocab=n_vocab, n_embed=n_embed, n_layer=n_layer, data_type=ids[main], parameters=params)
 
     def verify(tmp: str) -> None:
         back = RWKV.parse_file(tmp)
         if [p["key"] for p in back["parameters"]] != [p["key"] for p in params]:
-            raise MigrationError("export.verify", "the exported file reads back differently")
+            raise rules.EXPORT_VERIFY.error("the exported file reads back differently")
 
     write_atomic(dst, lambda out: RWKV.build_stream(obj, out), verify)
     return Report(os.fspath(dst), "rwkv.cpp v101", tensors=len(params), copied=len(params))

@@ -21,14 +21,16 @@ from typing import Any
 import numpy as np
 from construct import Container
 
-from ..api.file import GGUFFile, write_atomic
+from .. import rules
+from ..api.file import GGUFFile
 from ..api.legacy import LegacyFile, LegacyTensor, load_rwkv
 from ..api.metadata import Metadata
+from ..fileio import write_atomic
 from ..formats.ggml import legacy_tables
 from ..formats.rwkv import RWKV
 from ..quants import block_dtype
 from ..tables import FILE_TYPES, GGML_TYPES, _load
-from .common import MigrationError, PlannedTensor, Report, finish_gguf
+from .common import PlannedTensor, Report, finish_gguf
 from .rwkv_vocab import rwkv_tokenizer
 
 
@@ -92,7 +94,7 @@ def check_reshape(name: str, type_name: str, shape: list[int]) -> None:
     """A block-quantized tensor keeps its bytes under a new shape only if its first dimension is whole blocks."""
     block = GGML_TYPES.lookup(type_name).block_size
     if shape and shape[0] % block:
-        raise MigrationError("migrate.reshape", f"{name}: {type_name} data in blocks of {block} cannot take the shape {shape} without re-quantizing")
+        raise rules.MIGRATE_RESHAPE.error(f"{name}: {type_name} data in blocks of {block} cannot take the shape {shape} without re-quantizing")
 
 
 # -- sizes -------------------------------------------------------------------------------------------------------
@@ -106,13 +108,13 @@ def sizes_from_rwkv(f: LegacyFile, variant: str) -> dict[str, int]:
             if "else" in rule:
                 sizes[symbol] = sizes[rule["else"]]
                 continue
-            raise MigrationError("migrate.missing", f"rwkv.cpp parameter {rule['tensor']!r} (needed for {symbol}) is missing or has too few dimensions")
+            raise rules.MIGRATE_MISSING.error(f"rwkv.cpp parameter {rule['tensor']!r} (needed for {symbol}) is missing or has too few dimensions")
         value, divide = t.shape[rule["ne"]], rule.get("divide", 1)
         if value % divide or value == 0:
-            raise MigrationError("migrate.shape", f"{rule['tensor']}: ne[{rule['ne']}] = {value} is not a positive multiple of {divide}")
+            raise rules.MIGRATE_SHAPE.error(f"{rule['tensor']}: ne[{rule['ne']}] = {value} is not a positive multiple of {divide}")
         sizes[symbol] = value // divide
     if sizes["d"] % sizes["head_size"]:
-        raise MigrationError("migrate.shape", f"n_embed {sizes['d']} is not a multiple of the head size {sizes['head_size']}")
+        raise rules.MIGRATE_SHAPE.error(f"n_embed {sizes['d']} is not a multiple of the head size {sizes['head_size']}")
     sizes["n_head"] = sizes["d"] // sizes["head_size"]
     return sizes
 
@@ -129,14 +131,14 @@ def sizes_from_gguf(g: GGUFFile, variant: str, arch: str) -> dict[str, int]:
         if isinstance(value, str):
             got = g.metadata.get(key.format(arch=arch))
             if not isinstance(got, (int, np.integer)) or got <= 0:
-                raise MigrationError("export.metadata", f"{key.format(arch=arch)} is missing or not a positive integer")
+                raise rules.EXPORT_METADATA.error(f"{key.format(arch=arch)} is missing or not a positive integer")
             sizes[value] = int(got)
     emb = g.tensors.get("token_embd.weight")
     if emb is None or len(emb.shape) != 2:
-        raise MigrationError("export.missing", "no two-dimensional token_embd.weight")
+        raise rules.EXPORT_MISSING.error("no two-dimensional token_embd.weight")
     sizes["n_vocab"] = int(emb.shape[1])
     if sizes["d"] % sizes["head_size"]:
-        raise MigrationError("export.metadata", f"embedding length {sizes['d']} is not a multiple of the head size {sizes['head_size']}")
+        raise rules.EXPORT_METADATA.error(f"embedding length {sizes['d']} is not a multiple of the head size {sizes['head_size']}")
     sizes["n_head"] = sizes["d"] // sizes["head_size"]
     return sizes
 
@@ -152,7 +154,7 @@ def file_type_of(types: Iterable[tuple[str, int]]) -> tuple[str, int]:
     label = "ALL_F32" if main == "f32" else table()["file_types"]["k_quants"].get(main, f"MOSTLY_{main.upper()}")
     ids = [i for i, n in FILE_TYPES.items() if n == label]
     if not ids:
-        raise MigrationError("migrate.file_type", f"no general.file_type stands for {main}")
+        raise rules.MIGRATE_FILE_TYPE.error(f"no general.file_type stands for {main}")
     return main, ids[0]
 
 
@@ -162,14 +164,14 @@ def _plan(e: Entry, parts: list[LegacyTensor], sizes: dict[str, int], report: Re
     shape = resolve(e.shape, sizes)
     types = {p.type for p in parts}
     if len(types) != 1 or any(p.retired for p in parts):
-        raise MigrationError("migrate.type", f"{e.gguf}: {', '.join(p.name for p in parts)} are {sorted({p.layout for p in parts})}; it needs one type in today's layout")
+        raise rules.MIGRATE_TYPE.error(f"{e.gguf}: {', '.join(p.name for p in parts)} are {sorted({p.layout for p in parts})}; it needs one type in today's layout")
     (kind,) = types
     if kind.lower() not in GGML_TYPES.by_name or GGML_TYPES.lookup(kind).removed:
-        raise MigrationError("migrate.type", f"{parts[0].name}: rwkv.cpp type {kind} has no GGUF counterpart")
+        raise rules.MIGRATE_TYPE.error(f"{parts[0].name}: rwkv.cpp type {kind} has no GGUF counterpart")
     for p in parts:
         want = resolve(e.rwkv_shape, sizes) if e.rwkv_shape is not None else shape
         if e.rwkv_shape is None and list(p.shape) != want or _element_count(p.shape) != _element_count(want):
-            raise MigrationError("migrate.shape", f"{p.name} has shape {list(p.shape)}; llama.cpp's {e.gguf} needs {want} from it", path=p.name)
+            raise rules.MIGRATE_SHAPE.error(f"{p.name} has shape {list(p.shape)}; llama.cpp's {e.gguf} needs {want} from it", path=p.name)
     if e.rwkv_shape is not None:
         check_reshape(e.gguf, kind, shape)
     report.copied += 1
@@ -192,13 +194,13 @@ def migrate_rwkv_llama(f: LegacyFile, dst: str | os.PathLike[str], *, vocab: str
     report = Report(os.fspath(dst), f"GGUF v3 ({arch})")
     records = f.tensors.records()
     if len(records) != len(f.tensors):
-        raise MigrationError("migrate.duplicate", "a parameter name occurs twice")
+        raise rules.MIGRATE_DUPLICATE.error("a parameter name occurs twice")
     unknown = [t.name for t in records if t.name not in owner]
     if unknown:
-        raise MigrationError("migrate.tensor_name", f"rwkv.cpp parameter {unknown[0]!r} has no place in llama.cpp's {arch}" + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""))
+        raise rules.MIGRATE_TENSOR_NAME.error(f"rwkv.cpp parameter {unknown[0]!r} has no place in llama.cpp's {arch}" + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""))
     missing = [r for e in plan if not e.block0 for r in e.rwkv if r not in f.tensors]
     if missing:
-        raise MigrationError("migrate.missing", f"{arch} needs rwkv.cpp parameter {missing[0]!r}, which the file lacks")
+        raise rules.MIGRATE_MISSING.error(f"{arch} needs rwkv.cpp parameter {missing[0]!r}, which the file lacks")
     synthesised: dict[str, Entry] = {}
     for e in plan:
         if e.block0:
@@ -251,17 +253,17 @@ def _rescaled(data: np.ndarray, type_name: str, factor: int, name: str) -> bytes
             try:
                 return (values * values.dtype.type(factor)).astype(values.dtype).tobytes()
             except FloatingPointError:
-                raise MigrationError("export.rescale", f"{name}: undoing the rescaling overflows {type_name}") from None
+                raise rules.EXPORT_RESCALE.error(f"{name}: undoing the rescaling overflows {type_name}") from None
     blocks = data.view(block_dtype(type_name)).copy()
     fields = [n for n in ("d", "m") if n in (blocks.dtype.names or ())]
     if type_name not in ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0") or not fields:
-        raise MigrationError("export.rescale", f"{name}: undoing the HF converter's rescaling of {type_name} data is not supported (f32, f16, q4_0-q8_0 are)")
+        raise rules.EXPORT_RESCALE.error(f"{name}: undoing the HF converter's rescaling of {type_name} data is not supported (f32, f16, q4_0-q8_0 are)")
     with np.errstate(over="raise"):
         try:
             for n in fields:
                 blocks[n] = blocks[n] * np.float16(factor)
         except FloatingPointError:
-            raise MigrationError("export.rescale", f"{name}: undoing the rescaling overflows the f16 block scales") from None
+            raise rules.EXPORT_RESCALE.error(f"{name}: undoing the rescaling overflows the f16 block scales") from None
     return blocks.tobytes()
 
 
@@ -274,11 +276,11 @@ def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     arch = g.metadata.get("general.architecture")
     variant = variant_of(arch)
     if variant is None:
-        raise MigrationError("export.architecture", f"architecture {arch!r} is not rwkv6 or rwkv7")
+        raise rules.EXPORT_ARCHITECTURE.error(f"architecture {arch!r} is not rwkv6 or rwkv7")
     sizes = sizes_from_gguf(g, variant, arch)
     rescale = g.metadata.get(f"{arch}.rescale_every_n_layers", 0)
     if not isinstance(rescale, (int, np.integer)) or isinstance(rescale, bool) or rescale < 0:
-        raise MigrationError("export.metadata", f"{arch}.rescale_every_n_layers is {rescale!r}, not a count of layers")
+        raise rules.EXPORT_METADATA.error(f"{arch}.rescale_every_n_layers is {rescale!r}, not a count of layers")
     by_name = {e.gguf: e for e in entries(variant, sizes["n_layer"])}
     gguf_of = {e.rwkv[0]: e.gguf for e in by_name.values() if len(e.rwkv) == 1 and not e.export_only}
     ids = {v: int(k) for k, v in legacy_tables()["rwkv"]["types"]["101"].items()}
@@ -286,7 +288,7 @@ def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     for t in g.tensors.values():
         e = by_name.get(t.name)
         if e is None:
-            raise MigrationError("export.tensor_name", f"tensor {t.name!r} has no rwkv.cpp parameter")
+            raise rules.EXPORT_TENSOR_NAME.error(f"tensor {t.name!r} has no rwkv.cpp parameter")
         if e.block0:  # a copy of its 'from' was made for llama.cpp; anything else is the file's own block-0 tensor
             source = g.tensors.get(gguf_of[e.block0["from"]])
             if source is not None and source.type.name == t.type.name and bytes(source.data) == bytes(t.data):
@@ -294,10 +296,10 @@ def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
             e = Entry(e.gguf, e.rwkv, tuple(e.block0["shape"]), e.rwkv_shape, 0)
         kind = t.type.name
         if kind not in ids:
-            raise MigrationError("export.type", f"tensor {t.name!r} is {kind}, which rwkv.cpp cannot store")
+            raise rules.EXPORT_TYPE.error(f"tensor {t.name!r} is {kind}, which rwkv.cpp cannot store")
         want = resolve(e.shape, sizes)
         if list(t.shape) != want and _element_count(t.shape) != _element_count(want):
-            raise MigrationError("export.shape", f"tensor {t.name!r} has shape {list(t.shape)}, {arch} expects {want}")
+            raise rules.EXPORT_SHAPE.error(f"tensor {t.name!r} has shape {list(t.shape)}, {arch} expects {want}")
         data = np.asarray(t.data, dtype=np.uint8)
         if e.rescaled and rescale > 0 and e.bid is not None and e.bid // rescale:
             data = np.frombuffer(_rescaled(data, kind, 2 ** (e.bid // rescale), t.name), np.uint8)
@@ -307,13 +309,13 @@ def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
             if e.rwkv_shape is not None:
                 check_reshape(key, kind, shape)
             if not 1 <= len(shape) <= 3:
-                raise MigrationError("export.shape", f"{key}: rwkv.cpp stores 1 to 3 dimensions, not {shape}")
+                raise rules.EXPORT_SHAPE.error(f"{key}: rwkv.cpp stores 1 to 3 dimensions, not {shape}")
             params.append(Container(key=key, data_type=ids[kind], shape=shape, data=data[i * part_bytes : (i + 1) * part_bytes]))
     seen = [p["key"] for p in params]
     needed = [r for e in by_name.values() if not e.export_only and not e.block0 for r in e.rwkv]
     missing = sorted(set(needed) - set(seen))
     if missing or len(seen) != len(set(seen)):
-        raise MigrationError("export.missing", f"rwkv.cpp needs {missing[0]!r}, which the file lacks" if missing else "two tensors give the same rwkv.cpp parameter")
+        raise rules.EXPORT_MISSING.error(f"rwkv.cpp needs {missing[0]!r}, which the file lacks" if missing else "two tensors give the same rwkv.cpp parameter")
     ftype = g.metadata.get("general.file_type")
     label = FILE_TYPES.get(int(ftype)) if isinstance(ftype, (int, np.integer)) else None
     main_type = "f32" if label == "ALL_F32" else (label or "").removeprefix("MOSTLY_").lower()
@@ -324,7 +326,7 @@ def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     back = load_rwkv(dst, strict=True)
     if [(t.name, list(t.shape), bytes(t.data)) for t in back.tensors.records()] != [(p["key"], list(p["shape"]), bytes(p["data"])) for p in params]:
         os.unlink(dst)
-        raise MigrationError("export.verify", "the exported file reads back differently")
+        raise rules.EXPORT_VERIFY.error("the exported file reads back differently")
     return Report(os.fspath(dst), f"rwkv.cpp v101 (RWKV {variant})", tensors=len(params), copied=len(params))
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import rules
 from ..api.metadata import Metadata
-from ..errors import InvalidValueError, LimitError
 from ..tables import _load
 
 #: A World vocabulary line is short ("65529 '<128 spaces>' 128"); longer ones are refused before evaluating them.
@@ -64,32 +64,32 @@ def read_world_vocab(path: str | os.PathLike[str]) -> list[bytes]:
     tokens: list[bytes] = []
     size = os.path.getsize(path)
     if size > MAX_FILE:
-        raise LimitError("vocab.size", f"{os.fspath(path)} has {size} bytes: more than {MAX_FILE} for a vocabulary")
+        raise rules.VOCAB_SIZE.error(f"{os.fspath(path)} has {size} bytes: more than {MAX_FILE} for a vocabulary")
     with open(path, encoding="utf-8", errors="strict", newline="\n") as f:
         try:
             lines = f.read().split("\n")
         except UnicodeDecodeError as e:
-            raise InvalidValueError("vocab.utf8", f"{os.fspath(path)} is not UTF-8 text: {e.reason}", offset=e.start) from None
+            raise rules.VOCAB_UTF8.error(f"{os.fspath(path)} is not UTF-8 text: {e.reason}", offset=e.start) from None
     if lines and lines[-1] == "":
         lines.pop()
     for n, line in enumerate(lines, 1):
         where = f"line {n}"
         if len(line) > MAX_LINE:
-            raise LimitError("vocab.line", f"{len(line)} characters: longer than {MAX_LINE}", path=where)
+            raise rules.VOCAB_LINE.error(f"{len(line)} characters: longer than {MAX_LINE}", path=where)
         first, last = line.find(" "), line.rfind(" ")
         if first <= 0 or last <= first:
-            raise InvalidValueError("vocab.line", "not 'id literal length'", path=where)
+            raise rules.VOCAB_LINE.error("not 'id literal length'", path=where)
         try:
             token_id, literal, length = int(line[:first]), ast.literal_eval(line[first + 1 : last]), int(line[last + 1 :])
         except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
-            raise InvalidValueError("vocab.line", "not 'id literal length' with a Python str or bytes literal", path=where) from None
+            raise rules.VOCAB_LINE.error("not 'id literal length' with a Python str or bytes literal", path=where) from None
         if not isinstance(literal, (str, bytes)):
-            raise InvalidValueError("vocab.token", f"the token is a {type(literal).__name__}, not str or bytes", path=where)
+            raise rules.VOCAB_TOKEN.error(f"the token is a {type(literal).__name__}, not str or bytes", path=where)
         token = literal.encode("utf-8") if isinstance(literal, str) else literal
         if token_id != n:
-            raise InvalidValueError("vocab.id", f"id {token_id} where {n} was expected (ids count up from 1)", path=where)
+            raise rules.VOCAB_ID.error(f"id {token_id} where {n} was expected (ids count up from 1)", path=where)
         if len(token) != length or not token:
-            raise InvalidValueError("vocab.length", f"the token has {len(token)} bytes, the line says {length}", path=where)
+            raise rules.VOCAB_LENGTH.error(f"the token has {len(token)} bytes, the line says {length}", path=where)
         tokens.append(token)
     return tokens
 
@@ -107,13 +107,11 @@ def rwkv_tokenizer(md: Metadata, n_vocab: int, vocab: str | os.PathLike[str] | N
     else:
         path = Path(vocab) if vocab is not None else world_vocab_path()
         if not path.is_file():
-            raise InvalidValueError("migrate.vocab", f"vocabulary file {os.fspath(path)} not found: give the World vocabulary with --vocab FILE")
+            raise rules.MIGRATE_VOCAB.error(f"vocabulary file {os.fspath(path)} not found: give the World vocabulary with --vocab FILE")
         words = read_world_vocab(path)
         used = len(words) + 1
         if used > n_vocab:
-            raise InvalidValueError(
-                "migrate.vocab_size",
-                f"{path.name} has {used} tokens ('{spec['world_first']}' and {len(words)} lines) but the model has {n_vocab}: "
+            raise rules.MIGRATE_VOCAB_SIZE.error(f"{path.name} has {used} tokens ('{spec['world_first']}' and {len(words)} lines) but the model has {n_vocab}: "
                 + ("this byte-level model needs no --vocab" if n_vocab == spec["byte_level_size"] else "give the model's own vocabulary with --vocab FILE"),
             )  # fmt: skip
         texts = [spec["world_first"]] + [escape_token(w) for w in words] + [spec["world_pad"].format(i=i) for i in range(used, n_vocab)]

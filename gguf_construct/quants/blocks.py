@@ -19,7 +19,7 @@ import construct
 import numpy as np
 from construct import Array, Struct
 
-from ..errors import InvalidValueError, UnsupportedTypeError
+from .. import rules
 from ..tables import GGML_TYPES, GGMLType
 
 QK_K = 256  # ggml's super-block size
@@ -134,18 +134,18 @@ def resolve(ggml_type: int | str | GGMLType) -> GGMLType:
     except KeyError:
         t = None
     if t is None:
-        raise UnsupportedTypeError("tensor.type", f"unknown ggml type {ggml_type!r}")
+        raise rules.TENSOR_TYPE.error(f"unknown ggml type {ggml_type!r}")
     if t.removed:
-        raise UnsupportedTypeError("tensor.type", f"ggml type {t.name} (id {t.id}) was removed from ggml and has no layout")
+        raise rules.TENSOR_TYPE.error(f"ggml type {t.name} (id {t.id}) was removed from ggml and has no layout")
     if t.name not in DECLARED:
-        raise UnsupportedTypeError("tensor.type", f"ggml type {t.name} (id {t.id}) has no block declaration")
+        raise rules.TENSOR_TYPE.error(f"ggml type {t.name} (id {t.id}) has no block declaration")
     return t
 
 
 def check_order(byte_order: str) -> str:
     """``byte_order`` itself, after checking it is "little" or "big"."""
     if byte_order not in BYTE_ORDERS:
-        raise InvalidValueError("tensor.byte_order", f"byte_order must be 'little' or 'big', not {byte_order!r}")
+        raise rules.TENSOR_BYTE_ORDER.error(f"byte_order must be 'little' or 'big', not {byte_order!r}")
     return byte_order
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidValueError, TruncatedError
+from .. import rules
 from ..tables import GGMLType
 from . import floats, iquants, kquants, legacy
 from .blocks import DECLARED, block_dtype, block_elements, check_order, resolve
@@ -59,23 +59,21 @@ def as_bytes(data: Any) -> np.ndarray:
     """``data`` (bytes, bytearray, memoryview, mmap, uint8 array) as a flat uint8 array, without copying."""
     if isinstance(data, np.ndarray):
         if data.dtype != np.uint8:
-            raise InvalidValueError("tensor.data", f"tensor data must be a uint8 array, not {data.dtype}")
+            raise rules.TENSOR_DATA.error(f"tensor data must be a uint8 array, not {data.dtype}")
         return data.reshape(-1)
     try:
         view = memoryview(data)
     except TypeError:
-        raise InvalidValueError("tensor.data", f"tensor data must be bytes-like, not {type(data).__name__}")
+        raise rules.TENSOR_DATA.error(f"tensor data must be bytes-like, not {type(data).__name__}")
     if not view.c_contiguous:
-        raise InvalidValueError("tensor.data", "tensor data must be contiguous")
+        raise rules.TENSOR_DATA.error("tensor data must be contiguous")
     return np.frombuffer(view.cast("B") if view.format != "B" or view.ndim != 1 else view, dtype=np.uint8)
 
 
 def _blocks(data: Any, t: GGMLType, byte_order: str) -> np.ndarray:
     buf = as_bytes(data)
     if buf.size % t.type_size:
-        raise TruncatedError(
-            "tensor.partial_block",
-            f"{buf.size} bytes of {t.name} end inside a block: {t.type_size}-byte blocks leave {buf.size % t.type_size} over",
+        raise rules.TENSOR_PARTIAL_BLOCK.error(f"{buf.size} bytes of {t.name} end inside a block: {t.type_size}-byte blocks leave {buf.size % t.type_size} over",
             offset=buf.size - buf.size % t.type_size,
         )
     return buf.view(block_dtype(t, byte_order))

@@ -14,7 +14,8 @@ the parameters means), or with ``mlx_rounding=True`` the value ``mx.dequantize``
 as MLX's CPU backend does (affine: in the scale's dtype after the multiply and after the add; fp modes: the
 float32 result rounded to bfloat16, except nvfp4 with a global scale, which MLX returns as float32). The mode table is ``schema/mlx_quant_types.json``; the small-float
 decoders below are computed from the formats' bit definitions (sign, exponent, mantissa, bias), not transcribed.
-Facts and the MLX checks they passed: ``../shared/reference/ollama-blobs.md`` section 3.
+Sources: ``ml-explore/mlx`` ``mlx/backend/cpu/quantized.cpp`` at 846d176 (checked against mlx 0.32.4 in
+tests/test_mlx_dequant.py) and Ollama's modes in ``ollama/ollama`` ``x/quant/quant.go`` at fb30760.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from functools import cache
 
 import numpy as np
 
-from ..errors import InvalidValueError, UnsupportedTypeError
+from .. import rules
 from ..tables import _load
 
 #: Fixed by MLX for nvfp4's global scale: 448 (E4M3 max) * 6 (E2M1 max).
@@ -75,7 +76,7 @@ def quant_type(name: str) -> QuantType:
     """The QuantType for an Ollama ``quant_type`` string (case-insensitive, aliases accepted)."""
     qt = quant_types().get(str(name).lower())
     if qt is None:
-        raise UnsupportedTypeError("quant.type", f"unknown quant_type {name!r} (known: {', '.join(sorted({q.name for q in quant_types().values()}))})")
+        raise rules.QUANT_TYPE.error(f"unknown quant_type {name!r} (known: {', '.join(sorted({q.name for q in quant_types().values()}))})")
     return qt
 
 
@@ -83,9 +84,9 @@ def check_params(mode: str, bits: int, group_size: int) -> Mode:
     """The Mode, after checking that MLX accepts ``bits`` and ``group_size`` for it."""
     m = modes().get(mode)
     if m is None:
-        raise UnsupportedTypeError("quant.mode", f"unknown MLX quantization mode {mode!r}")
+        raise rules.QUANT_MODE.error(f"unknown MLX quantization mode {mode!r}")
     if bits not in m.bits or group_size not in m.group_sizes:
-        raise InvalidValueError("quant.params", f"{mode} takes bits {m.bits} and group sizes {m.group_sizes}, not {bits} and {group_size}")
+        raise rules.QUANT_PARAMS.error(f"{mode} takes bits {m.bits} and group sizes {m.group_sizes}, not {bits} and {group_size}")
     return m
 
 
@@ -145,7 +146,7 @@ def float_values(raw: np.ndarray, dtype: str) -> np.ndarray:
         return bf16_to_f32(raw.view(np.uint16) if raw.dtype != np.uint16 else raw)
     if dtype in ("F16", "F32"):
         return raw.astype(np.float32)
-    raise UnsupportedTypeError("quant.scale_dtype", f"affine scales and biases are BF16, F16 or F32, not {dtype}")
+    raise rules.QUANT_SCALE_DTYPE.error(f"affine scales and biases are BF16, F16 or F32, not {dtype}")
 
 
 # -- codes -----------------------------------------------------------------------------------------------
@@ -219,20 +220,20 @@ def dequantize_mlx(
     codes = unpack_codes(packed, bits)
     k = codes.shape[-1]
     if k % group_size:
-        raise InvalidValueError("quant.shape", f"rows of {k} values are not whole groups of {group_size}")
+        raise rules.QUANT_SHAPE.error(f"rows of {k} values are not whole groups of {group_size}")
     n_groups = k // group_size
     if scales.shape != (*codes.shape[:-1], n_groups):
-        raise InvalidValueError("quant.scale_shape", f"scales have shape {list(scales.shape)}; weights of shape {list(codes.shape)} need {[*codes.shape[:-1], n_groups]}")
+        raise rules.QUANT_SCALE_SHAPE.error(f"scales have shape {list(scales.shape)}; weights of shape {list(codes.shape)} need {[*codes.shape[:-1], n_groups]}")
     with np.errstate(all="ignore"):
         if m.name == "affine":
             if biases is None or biases.shape != scales.shape:
-                raise InvalidValueError("quant.bias_shape", "affine quantization needs one bias per scale")
+                raise rules.QUANT_BIAS_SHAPE.error("affine quantization needs one bias per scale")
             out = _affine(codes, scales, biases, group_size, scale_dtype, mlx_rounding)
         else:
             if biases is not None:
-                raise InvalidValueError("quant.bias", f"{mode} has no bias")
+                raise rules.QUANT_BIAS.error(f"{mode} has no bias")
             if global_scale is not None and m.name != "nvfp4":
-                raise InvalidValueError("quant.global_scale", "only nvfp4 takes a global scale")
+                raise rules.QUANT_GLOBAL_SCALE.error("only nvfp4 takes a global scale")
             values = (e2m1_table() if bits == 4 else e4m3_table())[codes]
             s = (e4m3_table() if m.scale == "e4m3" else e8m0_table())[np.asarray(scales, dtype=np.uint8)]
             if global_scale is not None:

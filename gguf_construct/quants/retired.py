@@ -1,7 +1,9 @@
 """The quantized block layouts ggml retired, declared and decoded like the current ones (:mod:`.blocks`).
 
 llama.cpp files older than GGJT v2, whisper.cpp/ggml-example files with quantization version 0 or 1, and
-rwkv.cpp version-100 files hold blocks in layouts ggml no longer has (../shared/reference/legacy-formats.md §3):
+rwkv.cpp version-100 files hold blocks in layouts ggml no longer has (``ggml-org/llama.cpp`` ``ggml.c`` before
+b9fd7ee, GGJT v2's nibble order, and 2d5db48, GGJT v3's f16 scales; Q4_2 and Q4_3 as 77a7340 and e0305ea added
+them; ``RWKV/rwkv.cpp`` ``ggml.c`` at c40941d for Q4_1_O):
 
 - ``*.v1`` — before GGJT v2 ("pairs"): byte ``qs[j]`` holds element ``2j`` in its low nibble and ``2j+1`` in its
   high one; Q4_0/Q4_1/Q8_0 scales are f32. Q5's high bit of element ``l`` is bit ``l`` of ``qh``.
@@ -23,7 +25,7 @@ from functools import cache
 import numpy as np
 from construct import Array, Float16l, Float32l, Int8sl, Int8ul, Int16ul, Struct
 
-from ..errors import TruncatedError, UnsupportedTypeError
+from .. import rules
 from .blocks import dtype_of
 from .common import U8, finish, packed
 from .floats import half_to_float
@@ -208,7 +210,7 @@ def retired_layout(name: str) -> RetiredLayout:
     try:
         return RETIRED[name]
     except KeyError:
-        raise UnsupportedTypeError("tensor.layout", f"no retired block layout {name!r}") from None
+        raise rules.TENSOR_LAYOUT.error(f"no retired block layout {name!r}") from None
 
 
 def _blocks(data: object, layout: RetiredLayout) -> np.ndarray:
@@ -216,9 +218,7 @@ def _blocks(data: object, layout: RetiredLayout) -> np.ndarray:
 
     buf = as_bytes(data)
     if buf.size % layout.type_size:
-        raise TruncatedError(
-            "tensor.partial_block",
-            f"{buf.size} bytes of {layout.name} end inside a {layout.type_size}-byte block",
+        raise rules.TENSOR_PARTIAL_BLOCK.error(f"{buf.size} bytes of {layout.name} end inside a {layout.type_size}-byte block",
             offset=buf.size - buf.size % layout.type_size,
         )
     return buf.view(layout.dtype)

@@ -15,7 +15,8 @@ import time
 from functools import cache
 from typing import Any
 
-from .errors import RangeNotSupportedError, RemoteChangedError, RemoteError, RemoteLimitError
+from .. import rules
+from .errors import RemoteChangedError, RemoteError
 from .options import RemoteOptions, options
 from .source import RangedSource
 
@@ -33,7 +34,7 @@ def _urllib3() -> Any:
     try:
         import urllib3
     except ImportError:
-        raise RemoteError("remote.missing_extra", "reading URLs needs urllib3: pip install 'gguf-construct[remote]'") from None
+        raise rules.REMOTE_MISSING_EXTRA.error("reading URLs needs urllib3: pip install 'gguf-construct[remote]'") from None
     return urllib3
 
 
@@ -114,23 +115,23 @@ class HttpFile:
         except u3.exceptions.MaxRetryError as e:
             reason = e.reason
             if isinstance(reason, u3.exceptions.ResponseError) and "redirect" in str(reason):
-                raise RemoteLimitError("remote.redirects", f"more than {o.max_redirects} redirects", url=self.url) from None
-            raise RemoteError("remote.connection", f"no answer after {o.retries + 1} tries: {_reason(reason)}", url=self.url) from None
+                raise rules.REMOTE_REDIRECTS.error(f"more than {o.max_redirects} redirects", url=self.url) from None
+            raise rules.REMOTE_CONNECTION.error(f"no answer after {o.retries + 1} tries: {_reason(reason)}", url=self.url) from None
         except (u3.exceptions.HTTPError, OSError, ValueError) as e:
-            raise RemoteError("remote.connection", _reason(e), url=self.url) from None
+            raise rules.REMOTE_CONNECTION.error(_reason(e), url=self.url) from None
 
     def _fail(self, resp: Any) -> RemoteError:
         status = resp.status
         what = {401: "unauthorized (a token? --header 'Authorization: Bearer ...' or HF_TOKEN)", 403: "forbidden", 404: "not found", 416: "range not satisfiable"}.get(status)
         resp.release_conn() if status < 500 else resp.drain_conn()
-        return RemoteError("remote.status", what or f"the server answered {status} {resp.reason or ''}".strip(), url=self.url, status=status)
+        return rules.REMOTE_STATUS.error(what or f"the server answered {status} {resp.reason or ''}".strip(), url=self.url, status=status)
 
     def _read_body(self, resp: Any, into: memoryview, pos: int, deadline: float) -> int:
         """Read ``resp``'s body into ``into[pos:]`` (in place: a large tensor is not held twice); the new position."""
         try:
             while pos < len(into):
                 if time.monotonic() > deadline:
-                    raise RemoteLimitError("remote.deadline", f"the request took more than {self.opts.request_deadline:g} s", url=self.url, status=resp.status)
+                    raise rules.REMOTE_DEADLINE.error(f"the request took more than {self.opts.request_deadline:g} s", url=self.url, status=resp.status)
                 n = resp.readinto(into[pos : pos + (1 << 20)])
                 if not n:
                     break
@@ -152,7 +153,7 @@ class HttpFile:
             start, last, total = self._content_range(resp)
             if start != 0 or total is None:
                 resp.close()
-                raise RemoteError("remote.content_range", f"asked for bytes 0.., got Content-Range {resp.headers.get('Content-Range')!r}", url=self.url, status=206)
+                raise rules.REMOTE_CONTENT_RANGE.error(f"asked for bytes 0.., got Content-Range {resp.headers.get('Content-Range')!r}", url=self.url, status=206)
             self.size = total
             first = memoryview(bytearray(min(total, first_chunk, last + 1)))  # a server may send less than asked
             self._read_ranged(resp, 0, first, deadline)
@@ -165,7 +166,7 @@ class HttpFile:
         elif resp.status == 200:
             if not o.download:
                 resp.close()
-                raise RangeNotSupportedError("remote.no_ranges", "the server does not support range requests (it sent the whole file); --download fetches it whole", url=self.url, status=200)
+                raise rules.REMOTE_NO_RANGES.error("the server does not support range requests (it sent the whole file); --download fetches it whole", url=self.url, status=200)
             length = resp.headers.get("Content-Length")
             first = bytearray()
             self._download(resp, int(length) if length and length.isdigit() else None, first, deadline)
@@ -188,7 +189,7 @@ class HttpFile:
         try:
             while True:
                 if time.monotonic() > deadline:
-                    raise RemoteLimitError("remote.deadline", f"the download took more than {self.opts.request_deadline:g} s", url=self.url, status=200)
+                    raise rules.REMOTE_DEADLINE.error(f"the download took more than {self.opts.request_deadline:g} s", url=self.url, status=200)
                 piece = resp.read(1 << 20)
                 if not piece:
                     break
@@ -196,21 +197,21 @@ class HttpFile:
                 if bar is not None:
                     bar.update(len(piece))
                 if limit is not None and len(into) > limit:
-                    raise RemoteLimitError("remote.max_bytes", f"more than {limit} bytes", url=self.url, status=200)
+                    raise rules.REMOTE_MAX_BYTES.error(f"more than {limit} bytes", url=self.url, status=200)
         except _urllib3().exceptions.HTTPError as e:
-            raise RemoteError("remote.dropped", f"the download broke off after {len(into)} bytes: {_reason(e)}", url=self.url, status=200) from None
+            raise rules.REMOTE_DROPPED.error(f"the download broke off after {len(into)} bytes: {_reason(e)}", url=self.url, status=200) from None
         finally:
             resp.close()
             if bar is not None:
                 bar.close()
         if length is not None and len(into) != length:
-            raise RemoteError("remote.dropped", f"the download ended after {len(into)} of {length} bytes", url=self.url, status=200)
+            raise rules.REMOTE_DROPPED.error(f"the download ended after {len(into)} of {length} bytes", url=self.url, status=200)
 
     def _content_range(self, resp: Any) -> tuple[int, int, int | None]:
         m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
         if not m:
             resp.close()
-            raise RemoteError("remote.content_range", f"a 206 answer without a valid Content-Range ({resp.headers.get('Content-Range')!r})", url=self.url, status=206)
+            raise rules.REMOTE_CONTENT_RANGE.error(f"a 206 answer without a valid Content-Range ({resp.headers.get('Content-Range')!r})", url=self.url, status=206)
         return int(m.group(1)), int(m.group(2)), None if m.group(3) == "*" else int(m.group(3))
 
     def _read_ranged(self, resp: Any, start: int, into: memoryview, deadline: float) -> None:
@@ -223,12 +224,12 @@ class HttpFile:
                 pos = self._read_body(resp, into, pos, deadline)
             except (u3.exceptions.HTTPError, OSError) as e:
                 if tries >= self.opts.retries:
-                    raise RemoteError("remote.dropped", f"the connection broke off {tries + 1} times reading bytes {start}..{end}: {_reason(e)}", url=self.url, status=206) from None
+                    raise rules.REMOTE_DROPPED.error(f"the connection broke off {tries + 1} times reading bytes {start}..{end}: {_reason(e)}", url=self.url, status=206) from None
             if pos >= len(into):
                 return
             tries += 1
             if tries > self.opts.retries:
-                raise RemoteError("remote.dropped", f"the body of bytes {start}..{end} ended after {pos} bytes, {tries} times", url=self.url, status=206)
+                raise rules.REMOTE_DROPPED.error(f"the body of bytes {start}..{end} ended after {pos} bytes, {tries} times", url=self.url, status=206)
             time.sleep(min(self.opts.backoff * (2 ** (tries - 1)), 5.0))
             resp = self._range_request(start + pos, end)
 
@@ -239,17 +240,17 @@ class HttpFile:
         resp = self._request(headers)
         if resp.status == 200:
             resp.close()
-            raise RemoteChangedError("remote.changed", "the file changed since it was opened (the server sent the whole new file in answer to If-Range)", url=self.url, status=200)
+            raise rules.REMOTE_CHANGED.error("the file changed since it was opened (the server sent the whole new file in answer to If-Range)", url=self.url, status=200)
         if resp.status != 206:
             raise self._fail(resp)
         got_start, _, total = self._content_range(resp)
         etag = resp.headers.get("ETag")
         if (total is not None and total != self.size) or (etag and self.etag and etag != self.etag):
             resp.close()
-            raise RemoteChangedError("remote.changed", f"the file changed since it was opened (size {total}, ETag {etag}; was {self.size}, {self.validator})", url=self.url, status=206)
+            raise rules.REMOTE_CHANGED.error(f"the file changed since it was opened (size {total}, ETag {etag}; was {self.size}, {self.validator})", url=self.url, status=206)
         if got_start != start:
             resp.close()
-            raise RemoteError("remote.content_range", f"asked for bytes {start}.., got Content-Range {resp.headers.get('Content-Range')!r}", url=self.url, status=206)
+            raise rules.REMOTE_CONTENT_RANGE.error(f"asked for bytes {start}.., got Content-Range {resp.headers.get('Content-Range')!r}", url=self.url, status=206)
         return resp
 
     # -- later ranges ---------------------------------------------------------------------------------

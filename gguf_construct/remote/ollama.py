@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import FormatError, InvalidValueError
+from .. import rules
+from ..errors import FormatError
 from .errors import RemoteError
 from .http import HttpFile, open_http
 from .options import RemoteOptions, options
@@ -29,7 +30,7 @@ MAX_MANIFEST = 4 << 20
 def fetch_manifest(name: OllamaName, opts: RemoteOptions) -> bytes:
     src = open_http(name.manifest_url, opts.replace(first_chunk=MAX_MANIFEST, download=True), {"Accept": MANIFEST_ACCEPT})
     if src.size > MAX_MANIFEST:
-        raise RemoteError("remote.manifest", f"the manifest is larger than {MAX_MANIFEST} bytes", url=name.manifest_url)
+        raise rules.REMOTE_MANIFEST.error(f"the manifest is larger than {MAX_MANIFEST} bytes", url=name.manifest_url)
     return bytes(src.ensure(0, src.size))
 
 
@@ -52,7 +53,7 @@ def load_ollama(source: str, *, strict: bool = True, hint: str | None = None, ve
         try:
             return json.loads(bytes(src.view()))
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-            raise InvalidValueError("blob.json", f"{what} is not JSON: {e}") from None
+            raise rules.BLOB_JSON.error(f"{what} is not JSON: {e}") from None
 
     models = [layer for layer in manifest.layers if layer.media_type == MEDIA_MODEL]
     if models:
@@ -78,5 +79,5 @@ def validate_ollama(source: str) -> list[Any]:
     try:
         load_ollama(source, strict=True, verify=True)
     except FormatError as e:
-        return [Issue(e.rule, e.message, e.path, e.offset)]
+        return [Issue.from_error(e)]
     return []

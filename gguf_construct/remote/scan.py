@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TextIO
 
+from .. import rules
 from ..errors import FormatError
 from .options import RemoteOptions
 
@@ -23,7 +24,7 @@ from .options import RemoteOptions
 def scan_one(source: str, profile: str = "spec", opts: RemoteOptions | None = None) -> dict[str, Any]:
     """One source's line: ``{"source", "ok", "format", "issues", "info", "error", "seconds"}``; the source is
     opened once, its header read once, for both the summary and the validation."""
-    from ..cli.report import info_json
+    from ..report import info_json
 
     started = time.perf_counter()
     line: dict[str, Any] = {"source": source, "ok": False, "format": None, "errors": 0, "warnings": 0, "issues": [], "info": None, "error": None}
@@ -49,9 +50,8 @@ def scan_one(source: str, profile: str = "spec", opts: RemoteOptions | None = No
 
 
 def _open_and_check(source: str, profile: str, opts: RemoteOptions | None) -> tuple[Any, list[Any]]:
-    from ..formats.registry import FORMATS
-    from ..formats.registry import PROFILES as ALL_PROFILES
-    from .load import detect_source, load_source, open_source
+    from ..registry import FORMATS, detect_source, load_source, profile_for, validate_bytes
+    from .load import open_source
     from .urls import scheme_of
 
     if scheme_of(source) == "ollama":
@@ -61,18 +61,15 @@ def _open_and_check(source: str, profile: str, opts: RemoteOptions | None) -> tu
     src = open_source(source, opts)
     fmt = detect_source(src)
     f = load_source(src, fmt, strict=False)
-    if profile not in FORMATS[fmt].profiles and profile in ALL_PROFILES:
-        profile = "spec"
+    profile = profile_for(FORMATS[fmt], profile)
     if fmt == "gguf":
         from ..validation import check
 
         return f, check(f.container, src.size, profile)
     if fmt == "safetensors":
-        from ..validation_safetensors import check_safetensors
+        from ..validation.safetensors import check_safetensors
 
         return f, check_safetensors(f.container, profile)
-    from ..validation import validate_bytes
-
     return f, validate_bytes(src.ensure(0, src.size), profile)
 
 
@@ -88,9 +85,7 @@ def scan_batch(sources: list[str], profile: str = "spec", opts: RemoteOptions | 
 def preload() -> None:
     """Import what ``scan_one`` imports, once, on the calling thread, before any thread of the scan starts: first
     imports of the same modules on many threads at once wait on each other's import locks."""
-    from .. import validation, validation_safetensors  # noqa: F401
-    from ..cli import report  # noqa: F401
-    from ..formats import registry  # noqa: F401
+    from .. import registry, report, validation, validation_safetensors  # noqa: F401
     from . import load, ollama, urls  # noqa: F401
     from .http import _urllib3
 
@@ -163,7 +158,6 @@ def run_dask(sources: list[str], emit: Callable[[dict[str, Any]], None], schedul
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
         raise SystemExit("gguf-construct scan --dask needs dask.distributed: pip install 'gguf-construct[cluster]'") from None
-    from .errors import RemoteError
 
     preload()  # before the worker threads start, in this process (LocalCluster) and for the results' unpickling
     cluster = None
@@ -183,7 +177,7 @@ def run_dask(sources: list[str], emit: Callable[[dict[str, Any]], None], schedul
             if not done.has_ready():  # polled like as_completed's own wait: its timeout is for the whole run
                 if time.monotonic() - last > timeout:
                     left = done.count()
-                    raise RemoteError("remote.dask_stalled", f"no batch finished on the Dask cluster in {timeout:g} s ({left} of {len(batches)} batches left)")
+                    raise rules.REMOTE_DASK_STALLED.error(f"no batch finished on the Dask cluster in {timeout:g} s ({left} of {len(batches)} batches left)")
                 time.sleep(0.05)
                 continue
             _, lines = next(done)

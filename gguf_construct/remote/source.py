@@ -21,9 +21,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .. import rules
 from ..errors import FormatError, LimitError, TruncatedError
 from ..formats.base import map_file
-from .errors import RemoteChangedError, RemoteLimitError
+from .errors import RemoteChangedError
 from .options import RemoteOptions, options
 
 #: Sparse buffers up to this size are anonymous maps; larger ones are a deleted temporary file (no overcommit).
@@ -168,7 +169,7 @@ class RangedSource:
                 if e - s < self.opts.first_chunk:  # read ahead to one small chunk: the small tensors that follow come along
                     e = max(e, self._have.missing(s, min(self.size, s + self.opts.first_chunk))[0][1])
                 if self.opts.max_bytes is not None and self.fetched + (e - s) > self.opts.max_bytes:
-                    raise RemoteLimitError("remote.max_bytes", f"reading bytes {s}..{e} would pass the limit of {self.opts.max_bytes} bytes fetched", url=self.name, offset=s)
+                    raise rules.REMOTE_MAX_BYTES.error(f"reading bytes {s}..{e} would pass the limit of {self.opts.max_bytes} bytes fetched", url=self.name, offset=s)
                 self._fetch(s, self._view[s:e])  # written in place
                 self.requests += 1
                 self._have.add(s, e)
@@ -211,13 +212,13 @@ class RangedSource:
                 if needed is not None and needed > self.size:
                     raise _as_whole_file(e, n, self.size) from None  # the whole file could not satisfy it either
                 if n >= o.max_header:
-                    raise RemoteLimitError("remote.max_header", f"the header is larger than {o.max_header} bytes (the limit; see RemoteOptions.max_header)", url=self.name) from None
+                    raise rules.REMOTE_MAX_HEADER.error(f"the header is larger than {o.max_header} bytes (the limit; see RemoteOptions.max_header)", url=self.name) from None
                 chunk = min(chunk * 2, o.max_chunk)
                 n = min(self.size, max(n + chunk, needed or 0), o.max_header)
         rest = container.get(tail)
         header_end = n - len(rest) if rest is not None else n
         if header_end > o.max_header:
-            raise RemoteLimitError("remote.max_header", f"the header is {header_end} bytes, more than the limit of {o.max_header} (RemoteOptions.max_header)", url=self.name)
+            raise rules.REMOTE_MAX_HEADER.error(f"the header is {header_end} bytes, more than the limit of {o.max_header} (RemoteOptions.max_header)", url=self.name)
         if rest is not None:
             container[tail] = self._view[header_end:]  # the rest of the prefix becomes the rest of the file
         return container

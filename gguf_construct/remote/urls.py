@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from .errors import RemoteError
+from .. import rules
 
 HF_DEFAULT_ENDPOINT = "https://huggingface.co"
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -48,7 +48,7 @@ def hf_url(source: str) -> tuple[str, dict[str, str]]:
     """The resolve URL of an ``hf://`` name and its headers (the bearer token from ``HF_TOKEN``)."""
     m = _HF.match(source)
     if not m:
-        raise RemoteError("remote.url", "expected hf://OWNER/REPO[@REVISION]/PATH", url=source)
+        raise rules.REMOTE_URL.error("expected hf://OWNER/REPO[@REVISION]/PATH", url=source)
     endpoint = (os.environ.get("HF_ENDPOINT") or HF_DEFAULT_ENDPOINT).rstrip("/")
     kind = f"{m.group('kind')}/" if m.group("kind") else ""
     rev = quote(m.group("rev") or "main", safe="")
@@ -76,13 +76,13 @@ class OllamaName:
 
 def ollama_name(source: str) -> OllamaName:
     """``ollama://[REGISTRY/][NAMESPACE/]MODEL[:TAG]`` with Ollama's defaults."""
-    from ..api.ollama import DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG
+    from ..formats.ollama import DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG
 
     parts = source[len("ollama://") :].split("/")
     model, _, tag = parts[-1].partition(":")  # the registry may have a port: the tag is in the last part only
     parts[-1] = model
     if not 1 <= len(parts) <= 3 or not all(parts):
-        raise RemoteError("remote.url", "expected ollama://[REGISTRY/][NAMESPACE/]MODEL[:TAG]", url=source)
+        raise rules.REMOTE_URL.error("expected ollama://[REGISTRY/][NAMESPACE/]MODEL[:TAG]", url=source)
     host, namespace, model = [DEFAULT_HOST, DEFAULT_NAMESPACE][: 3 - len(parts)] + parts
     tag = tag or DEFAULT_TAG
     hostname = host.rsplit(":", 1)[0].strip("[]")

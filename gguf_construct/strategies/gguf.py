@@ -255,8 +255,8 @@ class InvalidFile(NamedTuple):
 
 
 class Layout:
-    """Where each field of a built file is, from the parsed container's ``_offset`` records and the version's
-    field widths (u32 counts, lengths and dims in v1, u64 from v2)."""
+    """Where each field of a built file is: the offsets the schema recorded while parsing (``_at`` of each
+    record), and the version's count width (u32 in v1, u64 from v2) for the patched values."""
 
     def __init__(self, data: bytes):
         self.data = data
@@ -278,24 +278,21 @@ class Layout:
     def count_fmt(self) -> str:
         return self.order + ("I" if self.width == 4 else "Q")
 
+    def header(self, field: str) -> int:
+        """Where a header field (``version``, ``tensor_count``, ``metadata_kv_count``) is."""
+        return self.c._at[field]
+
     def kv(self, i: int) -> dict[str, int]:
-        kv = self.c.metadata_kv[i]
-        key_len = len(kv.key.encode("utf-8"))
-        start = kv._offset
-        fields = {"key_length": start, "key": start + self.width, "value_type": start + self.width + key_len}
-        fields["value"] = fields["value_type"] + 4
-        if str(kv.value_type) == "arr":
-            fields["array_type"], fields["array_count"] = fields["value"], fields["value"] + 4
+        at = self.c.metadata_kv[i]._at
+        fields = {"key_length": at["key"], "value_type": at["value_type"], "value": at["value"]}
+        if str(self.c.metadata_kv[i].value_type) == "arr":  # the array's header: u32 element type, then its count
+            fields["array_type"], fields["array_count"] = at["value"], at["value"] + 4
         return fields
 
     def tensor(self, i: int) -> dict[str, Any]:
-        ti = self.c.tensor_infos[i]
-        name_len = len(ti.name.encode("utf-8"))
-        start = ti._offset
-        n_dims = start + self.width + name_len
-        dims = [n_dims + 4 + j * self.width for j in range(len(ti.dimensions))]
-        type_at = n_dims + 4 + len(ti.dimensions) * self.width
-        return {"name_length": start, "name": start + self.width, "n_dims": n_dims, "dims": dims, "type": type_at, "offset": type_at + 4}
+        at = self.c.tensor_infos[i]._at
+        dims = [at["dimensions"] + j * self.width for j in range(len(self.c.tensor_infos[i].dimensions))]
+        return {"name_length": at["name"], "n_dims": at["n_dimensions"], "dims": dims, "type": at["type"], "offset": at["offset"]}
 
     def patch(self, at: int, fmt: str, value: int) -> bytes:
         packed = struct.pack(self.order + fmt if fmt[0] not in "<>" else fmt, value)
@@ -357,13 +354,13 @@ def _huge(draw: Any, layout: Layout, at_least: int) -> int:
 @breaker("S1.n_kv", "header.n_kv")
 def _s1_n_kv(draw: Any) -> bytes:
     b = _base(draw)
-    return b.patch_count(8 + b.width, _huge(draw, b, len(b.data)))
+    return b.patch_count(b.header("metadata_kv_count"), _huge(draw, b, len(b.data)))
 
 
 @breaker("S1.n_tensors", "header.n_tensors")
 def _s1_n_tensors(draw: Any) -> bytes:
     b = _base(draw)
-    return b.patch_count(8, _huge(draw, b, len(b.data)))
+    return b.patch_count(b.header("tensor_count"), _huge(draw, b, len(b.data)))
 
 
 @breaker("S2.key_length", "string.length")
@@ -648,7 +645,7 @@ def _s14(draw: Any) -> bytes:
 def _s15_version(draw: Any) -> bytes:
     b = _base(draw)
     word = draw(st.sampled_from([0, 4, 5, 0xFFFF, 0xFFFFFFFF]))
-    return b.patch(4, "I", word)
+    return b.patch(b.header("version"), "I", word)
 
 
 @breaker("S15.magic", "header.magic")

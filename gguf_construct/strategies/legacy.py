@@ -1,6 +1,7 @@
 """Hypothesis strategies drawing valid legacy files: GGML (every hyper-parameter profile), GGMF v1, GGJT v1–v3
 and rwkv.cpp 100/101, as schema containers (``legacy_containers()``, ``rwkv_containers()``) and as bytes
-(``legacy_bytes()``, ``rwkv_bytes()``). Tensor types are drawn from the era's own table (schema/legacy.json), so
+(``legacy_bytes()``, ``rwkv_bytes()``). Each profile's fields are drawn from its declaration (formats/legacy_profiles.py); tensor types from the
+era's own table (schema/legacy.json), so
 retired block layouts appear in the files that could hold them; tensor data is random whole blocks."""
 
 from __future__ import annotations
@@ -8,10 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from construct import Container
+from construct import Container, Rebuild, Renamed, Struct, evaluate
 from hypothesis import strategies as st
 
-from ..formats.ggml import GGML, LegacyVocab, legacy_tables, resolve_type, table_for, type_table
+from ..formats.ggml import GGML, legacy_tables, resolve_type, table_for, type_table
+from ..formats.legacy_fields import LegacyName, LegacyVocab, NumpyArray, VocabArray
+from ..formats.legacy_profiles import PROFILE_FIELDS
 from ..formats.rwkv import RWKV
 
 __all__ = ["legacy_bytes", "legacy_containers", "rwkv_bytes", "rwkv_containers"]
@@ -32,6 +35,36 @@ def _tensor(draw: Any, table: str, ids: list[int], max_dims: int, min_dims: int,
     return Container({type_f: type_id, dims_f: ne, name_f: draw(_names), "data": data})
 
 
+def _draw_fields(draw: Any, fields: Any, c: Container, fmt: str, ftypes: list[int]) -> None:
+    """Draw a value for each field of a profile's declaration (``legacy_profiles``) into ``c``: small positive
+    integers, finite floats, ``ftype`` from ``ftypes``, counted arrays as long as the fields before them say."""
+    for field in fields:
+        name, con = field.name, field.subcon if isinstance(field, Renamed) else field
+        if isinstance(con, Struct):
+            inner = Container(_=c)
+            _draw_fields(draw, con.subcons, inner, fmt, ftypes)
+            del inner["_"]
+            c[name] = inner
+        elif isinstance(con, Rebuild):
+            continue  # counts and lengths: the schema computes them
+        elif isinstance(con, VocabArray):
+            n = evaluate(con.count, c) if con.count != "vocab_count" else draw(st.integers(0, 6))
+            scored = bool(evaluate(con.scored, Container(c, format=fmt)))
+            texts = draw(st.lists(st.binary(max_size=6), min_size=n, max_size=n))
+            scores = np.array(draw(st.lists(st.floats(-100, 0, width=32), min_size=n, max_size=n)), "<f4") if scored else None
+            c[name] = LegacyVocab(texts, scores)
+        elif isinstance(con, NumpyArray):
+            c[name] = np.arange(con._count(c), dtype=con.dtype)
+        elif isinstance(con, LegacyName):
+            c[name] = draw(st.text("abc-16k", max_size=12))
+        elif name == "ftype":
+            c[name] = draw(st.sampled_from(ftypes))
+        elif con.sizeof() == 4 and con.fmtstr[-1] == "f":
+            c[name] = float(np.float32(draw(st.floats(-8, 8, width=32))))
+        else:
+            c[name] = draw(st.integers(1, 6))
+
+
 @st.composite
 def legacy_containers(draw: Any, fmt: str | None = None, profile: str | None = None) -> Container:
     """A GGML/GGMF/GGJT container; ``fmt``/``profile`` fix the container and hyper-parameter profile."""
@@ -41,38 +74,8 @@ def legacy_containers(draw: Any, fmt: str | None = None, profile: str | None = N
     fmt = fmt or draw(st.sampled_from(prof["containers"]))
     version = None if fmt == "ggml" else draw(st.sampled_from(legacy_tables()["magics"][fmt]["versions"]))
     c = Container(format=fmt, version=version, profile=profile)
-    counts = {}
-    for sec in prof["sections"]:
-        kind = sec["kind"]
-        if kind == "hparams":
-            block = Container()
-            for name, typ in sec["fields"]:
-                if name == "ftype":
-                    block[name] = draw(st.sampled_from([0, 1, 1002, 1008] if prof["quant_era"] == "ftype" else list(range(10))))
-                elif typ == "f32":
-                    block[name] = float(np.float32(draw(st.floats(-8, 8, width=32))))
-                else:
-                    block[name] = draw(st.integers(1, 6))
-                counts[name] = block[name]
-            c[sec.get("name", "hparams")] = block
-        elif kind == "vocab":
-            n = counts[sec["count"]] if sec["count"] != "stored" else draw(st.integers(0, 6))
-            scored = {"versioned": fmt != "ggml", True: True, False: False}[sec["score"]]
-            texts = draw(st.lists(st.binary(max_size=6), min_size=n, max_size=n))
-            scores = np.array(draw(st.lists(st.floats(-100, 0, width=32), min_size=n, max_size=n)), "<f4") if scored else None
-            c["vocab"] = LegacyVocab(texts, scores)
-        elif kind == "matrix":
-            rows, cols = draw(st.integers(0, 3)), draw(st.integers(0, 3))
-            c[sec["name"]] = Container({sec["rows"]: rows, sec["cols"]: cols, "data": np.arange(rows * cols, dtype="<f4")})
-        elif kind == "vector":
-            k = draw(st.integers(0, 4))
-            c[sec["name"]] = Container({sec["count"]: k, "data": np.ones(k, "<f4")})
-        elif kind == "u32_array":
-            c[sec["name"]] = np.arange(counts[sec["count"]], dtype="<u4")
-        elif kind == "string":
-            c[sec["name"]] = Container(text=draw(st.text("abc-16k", max_size=12)))
-        elif kind == "i32_records":
-            c[sec["name"]] = np.arange(counts[sec["count"]] * len(sec["fields"]), dtype="<i4")
+    ftypes = [0, 1, 1002, 1008] if prof["quant_era"] == "ftype" else list(range(10))
+    _draw_fields(draw, PROFILE_FIELDS[profile], c, fmt, ftypes)
     hp = {k: v for block in ("hparams", "hparams2") if block in c for k, v in c[block].items()}
     table = table_for(fmt, version, profile, hp)
     ids = sorted(type_table(table)) if not table.startswith("rwkv") else []

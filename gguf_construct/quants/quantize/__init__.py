@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...errors import InvalidValueError, UnsupportedTypeError
+from ... import rules
 from ...tables import GGMLType
 from ..blocks import block_dtype, block_elements, resolve
 from . import fast, gridsearch, kquants, legacy, nonlinear, plain
@@ -64,9 +64,9 @@ def _rows(values: np.ndarray, block: int, name: str) -> np.ndarray:
     if x.ndim == 1:
         x = x[None]
     if x.ndim != 2:
-        raise InvalidValueError("quantize.values", f"values must be 1-D or 2-D (rows, n_per_row), not {x.ndim}-D")
+        raise rules.QUANTIZE_VALUES.error(f"values must be 1-D or 2-D (rows, n_per_row), not {x.ndim}-D")
     if x.shape[1] % block:
-        raise InvalidValueError("quantize.values", f"{name} needs rows of a multiple of {block} values, not {x.shape[1]}")
+        raise rules.QUANTIZE_VALUES.error(f"{name} needs rows of a multiple of {block} values, not {x.shape[1]}")
     return x
 
 
@@ -77,7 +77,7 @@ def quantize(values: np.ndarray, ggml_type: int | str | GGMLType, *, imatrix: np
     t = resolve(ggml_type)
     name = t.name
     if name not in SUPPORTED:
-        raise UnsupportedTypeError("quantize.type", f"quantizing to {name} is not implemented")
+        raise rules.QUANTIZE_TYPE.error(f"quantizing to {name} is not implemented")
     block = block_elements(name)
     x = _rows(values, block, name)
     n_rows, n_per_row = x.shape
@@ -93,9 +93,9 @@ def quantize(values: np.ndarray, ggml_type: int | str | GGMLType, *, imatrix: np
     if imatrix is not None:
         imatrix = np.ascontiguousarray(imatrix, dtype=np.float32).reshape(-1)
         if imatrix.size != n_per_row:
-            raise InvalidValueError("quantize.imatrix", f"imatrix has {imatrix.size} weights for rows of {n_per_row}")
+            raise rules.QUANTIZE_IMATRIX.error(f"imatrix has {imatrix.size} weights for rows of {n_per_row}")
     if name in REQUIRES_IMATRIX and imatrix is None:
-        raise InvalidValueError("quantize.imatrix", f"{name} needs an importance matrix (as in ggml)")
+        raise rules.QUANTIZE_IMATRIX.error(f"{name} needs an importance matrix (as in ggml)")
     blocks = np.zeros(n_rows * n_per_row // block, block_dtype(name))
     weighted = imatrix is not None and name in WEIGHTED
     family = "legacy" if name in legacy.QUANTIZERS or name in ("tq1_0", "tq2_0") else "grid" if name in gridsearch.WEIGHTED else "search"

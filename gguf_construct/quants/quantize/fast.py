@@ -328,16 +328,7 @@ def mxfp4(x: np.ndarray, blocks: np.ndarray) -> bool:
     return True
 
 
-QUANTIZERS = {
-    "q4_0": q4_0,
-    "q4_1": q4_1,
-    "q5_0": q5_0,
-    "q5_1": q5_1,
-    "q8_0": q8_0,
-    "tq1_0": tq1_0,
-    "tq2_0": tq2_0,
-    "mxfp4": mxfp4,
-}
+QUANTIZERS = {f.__name__: f for f in (q4_0, q4_1, q5_0, q5_1, q8_0, tq1_0, tq2_0, mxfp4)}
 
 
 def f16_bits(x: np.ndarray, out: np.ndarray) -> None:

@@ -17,7 +17,7 @@ from functools import cache
 
 import numpy as np
 
-from ...errors import InvalidValueError
+from ... import rules
 from .. import grids
 from .cfloat import F32, fp32_to_fp16_bits, nearest_int, seqsum
 from .search import GROUP_MAX_EPS, make_qp_quants
@@ -92,18 +92,23 @@ def best_neighbour(g: Grid, u: np.ndarray, xv: np.ndarray, wa: np.ndarray, scale
         if not sel.size:
             continue
         cand = g.neighbours[u[sel], :high]  # (m, high)
-        valid = cand >= 0
-        q = 2 * g.levels[np.where(valid, cand, 0)].astype(F32) + F32(1)  # (m, high, width)
-        d2 = np.zeros(cand.shape, F32)
-        sc, x_, w_ = scale[sel], xv[sel], wa[sel]
-        for i in range(q.shape[-1]):
-            diff = sc[:, None] * q[:, :, i] - x_[:, None, i]
-            d2 = d2 + (w_[:, None, i] * diff) * diff
-        d2 = np.where(valid, d2, np.inf)
-        if not (d2 < np.finfo(np.float32).max).any(axis=1).all():  # C: no d2 below FLT_MAX → GGML_ASSERT aborts
-            raise InvalidValueError("quantize.grid", "no grid neighbour has a finite error (values too large for this type; ggml aborts)")
-        out[sel] = np.take_along_axis(cand, np.argmin(d2, axis=1)[:, None], 1)[:, 0]
+        q = 2 * g.levels[np.where(cand >= 0, cand, 0)].astype(F32) + F32(1)  # (m, high, width)
+        out[sel] = _closest(cand, q, scale[sel], xv[sel], wa[sel], "values too large for this type; ggml aborts")
     return out
+
+
+def _closest(cand: np.ndarray, q: np.ndarray, sc: np.ndarray, xv: np.ndarray, wv: np.ndarray, why: str) -> np.ndarray:
+    """The candidate (of ``cand`` ``(m, n)``, -1 padding) with the least ``sum w (sc*q - x)^2`` over its values
+    ``q`` ``(m, n, width)``, the first of equals (C's strict ``<``). C finds none when no error is below
+    ``FLT_MAX`` (``GGML_ASSERT`` or an out-of-bounds read, as ``why`` says): refused here."""
+    d2 = np.zeros(cand.shape, F32)
+    for i in range(q.shape[-1]):
+        diff = sc[:, None] * q[:, :, i] - xv[:, None, i]
+        d2 = d2 + (wv[:, None, i] * diff) * diff
+    d2 = np.where(cand >= 0, d2, np.inf)
+    if not (d2 < np.finfo(np.float32).max).any(axis=1).all():
+        raise rules.QUANTIZE_GRID.error(f"no grid neighbour has a finite error ({why})")
+    return np.take_along_axis(cand, np.argmin(d2, axis=1)[:, None], 1)[:, 0]
 
 
 def _snap(g: Grid, L: np.ndarray, xval: np.ndarray, waux: np.ndarray, scale: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -135,6 +140,116 @@ def _fit(weight: np.ndarray, xval: np.ndarray, L: np.ndarray) -> tuple[np.ndarra
     return seqsum(np.ascontiguousarray(t1.T)), seqsum(np.ascontiguousarray(t2.T))
 
 
+def _sigma2(x: np.ndarray, per: int, ndim: int, doubled: bool = True) -> np.ndarray:
+    """``sigma2 = (2*)sumx2/QK_K`` of each super-block ``x`` ``(nbl, 256)``, repeated over its ``per`` groups and
+    shaped to broadcast against groups of ``ndim`` dimensions."""
+    sumx2 = seqsum(np.ascontiguousarray((x * x).T))
+    sigma2 = ((F32(2) * sumx2) if doubled else sumx2) / F32(256)
+    return np.repeat(sigma2, per).reshape((-1,) + (1,) * (ndim - 1))
+
+
+def _imatrix_weight(qw: np.ndarray, n_rows: int, xs: np.ndarray, s2: np.ndarray) -> np.ndarray:
+    """``weight[i] = qw[i] * sqrt(sigma2 + x[i]*x[i])``, the importance matrix tiled over ``n_rows`` rows and
+    shaped as the groups ``xs``."""
+    return np.tile(qw.reshape(-1, 256), (n_rows, 1)).reshape(xs.shape) * np.sqrt(s2 + xs * xs)
+
+
+def _take(better: np.ndarray, sumqx: np.ndarray, sumq2: np.ndarray, scale: np.ndarray, best: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``if (better) { scale = sumqx/sumq2; best = scale*sumqx; }``: (scale, best)."""
+    new_scale = sumqx / np.where(better, sumq2, F32(1))
+    return np.where(better, new_scale, scale), np.where(better, new_scale * sumqx, best)
+
+
+def _best_split(vmax: np.ndarray, candidates) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """IQ1's exhaustive search: over ``(i1, i2, k, sumqx, sumq2)`` in C's order (boundaries ``i1 <= i2``, shift
+    choice ``k``), the first with the largest ``sumqx^2/sumq2`` where ``sumq2 > 0``. Returns (scale, i1, i2, k),
+    the indices -1 and the scale ``vmax`` where no candidate qualified."""
+    G = len(vmax)
+    best = np.full(G, -np.finfo(np.float32).max, F32)
+    scale = vmax.copy()
+    b1, b2, bk = np.full(G, -1), np.full(G, -1), np.full(G, -1)
+    for i1, i2, k, sumqx, sumq2 in candidates:
+        better = (sumq2 > 0) & (sumqx * sumqx > best * sumq2)
+        if better.any():
+            scale, best = _take(better, sumqx, sumq2, scale, best)
+            b1 = np.where(better, i1, b1)
+            b2 = np.where(better, i2, b2)
+            bk = np.where(better, k, bk)
+    return scale, b1, b2, bk
+
+
+def _boundary_levels(order: np.ndarray, b1: np.ndarray, b2: np.ndarray, live: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """IQ1's levels from the chosen boundaries: sorted positions below ``b1`` get 0, below ``b2`` 1, the rest 2, put
+    back in element order; a negative scale mirrors them (``2 - L``). Returns (L, mirrored, |scale|)."""
+    rank = np.arange(order.shape[1])[None, :]
+    Ls = np.where(rank < b1[:, None], 0, np.where(rank < b2[:, None], 1, 2))
+    L = np.empty(order.shape, np.int64)
+    np.put_along_axis(L, order, Ls, 1)
+    neg = live & (scale < 0)
+    return np.where(neg[:, None], 2 - L, L), neg, np.where(neg, -scale, scale)
+
+
+def _scale_scan(
+    g: Grid, xval: np.ndarray, waux: np.ndarray, weight: np.ndarray, live: np.ndarray, safe: np.ndarray,
+    scale: np.ndarray, on_grid: np.ndarray, base: float, stride: float, steps: range,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The trial scales ``id = (base + step*stride)/max``: each live group's levels at ``id`` snapped to the grid,
+    the scale refitted, and kept where ``sumqx^2/sumq2`` beats the best so far. Returns (scale, levels, on_grid)
+    of the kept trials (the given ``scale``/``on_grid`` where none was kept)."""
+    best = np.zeros(len(live), F32)
+    L = np.zeros(xval.shape, np.int64)
+    for step in steps:
+        idv = (F32(base) + F32(step) * F32(stride)) / safe
+        laux, on = _snap(g, _levels(g, idv, xval), xval, waux, F32(1) / idv, live[:, None])
+        sumqx, sumq2 = _fit(weight, xval, laux)
+        better = live & (sumq2 > 0) & (sumqx * sumqx > best * sumq2)
+        scale, best = _take(better, sumqx, sumq2, scale, best)
+        L = np.where(better[:, None, None], laux, L)
+        on_grid = np.where(better[:, None], on, on_grid)
+    return scale, L, on_grid
+
+
+def _resnap(
+    g: Grid, redo: np.ndarray, group_mask: np.ndarray, xval: np.ndarray, waux: np.ndarray, weight: np.ndarray,
+    scale: np.ndarray, L: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """After the scan: the groups of ``group_mask`` snapped again at the chosen scale, and the scale of ``redo``'s
+    sub-blocks refitted over the result. Returns (scale, levels)."""
+    if redo.any():
+        idv = F32(1) / np.where(redo, scale, F32(1))
+        fresh, _ = _snap(g, _levels(g, idv, xval), xval, waux, scale, group_mask)
+        L = np.where(group_mask[:, :, None], fresh, L)
+        sumqx, sumq2 = _fit(weight, xval, L)
+        scale = np.where(redo & (sumq2 > 0), sumqx / np.where(sumq2 > 0, sumq2, F32(1)), scale)
+    return scale, L
+
+
+def _flip_negative(live: np.ndarray, scale: np.ndarray, signs: np.ndarray, mask: int) -> tuple[np.ndarray, np.ndarray]:
+    """``if (scale < 0) { scale = -scale; signs = ~signs & mask; }`` for the live sub-blocks."""
+    flip = live & (scale < 0)
+    return np.where(flip, -scale, scale), np.where(flip[:, None], ~signs & mask, signs)
+
+
+def _block_scale(scale: np.ndarray, divisor: int, lmax: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The super-block scale over sub-block scales ``(nbl, n)``: ``d = max_scale/divisor`` (0 where the maximum is
+    0), and each sub-block's ``MAX(0, MIN(lmax, nearest_int(0.5f*(id*scale-1))))``. Returns (max_scale, has, d, ls)."""
+    max_scale = scale.max(axis=1)
+    has = max_scale != 0
+    d = np.where(has, max_scale / F32(divisor), F32(0))
+    idd = F32(1) / np.where(has, d, F32(1))
+    ls = np.clip(nearest_int(F32(0.5) * (idd[:, None] * scale - F32(1))), 0, lmax)
+    return max_scale, has, d, ls
+
+
+def _refit_positive(weight: np.ndarray, q: np.ndarray, xb: np.ndarray, redo: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """IQ1's refit after snapping: ``scale = sumqx/sumq2`` over the sub-block where ``redo`` and both sums are
+    positive."""
+    sumqx = seqsum(np.ascontiguousarray(((weight * q) * xb).T))
+    sumq2 = seqsum(np.ascontiguousarray(((weight * q) * q).T))
+    ok = redo & (sumqx > 0) & (sumq2 > 0)
+    return np.where(ok, sumqx / np.where(ok, sumq2, F32(1)), scale)
+
+
 def _iq2(name: str, rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
     """IQ2_XXS (sub-blocks of 32), IQ2_XS and IQ2_S (of 16). IQ2_S differs in its sigma² (doubled), its weights
     without an imatrix (``0.25 sigma² + x²``), its 8 plain sign bits, its ``1e-8`` threshold, its single-distance
@@ -146,20 +261,16 @@ def _iq2(name: str, rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.nda
     x = rows.reshape(-1, 256)
     nbl = x.shape[0]
     per = 256 // sub
-    sumx2 = seqsum(np.ascontiguousarray((x * x).T))
-    sigma2 = ((F32(2) * sumx2) if is_s else sumx2) / F32(256)
     xs = x.reshape(-1, ngr, 8)  # (G, k, 8), G = nbl * per
     G = xs.shape[0]
-    s2 = np.repeat(sigma2, per)[:, None, None]
+    s2 = _sigma2(x, per, 3, doubled=is_s)
     if qw is None:  # IQ2_S only: the others require an imatrix
         weight = F32(0.25) * s2 + xs * xs
     else:
-        weight = np.tile(qw.reshape(-1, 256), (rows.shape[0], 1)).reshape(G, ngr, 8) * np.sqrt(s2 + xs * xs)
+        weight = _imatrix_weight(qw, rows.shape[0], xs, s2)
     waux = np.sqrt(weight)
     if is_s:
-        neg = ~(xs >= 0)
-        xval = np.where(neg, -xs, xs)
-        signs = (neg.astype(np.int64) << np.arange(8)).sum(axis=-1)
+        _, xval, signs = _plain_signs(xs)
     else:
         xval, signs = _signs(xs, weight)
     vmax = xval.reshape(G, -1).max(axis=1)
@@ -169,50 +280,25 @@ def _iq2(name: str, rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.nda
         denom = scale * F32(3)
         zero |= ~(denom > 0)
         steps = range(-6, 7)
-        L = np.zeros(xs.shape, np.int64)
     else:
         denom = vmax
         scale = vmax / F32(5)
         steps = range(-9, 10)
-        L = np.zeros(xs.shape, np.int64)
-    safe = np.where(zero, F32(1), denom)
-    best = np.zeros(G, F32)
-    on_grid = np.ones((G, ngr), bool)
     live = ~zero
-    for step in steps:
-        idv = (F32(5) + F32(step) * F32(0.1)) / safe
-        laux, on = _snap(g, _levels(g, idv, xval), xval, waux, F32(1) / idv, live[:, None])
-        sumqx, sumq2 = _fit(weight, xval, laux)
-        better = live & (sumq2 > 0) & (sumqx * sumqx > best * sumq2)
-        new_scale = sumqx / np.where(better, sumq2, F32(1))
-        scale = np.where(better, new_scale, scale)
-        best = np.where(better, new_scale * sumqx, best)
-        L = np.where(better[:, None, None], laux, L)
-        on_grid = np.where(better[:, None], on, on_grid)
+    scale, L, on_grid = _scale_scan(g, xval, waux, weight, live, np.where(zero, F32(1), denom), scale, np.ones((G, ngr), bool), 5, 0.1, steps)
     if name == "iq2_xxs":
         redo = live & (scale > 0)
         group_mask = np.broadcast_to(redo[:, None], on_grid.shape)
     else:
         redo = live & (scale > 0) & ~on_grid.all(axis=1)
         group_mask = redo[:, None] & ~on_grid
-    if redo.any():
-        idv = F32(1) / np.where(redo, scale, F32(1))
-        fresh, _ = _snap(g, _levels(g, idv, xval), xval, waux, scale, group_mask)
-        L = np.where(group_mask[:, :, None], fresh, L)
-        sumqx, sumq2 = _fit(weight, xval, L)
-        scale = np.where(redo & (sumq2 > 0), sumqx / np.where(sumq2 > 0, sumq2, F32(1)), scale)
-    flip = live & (scale < 0)
-    scale = np.where(flip, -scale, scale)
-    signs = np.where(flip[:, None], ~signs & (255 if is_s else 127), signs)
+    scale, L = _resnap(g, redo, group_mask, xval, waux, weight, scale, L)
+    scale, signs = _flip_negative(live, scale, signs, 255 if is_s else 127)
     index = g.kmap[_pattern(g, L)].astype(np.int64)
     scale = np.where(zero, F32(0), scale).reshape(nbl, per)
     index = np.where(zero[:, None], 0, index)
     signs = np.where(zero[:, None], 0, signs)
-    max_scale = scale.max(axis=1)
-    has = max_scale != 0
-    d = np.where(has, max_scale / F32(31), F32(0))
-    idd = F32(1) / np.where(has, d, F32(1))
-    ls = np.clip(nearest_int(F32(0.5) * (idd[:, None] * scale - F32(1))), 0, 15)
+    _, has, d, ls = _block_scale(scale, 31, 15)
     if name == "iq2_xxs":
         q2 = np.zeros((nbl, per, 2), np.uint32)
         q2[:, :, 0] = (index.reshape(nbl, per, 4) << (8 * np.arange(4))).sum(axis=-1)
@@ -243,12 +329,26 @@ WEIGHTED = {"iq2_xxs": lambda rows, qw: _iq2("iq2_xxs", rows, qw), "iq2_xs": lam
 REQUIRES_IMATRIX = frozenset({"iq2_xxs", "iq2_xs", "iq1_s"})  # ggml_quantize_requires_imatrix
 
 
+def _plain_signs(xs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per 8 values ``(G, k, 8)``: which are negative (``!(x >= 0)``, so NaN counts), the magnitudes, and the 8 sign
+    bits."""
+    neg = ~(xs >= 0)
+    return neg, np.where(neg, -xs, xs), (neg.astype(np.int64) << np.arange(8)).sum(axis=-1)
+
+
+def _iq3_groups(name: str, rows: np.ndarray, qw: np.ndarray | None) -> tuple[Grid, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """IQ3's common start: (grid, super-blocks ``(nbl, 256)``, values in groups ``(G, 4, 8)``, weights (``x*x``
+    without an imatrix), ``sqrt(weight)`` as ``(G, 8, 4)``), G = 8 sub-blocks of 32 per super-block."""
+    x = rows.reshape(-1, 256)
+    xs = x.reshape(-1, 4, 8)
+    weight = xs * xs if qw is None else _imatrix_weight(qw, rows.shape[0], xs, _sigma2(x, 8, 3))
+    return grid(name), x, xs, weight, np.sqrt(weight).reshape(-1, 8, 4)
+
+
 def _signs(xs: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per 8 values: magnitudes and 7 stored sign bits, an odd count of negatives evened by flipping the value with
     the smallest ``weight*x*x`` (the first such); ``xs``/``weight`` ``(G, k, 8)``."""
-    neg = ~(xs >= 0)
-    xval = np.where(neg, -xs, xs)
-    signs = (neg.astype(np.int64) << np.arange(8)).sum(axis=-1)
+    neg, xval, signs = _plain_signs(xs)
     odd = neg.sum(axis=-1) % 2 == 1
     imin = np.argmin((weight * xs) * xs, axis=-1)
     gi, ki = np.nonzero(odd)
@@ -257,18 +357,9 @@ def _signs(xs: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _iq3_xxs(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
-    g = grid("iq3_xxs")
-    x = rows.reshape(-1, 256)
+    g, x, xs, weight, waux = _iq3_groups("iq3_xxs", rows, qw)
     nbl = x.shape[0]
     G = nbl * 8
-    xs = x.reshape(G, 4, 8)
-    if qw is None:
-        weight = xs * xs
-    else:
-        sigma2 = (F32(2) * seqsum(np.ascontiguousarray((x * x).T))) / F32(256)
-        w = np.tile(qw.reshape(-1, 256), (rows.shape[0], 1)).reshape(G, 4, 8)
-        weight = w * np.sqrt(np.repeat(sigma2, 8)[:, None, None] + xs * xs)
-    waux = np.sqrt(weight).reshape(G, 8, 4)
     xval8, signs = _signs(xs, weight)
     xval = xval8.reshape(G, 8, 4)
     weight = weight.reshape(G, 8, 4)
@@ -276,40 +367,15 @@ def _iq3_xxs(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
     zero = vmax < F32(1e-8)  # GROUP_MAX_EPS_IQ3_XXS
     live = ~zero
     safe = np.where(zero, F32(1), vmax)
-    scale = vmax / F32(15)
-    best = np.zeros(G, F32)
-    L = np.zeros(xval.shape, np.int64)
-    on_grid = np.ones((G, 8), bool)
-    for step in range(-15, 16):
-        idv = (F32(15) + F32(step) * F32(0.2)) / safe
-        laux, on = _snap(g, _levels(g, idv, xval), xval, waux, F32(1) / idv, live[:, None])
-        sumqx, sumq2 = _fit(weight, xval, laux)
-        better = live & (sumq2 > 0) & (sumqx * sumqx > best * sumq2)
-        new_scale = sumqx / np.where(better, sumq2, F32(1))
-        scale = np.where(better, new_scale, scale)
-        best = np.where(better, new_scale * sumqx, best)
-        L = np.where(better[:, None, None], laux, L)
-        on_grid = np.where(better[:, None], on, on_grid)
+    scale, L, on_grid = _scale_scan(g, xval, waux, weight, live, safe, vmax / F32(15), np.ones((G, 8), bool), 15, 0.2, range(-15, 16))
     redo = live & (scale > 0) & ~on_grid.all(axis=1)
-    group_mask = redo[:, None] & ~on_grid
-    if redo.any():
-        idv = F32(1) / np.where(redo, scale, F32(1))
-        fresh, _ = _snap(g, _levels(g, idv, xval), xval, waux, scale, group_mask)
-        L = np.where(group_mask[:, :, None], fresh, L)
-        sumqx, sumq2 = _fit(weight, xval, L)
-        scale = np.where(redo & (sumq2 > 0), sumqx / np.where(sumq2 > 0, sumq2, F32(1)), scale)
-    flip = live & (scale < 0)
-    scale = np.where(flip, -scale, scale)
-    signs = np.where(flip[:, None], ~signs & 127, signs)
+    scale, L = _resnap(g, redo, redo[:, None] & ~on_grid, xval, waux, weight, scale, L)
+    scale, signs = _flip_negative(live, scale, signs, 127)
     index = np.where(zero[:, None], 0, g.kmap[_pattern(g, L)].astype(np.int64))
     packed_signs = np.where(zero, 0, (signs << (7 * np.arange(4))).sum(axis=-1))
     scale = np.where(zero, F32(0), scale).reshape(nbl, 8)
-    max_scale = scale.max(axis=1)
-    has = max_scale != 0
-    d = np.where(has, max_scale / F32(31), F32(0))
-    idd = F32(1) / np.where(has, d, F32(1))
-    ls = np.clip(nearest_int(F32(0.5) * (idd[:, None] * scale - F32(1))), 0, 15).astype(np.int64)
-    words = (packed_signs.reshape(nbl, 8) | (ls << 28)).astype("<u4")
+    _, has, d, ls = _block_scale(scale, 31, 15)
+    words = (packed_signs.reshape(nbl, 8) | (ls.astype(np.int64) << 28)).astype("<u4")
     qs = np.concatenate([index.reshape(nbl, 64).astype(np.uint8), words.view(np.uint8).reshape(nbl, 32)], axis=1)
     return {"d": fp32_to_fp16_bits(d * F32(1.0125)), "qs": np.where(has[:, None], qs, 0).astype(np.uint8)}
 
@@ -319,51 +385,20 @@ def _iq3_s(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
     fix), the 512-point grid with ``nwant = 3``, and all of a sub-block's groups re-snapped at the end. As in C, a
     sub-block whose values are all zero does not advance the ``qs``/``signs`` write pointers, so the later
     sub-blocks' grid bytes and signs move up by one slot (``qh`` and the scales keep their places)."""
-    g = grid("iq3_s")
-    x = rows.reshape(-1, 256)
+    g, x, xs, weight, waux = _iq3_groups("iq3_s", rows, qw)
     nbl = x.shape[0]
     G = nbl * 8
-    xs = x.reshape(G, 4, 8)
-    if qw is None:
-        weight = xs * xs
-    else:
-        sigma2 = (F32(2) * seqsum(np.ascontiguousarray((x * x).T))) / F32(256)
-        w = np.tile(qw.reshape(-1, 256), (rows.shape[0], 1)).reshape(G, 4, 8)
-        weight = w * np.sqrt(np.repeat(sigma2, 8)[:, None, None] + xs * xs)
-    waux = np.sqrt(weight).reshape(G, 8, 4)
-    neg = ~(xs >= 0)
-    xval = np.where(neg, -xs, xs).reshape(G, 8, 4)
-    signs = (neg.astype(np.int64) << np.arange(8)).sum(axis=-1)  # (G, 4)
+    _, xval, signs = _plain_signs(xs)  # signs (G, 4)
+    xval = xval.reshape(G, 8, 4)
     weight = weight.reshape(G, 8, 4)
     vmax = xval.reshape(G, -1).max(axis=1)
     zero = vmax == 0
     live = ~zero
     safe = np.where(zero, F32(1), vmax)
-    scale = vmax / F32(15)
-    best = np.zeros(G, F32)
-    L = np.zeros(xval.shape, np.int64)
-    on_grid = np.zeros((G, 8), bool)
-    for step in range(-9, 10):
-        idv = (F32(15) + F32(step) * F32(0.2)) / safe
-        laux, on = _snap(g, _levels(g, idv, xval), xval, waux, F32(1) / idv, live[:, None])
-        sumqx, sumq2 = _fit(weight, xval, laux)
-        better = live & (sumq2 > 0) & (sumqx * sumqx > best * sumq2)
-        new_scale = sumqx / np.where(better, sumq2, F32(1))
-        scale = np.where(better, new_scale, scale)
-        best = np.where(better, new_scale * sumqx, best)
-        L = np.where(better[:, None, None], laux, L)
-        on_grid = np.where(better[:, None], on, on_grid)
+    scale, L, on_grid = _scale_scan(g, xval, waux, weight, live, safe, vmax / F32(15), np.zeros((G, 8), bool), 15, 0.2, range(-9, 10))
     redo = live & (scale > 0) & ~on_grid.all(axis=1)
-    if redo.any():
-        idv = F32(1) / np.where(redo, scale, F32(1))
-        group_mask = np.broadcast_to(redo[:, None], on_grid.shape)
-        fresh, _ = _snap(g, _levels(g, idv, xval), xval, waux, scale, group_mask)
-        L = np.where(redo[:, None, None], fresh, L)
-        sumqx, sumq2 = _fit(weight, xval, L)
-        scale = np.where(redo & (sumq2 > 0), sumqx / np.where(sumq2 > 0, sumq2, F32(1)), scale)
-    flip = live & (scale < 0)
-    scale = np.where(flip, -scale, scale)
-    signs = np.where(flip[:, None], ~signs & 255, signs)
+    scale, L = _resnap(g, redo, np.broadcast_to(redo[:, None], on_grid.shape), xval, waux, weight, scale, L)
+    scale, signs = _flip_negative(live, scale, signs, 255)
     index = g.kmap[_pattern(g, L)].astype(np.int64)  # (G, 8)
     live_b = live.reshape(nbl, 8)
     slot = np.cumsum(live_b, axis=1) - 1  # where C's advancing pointers put each live sub-block
@@ -375,11 +410,7 @@ def _iq3_s(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
     high = np.where(live[:, None], index >> 8, 0).reshape(nbl, 64).astype(np.uint8)
     qh = np.packbits(high, axis=1, bitorder="little")
     scale = np.where(zero, F32(0), scale).reshape(nbl, 8)
-    max_scale = scale.max(axis=1)
-    has = max_scale != 0
-    d = np.where(has, max_scale / F32(31), F32(0))
-    idd = F32(1) / np.where(has, d, F32(1))
-    ls = np.clip(nearest_int(F32(0.5) * (idd[:, None] * scale - F32(1))), 0, 15).astype(np.uint8)
+    _, has, d, ls = _block_scale(scale, 31, 15)
     sc = np.where(has[:, None], ls[:, 0::2] | (ls[:, 1::2] << 4), 0).astype(np.uint8)
     return {"d": fp32_to_fp16_bits(d * F32(1.033)), "qs": qs.reshape(nbl, 64), "qh": qh, "signs": sg.reshape(nbl, 32), "scales": sc}
 
@@ -393,8 +424,7 @@ def _iq1_s(rows: np.ndarray, qw: np.ndarray) -> dict[str, np.ndarray]:
     nbl = x.shape[0]
     G = nbl * 8
     xb = x.reshape(G, 32)
-    sigma2 = (F32(2) * seqsum(np.ascontiguousarray((x * x).T))) / F32(256)
-    weight = np.tile(qw.reshape(-1, 256), (rows.shape[0], 1)).reshape(G, 32) * np.sqrt(np.repeat(sigma2, 8)[:, None] + xb * xb)
+    weight = _imatrix_weight(qw, rows.shape[0], xb, _sigma2(x, 8, 2))
     vmax = np.abs(xb).max(axis=1)
     zero = vmax < F32(1e-12)  # GROUP_MAX_EPS_IQ1_S
     order = np.argsort(xb, axis=1, kind="stable")  # qsort on the values alone: ties keep their order here
@@ -408,35 +438,22 @@ def _iq1_s(rows: np.ndarray, qw: np.ndarray) -> dict[str, np.ndarray]:
     d = F32(0.125)
     x_p = (F32(-1) + d, d, F32(1) + d)
     x_m = (F32(-1) - d, -d, F32(1) - d)
-    best = np.full(G, -np.finfo(np.float32).max, F32)
-    scale = vmax.copy()
-    b1 = np.full(G, -1)
-    b2 = np.full(G, -1)
-    shift = np.zeros(G, np.int64)
-    for i1 in range(33):
-        for i2 in range(i1, 33):
-            a, b, c = sumx[i1] - sumx[0], sumx[i2] - sumx[i1], sumx[32] - sumx[i2]
-            wa, wb, wc = sumw[i1] - sumw[0], sumw[i2] - sumw[i1], sumw[32] - sumw[i2]
-            for xx, sh in ((x_p, 1), (x_m, -1)):
-                sumqx = (a * xx[0] + b * xx[1]) + c * xx[2]
-                sumq2 = ((wa * xx[0]) * xx[0] + (wb * xx[1]) * xx[1]) + (wc * xx[2]) * xx[2]
-                better = (sumq2 > 0) & (sumqx * sumqx > best * sumq2)
-                if better.any():
-                    new_scale = sumqx / np.where(better, sumq2, F32(1))
-                    scale = np.where(better, new_scale, scale)
-                    best = np.where(better, new_scale * sumqx, best)
-                    b1 = np.where(better, i1, b1)
-                    b2 = np.where(better, i2, b2)
-                    shift = np.where(better, sh, shift)
+
+    def candidates():
+        for i1 in range(33):
+            for i2 in range(i1, 33):
+                a, b, c = sumx[i1] - sumx[0], sumx[i2] - sumx[i1], sumx[32] - sumx[i2]
+                wa, wb, wc = sumw[i1] - sumw[0], sumw[i2] - sumw[i1], sumw[32] - sumw[i2]
+                for k, xx in enumerate((x_p, x_m)):
+                    sumqx = (a * xx[0] + b * xx[1]) + c * xx[2]
+                    sumq2 = ((wa * xx[0]) * xx[0] + (wb * xx[1]) * xx[1]) + (wc * xx[2]) * xx[2]
+                    yield i1, i2, k, sumqx, sumq2
+
+    scale, b1, b2, bk = _best_split(vmax, candidates())
+    shift = np.where(bk == 0, 1, np.where(bk == 1, -1, 0))
     zero |= (b1 < 0) | (b2 < 0) | (shift == 0)
     live = ~zero
-    rank = np.arange(32)[None, :]
-    Ls = np.where(rank < b1[:, None], 0, np.where(rank < b2[:, None], 1, 2))
-    L = np.empty((G, 32), np.int64)
-    np.put_along_axis(L, order, Ls, 1)
-    neg = live & (scale < 0)
-    L = np.where(neg[:, None], 2 - L, L)
-    scale = np.where(neg, -scale, scale)
+    L, neg, scale = _boundary_levels(order, b1, b2, live, scale)
     shift = np.where(neg, -shift, shift)
     xg = np.where(shift[:, None] == 1, np.array(x_p, F32)[None], np.array(x_m, F32)[None])  # (G, 3)
     L = L.reshape(G, 4, 8)
@@ -445,39 +462,16 @@ def _iq1_s(rows: np.ndarray, qw: np.ndarray) -> dict[str, np.ndarray]:
     index = g.kmap[u].astype(np.int64)
     if off.any():
         gi, ki = np.nonzero(off)
-        cand = g.neighbours[u[gi, ki]]
-        valid = cand >= 0
-        lv = g.levels[np.where(valid, cand, 0)].astype(np.int64)  # (m, n, 8)
-        q = np.take_along_axis(xg[gi][:, None, :].repeat(cand.shape[1], 1), lv, 2)
-        xv = xb.reshape(G, 4, 8)[gi, ki]
-        wv = weight.reshape(G, 4, 8)[gi, ki]
-        d2 = np.zeros(cand.shape, F32)
-        for i in range(8):
-            diff = scale[gi][:, None] * q[:, :, i] - xv[:, None, i]
-            d2 = d2 + (wv[:, None, i] * diff) * diff
-        d2 = np.where(valid, d2, np.inf)
-        if not (d2 < np.finfo(np.float32).max).any(axis=1).all():
-            raise InvalidValueError("quantize.grid", "no grid neighbour has a finite error (ggml's fallback reads out of bounds here)")
-        index[gi, ki] = np.take_along_axis(cand, np.argmin(d2, axis=1)[:, None], 1)[:, 0]
-        redo = off.any(axis=1)
+        index[gi, ki] = _iq1_neighbours(g, u[gi, ki], xb.reshape(G, 4, 8)[gi, ki], weight.reshape(G, 4, 8)[gi, ki], scale[gi], xg[gi])
         lv = g.levels[index].astype(np.int64)  # (G, 4, 8)
         q = np.take_along_axis(xg[:, None, :].repeat(4, 1), lv, 2).reshape(G, 32)
-        t1 = (weight * q) * xb
-        t2 = (weight * q) * q
-        sumqx = seqsum(np.ascontiguousarray(t1.T))
-        sumq2 = seqsum(np.ascontiguousarray(t2.T))
-        ok = redo & (sumqx > 0) & (sumq2 > 0)
-        scale = np.where(ok, sumqx / np.where(ok, sumq2, F32(1)), scale)
+        scale = _refit_positive(weight, q, xb, off.any(axis=1), scale)
     index = np.where(live[:, None], index, 0)
     qh = np.where(live, ((index >> 8) << (3 * np.arange(4))).sum(axis=1), 0)
     scale = np.where(zero, F32(0), scale).reshape(nbl, 8)
     shift = np.where(zero, 1, shift).reshape(nbl, 8)
-    max_scale = scale.max(axis=1)
-    has = max_scale != 0
-    dd = np.where(has, max_scale / F32(15), F32(0))
-    idd = F32(1) / np.where(has, dd, F32(1))
-    ls = np.clip(nearest_int(F32(0.5) * (idd[:, None] * scale - F32(1))), 0, 7).astype(np.int64)
-    ls = np.where(shift == -1, ls | 8, ls)
+    _, has, dd, ls = _block_scale(scale, 15, 7)
+    ls = np.where(shift == -1, ls.astype(np.int64) | 8, ls.astype(np.int64))
     qh = qh.reshape(nbl, 8) | np.where(has[:, None], ls << 12, 0)
     return {"d": fp32_to_fp16_bits(dd * F32(1.125)), "qs": (index & 255).reshape(nbl, 32).astype(np.uint8), "qh": qh.astype("<u2")}
 
@@ -486,17 +480,9 @@ def _iq1_neighbours(g: Grid, u, xv, wv, sc, xg) -> np.ndarray:
     """``iq1_find_best_neighbour2``: the neighbour with the least ``sum w (scale * xg[level] - x)^2``; ``xg`` is
     each group's three values ``(m, 3)``."""
     cand = g.neighbours[u]
-    valid = cand >= 0
-    lv = g.levels[np.where(valid, cand, 0)].astype(np.int64)
+    lv = g.levels[np.where(cand >= 0, cand, 0)].astype(np.int64)
     q = np.take_along_axis(xg[:, None, :].repeat(cand.shape[1], 1), lv, 2)
-    d2 = np.zeros(cand.shape, F32)
-    for i in range(8):
-        diff = sc[:, None] * q[:, :, i] - xv[:, None, i]
-        d2 = d2 + (wv[:, None, i] * diff) * diff
-    d2 = np.where(valid, d2, np.inf)
-    if not (d2 < np.finfo(np.float32).max).any(axis=1).all():
-        raise InvalidValueError("quantize.grid", "no grid neighbour has a finite error (ggml's fallback reads out of bounds here)")
-    return np.take_along_axis(cand, np.argmin(d2, axis=1)[:, None], 1)[:, 0]
+    return _closest(cand, q, sc, xv, wv, "ggml's fallback reads out of bounds here")
 
 
 def _iq1_m(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -509,12 +495,7 @@ def _iq1_m(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
     nbl = x.shape[0]
     G = nbl * 16
     xb = x.reshape(G, 16)
-    sigma2 = (F32(2) * seqsum(np.ascontiguousarray((x * x).T))) / F32(256)
-    s2 = np.repeat(sigma2, 16)[:, None]
-    if qw is None:
-        weight = xb * xb
-    else:
-        weight = np.tile(qw.reshape(-1, 256), (rows.shape[0], 1)).reshape(G, 16) * np.sqrt(s2 + xb * xb)
+    weight = xb * xb if qw is None else _imatrix_weight(qw, rows.shape[0], xb, _sigma2(x, 16, 2))
     vmax = np.abs(xb).max(axis=1)
     zero = vmax < F32(1e-7)  # GROUP_MAX_EPS_IQ1_M
     d = F32(0.125)
@@ -546,31 +527,10 @@ def _iq1_m(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
         sq2[1] += np.where(fh, tp2, tm2)
         sqx[2] += np.where(fh, tmx, tpx)
         sq2[2] += np.where(fh, tm2, tp2)
-    best = np.full(G, -np.finfo(np.float32).max, F32)
-    scale = vmax.copy()
-    b1 = np.full(G, -1)
-    b2 = np.full(G, -1)
-    bk = np.full(G, -1)
-    for p, (i1, i2) in enumerate(pairs):
-        for k in range(4):
-            a, b = sqx[k, p], sq2[k, p]
-            better = (b > 0) & (a * a > best * b)
-            if better.any():
-                ns = a / np.where(better, b, F32(1))
-                scale = np.where(better, ns, scale)
-                best = np.where(better, ns * a, best)
-                b1 = np.where(better, i1, b1)
-                b2 = np.where(better, i2, b2)
-                bk = np.where(better, k, bk)
+    scale, b1, b2, bk = _best_split(vmax, ((i1, i2, k, sqx[k, p], sq2[k, p]) for p, (i1, i2) in enumerate(pairs) for k in range(4)))
     zero |= (b1 < 0) | (b2 < 0) | (bk < 0)
     live = ~zero
-    rank = np.arange(16)[None, :]
-    Ls = np.where(rank < b1[:, None], 0, np.where(rank < b2[:, None], 1, 2))
-    L = np.empty((G, 16), np.int64)
-    np.put_along_axis(L, order, Ls, 1)
-    neg = live & (scale < 0)
-    L = np.where(neg[:, None], 2 - L, L)
-    scale = np.where(neg, -scale, scale)
+    L, neg, scale = _boundary_levels(order, b1, b2, live, scale)
     bk = np.where(neg, 3 - bk, bk)
     xg0 = np.where((bk < 2)[:, None], x_p[None], x_m[None])
     xg1 = np.where((bk % 2 == 0)[:, None], x_p[None], x_m[None])
@@ -582,23 +542,16 @@ def _iq1_m(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
     if off.any():
         gi, ki = np.nonzero(off)
         index[gi, ki] = _iq1_neighbours(g, u[gi, ki], xb.reshape(G, 2, 8)[gi, ki], weight.reshape(G, 2, 8)[gi, ki], scale[gi], xg[gi, ki])
-        redo = off.any(axis=1)
         lv = g.levels[np.where(live[:, None], index, 0)].astype(np.int64)  # (G, 2, 8)
         q = np.take_along_axis(xg, lv, 2).reshape(G, 16)
-        sumqx = seqsum(np.ascontiguousarray(((weight * q) * xb).T))
-        sumq2 = seqsum(np.ascontiguousarray(((weight * q) * q).T))
-        ok = redo & (sumqx > 0) & (sumq2 > 0)
-        scale = np.where(ok, sumqx / np.where(ok, sumq2, F32(1)), scale)
+        scale = _refit_positive(weight, q, xb, off.any(axis=1), scale)
     index = np.where(live[:, None], index, 0)
     shifts = np.where(live, bk, 0).reshape(nbl, 16)
     scale = np.where(zero, F32(0), scale).reshape(nbl, 16)
     qs = (index & 255).reshape(nbl, 32)
     qh = ((index[:, 0] >> 8) | ((index[:, 1] >> 8) << 4)).reshape(nbl, 16)
-    max_scale = scale.max(axis=1)
-    has = max_scale != 0
-    dd = np.where(has, max_scale / F32(15), F32(1))
-    idd = F32(1) / dd
-    ls = np.clip(nearest_int(F32(0.5) * (idd[:, None] * scale - F32(1))), 0, 7).astype(np.int64)  # (nbl, 16)
+    max_scale, has, _, ls = _block_scale(scale, 15, 7)
+    ls = ls.astype(np.int64)  # (nbl, 16)
     masks = np.array([0x00, 0x80, 0x08, 0x88])
     qh_final = np.where(has[:, None], qh | masks[shifts], qh)
     sc = (ls.reshape(nbl, 4, 4) << (3 * np.arange(4))).sum(axis=-1)  # four uint16 words

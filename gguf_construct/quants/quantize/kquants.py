@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .cfloat import F32, fp16_round, fp32_to_fp16_bits, nearest_int, seqsum
-from .legacy import pack_high_bits, pack_nibbles
+from .legacy import abs_max, pack_high_bits, pack_nibbles
 from .search import GROUP_MAX_EPS, make_q3_quants, make_qkx_quants, make_qp_quants, make_qx_quants
 
 QK_K = 256
@@ -143,13 +143,7 @@ def q3_K(x: np.ndarray) -> dict[str, np.ndarray]:
     x16 = _groups(x, 16)
     scales, L = make_q3_quants(x16, 4)
     scales = scales.reshape(nb, 16).T
-    amax = np.zeros(nb, F32)
-    max_scale = np.zeros(nb, F32)
-    for s in scales:
-        a = np.abs(s)
-        take = a > amax
-        amax = np.where(take, a, amax)
-        max_scale = np.where(take, s, max_scale)
+    _, max_scale = abs_max(scales)
     has = max_scale != 0
     iscale = F32(-32) / np.where(has, max_scale, F32(1))
     l8 = nearest_int(iscale * scales).astype(np.int8).astype(np.int32)
@@ -272,13 +266,7 @@ def _q6_k(x: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
     x16 = _groups(x, 16)
     scales, L = make_qx_quants(x16, 32, None if qw is None else _groups(qw, 16))
     scales = scales.reshape(nb, 16).T
-    max_abs = np.zeros(nb, F32)
-    max_scale = np.zeros(nb, F32)
-    for s in scales:
-        a = np.abs(s)
-        take = a > max_abs
-        max_abs = np.where(take, a, max_abs)
-        max_scale = np.where(take, s, max_scale)
+    max_abs, max_scale = abs_max(scales)
     zero = max_abs < GROUP_MAX_EPS
     iscale = F32(-128) / np.where(zero, F32(1), max_scale)
     d = np.where(zero, F32(0), F32(1) / iscale)
@@ -312,13 +300,7 @@ def q6_K(x: np.ndarray) -> dict[str, np.ndarray]:
 def q8_K(x: np.ndarray) -> dict[str, np.ndarray]:
     """Q8_K: d = max / -127 as float32; an all-zero block leaves ``bsums`` unwritten in C (zero here)."""
     nb = x.shape[0]
-    amax = np.zeros(nb, F32)
-    vmax = np.zeros(nb, F32)
-    for c in x.T:
-        a = np.abs(c)
-        take = a > amax
-        amax = np.where(take, a, amax)
-        vmax = np.where(take, c, vmax)
+    amax, vmax = abs_max(x, 1)
     zero = amax == 0
     iscale = F32(-127) / np.where(zero, F32(1), vmax)
     qs = np.minimum(127, nearest_int(iscale[:, None] * x)).astype(np.int8)

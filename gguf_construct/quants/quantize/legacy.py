@@ -228,14 +228,4 @@ def nvfp4(x: np.ndarray) -> dict[str, np.ndarray]:
     return {"d": ue.reshape(n, 4), "qs": qs.reshape(n, 32)}
 
 
-QUANTIZERS = {
-    "q4_0": q4_0,
-    "q4_1": q4_1,
-    "q5_0": q5_0,
-    "q5_1": q5_1,
-    "q8_0": q8_0,
-    "q8_1": q8_1,
-    "q1_0": q1_0,
-    "mxfp4": mxfp4,
-    "nvfp4": nvfp4,
-}
+QUANTIZERS = {f.__name__: f for f in (q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q1_0, mxfp4, nvfp4)}

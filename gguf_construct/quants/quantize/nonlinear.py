@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import grids
 from .cfloat import F32, fp32_to_fp16_bits, lroundf, nearest_int, seqsum
-from .legacy import inverse, macro_abs_max, pack_nibbles
+from .legacy import abs_max, inverse, macro_abs_max, pack_nibbles
 from .search import GROUP_MAX_EPS, _abs_max
 
 _VALUES = np.array(grids.KVALUES_IQ4NL, np.int8)
@@ -100,13 +100,7 @@ def _iq4_xs(rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.ndarray]:
         sigma2 = np.repeat(seqsum(np.ascontiguousarray((sb * sb).T)) * (F32(2) / F32(256)), 8)
         qw = _groups(np.tile(qw, (rows.shape[0], 1)))
     scales = _block_scales(x, _weights(x, qw, sigma2)).reshape(nb, 8).T
-    amax_scale = np.zeros(nb, F32)
-    max_scale = np.zeros(nb, F32)
-    for s in scales:
-        a = np.abs(s)
-        take = a > amax_scale
-        amax_scale = np.where(take, a, amax_scale)
-        max_scale = np.where(take, s, max_scale)
+    _, max_scale = abs_max(scales)
     d = -max_scale / F32(32)
     ls = np.maximum(-32, np.minimum(31, nearest_int(inverse(d) * scales)))  # (8, nb)
     dl = d * ls.astype(F32)

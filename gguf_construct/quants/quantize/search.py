@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cfloat import F32, nearest_int
+from .cfloat import F32, nearest_int, seqsum
 
 GROUP_MAX_EPS = F32(1e-15)
 
@@ -29,9 +29,40 @@ def _clamp(v: np.ndarray, lo: int, hi: int) -> np.ndarray:
     return np.maximum(np.minimum(v, hi), lo)
 
 
+def _sums(w: np.ndarray, wx: np.ndarray, ls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``sumlx += w*x*l; suml2 += w*l*l`` over the rows, in order: (sumlx, suml2)."""
+    fl = ls.astype(F32)
+    return seqsum(wx * fl), seqsum((w * fl) * fl)
+
+
+def _refine(
+    x: np.ndarray, w: np.ndarray, L: np.ndarray, start: np.ndarray, clamp, *, check_after: bool, store=lambda v: v
+) -> np.ndarray:
+    """ggml's five coordinate-descent passes over ``L`` (updated in place): each element moved to
+    ``clamp(nearest_int(x*sl2/slx))`` where that raises ``sumlx^2/suml2``; the sums start from ``start``'s levels.
+    ``make_q3_quants`` asks ``sl2 > 0`` after the move (``check_after``), ``make_qp_quants`` before it, and stores
+    ``store(new_l)`` (its uint8 ``L``). Returns the final ``sumlx/suml2`` (0 where ``suml2`` is not positive)."""
+    wx = w * x
+    sumlx, suml2 = _sums(w, wx, start)
+    for _ in range(5):
+        for i in range(x.shape[0]):
+            fl = L[i].astype(F32)
+            slx = sumlx - wx[i] * fl
+            sl2 = suml2 - (w[i] * fl) * fl
+            new_l = clamp(nearest_int((x[i] * sl2) / slx))
+            fn = new_l.astype(F32)
+            slx2 = slx + wx[i] * fn
+            sl22 = sl2 + (w[i] * fn) * fn
+            positive = sl22 > 0 if check_after else sl2 > 0
+            take = (slx > 0) & positive & (new_l != L[i]) & ((slx2 * slx2) * suml2 > (sumlx * sumlx) * sl22)
+            L[i] = np.where(take, store(new_l), L[i])
+            sumlx = np.where(take, slx2, sumlx)
+            suml2 = np.where(take, sl22, suml2)
+    return np.where(suml2 > 0, sumlx / np.where(suml2 > 0, suml2, F32(1)), F32(0))
+
+
 def make_qx_quants(x: np.ndarray, nmax: int, qw: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``make_qx_quants(n, nmax, x, L, rmse_type=1, qw)``: (scale ``(G,)``, L ``(n, G)`` int in 0..2*nmax-1)."""
-    n = x.shape[0]
     amax, vmax = _abs_max(x)
     w = x * x if qw is None else qw
     wx = w * x
@@ -39,15 +70,7 @@ def make_qx_quants(x: np.ndarray, nmax: int, qw: np.ndarray | None = None) -> tu
 
     def quants(iscale: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         ls = _clamp(nearest_int(iscale * x), -nmax, nmax - 1)
-        fl = ls.astype(F32)
-        sumlx = np.zeros(x.shape[1:], F32)
-        suml2 = np.zeros(x.shape[1:], F32)
-        t1 = wx * fl
-        t2 = (w * fl) * fl
-        for i in range(n):
-            sumlx = sumlx + t1[i]
-            suml2 = suml2 + t2[i]
-        return ls, sumlx, suml2
+        return (ls, *_sums(w, wx, ls))
 
     ls, sumlx, suml2 = quants(-fnmax / vmax)
     best_l = ls + nmax
@@ -69,32 +92,10 @@ def make_qx_quants(x: np.ndarray, nmax: int, qw: np.ndarray | None = None) -> tu
 
 def make_q3_quants(x: np.ndarray, nmax: int) -> tuple[np.ndarray, np.ndarray]:
     """``make_q3_quants(n, nmax, x, L, do_rmse=true)``: (scale, L in 0..2*nmax-1)."""
-    n = x.shape[0]
     amax, vmax = _abs_max(x)
     iscale = -F32(nmax) / vmax
     L = _clamp(nearest_int(iscale * x), -nmax, nmax - 1)
-    w = x * x
-    wx = w * x
-    sumlx = np.zeros(x.shape[1:], F32)
-    suml2 = np.zeros(x.shape[1:], F32)
-    for i in range(n):
-        fl = L[i].astype(F32)
-        sumlx = sumlx + wx[i] * fl
-        suml2 = suml2 + (w[i] * fl) * fl
-    for _ in range(5):
-        for i in range(n):
-            fl = L[i].astype(F32)
-            slx = sumlx - wx[i] * fl
-            sl2 = suml2 - (w[i] * fl) * fl
-            new_l = _clamp(nearest_int((x[i] * sl2) / slx), -nmax, nmax - 1)
-            fn = new_l.astype(F32)
-            slx2 = slx + wx[i] * fn
-            sl22 = sl2 + (w[i] * fn) * fn
-            take = (slx > 0) & (new_l != L[i]) & (sl22 > 0) & ((slx2 * slx2) * suml2 > (sumlx * sumlx) * sl22)
-            L[i] = np.where(take, new_l, L[i])
-            sumlx = np.where(take, slx2, sumlx)
-            suml2 = np.where(take, sl22, suml2)
-    scale = np.where(suml2 > 0, sumlx / np.where(suml2 > 0, suml2, F32(1)), F32(0))
+    scale = _refine(x, x * x, L, L, lambda v: _clamp(v, -nmax, nmax - 1), check_after=True)
     zero = amax < GROUP_MAX_EPS
     return np.where(zero, F32(0), scale), np.where(zero, 0, L + nmax)
 
@@ -135,11 +136,7 @@ def make_qkx_quants(
     def error(s: np.ndarray, m: np.ndarray, ls: np.ndarray) -> np.ndarray:
         diff = (s * ls.astype(F32) + m) - x
         diff = np.abs(diff) if use_mad else diff * diff
-        t = w * diff
-        acc = np.zeros(x.shape[1:], F32)
-        for i in range(n):
-            acc = acc + t[i]
-        return acc
+        return seqsum(w * diff)
 
     best_error = error(scale, vmin, L)
     the_min = vmin
@@ -178,7 +175,6 @@ def make_qkx_quants(
 
 def make_qp_quants(x: np.ndarray, nmax: int, qw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``make_qp_quants(n, nmax, x, L, quant_weights)`` for non-negative x: (scale, L as stored in uint8)."""
-    n = x.shape[0]
     vmax = np.zeros(x.shape[1:], F32)
     for c in x:
         vmax = np.where(vmax > c, vmax, c)
@@ -190,11 +186,7 @@ def make_qp_quants(x: np.ndarray, nmax: int, qw: np.ndarray) -> tuple[np.ndarray
 
     def mse(s: np.ndarray, ls: np.ndarray) -> np.ndarray:
         diff = x - s * ls.astype(F32)
-        t = (qw * diff) * diff
-        acc = np.zeros(x.shape[1:], F32)
-        for i in range(n):
-            acc = acc + t[i]
-        return acc
+        return seqsum((qw * diff) * diff)
 
     best_mse = mse(scale, L)
     for step in range(-4, 5):
@@ -208,26 +200,6 @@ def make_qp_quants(x: np.ndarray, nmax: int, qw: np.ndarray) -> tuple[np.ndarray
         iscale = np.where(better, iscale_is, iscale)
     ls = np.minimum(nmax, nearest_int(iscale * x))
     L = ls & 0xFF
-    wx = qw * x
-    sumlx = np.zeros(x.shape[1:], F32)
-    suml2 = np.zeros(x.shape[1:], F32)
-    for i in range(n):
-        fl = ls[i].astype(F32)
-        sumlx = sumlx + wx[i] * fl
-        suml2 = suml2 + (qw[i] * fl) * fl
-    for _ in range(5):
-        for i in range(n):
-            fl = L[i].astype(F32)
-            slx = sumlx - wx[i] * fl
-            sl2 = suml2 - (qw[i] * fl) * fl
-            new_l = np.minimum(nmax, nearest_int((x[i] * sl2) / slx))
-            fn = new_l.astype(F32)
-            slx2 = slx + wx[i] * fn
-            sl22 = sl2 + (qw[i] * fn) * fn
-            take = (slx > 0) & (sl2 > 0) & (new_l != L[i]) & ((slx2 * slx2) * suml2 > (sumlx * sumlx) * sl22)
-            L[i] = np.where(take, new_l & 0xFF, L[i])
-            sumlx = np.where(take, slx2, sumlx)
-            suml2 = np.where(take, sl22, suml2)
-    scale = np.where(suml2 > 0, sumlx / np.where(suml2 > 0, suml2, F32(1)), F32(0))
+    scale = _refine(x, qw, L, ls, lambda v: np.minimum(nmax, v), check_after=False, store=lambda v: v & 0xFF)
     zero = vmax < GROUP_MAX_EPS
     return np.where(zero, F32(0), scale), np.where(zero, 0, L)

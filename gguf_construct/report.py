@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ..api.metadata import MetadataField, first_last, infer_type, json_value
-from ..tables import FILE_TYPES, GGMLType
-from ..validation import Issue, parameter_issue
+from . import rules
+from .api.metadata import MetadataField, first_last, infer_type, json_value
+from .tables import FILE_TYPES, GGMLType
+from .validation import Issue, parameter_issue
 
 #: Header facts a file object may have; a GGUF file has them all.
 HEADER_FIELDS = ("version", "byte_order", "alignment", "data_offset")
@@ -65,7 +66,7 @@ def reading_warnings(f: Any, path: str | None = None) -> list[Issue]:
     for kind, ts in unsized.items():
         first = ts[0]
         what = "unknown to this version's tables (GGUF_CONSTRUCT_TYPES can declare it)" if not first.type.known else "removed from ggml"
-        out.append(Issue("tensor.type", f"{len(ts)} tensor(s) of {kind}, {what}: listed with the bytes up to the next tensor, not decodable (first: {first.name!r} at offset {first.offset}, {int(first.nbytes):,} bytes)", severity="warning"))
+        out.append(Issue(rules.TENSOR_TYPE, f"{len(ts)} tensor(s) of {kind}, {what}: listed with the bytes up to the next tensor, not decodable (first: {first.name!r} at offset {first.offset}, {int(first.nbytes):,} bytes)", severity="warning"))
     paths = [str(p) for p in getattr(f, "shard_paths", None) or [path or getattr(f, "path", None)] if p]
     try:
         size = sum(os.path.getsize(p) for p in paths)
@@ -105,7 +106,7 @@ def human_bytes(n: float) -> str:
 def human_count(n: int) -> str:
     """``1.23M``-style, with the exact count; an absurd count (a crafted shape) only as ``~10^N``, which
     needs no conversion of thousands of digits."""
-    from ..naming import size_label
+    from .naming import size_label
 
     if n >= ABSURD_COUNT:
         return f"~10^{int(n.bit_length() * 0.30103)} (implausible)"
@@ -148,7 +149,7 @@ def tokenizer_summary(meta: Mapping[str, Any]) -> dict[str, Any]:
 
 def summary(f: Any, path: str | None = None) -> dict[str, Any]:
     """The model at a glance (JSON-ready): what ``info`` prints first."""
-    from ..naming import disagreements, parameter_count, parse
+    from .naming import disagreements, parameter_count, parse
 
     meta = f.metadata
     arch = meta.get("general.architecture")
@@ -183,7 +184,7 @@ def summary(f: Any, path: str | None = None) -> dict[str, Any]:
     if shards:
         out["shards"] = [str(p) for p in shards]
     if getattr(f, "format", "gguf") == "rwkv":
-        from ..migrate.rwkv import migration_target
+        from .migrate.rwkv import migration_target
 
         out["rwkv_version"] = f.metadata["architecture"]
         out["migrates_to"] = migration_target(f.metadata["architecture"])
@@ -201,7 +202,7 @@ def header_ftype(f: Any) -> dict[str, Any] | None:
     own types beside it."""
     if getattr(f, "format", "gguf") == "gguf" or getattr(f, "profile", None) != "llama":
         return None
-    from ..formats.ggml import legacy_tables
+    from .formats.ggml import legacy_tables
 
     ft = f.metadata.get("ftype")
     if legacy_tables()["profiles"]["llama"]["ftype"] != "llama" or not isinstance(ft, int):

@@ -10,137 +10,42 @@ a power-of-two alignment and tensor offsets equal to the running sum of padded s
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 from construct import Container
 
-from . import errors
-from .formats.base import map_file
-from .formats.fields import StringArray, value_type_id
-from .formats.gguf import GGUF, MAX_TENSOR_NAME, align_offset, sized_type
-from .tables import GGML_TYPES, USER_TYPES_ENV, VALUE_TYPES, GGMLType, architecture_required_keys, standard_key
-from .untrusted import decimal
+from .. import errors, rules
+from ..formats.fields import StringArray, value_type_id
+from ..formats.gguf import GGUF, MAX_TENSOR_NAME, align_offset, sized_type
+from ..tables import GGML_TYPES, USER_TYPES_ENV, VALUE_TYPES, GGMLType, architecture_required_keys, standard_key
+from ..untrusted import decimal
+from .issue import Issue, parse_then_check, raise_first
+from .profiles import GGUF_PROFILES, GGUFProfile, require
 
-PROFILES = ("spec", "ggml")
+__all__ = ["Issue", "check", "check_keys", "densest_type", "key_issues", "parameter_issue", "raise_first", "tensor_issues",
+           "validate_gguf_bytes"]  # fmt: skip
 INT64_MAX = 2**63 - 1
 GGML_MAX_DIMS = 4
 KEY_SEGMENT = re.compile(r"[a-z0-9_]+\Z")
 
-# Which exception class each rule's family raises (first matching prefix or suffix wins).
-_ERROR_CLASSES: list[tuple[str, type[errors.FormatError]]] = [
-    ("header.magic", errors.UnknownFormatError),
-    (".duplicate", errors.DuplicateError),
-    ("tensor.offset", errors.LayoutError),
-    ("tensor.bounds", errors.LayoutError),
-    ("tensor.overlap", errors.LayoutError),
-    ("data.", errors.LayoutError),
-    (".type", errors.UnsupportedTypeError),
-    ("header.version", errors.UnsupportedTypeError),
-    ("value.type", errors.UnsupportedTypeError),
-    ("model.parameters", errors.LayoutError),
-    ("array.nested", errors.UnsupportedTypeError),
-    ("array.depth", errors.LimitError),
-    ("limit.", errors.LimitError),
-]
+def validate_gguf_bytes(data: Any, profile: GGUFProfile = "spec") -> list[Issue]:
+    """Parse and check a GGUF file; a file the schema cannot read gives one issue."""
+    return parse_then_check(lambda: GGUF.parse(data), lambda c: check(c, len(memoryview(data)), profile))
 
 
-@dataclass(frozen=True)
-class Issue:
-    """One finding: an 'error' makes the file invalid under the profile, a 'warning' does not."""
-
-    rule: str
-    message: str
-    path: str = ""
-    offset: int | None = None
-    severity: str = "error"
-
-    def error(self) -> errors.FormatError:
-        """This finding as the FormatError subclass for its rule."""
-        cls = next((c for key, c in _ERROR_CLASSES if self.rule.startswith(key) or self.rule.endswith(key)), errors.InvalidValueError)
-        return cls(self.rule, self.message, path=self.path, offset=self.offset)
-
-    def line(self) -> str:
-        """One line for people: severity, rule, field, offset, message."""
-        where = " at ".join(p for p in (self.path, f"offset {self.offset}" if self.offset is not None else "") if p)
-        return f"{self.severity}: [{self.rule}] {where + ': ' if where else ''}{self.message}"
-
-
-def raise_first(issues: list[Issue]) -> None:
-    """Raise the first error among ``issues`` (warnings pass)."""
-    for issue in issues:
-        if issue.severity == "error":
-            raise issue.error()
-
-
-def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
-    """Parse and check a file (or a URL: ``remote.load.validate_url``); a file the schema cannot read gives one
-    issue from its FormatError."""
-    from .remote.urls import is_remote
-
-    if is_remote(path):
-        from .remote.load import validate_url
-
-        return validate_url(path, profile)
-    try:
-        view = map_file(path)
-    except OSError as e:
-        return [Issue("file.read", str(e))]
-    except errors.FormatError as e:  # not a regular file
-        return [Issue(e.rule, e.message, e.path, e.offset)]
-    from .formats.detect import detect
-
-    try:
-        fmt = detect(view)
-    except errors.FormatError:
-        fmt = None
-    if fmt == "ollama":  # a manifest: its blobs are checked too
-        from .api.ollama import validate_manifest_file
-
-        return validate_manifest_file(path, profile)
-    return validate_bytes(view, profile)
-
-
-def validate_bytes(data: Any, profile: str = "spec") -> list[Issue]:
-    """Every rule ``data`` breaks, for whichever format ``detect()`` names (GGUF rules for unknown bytes)."""
-    from .formats.detect import detect
-    from .formats.registry import FORMATS, resolve
-    from .formats.registry import PROFILES as ALL_PROFILES
-
-    try:
-        fmt = detect(data)
-    except errors.FormatError as e:
-        if e.rule != "format.unknown":  # recognised, and rejected for a reason of its own (a vocabulary dump, ...)
-            return [Issue(e.rule, e.message, e.path, e.offset)]
-        fmt = "gguf"  # no known magic: GGUF's rules say what is wrong with it
-    entry = FORMATS[fmt]
-    if profile not in entry.profiles and profile in ALL_PROFILES:
-        profile = "spec"  # e.g. 'hf' on a GGUF file: that profile says nothing about this format
-    return resolve(entry.validator)(data, profile)
-
-
-def validate_gguf_bytes(data: Any, profile: str = "spec") -> list[Issue]:
-    try:
-        container = GGUF.parse(data)
-    except errors.FormatError as e:
-        return [Issue(e.rule, e.message, e.path, e.offset)]
-    return check(container, len(memoryview(data)), profile)
-
-
-def check(c: Container, file_size: int, profile: str = "spec", *, unknown_types: str = "error") -> list[Issue]:
+def check(c: Container, file_size: int, profile: GGUFProfile = "spec", *, unknown_types: str = "error") -> list[Issue]:
     """Every rule of ``profile`` applied to a parsed GGUF container. ``unknown_types='warning'`` makes a
     tensor type id no table knows a warning (forward compatibility: what ``split`` and ``merge`` accept; the
     bytes of such a tensor reach up to the next tensor's offset)."""
     if unknown_types not in ("error", "warning"):
         raise ValueError("unknown_types must be 'error' or 'warning'")
-    if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {PROFILES}")
+    require(profile, GGUF_PROFILES)
     ggml = profile == "ggml"
     out: list[Issue] = []
     if ggml and int(c["version"]) == 1:
-        out.append(Issue("header.version", "ggml no longer reads GGUF v1 files", "version", 4))
+        out.append(Issue(rules.HEADER_VERSION, "ggml no longer reads GGUF v1 files", "version", 4))
     arch = _check_metadata(c, ggml, out)
     alignment = _check_alignment(c, ggml, out)
     _check_tensors(c, file_size, alignment, ggml, arch, out, unknown_types)
@@ -159,7 +64,7 @@ def _check_metadata(c: Container, ggml: bool, out: list[Issue]) -> str | None:
             arch = kv["value"]
         _check_key(key, f"{path}.key", at, out)
         if key in seen:
-            out.append(Issue("key.duplicate", f"key {key!r} also at metadata_kv[{seen[key]}]", f"{path}.key", at))
+            out.append(Issue(rules.KEY_DUPLICATE, f"key {key!r} also at metadata_kv[{seen[key]}]", f"{path}.key", at))
         seen.setdefault(key, i)
         _check_value(kv, f"{path}.value", at, ggml, out)
         if int(c["version"]) == 1:
@@ -179,26 +84,26 @@ def key_issues(key: str) -> list[Issue]:
 def _check_key(key: str, path: str, at: int | None, out: list[Issue]) -> None:
     raw = key.encode("utf-8")
     if not raw:
-        out.append(Issue("key.empty", "empty key", path, at))
+        out.append(Issue(rules.KEY_EMPTY, "empty key", path, at))
         return
     if len(raw) > 65535:
-        out.append(Issue("key.length", f"key of {len(raw)} bytes (at most 65535)", path, at))
+        out.append(Issue(rules.KEY_LENGTH, f"key of {len(raw)} bytes (at most 65535)", path, at))
     if not key.isascii():
-        out.append(Issue("key.ascii", f"key {key!r} is not ASCII", path, at))
+        out.append(Issue(rules.KEY_ASCII, f"key {key!r} is not ASCII", path, at))
         return
     segments = key.split(".")
     bad = [s for s in segments if not KEY_SEGMENT.match(s)]
     if bad:
         # llama.cpp names some architectures with a hyphen ('command-r'); the spec asks for lower_snake_case.
         hyphen_only = all(KEY_SEGMENT.match(s.replace("-", "_")) for s in bad) and bad == segments[:1]
-        out.append(Issue("key.syntax", f"key {key!r} is not dotted lower_snake_case", path, at, "warning" if hyphen_only else "error"))
+        out.append(Issue(rules.KEY_SYNTAX, f"key {key!r} is not dotted lower_snake_case", path, at, "warning" if hyphen_only else "error"))
 
 
 def _check_value(kv: Container, path: str, at: int | None, ggml: bool, out: list[Issue]) -> None:
     vt = VALUE_TYPES[value_type_id(kv["value_type"])].name
     value = kv["value"]
     if vt == "bool" and value not in (True, False):
-        out.append(Issue("value.bool", f"bool byte is {value}, not 0 or 1", path, at))
+        out.append(Issue(rules.VALUE_BOOL, f"bool byte is {value}, not 0 or 1", path, at))
     if vt == "arr":
         _check_array(value, path, at, ggml, out)
 
@@ -221,7 +126,7 @@ def _check_v1_type(kv: Container, path: str, at: int | None, out: list[Issue]) -
             todo += [(inner, f"{where}.array[{j}]") for j, inner in enumerate(arr["array"])][::-1]
     if bad is not None:
         t, where = bad
-        out.append(Issue("value.type_v1", f"{kv['key']}: value type {t.id} ({t.name}) does not exist in GGUF v1 (it came with v{t.since})", where, at))
+        out.append(Issue(rules.VALUE_TYPE_V1, f"{kv['key']}: value type {t.id} ({t.name}) does not exist in GGUF v1 (it came with v{t.since})", where, at))
 
 
 def _check_array(arr: Container, path: str, at: int | None, ggml: bool, out: list[Issue]) -> None:
@@ -229,17 +134,17 @@ def _check_array(arr: Container, path: str, at: int | None, ggml: bool, out: lis
     items = arr["array"]
     if et == "arr":
         if ggml:
-            out.append(Issue("array.nested", "ggml does not read arrays of arrays", path, at))
+            out.append(Issue(rules.ARRAY_NESTED, "ggml does not read arrays of arrays", path, at))
         for j, inner in enumerate(items):
             _check_array(inner, f"{path}.array[{j}]", at, ggml, out)
     elif et == "bool" and len(items) and int(np.asarray(items).view(np.uint8).max()) > 1:
         j = int(np.flatnonzero(np.asarray(items).view(np.uint8) > 1)[0])
-        out.append(Issue("value.bool", f"bool element {j} is not 0 or 1", f"{path}.array[{j}]", at))
+        out.append(Issue(rules.VALUE_BOOL, f"bool element {j} is not 0 or 1", f"{path}.array[{j}]", at))
     elif et == "str" and isinstance(items, StringArray):
         try:
             items.check_utf8()
         except errors.FormatError as e:
-            out.append(Issue(e.rule, e.message, e.path, e.offset))
+            out.append(Issue.from_error(e))
 
 
 def _check_standard_types(c: Container, arch: str | None, out: list[Issue]) -> None:
@@ -251,7 +156,7 @@ def _check_standard_types(c: Container, arch: str | None, out: list[Issue]) -> N
         vt = VALUE_TYPES[value_type_id(kv["value_type"])].name
         label = f"arr[{VALUE_TYPES[value_type_id(kv['value']['type'])].name}]" if vt == "arr" else vt
         if label not in std.types:
-            out.append(Issue("key.type", f"{kv['key']} is {label}, the spec says {' or '.join(std.types)}", f"metadata_kv[{i}].value_type", kv.get("_offset")))
+            out.append(Issue(rules.KEY_TYPE, f"{kv['key']} is {label}, the spec says {' or '.join(std.types)}", f"metadata_kv[{i}].value_type", kv.get("_offset")))
 
 
 def _check_tokenizer_lengths(values: dict[str, tuple[int, Any]], out: list[Issue]) -> None:
@@ -264,11 +169,11 @@ def _check_tokenizer_lengths(values: dict[str, tuple[int, Any]], out: list[Issue
     for key in ("tokenizer.ggml.scores", "tokenizer.ggml.token_type"):
         i, kv = values.get(key, (None, None))
         if kv is not None and value_type_id(kv["value_type"]) == arr and int(kv["value"]["len"]) != n:
-            out.append(Issue("tokenizer.length", f"{key} has {kv['value']['len']} entries, tokens has {n}", f"metadata_kv[{i}].value", kv.get("_offset")))
+            out.append(Issue(rules.TOKENIZER_LENGTH, f"{key} has {kv['value']['len']} entries, tokens has {n}", f"metadata_kv[{i}].value", kv.get("_offset")))
     for key in ("bos", "eos", "unknown", "separator", "padding"):
         i, kv = values.get(f"tokenizer.ggml.{key}_token_id", (None, None))
         if kv is not None and isinstance(kv["value"], int) and not isinstance(kv["value"], bool) and not 0 <= kv["value"] < n:
-            out.append(Issue("tokenizer.token_id", f"{kv['key']} = {kv['value']} is not a token id (n = {n})", f"metadata_kv[{i}].value", kv.get("_offset")))
+            out.append(Issue(rules.TOKENIZER_TOKEN_ID, f"{kv['key']} = {kv['value']} is not a token id (n = {n})", f"metadata_kv[{i}].value", kv.get("_offset")))
 
 
 def _check_alignment(c: Container, ggml: bool, out: list[Issue]) -> int:
@@ -277,12 +182,12 @@ def _check_alignment(c: Container, ggml: bool, out: list[Issue]) -> int:
             continue
         path, at = f"metadata_kv[{i}].value", kv.get("_offset")
         if VALUE_TYPES[value_type_id(kv["value_type"])].name != "u32":
-            out.append(Issue("alignment.type", "general.alignment must be a u32", path, at))
+            out.append(Issue(rules.ALIGNMENT_TYPE, "general.alignment must be a u32", path, at))
             return 32
         a = int(kv["value"])
         if a == 0 or (ggml and a & (a - 1)) or (not ggml and a % 8):
             need = "a power of two" if ggml else "a multiple of 8"
-            out.append(Issue("alignment.value", f"general.alignment = {a} is not {need} above 0", path, at))
+            out.append(Issue(rules.ALIGNMENT_VALUE, f"general.alignment = {a} is not {need} above 0", path, at))
         return a or 32
     return 32
 
@@ -300,19 +205,19 @@ def _check_tensors(c: Container, file_size: int, alignment: int, ggml: bool, arc
         path, at = f"tensor_infos[{i}]", ti.get("_offset")
         name = ti["name"]
         if len(name.encode("utf-8")) > max_name:
-            out.append(Issue("tensor.name_length", f"name of {len(name.encode('utf-8'))} bytes (at most {max_name})", f"{path}.name", at))
+            out.append(Issue(rules.TENSOR_NAME_LENGTH, f"name of {len(name.encode('utf-8'))} bytes (at most {max_name})", f"{path}.name", at))
         if name in names:
-            out.append(Issue("tensor.duplicate", f"name {name!r} also at tensor_infos[{names[name]}]", f"{path}.name", at))
+            out.append(Issue(rules.TENSOR_DUPLICATE, f"name {name!r} also at tensor_infos[{names[name]}]", f"{path}.name", at))
         names.setdefault(name, i)
         nbytes = _check_shape_and_type(ti, path, at, out, unknown_types)
         offset = int(ti["offset"])
         if offset % alignment:
-            out.append(Issue("tensor.offset_alignment", f"offset {offset} is not a multiple of the alignment {alignment}", f"{path}.offset", at))
+            out.append(Issue(rules.TENSOR_OFFSET_ALIGNMENT, f"offset {offset} is not a multiple of the alignment {alignment}", f"{path}.offset", at))
         if nbytes is None:
             first_inconsistent = first_inconsistent or (i, expected_offset)
             continue
         if data_offset + offset + nbytes > file_size:
-            out.append(Issue("tensor.bounds", f"data [{offset}, {offset + nbytes}) ends past the end of the file", f"{path}.offset", at))
+            out.append(Issue(rules.TENSOR_BOUNDS, f"data [{offset}, {offset + nbytes}) ends past the end of the file", f"{path}.offset", at))
         if offset != expected_offset and first_inconsistent is None:
             first_inconsistent = (i, expected_offset)
         expected_offset = align_offset(offset + nbytes, alignment) if nbytes else offset
@@ -325,9 +230,9 @@ def _check_tensors(c: Container, file_size: int, alignment: int, ggml: bool, arc
     if ggml and first_inconsistent is not None:
         i, want = first_inconsistent
         ti = infos[i]
-        out.append(Issue("tensor.offset_inconsistent", f"offset {int(ti['offset'])} is not {want}, the running sum of padded sizes ggml lays data out by", f"tensor_infos[{i}].offset", ti.get("_offset")))
+        out.append(Issue(rules.TENSOR_OFFSET_INCONSISTENT, f"offset {int(ti['offset'])} is not {want}, the running sum of padded sizes ggml lays data out by", f"tensor_infos[{i}].offset", ti.get("_offset")))
     if infos and bytes(c.get("_padding") or b"").strip(b"\0"):
-        out.append(Issue("data.padding", "padding before the tensor data is not zero", "_padding", data_offset - len(c["_padding"]), "warning"))
+        out.append(Issue(rules.DATA_PADDING, "padding before the tensor data is not zero", "_padding", data_offset - len(c["_padding"]), "warning"))
     _check_block_indices(c, arch, out)
 
 
@@ -343,30 +248,30 @@ def _check_shape_and_type(ti: Container, path: str, at: int | None, out: list[Is
     """Dimensions, element count, type and byte size of one tensor; its byte size when all are valid."""
     dims = [int(d) for d in ti["dimensions"]]
     if not 1 <= len(dims) <= GGML_MAX_DIMS:
-        out.append(Issue("tensor.n_dims", f"{len(dims)} dimensions (1 to {GGML_MAX_DIMS})", f"{path}.n_dimensions", at))
+        out.append(Issue(rules.TENSOR_N_DIMS, f"{len(dims)} dimensions (1 to {GGML_MAX_DIMS})", f"{path}.n_dimensions", at))
         if not dims:
             return None
     if any(d < 1 for d in dims):
-        out.append(Issue("tensor.shape", f"dimension {min(dims)} in {dims} (each must be at least 1)", f"{path}.dimensions", at))
+        out.append(Issue(rules.TENSOR_SHAPE, f"dimension {min(dims)} in {dims} (each must be at least 1)", f"{path}.dimensions", at))
         return None
     n = 1
     for d in dims:
         n *= d
     if n > INT64_MAX:
-        out.append(Issue("tensor.ne_overflow", f"{dims} has {n} elements, more than int64 holds", f"{path}.dimensions", at))
+        out.append(Issue(rules.TENSOR_NE_OVERFLOW, f"{dims} has {n} elements, more than int64 holds", f"{path}.dimensions", at))
         return None
     type_id = int(ti["type"])
     t = GGML_TYPES.get(type_id)
     if t is None or t.removed:
         why = "has been removed from ggml" if t else f"is unknown (a newer ggml's? strict=False reads the rest; {USER_TYPES_ENV} can declare it)"
-        out.append(Issue("tensor.type", f"ggml type {type_id} {why}", f"{path}.type", at, "error" if t else unknown_types))
+        out.append(Issue(rules.TENSOR_TYPE, f"ggml type {type_id} {why}", f"{path}.type", at, "error" if t else unknown_types))
         return None
     if dims[0] % t.block_size:
-        out.append(Issue("tensor.block", f"ne0 = {dims[0]} is not a multiple of {t.name}'s block size {t.block_size}", f"{path}.dimensions", at))
+        out.append(Issue(rules.TENSOR_BLOCK, f"ne0 = {dims[0]} is not a multiple of {t.name}'s block size {t.block_size}", f"{path}.dimensions", at))
         return None
     nbytes = t.nbytes(n)
     if nbytes > INT64_MAX - 64:
-        out.append(Issue("tensor.nbytes_overflow", f"{nbytes} bytes of data, more than int64 holds", f"{path}.dimensions", at))
+        out.append(Issue(rules.TENSOR_NBYTES_OVERFLOW, f"{nbytes} bytes of data, more than int64 holds", f"{path}.dimensions", at))
         return None
     return nbytes
 
@@ -402,7 +307,7 @@ def parameter_issue(shapes: list[Any], data_bytes: int, all_sized: bool = True, 
         if total > cap:
             path, at = places[i] if places else (f"tensors[{i}]", None)
             return Issue(
-                "model.parameters",
+                rules.MODEL_PARAMETERS,
                 f"the tensors claim more than {cap:,} parameters (from this one on), the most {max(0, data_bytes):,} bytes of tensor data "
                 f"can hold ({dense.name}, the densest type, stores {dense.block_size} per {dense.type_size} bytes)",
                 path,
@@ -416,7 +321,7 @@ def _check_overlaps(spans: list[tuple[int, int, int, int | None]], out: list[Iss
     spans = sorted(spans, key=lambda s: s[:3])
     for (s0, e0, i0, _), (s1, _e1, i1, at1) in zip(spans, spans[1:]):
         if s1 < e0:
-            out.append(Issue("tensor.overlap", f"data of tensor_infos[{i1}] starts at {s1}, inside tensor_infos[{i0}] [{s0}, {e0})", f"tensor_infos[{i1}].offset", at1))
+            out.append(Issue(rules.TENSOR_OVERLAP, f"data of tensor_infos[{i1}] starts at {s1}, inside tensor_infos[{i0}] [{s0}, {e0})", f"tensor_infos[{i1}].offset", at1))
 
 
 _BLOCK_INDEX = re.compile(r"blk\.([0-9]+)\.")  # ASCII only: ``\d`` takes other scripts' digits
@@ -433,7 +338,7 @@ def _check_block_indices(c: Container, arch: str | None, out: list[Issue]) -> No
         m = _BLOCK_INDEX.match(ti["name"])
         index = decimal(m.group(1)) if m else None  # None: more digits than any count (int() refuses > 4,300)
         if m and (index is None or index >= count):
-            out.append(Issue("tensor.block_index", f"{ti['name']!r} is beyond {arch}.block_count = {count}", f"tensor_infos[{i}].name", ti.get("_offset")))
+            out.append(Issue(rules.TENSOR_BLOCK_INDEX, f"{ti['name']!r} is beyond {arch}.block_count = {count}", f"tensor_infos[{i}].name", ti.get("_offset")))
 
 
 # -- standard keys (validate --keys) --------------------------------------------------------------------
@@ -447,7 +352,7 @@ def check_keys(f: Any) -> list[Issue]:
     formats have no GGUF keys: one warning says so.
     """
     if getattr(f, "format", "gguf") != "gguf":
-        return [Issue("keys.format", f"standard GGUF keys do not apply to a {f.format} file", severity="warning")]
+        return [Issue(rules.KEYS_FORMAT, f"standard GGUF keys do not apply to a {f.format} file", severity="warning")]
     meta = f.metadata
     out: list[Issue] = []
     type_of = getattr(meta, "type_of", None)
@@ -462,15 +367,15 @@ def check_keys(f: Any) -> list[Issue]:
         for i, key in enumerate(keys):
             std = standard_key(key, arch)
             if std is not None and type_of(key) not in std.types:
-                out.append(Issue("key.type", f"{key} is {type_of(key)}, the spec says {' or '.join(std.types)}", f"metadata_kv[{i}].value_type", offset_of(key)))
+                out.append(Issue(rules.KEY_TYPE, f"{key} is {type_of(key)}, the spec says {' or '.join(std.types)}", f"metadata_kv[{i}].value_type", offset_of(key)))
     if "general.architecture" not in meta:
-        out.append(Issue("key.missing", "general.architecture is required", "metadata_kv"))
+        out.append(Issue(rules.KEY_MISSING, "general.architecture is required", "metadata_kv"))
     tensors = getattr(f, "tensors", {})
     severity = "error" if len(tensors) else "warning"
     for key in architecture_required_keys(arch) if arch else []:
         if key not in meta:
-            out.append(Issue("key.missing", f"{key} is required for architecture {arch!r}" + ("" if len(tensors) else " (vocab-only file)"), "metadata_kv", severity=severity))
+            out.append(Issue(rules.KEY_MISSING, f"{key} is required for architecture {arch!r}" + ("" if len(tensors) else " (vocab-only file)"), "metadata_kv", severity=severity))
     quantized = sorted({t.type.name for t in tensors.values() if getattr(t.type, "block_size", 1) > 1})
     if quantized and "general.quantization_version" not in meta:
-        out.append(Issue("key.missing", f"general.quantization_version is required: tensors are quantized ({', '.join(quantized)})", "metadata_kv"))
+        out.append(Issue(rules.KEY_MISSING, f"general.quantization_version is required: tensors are quantized ({', '.join(quantized)})", "metadata_kv"))
     return out

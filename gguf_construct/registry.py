@@ -1,0 +1,232 @@
+"""Every format the package reads, in one table: how to recognise it, its schema, how to open and validate it.
+
+``FORMATS`` maps a format's name to its ``FormatSpec``; ``detect`` asks the specs' sniffers in ``FORMATS``' order,
+and ``load``, ``load_url``, ``schema_for``, ``validate_file`` and ``validate_bytes`` dispatch through the spec
+of the format detected. A new format is one more ``FormatSpec`` here (with its sniffer, schema, opener and
+validator written in its own modules).
+
+The entries hold real references, so this module imports every format's schema, file object and validator: it
+sits above ``formats``, ``validation`` and ``api`` and below the command line. ``import gguf_construct`` stays
+light because the package imports this module on first use (``gguf_construct.__getattr__``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from construct import Construct
+
+from . import rules
+from .api.file import gguf_from_source
+from .api.legacy import load_legacy, load_rwkv
+from .api.ollama import load_manifest, validate_manifest_file
+from .api.safetensors import load_safetensors
+from .api.shards import open_gguf
+from .errors import FormatError
+from .formats import gguf, legacy_magic, ollama, safetensors
+from .formats.ggml import GGML
+from .formats.legacy_magic import refuse_non_model
+from .formats.rwkv import RWKV
+from .remote.load import legacy_from_source, manifest_from_source, open_source, safetensors_from_source
+from .remote.source import ByteSource
+from .remote.urls import is_remote, scheme_of
+from .validation import Issue, validate_gguf_bytes
+from .validation.legacy import validate_legacy_bytes, validate_rwkv_bytes
+from .validation.ollama import validate_manifest_bytes
+from .validation.profiles import GGUF_PROFILES, OLLAMA_PROFILES, PROFILES, SAFETENSORS_PROFILES
+from .validation.safetensors import validate_safetensors_bytes
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    """One format: what ``detect`` asks, what parses it, what opens it, what checks it."""
+
+    #: the name ``detect`` returns and ``file.format`` holds
+    name: str
+    #: ``sniff(head) -> bool`` on the file's first ``PREFIX_SIZE`` bytes; it may raise ``UnknownFormatError``
+    #: for bytes that are recognisably this format's but not readable (a known magic with an unknown version)
+    sniff: Callable[[bytes], bool]
+    #: the construct schema: ``schema.parse(bytes)`` / ``schema.build(container)``
+    schema: Construct
+    #: ``open(path, *, strict, profile, byte_order=None, **options)``: the file object (``.format``,
+    #: ``.metadata``, ``.tensors``) of a local file
+    open: Callable[..., Any]
+    #: ``open_source(source, *, strict, profile, byte_order=None, hint=None)``: the same over a
+    #: ``remote.source.ByteSource`` (a remote file read by ranges)
+    open_source: Callable[..., Any]
+    #: ``validate(data, profile) -> list[Issue]`` on the file's bytes
+    validate: Callable[[Any, str], list[Issue]]
+    #: the validation profiles this format has; under any other known profile it is checked under 'spec'
+    profiles: tuple[str, ...] = GGUF_PROFILES  # the legacy formats have the same two
+    #: ``validate_path(path, profile)`` for a format whose file names other files (a manifest: its blobs);
+    #: None: ``validate`` on the file's bytes says all
+    validate_path: Callable[[Any, str], list[Issue]] | None = None
+
+
+_LEGACY = {"open": load_legacy, "validate": validate_legacy_bytes, "schema": GGML}
+
+#: Every format, in the order ``detect`` asks them (magics first, then the sniffers that look at a length).
+FORMATS: dict[str, FormatSpec] = {
+    spec.name: spec
+    for spec in (
+        FormatSpec("gguf", gguf.sniff, gguf.GGUF, open_gguf, gguf_from_source, validate_gguf_bytes),
+        FormatSpec("safetensors", safetensors.looks_like_safetensors, safetensors.SAFETENSORS, load_safetensors,
+                   safetensors_from_source, validate_safetensors_bytes, SAFETENSORS_PROFILES),
+        FormatSpec("ollama", ollama.sniff, ollama.OLLAMA_MANIFEST, load_manifest, manifest_from_source, validate_manifest_bytes,
+                   OLLAMA_PROFILES, validate_manifest_file),
+        FormatSpec("rwkv", legacy_magic.sniffer("rwkv"), RWKV, load_rwkv, partial(legacy_from_source, fmt="rwkv"), validate_rwkv_bytes),
+        *(FormatSpec(name, legacy_magic.sniffer(name), open_source=partial(legacy_from_source, fmt=name), **_LEGACY)
+          for name in ("ggml", "ggmf", "ggjt")),
+    )
+}  # fmt: skip
+
+
+#: Bytes ``detect`` needs to tell every known format apart.
+PREFIX_SIZE = 16
+
+
+# -- which format ------------------------------------------------------------------------------------------
+def detect(data: Any) -> str:
+    """The format name ('gguf') of a byte string, a file prefix or a path; UnknownFormatError otherwise (rule
+    ``format.not_a_model`` for what llama.cpp wrote that is no model, ``header.version`` for a known magic with
+    an unknown version, ``format.unknown`` for anything else)."""
+    head = _prefix(data)
+    for spec in FORMATS.values():
+        if spec.sniff(head):
+            return spec.name
+    refuse_non_model(head)
+    raise rules.FORMAT_UNKNOWN.error(f"not a known model file (starts with {head[:8].hex(' ')})", offset=0)
+
+
+def _prefix(data: Any) -> bytes:
+    if isinstance(data, (str, os.PathLike)):
+        from .formats.base import open_regular
+
+        with open_regular(data) as f:
+            return f.read(PREFIX_SIZE)
+    return bytes(memoryview(data)[:PREFIX_SIZE])
+
+
+def schema_for(data: Any) -> Construct:
+    """The construct schema for the detected format."""
+    return FORMATS[detect(data)].schema
+
+
+def profile_for(spec: FormatSpec, profile: str) -> str:
+    """``profile`` if the format has it; 'spec' for a known profile that says nothing about this format (e.g.
+    'hf' on a GGUF file); an unknown name is left for the validator to refuse."""
+    return "spec" if profile not in spec.profiles and profile in PROFILES else profile
+
+
+# -- opening -----------------------------------------------------------------------------------------------
+def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None,
+         limits: Mapping[str, int] | None = None) -> Any:  # fmt: skip
+    """Open any model file ``detect()`` knows: a ``GGUFFile`` for GGUF, the format's own file object otherwise.
+    The first shard of a gguf-split set (``*-00001-of-0000N.gguf``, N > 1) opens the whole set as one model
+    (``api.shards.load_shards``; ``api.file.load_gguf`` opens the shard alone). ``path`` may also be an
+    http(s)://, hf://, ollama:// or fsspec URL: only the header is fetched, each tensor when read
+    (``load_url``). ``limits`` changes named resource limits (``schema/limits.json``, e.g. ``{"nesting": 32}``)
+    for this call."""
+    from .limits import limits as limits_scope
+
+    with limits_scope(limits):
+        if is_remote(path):
+            return load_url(path, strict=strict, profile=profile, byte_order=byte_order)  # type: ignore[arg-type]
+        spec = FORMATS[detect(path)]
+        return spec.open(path, strict=strict, profile=profile_for(spec, profile), byte_order=byte_order)
+
+
+def load_url(source: str, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, shards: bool = True,
+             hint: str | None = None, opts: Any = None) -> Any:  # fmt: skip
+    """``load()`` for a remote source: a GGUFFile (a ShardedGGUF from a first shard's URL when ``shards``), a
+    SafetensorsFile, an OllamaModel (``ollama://``) or a LegacyFile."""
+    if scheme_of(source) == "ollama":
+        from .remote.ollama import load_ollama
+
+        return load_ollama(source, strict=strict, hint=hint, opts=opts)
+    src = open_source(source, opts)
+    fmt = detect_source(src)
+    if fmt == "gguf" and shards and byte_order is None:
+        from .remote.shards import first_shard_urls, load_remote_shards
+
+        urls = first_shard_urls(source)
+        if urls:
+            return load_remote_shards(urls, src, strict=strict, profile=profile_for(FORMATS[fmt], profile), opts=opts)
+    return load_source(src, fmt, strict=strict, profile=profile, byte_order=byte_order, hint=hint)
+
+
+def detect_source(src: ByteSource) -> str:
+    """``detect`` on the first bytes of a byte source."""
+    return detect(bytes(src.ensure(0, PREFIX_SIZE)))
+
+
+def load_source(src: ByteSource, fmt: str | None = None, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None,
+                hint: str | None = None) -> Any:  # fmt: skip
+    """The file object of a byte source, through its format's ``open_source``."""
+    spec = FORMATS[fmt or detect_source(src)]
+    return spec.open_source(src, strict=strict, profile=profile_for(spec, profile), byte_order=byte_order, hint=hint)
+
+
+# -- validating --------------------------------------------------------------------------------------------
+def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
+    """Parse and check a file (or a URL: ``validate_url``); a file the schema cannot read gives one issue from
+    its FormatError."""
+    if is_remote(path):
+        return validate_url(path, profile)
+    from .formats.base import map_file
+
+    try:
+        view = map_file(path)
+    except OSError as e:
+        return [Issue(rules.FILE_READ, str(e))]
+    except FormatError as e:  # not a regular file
+        return [Issue.from_error(e)]
+    try:
+        spec = FORMATS[detect(view)]
+    except FormatError:
+        spec = None
+    if spec is not None and spec.validate_path is not None:  # a manifest: its blobs are checked too
+        return spec.validate_path(path, profile)
+    return validate_bytes(view, profile)
+
+
+def validate_bytes(data: Any, profile: str = "spec") -> list[Issue]:
+    """Every rule ``data`` breaks, for whichever format ``detect()`` names (GGUF rules for unknown bytes)."""
+    try:
+        fmt = detect(data)
+    except FormatError as e:
+        if e.rule != "format.unknown":  # recognised, and rejected for a reason of its own (a vocabulary dump, ...)
+            return [Issue.from_error(e)]
+        fmt = "gguf"  # no known magic: GGUF's rules say what is wrong with it
+    spec = FORMATS[fmt]
+    return spec.validate(data, profile_for(spec, profile))
+
+
+def validate_url(source: str, profile: str = "spec") -> list[Any]:
+    """``validate_file`` for a remote source: every issue of its header (and of the whole file for the formats
+    that are read whole); a failure to read is one issue with its rule (``remote.*``)."""
+    try:
+        if scheme_of(source) == "ollama":
+            from .remote.ollama import validate_ollama
+
+            return validate_ollama(source)
+        src = open_source(source)
+        fmt = detect_source(src)
+        profile = profile_for(FORMATS[fmt], profile)
+        if fmt == "gguf":  # the header only: the tensor data is not fetched
+            from .validation import check
+
+            return check(src.parse_header(gguf.GGUF, "tensor_data"), src.size, profile)
+        if fmt == "safetensors":
+            from .validation.safetensors import check_safetensors
+
+            c = src.parse_header(safetensors.SAFETENSORS, "data")
+            c.header.json  # noqa: B018
+            return check_safetensors(c, profile)
+        return validate_bytes(src.ensure(0, src.size), profile)
+    except FormatError as e:
+        return [Issue.from_error(e)]
