@@ -85,7 +85,8 @@ def scan_batch(sources: list[str], profile: str = "spec", opts: RemoteOptions | 
 def preload() -> None:
     """Import what ``scan_one`` imports, once, on the calling thread, before any thread of the scan starts: first
     imports of the same modules on many threads at once wait on each other's import locks."""
-    from .. import registry, report, validation, validation_safetensors  # noqa: F401
+    from .. import registry, report, validation  # noqa: F401
+    from ..validation import safetensors  # noqa: F401
     from . import load, ollama, urls  # noqa: F401
     from .http import _urllib3
 
