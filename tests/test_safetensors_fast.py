@@ -151,6 +151,8 @@ def test_tensors_are_made_on_first_access_and_kept(tmp_path):
         assert np.array_equal(got.to_numpy(), want) and got.data.tobytes() == want.tobytes() and got.shape == (3,)
     with pytest.raises(KeyError):
         f.tensors["nope"]
+    assert len(f.tensors.values()) == len(f.tensors.items()) == 5 and ("layers.1.w", f.tensors["layers.1.w"]) in f.tensors.items()
+    assert f.tensors["layers.2.w"] in f.tensors.values() and dict(f.tensors.items()) == {n: f.tensors[n] for n in f.tensors}
 
 
 def test_a_run_of_digits_one_past_the_limit_is_found_anywhere():

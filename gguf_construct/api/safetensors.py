@@ -15,7 +15,7 @@ order.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, Mapping, ValuesView
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -104,6 +104,7 @@ class TableTensor(SafetensorsTensor):
 
     def __init__(self, table: EntryTable, i: int, region: np.ndarray):  # noqa: D107 - no super(): entry is lazy
         self._table, self._i, self._region = table, i, region
+        self._span = table.offsets[i]  # [begin, end]: what data slices, without making the Entry
 
     @cached_property
     def entry(self) -> Entry:  # type: ignore[override]
@@ -111,7 +112,7 @@ class TableTensor(SafetensorsTensor):
 
     @property
     def data(self) -> np.ndarray:
-        begin, end = self._table.offsets[self._i]
+        begin, end = self._span
         return self._region[begin:end]
 
 
@@ -314,17 +315,36 @@ class LazyTensorMap(TensorMap):
             self._index = {n: i for i, n in enumerate(self._table.names)}
         return name in self._index
 
-    def values(self) -> Iterator[SafetensorsTensor]:  # type: ignore[override]
-        """Every tensor in header order (made as it is reached)."""
+    def each(self) -> Iterator[SafetensorsTensor]:
+        """Every tensor in header order, made as it is reached (no name lookups)."""
         made, table, region = self._t, self._table, self._region
+        if not made:  # the first pass (the common case): nothing to look up
+            for i, name in enumerate(table.names):
+                yield made.setdefault(name, TableTensor(table, i, region))
+            return
         for i, name in enumerate(table.names):
             t = made.get(name)
             if t is None:
                 t = made[name] = TableTensor(table, i, region)
             yield t
 
-    def items(self) -> Iterator[tuple[str, SafetensorsTensor]]:  # type: ignore[override]
-        return zip(self._table.names, self.values())
+    def values(self) -> ValuesView[SafetensorsTensor]:
+        return _LazyValues(self)
+
+    def items(self) -> ItemsView[str, SafetensorsTensor]:
+        return _LazyItems(self)
+
+
+class _LazyValues(ValuesView):
+    """``values()`` of a LazyTensorMap: a real view (len, in), iterated without a lookup per name."""
+
+    def __iter__(self) -> Iterator[SafetensorsTensor]:
+        return self._mapping.each()
+
+
+class _LazyItems(ItemsView):
+    def __iter__(self) -> Iterator[tuple[str, SafetensorsTensor]]:
+        return zip(self._mapping, self._mapping.each())
 
 
 class SafetensorsFile:
