@@ -44,7 +44,7 @@ def main() -> None:
     warnings.simplefilter("ignore")
     env = _environment()
     real = [p.read_text(encoding="utf-8") for p in TEMPLATES]
-    limit = template_rules()["max_template_bytes"]
+    limit = template_rules().max_template_bytes
     unit = (TEMPLATES[0].parent / "meta-llama-Llama-3.1-8B-Instruct.jinja").read_text(encoding="utf-8")
     big = unit * (limit // len(unit.encode("utf-8")))  # whole copies, just under the limit
     cases = [(f"{len(real)} real templates", real), (f"one template of {len(big.encode('utf-8')) // 1024} KiB (near the limit)", [big])]

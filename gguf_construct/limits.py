@@ -11,23 +11,15 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from . import rules
 from .errors import LimitError
-from .tables import _load
+from .tables import Limit, load_table
 
-
-@dataclass(frozen=True)
-class Limit:
-    name: str
-    value: int
-    unit: str
-    doc: str
-
+__all__ = ["Limit", "TABLE", "breach", "check", "current", "limit", "limits", "parse_assignment", "set_defaults", "show_int"]
 
 #: The table, in file order.
-TABLE: dict[str, Limit] = {r["name"]: Limit(**r) for r in _load("limits.json")["limits"]}
+TABLE: dict[str, Limit] = {r.name: r for r in load_table("limits").limits}
 
 _DEFAULTS: dict[str, int] = {name: lim.value for name, lim in TABLE.items()}
 _ACTIVE: contextvars.ContextVar[Mapping[str, int]] = contextvars.ContextVar("gguf_construct_limits", default=_DEFAULTS)

@@ -205,7 +205,7 @@ def header_ftype(f: Any) -> dict[str, Any] | None:
     from .formats.ggml import legacy_tables
 
     ft = f.metadata.get("ftype")
-    if legacy_tables()["profiles"]["llama"]["ftype"] != "llama" or not isinstance(ft, int):
+    if legacy_tables().profiles["llama"]["ftype"] != "llama" or not isinstance(ft, int):
         return None
     return {"id": ft, "name": FILE_TYPES.get(ft, "unknown")}
 

@@ -18,7 +18,7 @@ from functools import cache
 from typing import Any
 
 from . import errors
-from .tables import _load
+from .tables import load_table
 
 #: The exception classes a rule may name (``errors`` and its subclasses in this package).
 CLASSES: dict[str, type[errors.FormatError]] = {
@@ -65,18 +65,16 @@ def constant_name(rule_id: str) -> str:
 @cache
 def catalogue() -> dict[str, Rule]:
     """Every rule by id: ``schema/rules.json``, the limits of ``schema/limits.json``, the template rules."""
-    table = _load("rules.json")
-    sources = table["sources"]
+    table = load_table("rules")
+    sources = table.sources
     out: dict[str, Rule] = {}
-    for rule_id, row in table["rules"].items():
-        out[rule_id] = Rule(rule_id, CLASSES[row["class"]], row["doc"], sources[row["spec"]], row.get("breaker"))
-    limits = _load("limits.json")
-    for row in limits["limits"]:
-        name = row["name"]
-        out[f"limit.{name}"] = Rule(f"limit.{name}", errors.LimitError, row["doc"], sources["gguf-construct"], table["limit_breaker"].get(name))
-    templates = _load("template_rules.json")
-    for rule_id, doc in templates["rules"].items():
-        out[rule_id] = Rule(rule_id, errors.InvalidValueError, doc, sources["jinja2-sandbox"], table["template_breaker"])
+    for rule_id, row in table.rules.items():
+        out[rule_id] = Rule(rule_id, CLASSES[row.class_name], row.doc, sources[row.spec], row.breaker)
+    for lim in load_table("limits").limits:
+        name = lim.name
+        out[f"limit.{name}"] = Rule(f"limit.{name}", errors.LimitError, lim.doc, sources["gguf-construct"], table.limit_breaker.get(name))
+    for rule_id, doc in load_table("template_rules").rules.items():
+        out[rule_id] = Rule(rule_id, errors.InvalidValueError, doc, sources["jinja2-sandbox"], table.template_breaker)
     return out
 
 

@@ -52,7 +52,7 @@ def _environment() -> Any:
 
 def template_keys(metadata: Any) -> list[str]:
     """The metadata keys holding chat templates: ``tokenizer.chat_template`` and its named variants."""
-    prefix = template_rules()["keys"]
+    prefix = template_rules().keys
     return [k for k in metadata if k == prefix or k.startswith(prefix + ".")]
 
 
@@ -60,8 +60,8 @@ def scan_template(text: str, key: str = "tokenizer.chat_template", offset: int |
     """Every finding in one template: an ``Issue`` whose path is ``KEY:LINE`` and whose message quotes the
     line. ``offset`` (the key's record in the file) is carried into each finding."""
     table = template_rules()
-    if len(text.encode("utf-8", "surrogatepass")) > table["max_template_bytes"]:
-        return [Issue(rules.TEMPLATE_SIZE, f"{key} holds {len(text):,} characters (at most {table['max_template_bytes']:,} bytes are parsed)", key, offset)]
+    if len(text.encode("utf-8", "surrogatepass")) > table.max_template_bytes:
+        return [Issue(rules.TEMPLATE_SIZE, f"{key} holds {len(text):,} characters (at most {table.max_template_bytes:,} bytes are parsed)", key, offset)]
     jinja2 = _jinja()
     env = _environment()
     try:
@@ -113,11 +113,11 @@ def _children(node: Any) -> Iterator[Any]:
 
 def _walk(tree: Any, nodes: Any, table: dict[str, Any]) -> list[tuple[str, str, int]]:
     """The findings of one parsed template, in source order (an explicit stack: no recursion limit)."""
-    introspection = set(table["introspection_attributes"])
-    global_objects = set(table["global_objects"])
-    builders = table["string_builders"]
-    attr_callables = set(table["attribute_callables"])
-    attr_filters = table["attribute_filters"]
+    introspection = set(table.introspection_attributes)
+    global_objects = set(table.global_objects)
+    builders = table.string_builders
+    attr_callables = set(table.attribute_callables)
+    attr_filters = table.attribute_filters
     all_nodes = []
     stack = [tree]
     while stack:

@@ -1,7 +1,10 @@
-"""The format tables of ``schema/``, loaded once: one source of truth for type ids, names and sizes.
+"""The format tables of ``schema/``, loaded once: one source of truth for type ids, names, sizes and limits.
 
 The JSON files live in the repository's ``schema/`` folder and are copied into the wheel as
-``gguf_construct/schema``; this module finds them in either place.
+``gguf_construct/schema``; this module finds them in either place. ``load_table(name)`` gives one file as a
+frozen, typed record (``load_table("limits").limits[0].value``); nested parts that are themselves small
+languages (legacy hyper-parameter sections, rwkv tensor maps) are read-only mappings and tuples. Nothing else
+reads the JSON: a value the tables hold is never typed again in code.
 """
 
 from __future__ import annotations
@@ -9,10 +12,12 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -28,9 +33,18 @@ def schema_dir() -> Path:
 
 
 @cache
-def _load(name: str) -> dict[str, Any]:
+def _load(name: str) -> Any:
+    """One JSON file, deep-frozen (objects as read-only mappings, arrays as tuples): shared, so never mutable."""
     with open(schema_dir() / name, encoding="utf-8") as f:
-        return json.load(f)
+        return _freeze(json.load(f))
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -49,6 +63,8 @@ class GGMLType:
     type_size: int
     status: str
     origin: str = "ggml"
+    #: The numpy dtype code (no byte order) of a plain numeric type whose values numpy holds as they are.
+    numpy: str | None = None
 
     @classmethod
     def unknown(cls, type_id: int) -> GGMLType:
@@ -90,9 +106,424 @@ class ValueType:
     size: int | None
     numpy: str | None
     since: int
+    struct: str | None = None
+
+    @property
+    def int_range(self) -> tuple[int, int] | None:
+        """(least, most) of an integer type, from its numpy dtype; None for the others."""
+        if self.numpy is None or np.dtype(self.numpy).kind not in "iu":
+            return None
+        info = np.iinfo(np.dtype(self.numpy))
+        return int(info.min), int(info.max)
 
     def __str__(self) -> str:
         return self.name
+
+
+@dataclass(frozen=True)
+class StandardKey:
+    """A standardized metadata key; ``pattern`` may hold ``{arch}`` and ``{id}`` placeholders."""
+
+    key: str
+    type: str
+    accept: tuple[str, ...] = ()
+    required: bool = False
+    note: str = ""
+    #: The value a reader assumes when the key is absent (None: no default).
+    default: Any = None
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        """Every type a reader must accept for this key."""
+        return (self.type, *(t for t in self.accept if t != self.type))
+
+
+
+# -- one typed record per schema file ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class FileType:
+    """A ``general.file_type`` value (llama.cpp's llama_ftype)."""
+
+    id: int
+    name: str
+    status: str
+
+
+@dataclass(frozen=True)
+class FileTypesTable:
+    source: str
+    file_types: tuple[FileType, ...]
+
+
+@dataclass(frozen=True)
+class GGMLTypesTable:
+    source: str
+    types: tuple[GGMLType, ...]
+    max_dims: int
+    max_dims_source: str
+
+
+@dataclass(frozen=True)
+class KeysTable:
+    source: str
+    keys: tuple[StandardKey, ...]
+    #: architecture → the keys (without the ``{arch}.`` prefix) the spec requires for it
+    architectures: Mapping[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class LegacyMagic:
+    """A legacy container magic: as the bytes on disk, as the little-endian u32, and its versions."""
+
+    bytes: str
+    u32: int
+    versions: tuple[int | None, ...]
+    note: str
+
+
+@dataclass(frozen=True)
+class RwkvTypes:
+    """rwkv.cpp's type ids per file version (100, 101) and the ids it removed."""
+
+    magic: str
+    versions: tuple[int, ...]
+    types: Mapping[int, Mapping[int, str]]
+    removed: Mapping[int, str]
+    note: str
+
+    def ids(self, version: int) -> Mapping[str, int]:
+        """Layout name → rwkv.cpp type id in ``version``."""
+        return {name: i for i, name in self.types[version].items()}
+
+
+@dataclass(frozen=True)
+class LegacyTable:
+    """``schema/legacy.json``: GGML/GGMF/GGJT magics, hyper-parameter profiles, per-era type tables, rwkv.cpp."""
+
+    source: str
+    magics: Mapping[str, LegacyMagic]
+    ggjt_alignment: int
+    llama_loader_types: frozenset[int]
+    llama_loader_types_note: str
+    max_n_dims: int
+    max_n_dims_note: str
+    #: profile name → its record (containers, note, max_dims, ftype, quant_era), read-only; the fields each
+    #: profile reads are construct Structs in ``formats/legacy_profiles.py``
+    profiles: Mapping[str, Mapping[str, Any]]
+    profiles_note: str
+    detect_order: tuple[str, ...]
+    #: era → id → layout name; ``current`` is not here (it is ``ggml_types.json``)
+    type_tables: Mapping[str, Mapping[int, str]]
+    type_tables_note: str
+    rwkv: RwkvTypes
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A named resource limit (``limits.<name>``) and its default."""
+
+    name: str
+    value: int
+    unit: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class LimitsTable:
+    source: str
+    limits: tuple[Limit, ...]
+
+
+@dataclass(frozen=True)
+class MigrateLlama:
+    tensor_names: tuple[tuple[str, str], ...]
+    defaults: Mapping[str, int | float]
+    defaults_note: str
+    token_types: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class MigrateRwkv:
+    tensor_names: tuple[tuple[str, str], ...]
+    architectures: Mapping[str, int]
+    context_length: int
+    note: str
+
+
+@dataclass(frozen=True)
+class MigrateExample:
+    """A ggml-example / whisper.cpp profile's GGUF architecture, tokenizer model and hyper-parameter keys."""
+
+    arch: str
+    tokenizer: str | None
+    keys: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class MigrateTable:
+    source: str
+    llama: MigrateLlama
+    rwkv: MigrateRwkv
+    examples: Mapping[str, MigrateExample]
+    examples_note: str
+
+
+@dataclass(frozen=True)
+class MlxMode:
+    """An MLX quantization mode: allowed group sizes and bits, how its scale is stored, whether it has a bias."""
+
+    name: str
+    group_sizes: tuple[int, ...]
+    bits: tuple[int, ...]
+    scale: str  # 'float' (BF16/F16/F32 values), 'e4m3' or 'e8m0' (one byte)
+    bias: bool
+
+
+@dataclass(frozen=True)
+class MlxQuantType:
+    """An Ollama ``quant_type``: an MLX mode with its bits and default group size."""
+
+    name: str
+    mode: str
+    bits: int
+    group_size: int
+    aliases: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MlxQuantTypesTable:
+    source: str
+    modes: tuple[MlxMode, ...]
+    quant_types: tuple[MlxQuantType, ...]
+
+
+@dataclass(frozen=True)
+class QuantizeOutputType:
+    default: str
+    keep_if_target: tuple[str, ...]
+    low_bit_iq_targets: tuple[str, ...]
+    low_bit_iq_type: str
+    indivisible_type: str
+
+
+@dataclass(frozen=True)
+class QuantizeTable:
+    """llama-quantize's default choice of which tensors to quantize and to what."""
+
+    source: str
+    quantize_suffix: str
+    min_dims: int
+    never_quantized_substrings: tuple[str, ...]
+    never_quantized_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    token_embedding_names: tuple[str, ...]
+    output_type: QuantizeOutputType
+    fallback: Mapping[str, str]
+    last_resort_type: str
+
+
+@dataclass(frozen=True)
+class RwkvLlamaTable:
+    """rwkv.cpp v6/v7 onto llama.cpp's rwkv6/rwkv7: architectures, file type labels, symbols, metadata,
+    tensors and the World vocabulary (nested parts read-only, as in the JSON)."""
+
+    source: str
+    note: str
+    architectures: Mapping[str, str]
+    file_types: Mapping[str, Any]
+    symbols: Mapping[str, Mapping[str, Any]]
+    metadata: Mapping[str, Any]
+    tensors: Mapping[str, Any]
+    vocabulary: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class SafetensorsDtype:
+    """A safetensors dtype: name, bits per element, numpy dtype code (None for BF16/F4/F6/F8), its position
+    in safetensors' Dtype enum, and whether MLX writes it."""
+
+    name: str
+    bits: int
+    numpy: str | None
+    order: int
+    mlx: bool
+
+    def nbytes(self, n_elements: int) -> int | None:
+        """Bytes for ``n_elements`` values; None when they do not fill whole bytes."""
+        total = n_elements * self.bits
+        return total // 8 if total % 8 == 0 else None
+
+    @property
+    def storage(self) -> np.dtype:
+        """The numpy dtype the raw data is viewed as: the value's own, else unsigned integers of its width."""
+        if self.numpy:
+            return np.dtype(self.numpy)
+        return np.dtype("<u2") if self.bits == 16 else np.dtype(np.uint8)
+
+
+@dataclass(frozen=True)
+class SafetensorsDtypesTable:
+    source: str
+    dtypes: tuple[SafetensorsDtype, ...]
+
+
+@dataclass(frozen=True)
+class TemplateRules:
+    """What a chat template may not do (``gguf_construct.security``): rule ids and the names they look for."""
+
+    source: str
+    keys: str
+    max_template_bytes: int
+    rules: Mapping[str, str]
+    introspection_attributes: tuple[str, ...]
+    global_objects: tuple[str, ...]
+    string_builders: Mapping[str, tuple[str, ...]]
+    attribute_callables: tuple[str, ...]
+    #: filter name → position of its attribute argument (None: only by keyword)
+    attribute_filters: Mapping[str, int | None]
+
+
+@dataclass(frozen=True)
+class RuleRow:
+    """One rejection rule of ``schema/rules.json``: the FormatError subclass's name, a key of ``sources``, one
+    line of documentation, and (when no generated input breaks it) why."""
+
+    class_name: str
+    spec: str
+    doc: str
+    breaker: str | None = None
+
+
+@dataclass(frozen=True)
+class RulesTable:
+    """Every rule id an input can be rejected with (``limit.*`` and ``template.*`` come from their own tables)."""
+
+    source: str
+    sources: Mapping[str, str]
+    rules: Mapping[str, RuleRow]
+    #: limit name → why no breaker crafts an input for it
+    limit_breaker: Mapping[str, str]
+    template_breaker: str | None
+
+
+@dataclass(frozen=True)
+class ValueTypesTable:
+    source: str
+    types: tuple[ValueType, ...]
+
+
+def _int_keys(m: Mapping[str, Any]) -> Mapping[int, Any]:
+    return MappingProxyType({int(k): v for k, v in m.items()})
+
+
+def _legacy(d: Mapping[str, Any]) -> LegacyTable:
+    rwkv = d["rwkv"]
+    return LegacyTable(
+        source=d["source"],
+        magics=MappingProxyType({name: LegacyMagic(**m) for name, m in d["magics"].items()}),
+        ggjt_alignment=d["ggjt_alignment"],
+        llama_loader_types=frozenset(d["llama_loader_types"]),
+        llama_loader_types_note=d["llama_loader_types_note"],
+        max_n_dims=d["max_n_dims"],
+        max_n_dims_note=d["max_n_dims_note"],
+        profiles=d["profiles"],
+        profiles_note=d["profiles_note"],
+        detect_order=d["detect_order"],
+        type_tables=MappingProxyType({k: _int_keys(v) for k, v in d["type_tables"].items() if isinstance(v, Mapping)}),
+        type_tables_note=d["type_tables_note"],
+        rwkv=RwkvTypes(rwkv["magic"], rwkv["versions"], _int_keys({v: _int_keys(t) for v, t in rwkv["types"].items()}), _int_keys(rwkv["removed"]), rwkv["note"]),
+    )
+
+
+def _migrate(d: Mapping[str, Any]) -> MigrateTable:
+    return MigrateTable(
+        source=d["source"],
+        llama=MigrateLlama(**d["llama"]),
+        rwkv=MigrateRwkv(**d["rwkv"]),
+        examples=MappingProxyType({name: MigrateExample(**e) for name, e in d["examples"].items()}),
+        examples_note=d["examples_note"],
+    )
+
+
+def _quantize(d: Mapping[str, Any]) -> QuantizeTable:
+    fields = {k: v for k, v in d.items() if k != "_source"}
+    return QuantizeTable(source=d["_source"], **{**fields, "output_type": QuantizeOutputType(**d["output_type"])})
+
+
+_BUILDERS: dict[str, Any] = {
+    "file_types": lambda d: FileTypesTable(d["source"], tuple(FileType(**r) for r in d["file_types"])),
+    "ggml_types": lambda d: GGMLTypesTable(d["source"], tuple(GGMLType(**r) for r in d["types"]), d["max_dims"], d["max_dims_source"]),
+    "keys": lambda d: KeysTable(d["source"], tuple(StandardKey(**k) for k in d["keys"]), d["architectures"]),
+    "legacy": _legacy,
+    "limits": lambda d: LimitsTable(d["source"], tuple(Limit(**r) for r in d["limits"])),
+    "migrate": _migrate,
+    "mlx_quant_types": lambda d: MlxQuantTypesTable(
+        d["source"],
+        tuple(MlxMode(r["mode"], r["group_sizes"], r["bits"], r["scale"], r["bias"]) for r in d["modes"]),
+        tuple(MlxQuantType(**r) for r in d["quant_types"]),
+    ),
+    "quantize": _quantize,
+    "rules": lambda d: RulesTable(
+        d["source"],
+        d["sources"],
+        MappingProxyType({k: RuleRow(r["class"], r["spec"], r["doc"], r.get("breaker")) for k, r in d["rules"].items()}),
+        d["limit_breaker"],
+        d["template_breaker"],
+    ),
+    "rwkv_llama": lambda d: RwkvLlamaTable(**d),
+    "safetensors_dtypes": lambda d: SafetensorsDtypesTable(d["source"], tuple(SafetensorsDtype(order=i, **r) for i, r in enumerate(d["dtypes"]))),
+    "template_rules": lambda d: TemplateRules(**d),
+    "value_types": lambda d: ValueTypesTable(d["source"], tuple(ValueType(**r) for r in d["types"])),
+}
+
+#: The name of every table ``load_table`` knows (the files of ``schema/`` without ``.json``).
+TABLE_NAMES: tuple[str, ...] = tuple(_BUILDERS)
+TableName = Literal[
+    "file_types", "ggml_types", "keys", "legacy", "limits", "migrate", "mlx_quant_types", "quantize", "rules",
+    "rwkv_llama", "safetensors_dtypes", "template_rules", "value_types",
+]  # fmt: skip
+
+
+@overload
+def load_table(name: Literal["file_types"]) -> FileTypesTable: ...
+@overload
+def load_table(name: Literal["ggml_types"]) -> GGMLTypesTable: ...
+@overload
+def load_table(name: Literal["keys"]) -> KeysTable: ...
+@overload
+def load_table(name: Literal["legacy"]) -> LegacyTable: ...
+@overload
+def load_table(name: Literal["limits"]) -> LimitsTable: ...
+@overload
+def load_table(name: Literal["migrate"]) -> MigrateTable: ...
+@overload
+def load_table(name: Literal["mlx_quant_types"]) -> MlxQuantTypesTable: ...
+@overload
+def load_table(name: Literal["quantize"]) -> QuantizeTable: ...
+@overload
+def load_table(name: Literal["rules"]) -> RulesTable: ...
+@overload
+def load_table(name: Literal["rwkv_llama"]) -> RwkvLlamaTable: ...
+@overload
+def load_table(name: Literal["safetensors_dtypes"]) -> SafetensorsDtypesTable: ...
+@overload
+def load_table(name: Literal["template_rules"]) -> TemplateRules: ...
+@overload
+def load_table(name: Literal["value_types"]) -> ValueTypesTable: ...
+@overload
+def load_table(name: str) -> Any: ...
+def load_table(name: str) -> Any:
+    """``schema/<name>.json`` as its frozen, typed record, read once (``name`` with or without ``.json``).
+    KeyError for a name that is no table."""
+    stem = name[:-5] if name.endswith(".json") else name
+    if stem not in _BUILDERS:
+        raise KeyError(f"no schema table {name!r} (tables: {', '.join(TABLE_NAMES)})")
+    return _table(stem)
+
+
+@cache
+def _table(stem: str) -> Any:
+    return _BUILDERS[stem](_load(stem + ".json"))
 
 
 class _Table(dict):
@@ -168,15 +599,20 @@ def user_types(path: str | os.PathLike[str], known: list[GGMLType]) -> list[GGML
 
 def _ggml_types() -> list[GGMLType]:
     """ggml's table, plus the user's (``GGUF_CONSTRUCT_TYPES``) when set."""
-    known = [GGMLType(**r) for r in _load("ggml_types.json")["types"]]
+    known = list(load_table("ggml_types").types)
     path = os.environ.get(USER_TYPES_ENV)
     return known + user_types(path, known) if path else known
 
 
 GGML_TYPES: _Table = _Table(_ggml_types())
-VALUE_TYPES: _Table = _Table(ValueType(**r) for r in _load("value_types.json")["types"])
-FILE_TYPES: dict[int, str] = {r["id"]: r["name"] for r in _load("file_types.json")["file_types"]}
-
+VALUE_TYPES: _Table = _Table(load_table("value_types").types)
+FILE_TYPES: dict[int, str] = {r.id: r.name for r in load_table("file_types").file_types}
+#: value type name → (least, most) for every integer value type (derived from ``schema/value_types.json``).
+INT_RANGES: Mapping[str, tuple[int, int]] = MappingProxyType({vt.name: r for vt in VALUE_TYPES.values() if (r := vt.int_range)})
+#: The alignment of a GGUF file without ``general.alignment`` (``schema/keys.json``).
+DEFAULT_ALIGNMENT: int = next(k.default for k in load_table("keys").keys if k.key == "general.alignment")
+#: The most dimensions a ggml tensor has (GGML_MAX_DIMS, ``schema/ggml_types.json``).
+GGML_MAX_DIMS: int = load_table("ggml_types").max_dims
 
 
 def ggml_type_of(value: int | str | GGMLType) -> GGMLType:
@@ -192,25 +628,8 @@ ARR = VALUE_TYPES.lookup("arr")
 BOOL = VALUE_TYPES.lookup("bool")
 
 
-@dataclass(frozen=True)
-class StandardKey:
-    """A standardized metadata key; ``pattern`` may hold ``{arch}`` and ``{id}`` placeholders."""
-
-    key: str
-    type: str
-    accept: tuple[str, ...] = ()
-    required: bool = False
-    note: str = ""
-
-    @property
-    def types(self) -> tuple[str, ...]:
-        """Every type a reader must accept for this key."""
-        return (self.type, *(t for t in self.accept if t != self.type))
-
-
-@cache
 def standard_keys() -> list[StandardKey]:
-    return [StandardKey(**{**k, "accept": tuple(k.get("accept", ()))}) for k in _load("keys.json")["keys"]]
+    return list(load_table("keys").keys)
 
 
 @cache
@@ -233,15 +652,14 @@ def standard_key(key: str, architecture: str | None = None) -> StandardKey | Non
 
 def architecture_required_keys(architecture: str) -> list[str]:
     """The keys the spec requires for an architecture (empty for architectures it does not describe)."""
-    return [f"{architecture}.{k}" for k in _load("keys.json")["architectures"].get(architecture, [])]
+    return [f"{architecture}.{k}" for k in load_table("keys").architectures.get(architecture, ())]
 
 
-@cache
-def template_rules() -> dict[str, Any]:
+def template_rules() -> TemplateRules:
     """``schema/template_rules.json``: the rules of chat template scanning and the names they look for."""
-    return _load("template_rules.json")
+    return load_table("template_rules")
 
 
-def quantize_rules() -> dict[str, Any]:
+def quantize_rules() -> QuantizeTable:
     """llama-quantize's default choice of which tensors to quantize and to what (``schema/quantize.json``)."""
-    return _load("quantize.json")
+    return load_table("quantize")

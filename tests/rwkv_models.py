@@ -20,7 +20,7 @@ from construct import Container
 from gguf_construct.formats.ggml import legacy_tables
 from gguf_construct.formats.rwkv import RWKV
 
-RWKV_IDS = {v: int(k) for k, v in legacy_tables()["rwkv"]["types"]["101"].items()}
+RWKV_IDS = legacy_tables().rwkv.ids(101)
 FP16_KEEP = (".time_", ".k_k", ".k_a", ".r_k", ".x_rwkvag", ".x_k", ".w0", ".a0", ".v0")
 QUANT_KEEP = ("att.v1", "att.v2", "att.g1", "att.g2", "att.a1", "att.a2", "att.w1", "att.w2", "att.r_k")
 

@@ -264,7 +264,7 @@ def test_every_profile_is_declared_once():
     from gguf_construct.formats.ggml import legacy_tables
     from gguf_construct.formats.legacy_profiles import PROFILE_FIELDS
 
-    assert set(PROFILE_FIELDS) == set(legacy_tables()["profiles"]) == set(legacy_tables()["detect_order"])
+    assert set(PROFILE_FIELDS) == set(legacy_tables().profiles) == set(legacy_tables().detect_order)
 
 
 def test_magic_and_version_are_checked_by_the_schema():

@@ -20,7 +20,7 @@ from construct import Container
 
 from ..errors import FormatError, UnsupportedTypeError
 from ..fileio import TEMP_TAG, clean_stale_temporaries, verify_gguf_output, write_atomic  # noqa: F401 - their old home, kept for one release
-from ..formats.gguf import GGUF, ORDERS, data_extents, detect_byte_order
+from ..formats.gguf import DEFAULT_ALIGNMENT, GGUF, ORDERS, data_extents, detect_byte_order
 from .metadata import Metadata, StandardKeys
 from .tensors import Tensors
 
@@ -52,7 +52,7 @@ class GGUFFile:
 
     @property
     def alignment(self) -> int:
-        return int(self._container.get("alignment", 32))
+        return int(self._container.get("alignment", DEFAULT_ALIGNMENT))
 
     @property
     def data_offset(self) -> int:
@@ -227,4 +227,4 @@ def from_bytes(data: Any, *, strict: bool = True, profile: str = "spec", limits:
 
 def new(*, version: int = 3, byte_order: str = "little") -> GGUFFile:
     """An empty GGUF file to fill with ``metadata`` and ``tensors`` and ``save``."""
-    return GGUFFile(Container(version=version, byte_order=byte_order, metadata_kv=[], tensor_infos=[], tensor_data=None, alignment=32))
+    return GGUFFile(Container(version=version, byte_order=byte_order, metadata_kv=[], tensor_infos=[], tensor_data=None, alignment=DEFAULT_ALIGNMENT))

@@ -426,7 +426,7 @@ def load_safetensors(path: str | os.PathLike[str], *, strict: bool = True, hint:
 
 def save_safetensors(path: str | os.PathLike[str], tensors: Any, metadata: Mapping[str, str] | None = None, *, style: str = "safetensors", verify: Any = None) -> None:
     """Write a safetensors file atomically, laid out as ``style``'s writer does ('safetensors', 'mlx',
-    'ollama'); ``tensors`` maps names to numpy arrays or ``{dtype, shape, data}`` (see ``formats.safetensors.lay_out``).
+    'ollama'); ``tensors`` maps names to numpy arrays or ``{dtype, shape, data}`` (see ``formats.safetensors.header_and_sources``).
     Before the rename the file must load strictly (and pass ``verify(temp_path)`` when given)."""
     from ..fileio import write_atomic
 

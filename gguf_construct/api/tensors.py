@@ -16,7 +16,8 @@ from .. import rules
 from ..formats.gguf import MAX_TENSOR_NAME, tensor_bytes, tensor_nbytes
 from ..tables import GGML_TYPES, GGMLType, ggml_type_of
 
-_DTYPE_TYPES = {"f4": "f32", "f2": "f16", "f8": "f64", "i1": "i8", "i2": "i16", "i4": "i32", "i8": "i64"}
+#: numpy dtype code → the ggml type that holds such values as they are (``schema/ggml_types.json``).
+_DTYPE_TYPES = {t.numpy: t.name for t in GGML_TYPES.values() if t.numpy}
 
 
 class TensorInfo:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import construct
+import numpy as np
 
 from .. import rules
 from ..errors import FormatError
@@ -226,3 +227,17 @@ class FileConstruct(construct.Construct):
     def parse_file(self, filename: Any, **contextkw: Any) -> Any:
         """Parse a file through a read-only memory map."""
         return self.parse(map_file(filename), **contextkw)
+
+
+def tensor_bytes(data: Any) -> memoryview:
+    """A tensor's data source as flat bytes, copying only a non-contiguous array: bytes-like, a numpy array of
+    any shape (0-d and empty included), or a callable returning one (so that a conversion runs only when its
+    tensor is written, one tensor at a time). ValueError when there is no data."""
+    if callable(data):
+        data = data()
+    if data is None:
+        raise ValueError("a tensor has no data to write")
+    if isinstance(data, np.ndarray):
+        return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+    view = memoryview(data)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")

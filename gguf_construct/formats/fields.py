@@ -29,7 +29,7 @@ MAX_ARRAY_DEPTH = LIMITS["nesting"].value
 
 
 #: The ``struct`` code (one that construct's ``FormatField`` takes too) of each numpy dtype code of ``schema/value_types.json``.
-STRUCT_CODES = {"u1": "B", "i1": "b", "u2": "H", "i2": "h", "u4": "L", "i4": "l", "f4": "f", "u8": "Q", "i8": "q", "f8": "d", "?": "B"}
+STRUCT_CODES = {vt.numpy: vt.struct for vt in VALUE_TYPES.values() if vt.numpy and vt.struct}
 
 
 def value_type_name(vt: Any) -> str | None:
@@ -269,9 +269,9 @@ class MetadataValue(Construct):
         # read and built in every version, and validation reports them in a v1 file (rule value.type_v1).
         self.known = {vt.id: vt for vt in VALUE_TYPES.values()}
         self.scalars = {
-            vt.id: struct.Struct(order + STRUCT_CODES[vt.numpy])
+            vt.id: struct.Struct(order + vt.struct)
             for vt in self.known.values()
-            if vt.numpy
+            if vt.struct
         }
 
     # -- parsing -------------------------------------------------------------------------------------

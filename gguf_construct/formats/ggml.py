@@ -25,6 +25,7 @@ are recomputed, GGJT padding is computed from the position).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -34,7 +35,8 @@ from construct import Computed, Construct, Container, If, Int32sl, Int32ul, Rebu
 
 from .. import rules
 from ..errors import FormatError
-from ..tables import GGML_TYPES, _load
+from ..shapes import element_count  # noqa: F401  (re-exported: api.legacy imports it from here)
+from ..tables import GGML_TYPES, LegacyTable, load_table
 from .base import FileConstruct, as_stream, context_path, guarded, readable_path
 from .fields import AlignPadding, Magic, Version
 from .legacy_fields import (  # noqa: F401  (re-exported: their home was this module)
@@ -46,24 +48,23 @@ from .legacy_fields import (  # noqa: F401  (re-exported: their home was this mo
     NumpyArray,
     UntilEOF,
     VocabArray,
-    element_count,
     encoded_len,
 )
 from .legacy_profiles import HPARAM_BLOCKS, PROFILE_FIELDS
 
 
 @cache
-def legacy_tables() -> dict[str, Any]:
+def legacy_tables() -> LegacyTable:
     """schema/legacy.json: magics, hyper-parameter profiles, per-era type tables, rwkv.cpp's types."""
-    return _load("legacy.json")
+    return load_table("legacy")
 
 
-MAGICS: dict[str, bytes] = {name: m["bytes"].encode() for name, m in legacy_tables()["magics"].items()}
+MAGICS: dict[str, bytes] = {name: m.bytes.encode() for name, m in legacy_tables().magics.items()}
 CONTAINERS = ("ggml", "ggmf", "ggjt")
 MAGIC_NAMES: dict[bytes, str] = {MAGICS[c]: c for c in CONTAINERS}
 #: The versions each container has (none for 'ggml').
-VERSIONS: dict[str, list[int]] = {c: legacy_tables()["magics"][c]["versions"] for c in ("ggmf", "ggjt")}
-PROFILES: tuple[str, ...] = tuple(legacy_tables()["profiles"])
+VERSIONS: dict[str, list[int]] = {c: list(legacy_tables().magics[c].versions) for c in ("ggmf", "ggjt")}
+PROFILES: tuple[str, ...] = tuple(legacy_tables().profiles)
 
 
 # -- tensor types by era ----------------------------------------------------------------------------------
@@ -99,7 +100,7 @@ def type_table(name: str) -> dict[int, str]:
     """id → layout for a table of schema/legacy.json (``current`` is today's ggml ids)."""
     if name == "current":
         return {t.id: t.name for t in GGML_TYPES.values() if not t.removed}
-    return {int(k): v for k, v in legacy_tables()["type_tables"][name].items()}
+    return dict(legacy_tables().type_tables[name])
 
 
 def resolve_type(table: str, type_id: int, where: str = "", offset: int | None = None) -> LegacyType:
@@ -110,8 +111,8 @@ def resolve_type(table: str, type_id: int, where: str = "", offset: int | None =
     return legacy_type(layouts[type_id], type_id)
 
 
-def rwkv_type_table(version: int) -> dict[int, str]:
-    return {int(k): v for k, v in legacy_tables()["rwkv"]["types"][str(version)].items()}
+def rwkv_type_table(version: int) -> Mapping[int, str]:
+    return legacy_tables().rwkv.types[version]
 
 
 def describe_table(table: str) -> str:
@@ -128,7 +129,7 @@ def describe_table(table: str) -> str:
 def table_for(fmt: str, version: int | None, profile: str, hparams: Any) -> str:
     """Which type table a file's tensors use: by container and version for llama.cpp, by ``ftype // 1000``
     (the quantization version) for the ggml examples and whisper.cpp (reference §3.7)."""
-    era = legacy_tables()["profiles"][profile]["quant_era"]
+    era = legacy_tables().profiles[profile]["quant_era"]
     if era == "current":
         return "current"
     if era == "container":
@@ -205,7 +206,7 @@ TENSOR_RECORD = Struct(
     "type" / Int32sl,
     "ne" / Dims("n_dims"),
     "name" / LegacyName("name_len", rules.TENSOR_NAME, least=1),
-    "_padding" / AlignPadding(legacy_tables()["ggjt_alignment"], this._.format == "ggjt", rules.TENSOR_PADDING),
+    "_padding" / AlignPadding(legacy_tables().ggjt_alignment, this._.format == "ggjt", rules.TENSOR_PADDING),
     "data_offset" / Tell,
     "data" / TensorData(),
 )
@@ -219,7 +220,7 @@ def ggml_layout(profile: str, detecting: bool = False) -> Struct:
     ``detecting``: the profile is a guess, so it is abandoned as soon as its hyper-parameters are implausible,
     before the vocabulary and tensors are read (ten guesses must not each read a hostile file to its end).
     """
-    containers = legacy_tables()["profiles"][profile]["containers"]
+    containers = legacy_tables().profiles[profile]["containers"]
     body = list(PROFILE_FIELDS[profile])
     if detecting:
         last = max(i for i, field in enumerate(body) if field.name in HPARAM_BLOCKS)
@@ -272,7 +273,7 @@ class GGMLConstruct(FileConstruct):
         start = s.pos
         fmt = MAGIC_NAMES.get(bytes(s.view[start : start + 4]))  # a look, to choose the profiles to try
         wanted = context.get("profile")
-        profiles = legacy_tables()["profiles"]
+        profiles = legacy_tables().profiles
         if wanted and (wanted not in profiles or (fmt is not None and fmt not in profiles[wanted]["containers"])):
             raise rules.HEADER_PROFILE.error(f"profile {wanted!r} does not exist for {fmt} files (profiles: {', '.join(PROFILES)})")
         if wanted:
@@ -280,7 +281,7 @@ class GGMLConstruct(FileConstruct):
         elif fmt is None:
             candidates = ["llama"]  # every container: its magic field reports what the file is not
         else:
-            candidates = [p for p in legacy_tables()["detect_order"] if fmt in profiles[p]["containers"]]
+            candidates = [p for p in legacy_tables().detect_order if fmt in profiles[p]["containers"]]
         failures = []
         for profile in candidates:
             s.pos = start

@@ -25,7 +25,6 @@ import struct
 from functools import cache
 from typing import Any
 
-import numpy as np
 from construct import (
     Computed,
     Container,
@@ -43,14 +42,13 @@ from construct import (
 
 from .. import rules
 from ..errors import FormatError
-from ..tables import GGML_TYPES, VALUE_TYPES, ggml_type_of
-from .base import BufferStream, FileConstruct, as_stream
+from ..tables import DEFAULT_ALIGNMENT, GGML_TYPES, VALUE_TYPES, ggml_type_of
+from .base import BufferStream, FileConstruct, as_stream, tensor_bytes
 from .fields import AlignPadding, CheckedArray, GGUFString, Located, Magic, MetadataValue, Remainder, Version, value_type_id
 from .filedata import write_data
 
 MAGIC = b"GGUF"
 VERSIONS = (1, 2, 3)
-DEFAULT_ALIGNMENT = 32
 #: The spec's longest tensor name in bytes (ggml's reader wants one byte less: its buffer holds the NUL).
 MAX_TENSOR_NAME = 64
 ORDERS = {"little": "<", "big": ">"}
@@ -62,7 +60,7 @@ def align_offset(offset: int, alignment: int) -> int:
 
 
 def alignment_of(metadata_kv: list[Any]) -> int:
-    """``general.alignment`` when it is a u32, else the default 32 (validation reports a mistyped key)."""
+    """``general.alignment`` when it is a u32, else ``DEFAULT_ALIGNMENT`` (validation reports a mistyped key)."""
     for kv in metadata_kv:
         if kv["key"] == "general.alignment" and value_type_id(kv["value_type"]) == VALUE_TYPES.lookup("u32").id:
             return int(kv["value"])
@@ -169,22 +167,6 @@ class TensorDataSection(Remainder):
         if infos:
             stream.write(b"\0" * (align_offset(written, alignment) - written))
         return obj
-
-
-def tensor_bytes(data: Any) -> memoryview:
-    """A tensor's data source as a flat byte view, copying only if not contiguous.
-
-    The source is bytes-like, a numpy array, or a callable returning one (so that a conversion runs only when
-    its tensor is written, one tensor at a time).
-    """
-    if callable(data):
-        data = data()
-    if data is None:
-        raise ValueError("a tensor has no data to write")
-    if isinstance(data, np.ndarray):
-        return memoryview(np.ascontiguousarray(data)).cast("B")
-    view = memoryview(data)
-    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
 @cache

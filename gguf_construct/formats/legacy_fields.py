@@ -16,13 +16,14 @@ from .. import rules
 from ..errors import InvalidValueError
 from ..limits import breach, limit
 from ..shapes import shape_problem
+from ..tables import load_table
 from .base import as_stream, context_path, readable_path
 from .fields import CheckedArray
 
 #: Longest tensor name or token accepted (llama.cpp's migrator refuses names of 4096 bytes and more).
 MAX_NAME_LENGTH = 4095
-#: More dimensions than this cannot be honest in any legacy file (ggml has at most 4).
-MAX_DIMS = 8
+#: More dimensions than this cannot be honest in any legacy file (ggml has at most 4; ``schema/legacy.json``).
+MAX_DIMS = load_table("legacy").max_n_dims
 
 
 class LegacyName(Construct):
@@ -92,13 +93,6 @@ class Dims(Construct):
 
     def _sizeof(self, context, path):
         raise SizeofError("dimensions have no fixed size", path=path)
-
-
-def element_count(ne: Sequence[int]) -> int:
-    n = 1
-    for d in ne:
-        n *= int(d)
-    return n
 
 
 class UntilEOF(CheckedArray):

@@ -16,16 +16,16 @@ from .ggml import legacy_tables
 
 def legacy_format(head: bytes) -> str | None:
     """'ggml', 'ggmf', 'ggjt' or 'rwkv'; None when the magic is none of theirs (or is an adapter's, 'ggla')."""
-    magics = {m["bytes"].encode(): name for name, m in legacy_tables()["magics"].items()}
+    magics = {m.bytes.encode(): name for name, m in legacy_tables().magics.items()}
     name = magics.get(head[:4])
     if name is None or name == "ggla":
         return None
     if name == "ggml":
         return name
     version = int.from_bytes(head[4:8], "little") if len(head) >= 8 else None
-    if name == "ggmf" and version in legacy_tables()["rwkv"]["versions"]:
+    if name == "ggmf" and version in legacy_tables().rwkv.versions:
         return "rwkv"
-    if version not in legacy_tables()["magics"][name]["versions"]:
+    if version not in legacy_tables().magics[name].versions:
         raise rules.HEADER_VERSION.error(f"{name} magic with unknown version {version}", offset=4)
     return name
 
@@ -43,7 +43,7 @@ def sniffer(fmt: str) -> Callable[[bytes], bool]:
 def refuse_non_model(head: bytes) -> None:
     """Raise ``UnknownFormatError('format.not_a_model')`` for what llama.cpp wrote that is not a model: a LoRA
     adapter ('ggla'), or a bare vocabulary dump (no magic: a token count, then the first token's length)."""
-    if head[:4] == legacy_tables()["magics"]["ggla"]["bytes"].encode():
+    if head[:4] == legacy_tables().magics["ggla"].bytes.encode():
         raise rules.FORMAT_NOT_A_MODEL.error("a llama.cpp legacy LoRA adapter ('ggla'): not a model file, not supported", offset=0)
     count, first = int.from_bytes(head[:4], "little"), int.from_bytes(head[4:8], "little")
     if len(head) >= 8 and 0 < count <= 1 << 21 and first <= 256:

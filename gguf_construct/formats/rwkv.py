@@ -20,8 +20,8 @@ from .base import FileConstruct, as_stream
 from .fields import Magic, Version
 from .ggml import Dims, LegacyName, TensorData, UntilEOF, encoded_len, legacy_tables
 
-MAGIC = legacy_tables()["rwkv"]["magic"].encode()
-VERSIONS: tuple[int, ...] = tuple(legacy_tables()["rwkv"]["versions"])
+MAGIC = legacy_tables().rwkv.magic.encode()
+VERSIONS: tuple[int, ...] = legacy_tables().rwkv.versions
 
 
 #: One rwkv.cpp file (RWKV/rwkv.cpp, rwkv_file_format.inc and rwkv_model_loading.inc, commit 4358e70).

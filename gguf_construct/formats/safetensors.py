@@ -42,8 +42,8 @@ from .. import rules
 from ..errors import InvalidValueError
 from ..limits import breach, limit
 from ..shapes import INTP_MAX, NUMPY_MAX_DIMS, element_count, shape_problem
-from ..tables import _load
-from .base import FileConstruct, as_stream
+from ..tables import SafetensorsDtype, load_table
+from .base import FileConstruct, as_stream, tensor_bytes
 from .fields import Remainder
 
 #: The largest header the safetensors library reads (it rejects N > 100,000,000; MLX already N >= 100,000,000).
@@ -54,34 +54,14 @@ STYLES = ("safetensors", "mlx", "ollama")
 
 
 # -- dtypes ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Dtype:
-    """A safetensors dtype: its name, bits per element, numpy dtype (None for BF16/F4/F6/F8) and enum order."""
-
-    name: str
-    bits: int
-    numpy: str | None
-    order: int
-    mlx: bool
-
-    def nbytes(self, n_elements: int) -> int | None:
-        """Bytes for ``n_elements`` values; None when they do not fill whole bytes."""
-        total = n_elements * self.bits
-        return total // 8 if total % 8 == 0 else None
-
-    @property
-    def storage(self) -> np.dtype:
-        """The numpy dtype the raw data is viewed as: the value's own, else unsigned integers of its width."""
-        if self.numpy:
-            return np.dtype(self.numpy)
-        return np.dtype("<u2") if self.bits == 16 else np.dtype(np.uint8)
+#: A safetensors dtype record (``schema/safetensors_dtypes.json``).
+Dtype = SafetensorsDtype
 
 
 @cache
 def dtypes() -> dict[str, Dtype]:
     """Every dtype name (case-sensitive, as the file spells it) → Dtype."""
-    rows = _load("safetensors_dtypes.json")["dtypes"]
-    return {r["name"]: Dtype(r["name"], r["bits"], r["numpy"], i, r["mlx"]) for i, r in enumerate(rows)}
+    return {d.name: d for d in load_table("safetensors_dtypes").dtypes}
 
 
 def dtype_for_numpy(dt: np.dtype) -> str:
@@ -481,17 +461,6 @@ def header_bytes(obj: Any) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def tensor_bytes(data: Any) -> memoryview:
-    """A tensor's data source (bytes-like, numpy array of any shape including 0-d and empty, or a callable
-    returning one) as flat bytes, copying only a non-contiguous array."""
-    if callable(data):
-        data = data()
-    if isinstance(data, np.ndarray):
-        return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
-    view = memoryview(data)
-    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
-
-
 class DataRegion(Remainder):
     """The bytes after the header as a zero-copy memoryview; built from a buffer, or from a list of tensor
     data sources written back to back (each bytes-like, a numpy array, or a callable returning one)."""
@@ -525,7 +494,7 @@ def _go_escape(text: str) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-def lay_out(tensors: Any, metadata: Mapping[str, str] | None = None, style: str = "safetensors") -> tuple[bytes, list[Any]]:
+def header_and_sources(tensors: Any, metadata: Mapping[str, str] | None = None, style: str = "safetensors") -> tuple[bytes, list[Any]]:
     """(header bytes, data sources in data order) for ``tensors`` written by ``style``'s writer.
 
     ``tensors``: a mapping name → numpy array or ``{dtype, shape, data}``, or a list of ``{name, dtype, shape,
@@ -589,7 +558,7 @@ class SafetensorsConstruct(FileConstruct):
 
     def _build(self, obj, stream, context, path):
         if obj.get("header") is None:
-            raw, sources = lay_out(obj["tensors"], obj.get("metadata"), obj.get("style", "safetensors"))
+            raw, sources = header_and_sources(obj["tensors"], obj.get("metadata"), obj.get("style", "safetensors"))
             obj = Container(header=Header(raw), data=sources)
         elif obj.get("data") is None:
             obj = Container(obj, data=b"")

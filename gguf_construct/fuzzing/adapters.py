@@ -25,21 +25,12 @@ from typing import Any
 
 import numpy as np
 
+from ..tables import VALUE_TYPES
+
 #: Tensors larger than this are not dequantized for comparison (keeps a run fast; the view notes the skip).
 DEQUANT_LIMIT = 1 << 20
-_NUMPY = {
-    "u8": "u1",
-    "i8": "i1",
-    "u16": "u2",
-    "i16": "i2",
-    "u32": "u4",
-    "i32": "i4",
-    "f32": "f4",
-    "bool": "u1",
-    "u64": "u8",
-    "i64": "i8",
-    "f64": "f8",
-}
+#: Value type name → numpy dtype code (``schema/value_types.json``); a bool is compared as its raw byte.
+_NUMPY = {**{vt.name: vt.numpy for vt in VALUE_TYPES.values() if vt.numpy}, "bool": "u1"}
 
 
 def scalar_value(value: Any, vtype: str) -> Any:

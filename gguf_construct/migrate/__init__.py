@@ -38,7 +38,7 @@ def migrate(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, hparams
         from .rwkv_llama import migrate_rwkv_llama, table
 
         f = load_rwkv(src, strict=True)
-        if f.metadata["architecture"] in table()["architectures"]:
+        if f.metadata["architecture"] in table().architectures:
             return migrate_rwkv_llama(f, dst, progress=progress, **options)
         return migrate_rwkv(f, dst, progress=progress, **options)
     f = load_legacy(src, strict=True, hparams=hparams)

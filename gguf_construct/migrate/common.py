@@ -31,12 +31,12 @@ from ..fileio import write_atomic
 from ..formats.base import real_path
 from ..formats.gguf import GGUF
 from ..progress import progress as show_progress
-from ..tables import _load
+from ..tables import MigrateTable, load_table
 
 
-def migrate_tables() -> dict[str, Any]:
+def migrate_tables() -> MigrateTable:
     """schema/migrate.json: key and tensor-name maps."""
-    return _load("migrate.json")
+    return load_table("migrate")
 
 
 @dataclass

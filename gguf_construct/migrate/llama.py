@@ -33,7 +33,7 @@ UNK_TEXT = b" \xe2\x81\x87 "  # the unknown token's text in GGMF/GGJT files: spa
 
 
 def llama_names() -> NameMap:
-    return NameMap(migrate_tables()["llama"]["tensor_names"])
+    return NameMap(migrate_tables().llama.tensor_names)
 
 
 def n_ff_of(f: LegacyFile) -> int:
@@ -60,7 +60,7 @@ def lost_nul(texts: list[bytes]) -> bool:
 def llama_vocab(texts: list[bytes], scored: bool) -> tuple[list[str], list[int]]:
     """Legacy token texts → GGUF tokens and token types (reference §7.3); a dropped NUL byte token (:func:`lost_nul`)
     becomes ``<0x00>`` again."""
-    tt = migrate_tables()["llama"]["token_types"]
+    tt = migrate_tables().llama.token_types
     nul = lost_nul(texts)
     tokens, types = [], []
     for i, raw in enumerate(texts):
@@ -85,7 +85,7 @@ def llama_vocab(texts: list[bytes], scored: bool) -> tuple[list[str], list[int]]
 def legacy_texts(tokens: list[str], types: list[int], empty: Sequence[int] = ()) -> list[bytes]:
     """The inverse of :func:`llama_vocab` for files that follow the GGMF/GGJT convention (reference §2.5); the ids
     in ``empty`` (``llama.legacy.empty_tokens``: restored byte tokens) are written empty as the source had them."""
-    tt = migrate_tables()["llama"]["token_types"]
+    tt = migrate_tables().llama.token_types
     blank = set(int(i) for i in empty)
     out = []
     for i, (tok, kind) in enumerate(zip(tokens, types)):
@@ -152,7 +152,7 @@ def written_file_type(planned: list[PlannedTensor], header: int) -> int:
 
 def migrate_llama(f: LegacyFile, dst: str | os.PathLike[str], *, context_length: int | None = None, eps: float | None = None,
                   gqa: int | None = None, name: str | None = None, progress: bool = False) -> Report:  # fmt: skip
-    d = migrate_tables()["llama"]["defaults"]
+    d = migrate_tables().llama.defaults
     report = Report(os.fspath(dst), "GGUF v3 (llama)")
     if "vocab.scores" not in f.metadata and f.metadata.get("vocab.tokens"):
         report.notices.append("unversioned GGML files have no token scores: written as 0.0")
@@ -203,8 +203,8 @@ def unicode_to_bytes(text: str) -> bytes:
 
 
 def example_metadata(f: LegacyFile, name: str | None) -> Metadata:
-    spec = migrate_tables()["examples"][f.profile]
-    arch, out, md = spec["arch"], Metadata([]), f.metadata
+    spec = migrate_tables().examples[f.profile]
+    arch, out, md = spec.arch, Metadata([]), f.metadata
     out.set("general.architecture", arch)
     if name:
         out.set("general.name", name)
@@ -217,7 +217,7 @@ def example_metadata(f: LegacyFile, name: str | None) -> Metadata:
     for k, v in hparams.items():
         if k == "ftype":
             continue
-        key = spec["keys"].get(k, f"{arch}.{k}")
+        key = spec.keys.get(k, f"{arch}.{k}")
         std = standard_key(key, arch)
         out.set(key, v, type=std.type if std else ("f32" if isinstance(v, float) else "i32"))
     if "model_type" in md:
@@ -228,7 +228,7 @@ def example_metadata(f: LegacyFile, name: str | None) -> Metadata:
         out.set(f"{arch}.encoder", np.asarray(md["encoder"], np.int32).reshape(-1))
     texts = md.get("vocab.tokens")
     if texts:
-        out.set("tokenizer.ggml.model", spec["tokenizer"])
+        out.set("tokenizer.ggml.model", spec.tokenizer)
         out.set("tokenizer.ggml.tokens", [bytes_to_unicode(t) for t in texts])
         if "vocab.scores" in md:
             out.set("tokenizer.ggml.scores", np.asarray(md["vocab.scores"], np.float32))
@@ -241,7 +241,7 @@ def _array_tensor(name: str, values: np.ndarray) -> PlannedTensor:
 
 
 def migrate_example(f: LegacyFile, dst: str | os.PathLike[str], *, name: str | None = None, progress: bool = False, **_: Any) -> Report:
-    report = Report(os.fspath(dst), f"GGUF v3 ({migrate_tables()['examples'][f.profile]['arch']})")
+    report = Report(os.fspath(dst), f"GGUF v3 ({migrate_tables().examples[f.profile].arch})")
     metadata = example_metadata(f, name)
     planned: list[PlannedTensor] = []
     for key in ("mel_filters", "window"):

@@ -31,29 +31,29 @@ def migration_target(variant: str) -> str:
     """Where ``migrate`` puts an rwkv.cpp file of RWKV ``variant`` ('v4.0' … 'v7.0'), in words (for info and notices)."""
     from .rwkv_llama import table
 
-    arch = table()["architectures"].get(variant)
+    arch = table().architectures.get(variant)
     if arch:
         return f"llama.cpp's '{arch}' architecture"
-    version = migrate_tables()["rwkv"]["architectures"].get(variant)
+    version = migrate_tables().rwkv.architectures.get(variant)
     if version is None:
         return "nothing: this RWKV version has no GGUF architecture"
     return f"the GGUF specification's 'rwkv' architecture (rwkv.architecture_version {version}): llama.cpp has no RWKV v4/v5 architecture, so llama.cpp cannot run it"
 
 
 def rwkv_names() -> NameMap:
-    return NameMap(migrate_tables()["rwkv"]["tensor_names"])
+    return NameMap(migrate_tables().rwkv.tensor_names)
 
 
 def migrate_rwkv(f: LegacyFile, dst: str | os.PathLike[str], *, context_length: int | None = None, name: str | None = None,
                  progress: bool = False, **_: Any) -> Report:  # fmt: skip
-    spec = migrate_tables()["rwkv"]
+    spec = migrate_tables().rwkv
     variant = f.metadata["architecture"]
-    if variant not in spec["architectures"]:
+    if variant not in spec.architectures:
         raise rules.MIGRATE_RWKV_VERSION.error(f"RWKV {variant}: no GGUF architecture for it")
     report = Report(os.fspath(dst), f"GGUF v3 (rwkv {variant})")
     report.notices.append(f"RWKV {variant} goes to {migration_target(variant)}")
     header_type = f.container["data_type"]
-    table = {int(k): v for k, v in legacy_tables()["rwkv"]["types"][str(f.version)].items()}
+    table = legacy_tables().rwkv.types[f.version]
     main = table.get(header_type, "").split(".")[0]
     if main not in FILE_TYPE_OF:
         raise rules.MIGRATE_FILE_TYPE.error(f"header data_type {header_type} ({main or 'unknown'}) has no GGUF file type")
@@ -71,8 +71,8 @@ def migrate_rwkv(f: LegacyFile, dst: str | os.PathLike[str], *, context_length: 
     md.set("general.file_type", FILE_TYPE_OF[main])
     if main not in ("f32", "f16"):
         md.set("general.quantization_version", 2)
-    md.set("rwkv.architecture_version", spec["architectures"][variant])
-    md.set("rwkv.context_length", context_length or spec["context_length"])
+    md.set("rwkv.architecture_version", spec.architectures[variant])
+    md.set("rwkv.context_length", context_length or spec.context_length)
     md.set("rwkv.embedding_length", f.metadata["n_embed"])
     md.set("rwkv.block_count", f.metadata["n_layer"])
     if ffn is not None and len(ffn.shape) == 2:
@@ -89,7 +89,7 @@ def export_rwkv(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     if md.get("general.architecture") != "rwkv" or md.get("rwkv.architecture_version") not in (4, 5):
         raise rules.EXPORT_ARCHITECTURE.error("only GGUF files of the architectures rwkv (version 4 or 5), rwkv6 and rwkv7 export to rwkv.cpp")
     variant = "v5.2" if "blk.0.time_mix_gate.weight" in g.tensors else ("v5.1" if md["rwkv.architecture_version"] == 5 else "v4.0")
-    ids = {v: int(k) for k, v in legacy_tables()["rwkv"]["types"]["101"].items()}
+    ids = legacy_tables().rwkv.ids(101)
     main = {v: k for k, v in FILE_TYPE_OF.items()}.get(md.get("general.file_type"))
     if main is None:
         raise rules.EXPORT_FILE_TYPE.error(f"general.file_type {md.get('general.file_type')} has no rwkv.cpp type")

@@ -29,13 +29,14 @@ from ..fileio import write_atomic
 from ..formats.ggml import legacy_tables
 from ..formats.rwkv import RWKV
 from ..quants import block_dtype
-from ..tables import FILE_TYPES, GGML_TYPES, _load
+from ..shapes import element_count
+from ..tables import FILE_TYPES, GGML_TYPES, RwkvLlamaTable, load_table
 from .common import PlannedTensor, Report, finish_gguf
 from .rwkv_vocab import rwkv_tokenizer
 
 
-def table() -> dict[str, Any]:
-    return _load("rwkv_llama.json")
+def table() -> RwkvLlamaTable:
+    return load_table("rwkv_llama")
 
 
 # -- the table, expanded for one file ----------------------------------------------------------------------------
@@ -55,7 +56,7 @@ class Entry:
 
 def entries(variant: str, n_layer: int) -> list[Entry]:
     """Every tensor of a ``variant`` ('v6.0' | 'v7.0') model with ``n_layer`` blocks, in table order."""
-    spec = table()["tensors"]
+    spec = table().tensors
     out: list[Entry] = []
     for raw in spec["common"] + spec[variant]:
         blocks: Iterable[int | None] = range(n_layer) if "{bid}" in raw["gguf"] else (None,)
@@ -83,11 +84,7 @@ def resolve(shape: Iterable[Any], sizes: dict[str, int]) -> list[int]:
 
 def variant_of(architecture: str) -> str | None:
     """'v6.0' for 'rwkv6', 'v7.0' for 'rwkv7'; None for other architectures."""
-    return {arch: v for v, arch in table()["architectures"].items()}.get(architecture)
-
-
-def _element_count(shape: Iterable[int]) -> int:
-    return int(np.prod(list(shape), dtype=np.int64))
+    return {arch: v for v, arch in table().architectures.items()}.get(architecture)
 
 
 def check_reshape(name: str, type_name: str, shape: list[int]) -> None:
@@ -102,7 +99,7 @@ def sizes_from_rwkv(f: LegacyFile, variant: str) -> dict[str, int]:
     """The model's sizes: d, n_vocab, n_layer from the header, the rest read off the tensors (table "symbols")."""
     md = f.metadata
     sizes = {"d": md["n_embed"], "n_vocab": md["n_vocab"], "n_layer": md["n_layer"]}
-    for symbol, rule in table()["symbols"][variant].items():
+    for symbol, rule in table().symbols[variant].items():
         t = f.tensors.get(rule["tensor"])
         if t is None or len(t.shape) <= rule["ne"]:
             if "else" in rule:
@@ -120,7 +117,7 @@ def sizes_from_rwkv(f: LegacyFile, variant: str) -> dict[str, int]:
 
 
 def metadata_rows(variant: str) -> list[list[Any]]:
-    spec = table()["metadata"]
+    spec = table().metadata
     return spec["common"] + spec[variant]
 
 
@@ -151,7 +148,7 @@ def file_type_of(types: Iterable[tuple[str, int]]) -> tuple[str, int]:
         if name != "f32":
             counts[name] = counts.get(name, 0) + n
     main = max(counts, key=lambda k: counts[k]) if counts else "f32"
-    label = "ALL_F32" if main == "f32" else table()["file_types"]["k_quants"].get(main, f"MOSTLY_{main.upper()}")
+    label = "ALL_F32" if main == "f32" else table().file_types["k_quants"].get(main, f"MOSTLY_{main.upper()}")
     ids = [i for i, n in FILE_TYPES.items() if n == label]
     if not ids:
         raise rules.MIGRATE_FILE_TYPE.error(f"no general.file_type stands for {main}")
@@ -170,7 +167,7 @@ def _plan(e: Entry, parts: list[LegacyTensor], sizes: dict[str, int], report: Re
         raise rules.MIGRATE_TYPE.error(f"{parts[0].name}: rwkv.cpp type {kind} has no GGUF counterpart")
     for p in parts:
         want = resolve(e.rwkv_shape, sizes) if e.rwkv_shape is not None else shape
-        if e.rwkv_shape is None and list(p.shape) != want or _element_count(p.shape) != _element_count(want):
+        if e.rwkv_shape is None and list(p.shape) != want or element_count(p.shape) != element_count(want):
             raise rules.MIGRATE_SHAPE.error(f"{p.name} has shape {list(p.shape)}; llama.cpp's {e.gguf} needs {want} from it", path=p.name)
     if e.rwkv_shape is not None:
         check_reshape(e.gguf, kind, shape)
@@ -186,7 +183,7 @@ def migrate_rwkv_llama(f: LegacyFile, dst: str | os.PathLike[str], *, vocab: str
                        progress: bool = False, **_: Any) -> Report:  # fmt: skip
     """An rwkv.cpp v6/v7 file → GGUF v3 of llama.cpp's rwkv6/rwkv7 architecture, with an ``rwkv`` tokenizer."""
     variant = f.metadata["architecture"]
-    arch = table()["architectures"][variant]
+    arch = table().architectures[variant]
     n_layer = f.metadata["n_layer"]
     sizes = sizes_from_rwkv(f, variant)
     plan = [e for e in entries(variant, n_layer) if not e.export_only]
@@ -207,7 +204,7 @@ def migrate_rwkv_llama(f: LegacyFile, dst: str | os.PathLike[str], *, vocab: str
             e0 = Entry(e.gguf, e.rwkv, tuple(e.block0["shape"]), e.rwkv_shape, 0)
             owner[e.rwkv[0]] = e0
             have = f.tensors.get(e.rwkv[0])
-            if have is None or _element_count(have.shape) != _element_count(resolve(e0.shape, sizes)):
+            if have is None or element_count(have.shape) != element_count(resolve(e0.shape, sizes)):
                 synthesised[e.block0["from"]] = Entry(e.gguf, (e.block0["from"],), e0.shape, e.rwkv_shape, 0)
                 if have is not None:
                     report.notices.append(f"{have.name} {list(have.shape)}: a dummy that neither program uses, and not the shape llama.cpp wants in block 0; dropped (an export will not restore it)")
@@ -227,8 +224,8 @@ def migrate_rwkv_llama(f: LegacyFile, dst: str | os.PathLike[str], *, vocab: str
                 done.add(s.gguf)
                 planned.append(_plan(s, [f.tensors[r]], sizes, report))
                 report.notices.append(f"{s.gguf}: llama.cpp requires it and never uses it (the file has none in block 0): copied from {r}, as llama.cpp's converter does")
-    main, ftype = file_type_of((p.type, _element_count(p.shape)) for p in planned)
-    header = legacy_tables()["rwkv"]["types"][str(f.version)].get(str(f.container["data_type"]))
+    main, ftype = file_type_of((p.type, element_count(p.shape)) for p in planned)
+    header = legacy_tables().rwkv.types[f.version].get(int(f.container["data_type"]))
     if header != main:
         report.notices.append(f"the header's data_type says {header}, the tensors are mostly {main}: general.file_type follows the tensors")
     md = Metadata([])
@@ -283,7 +280,7 @@ def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
         raise rules.EXPORT_METADATA.error(f"{arch}.rescale_every_n_layers is {rescale!r}, not a count of layers")
     by_name = {e.gguf: e for e in entries(variant, sizes["n_layer"])}
     gguf_of = {e.rwkv[0]: e.gguf for e in by_name.values() if len(e.rwkv) == 1 and not e.export_only}
-    ids = {v: int(k) for k, v in legacy_tables()["rwkv"]["types"]["101"].items()}
+    ids = legacy_tables().rwkv.ids(101)
     params: list[Container] = []
     for t in g.tensors.values():
         e = by_name.get(t.name)
@@ -298,7 +295,7 @@ def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
         if kind not in ids:
             raise rules.EXPORT_TYPE.error(f"tensor {t.name!r} is {kind}, which rwkv.cpp cannot store")
         want = resolve(e.shape, sizes)
-        if list(t.shape) != want and _element_count(t.shape) != _element_count(want):
+        if list(t.shape) != want and element_count(t.shape) != element_count(want):
             raise rules.EXPORT_SHAPE.error(f"tensor {t.name!r} has shape {list(t.shape)}, {arch} expects {want}")
         data = np.asarray(t.data, dtype=np.uint8)
         if e.rescaled and rescale > 0 and e.bid is not None and e.bid // rescale:
@@ -320,7 +317,7 @@ def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     label = FILE_TYPES.get(int(ftype)) if isinstance(ftype, (int, np.integer)) else None
     main_type = "f32" if label == "ALL_F32" else (label or "").removeprefix("MOSTLY_").lower()
     if main_type not in ids:
-        main_type = file_type_of((t.type.name, _element_count(t.shape)) for t in g.tensors.values())[0]
+        main_type = file_type_of((t.type.name, element_count(t.shape)) for t in g.tensors.values())[0]
     obj = Container(version=101, n_vocab=sizes["n_vocab"], n_embed=sizes["d"], n_layer=sizes["n_layer"], data_type=ids[main_type], parameters=params)
     write_atomic(dst, lambda out: RWKV.build_stream(obj, out))
     back = load_rwkv(dst, strict=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from .. import rules
 from ..api.metadata import Metadata
-from ..tables import _load
+from ..tables import load_table
 
 #: A World vocabulary line is short ("65529 '<128 spaces>' 128"); longer ones are refused before evaluating them.
 MAX_LINE = 4096
@@ -26,8 +27,8 @@ MAX_LINE = 4096
 MAX_FILE = 64 << 20
 
 
-def vocab_table() -> dict[str, Any]:
-    return _load("rwkv_llama.json")["vocabulary"]
+def vocab_table() -> Mapping[str, Any]:
+    return load_table("rwkv_llama").vocabulary
 
 
 def world_vocab_path() -> Path:

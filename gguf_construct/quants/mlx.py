@@ -20,53 +20,33 @@ tests/test_mlx_dequant.py) and Ollama's modes in ``ollama/ollama`` ``x/quant/qua
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
 from .. import rules
-from ..tables import _load
+from ..tables import MlxMode, MlxQuantType, load_table
 
 #: Fixed by MLX for nvfp4's global scale: 448 (E4M3 max) * 6 (E2M1 max).
 NVFP4_GLOBAL_DIVISOR = np.float32(448 * 6)
 
 
 # -- the mode tables -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Mode:
-    """An MLX quantization mode: allowed group sizes and bits, how its scale is stored, whether it has a bias."""
-
-    name: str
-    group_sizes: tuple[int, ...]
-    bits: tuple[int, ...]
-    scale: str  # 'float' (BF16/F16/F32 values), 'e4m3' or 'e8m0' (one byte)
-    bias: bool
-
-
-@dataclass(frozen=True)
-class QuantType:
-    """An Ollama ``quant_type``: an MLX mode with its bits and default group size."""
-
-    name: str
-    mode: str
-    bits: int
-    group_size: int
-    aliases: tuple[str, ...]
+#: An MLX quantization mode and an Ollama ``quant_type`` (``schema/mlx_quant_types.json``).
+Mode = MlxMode
+QuantType = MlxQuantType
 
 
 @cache
 def modes() -> dict[str, Mode]:
-    rows = _load("mlx_quant_types.json")["modes"]
-    return {r["mode"]: Mode(r["mode"], tuple(r["group_sizes"]), tuple(r["bits"]), r["scale"], r["bias"]) for r in rows}
+    return {m.name: m for m in load_table("mlx_quant_types").modes}
 
 
 @cache
 def quant_types() -> dict[str, QuantType]:
     """Ollama quant_type name and aliases (lower-case) → QuantType."""
     out = {}
-    for r in _load("mlx_quant_types.json")["quant_types"]:
-        qt = QuantType(r["name"], r["mode"], r["bits"], r["group_size"], tuple(r["aliases"]))
+    for qt in load_table("mlx_quant_types").quant_types:
         for key in (qt.name, *qt.aliases):
             out[key] = qt
     return out

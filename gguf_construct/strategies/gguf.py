@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from ..formats.fields import F32, MAX_ARRAY_DEPTH
 from ..formats.gguf import GGUF, align_offset
 from ..quants import SUPPORTED, block_dtype, dequantize
-from ..tables import GGML_TYPES, VALUE_TYPES, standard_key
+from ..tables import DEFAULT_ALIGNMENT, GGML_TYPES, INT_RANGES, VALUE_TYPES, standard_key
 
 __all__ = [
     "ALL_VALUE_TYPES",
@@ -49,8 +49,6 @@ __all__ = [
     "tensor_info",
 ]
 
-INT_RANGES = {"u8": (0, 255), "i8": (-128, 127), "u16": (0, 2**16 - 1), "i16": (-(2**15), 2**15 - 1), "u32": (0, 2**32 - 1),
-              "i32": (-(2**31), 2**31 - 1), "u64": (0, 2**64 - 1), "i64": (-(2**63), 2**63 - 1)}  # fmt: skip
 #: Value types by version: v1 had no 64-bit scalars.
 V1_VALUE_TYPES = tuple(vt.name for vt in VALUE_TYPES.values() if vt.since == 1 and vt.name != "arr")
 ALL_VALUE_TYPES = tuple(vt.name for vt in VALUE_TYPES.values() if vt.name != "arr")
@@ -187,7 +185,7 @@ def standard_kvs(draw: Any, arch: str, tensor_names: list[str]) -> list[Containe
 
 
 def _alignments(profile: str) -> st.SearchStrategy[int | None]:
-    """None (the default 32) or a valid ``general.alignment``: a non-zero multiple of 8 (spec), a power of two
+    """None (the default, ``DEFAULT_ALIGNMENT``) or a valid ``general.alignment``: a non-zero multiple of 8 (spec), a power of two
     from 8 (ggml; ggml itself also takes 1, 2 and 4, which the spec does not)."""
     if profile == "ggml":
         return st.one_of(st.none(), st.sampled_from([8, 16, 32, 64, 128, 256, 512, 1024]))
@@ -561,7 +559,7 @@ def _s10_value(draw: Any) -> bytes:
 
 @breaker("S10.alignment_zero_with_tensors", "alignment.zero")
 def _s10_zero(draw: Any) -> bytes:
-    b = Layout(_file(draw, [Container(key="general.alignment", value_type="u32", value=32)], [_tensor()], versions=(1, 2, 3)))
+    b = Layout(_file(draw, [Container(key="general.alignment", value_type="u32", value=DEFAULT_ALIGNMENT)], [_tensor()], versions=(1, 2, 3)))
     return b.patch(b.kv(0)["value"], "I", 0)
 
 

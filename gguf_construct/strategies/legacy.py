@@ -68,11 +68,11 @@ def _draw_fields(draw: Any, fields: Any, c: Container, fmt: str, ftypes: list[in
 @st.composite
 def legacy_containers(draw: Any, fmt: str | None = None, profile: str | None = None) -> Container:
     """A GGML/GGMF/GGJT container; ``fmt``/``profile`` fix the container and hyper-parameter profile."""
-    profiles = legacy_tables()["profiles"]
+    profiles = legacy_tables().profiles
     profile = profile or draw(st.sampled_from(sorted(profiles)))
     prof = profiles[profile]
     fmt = fmt or draw(st.sampled_from(prof["containers"]))
-    version = None if fmt == "ggml" else draw(st.sampled_from(legacy_tables()["magics"][fmt]["versions"]))
+    version = None if fmt == "ggml" else draw(st.sampled_from(legacy_tables().magics[fmt].versions))
     c = Container(format=fmt, version=version, profile=profile)
     ftypes = [0, 1, 1002, 1008] if prof["quant_era"] == "ftype" else list(range(10))
     _draw_fields(draw, PROFILE_FIELDS[profile], c, fmt, ftypes)
@@ -94,7 +94,7 @@ def rwkv_containers(draw: Any, version: int | None = None) -> Container:
     """An rwkv.cpp container of version 100 or 101 with parameters of that version's types."""
     version = version or draw(st.sampled_from([100, 101]))
     table = f"rwkv{version}"
-    ids = sorted(int(k) for k in legacy_tables()["rwkv"]["types"][str(version)])
+    ids = sorted(legacy_tables().rwkv.types[version])
     ids = [i for i in ids if resolve_type(table, i).elements <= 256]
     params = [_tensor(draw, table, ids, 3, 1, ("data_type", "shape", "key")) for _ in range(draw(st.integers(0, 4)))]
     return Container(version=version, n_vocab=draw(st.integers(1, 300)), n_embed=draw(st.integers(1, 64)), n_layer=draw(st.integers(1, 12)),

@@ -19,7 +19,7 @@ from construct import Container
 from .. import errors, rules
 from ..formats.fields import StringArray, value_type_id
 from ..formats.gguf import GGUF, MAX_TENSOR_NAME, align_offset, sized_type
-from ..tables import GGML_TYPES, USER_TYPES_ENV, VALUE_TYPES, GGMLType, architecture_required_keys, standard_key
+from ..tables import GGML_MAX_DIMS, GGML_TYPES, USER_TYPES_ENV, VALUE_TYPES, GGMLType, architecture_required_keys, standard_key
 from ..untrusted import decimal
 from .issue import Issue, parse_then_check, raise_first
 from .profiles import GGUF_PROFILES, GGUFProfile, require
@@ -27,7 +27,6 @@ from .profiles import GGUF_PROFILES, GGUFProfile, require
 __all__ = ["Issue", "check", "check_keys", "densest_type", "key_issues", "parameter_issue", "raise_first", "tensor_issues",
            "validate_gguf_bytes"]  # fmt: skip
 INT64_MAX = 2**63 - 1
-GGML_MAX_DIMS = 4
 KEY_SEGMENT = re.compile(r"[a-z0-9_]+\Z")
 
 def validate_gguf_bytes(data: Any, profile: GGUFProfile = "spec") -> list[Issue]:

@@ -26,7 +26,7 @@ __all__ = ["LLAMA_LOADER_TYPES", "ZERO_OK", "check_legacy", "check_rwkv", "valid
 #: Hyper-parameters that may be 0 (the rest count things and must be positive).
 ZERO_OK = {"ftype", "par_res", "version_major", "version_minor", "version_patch"}
 #: Tensor type ids llama.cpp's last legacy loader accepted (reference §2.6).
-LLAMA_LOADER_TYPES = {0, 1, 2, 3, 6, 7, 8, 10, 11, 12, 13, 14}
+LLAMA_LOADER_TYPES = legacy_tables().llama_loader_types
 
 
 def _profile(profile: str) -> bool:
@@ -56,7 +56,7 @@ def check_legacy(c: Container, profile: LegacyProfile = "spec") -> list[Issue]:
     """Every rule of ``profile`` applied to a parsed GGML/GGMF/GGJT container."""
     loader = _profile(profile)
     out: list[Issue] = []
-    prof = legacy_tables()["profiles"][c["profile"]]
+    prof = legacy_tables().profiles[c["profile"]]
     hp = {k: v for _, k, v in _hparam_items(c)}
     for block, k, v in _hparam_items(c):
         if isinstance(v, int) and (v < 0 or (v == 0 and k not in ZERO_OK)):
@@ -133,21 +133,21 @@ def check_rwkv(c: Container, profile: LegacyProfile = "spec") -> list[Issue]:
     loader = _profile(profile)
     out: list[Issue] = []
     version, header_type = int(c["version"]), int(c["data_type"])
-    table = {int(k): v for k, v in legacy_tables()["rwkv"]["types"][str(version)].items()}
-    removed = legacy_tables()["rwkv"]["removed"]
+    table = legacy_tables().rwkv.types[version]
+    removed = legacy_tables().rwkv.removed
     for k in ("n_vocab", "n_embed", "n_layer"):
         if int(c[k]) == 0:
             out.append(Issue(rules.HEADER_VALUE, f"{k} is 0", k, None))
     if header_type not in table:
         out.append(Issue(rules.HEADER_DATA_TYPE, f"data_type {header_type} is not defined for version {version}", "data_type", 20))
-    elif loader and str(header_type) in removed:
-        out.append(Issue(rules.LOADER_TYPE, f"data_type {header_type} ({removed[str(header_type)]}) was removed from rwkv.cpp", "data_type", 20))
+    elif loader and header_type in removed:
+        out.append(Issue(rules.LOADER_TYPE, f"data_type {header_type} ({removed[header_type]}) was removed from rwkv.cpp", "data_type", 20))
     elif loader and version == 100 and header_type > 1:
         out.append(Issue(rules.LOADER_VERSION, "rwkv.cpp refuses quantized version-100 files (pre-GGJT-v2 layouts; migrate re-encodes them)", "version", 4))
     _check_tensors(c, 3, out, "parameters", ("data_type", "shape", "key", "dim_count"), min_dims=1)
     if loader:
         for i, p in enumerate(c["parameters"]):
-            if str(int(p["data_type"])) in removed:
+            if int(p["data_type"]) in removed:
                 out.append(Issue(rules.LOADER_TYPE, f"{p['key']!r}: type {p['data_type']} was removed from rwkv.cpp", f"parameters[{i}].data_type", p["_offset"] + 8))
     shapes = {p["key"]: list(p["shape"]) for p in c["parameters"]}
     emb = shapes.get("emb.weight")

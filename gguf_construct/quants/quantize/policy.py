@@ -16,11 +16,11 @@ from ...tables import GGML_TYPES, quantize_rules
 def quantizable(name: str, n_dims: int) -> bool:
     """``tensor_allows_quantization``: 2-D or more, a name ending in "weight", and none of the excluded kinds."""
     rules = quantize_rules()
-    if n_dims < rules["min_dims"] or not name.endswith(rules["quantize_suffix"]):
+    if n_dims < rules.min_dims or not name.endswith(rules.quantize_suffix):
         return False
-    if name in rules["never_quantized_names"]:
+    if name in rules.never_quantized_names:
         return False
-    return not any(part in name for part in rules["never_quantized_substrings"])
+    return not any(part in name for part in rules.never_quantized_substrings)
 
 
 def _fallback(target: str, ncols: int) -> str:
@@ -28,9 +28,9 @@ def _fallback(target: str, ncols: int) -> str:
     rules = quantize_rules()
     if ncols % GGML_TYPES.lookup(target).block_size == 0:
         return target
-    other = rules["fallback"].get(target)
+    other = rules.fallback.get(target)
     if other is None or ncols % GGML_TYPES.lookup(other).block_size:
-        return rules["last_resort_type"]
+        return rules.last_resort_type
     return other
 
 
@@ -43,13 +43,13 @@ def tensor_type(name: str, shape_ggml: tuple[int, ...], target: str, *, has_outp
     rules = quantize_rules()
     ncols = shape_ggml[0]
     new = target
-    is_output = name in rules["output_names"] or (not has_output and name in rules["token_embedding_names"])
+    is_output = name in rules.output_names or (not has_output and name in rules.token_embedding_names)
     if is_output:
-        out = rules["output_type"]
+        out = rules.output_type
         if ncols % GGML_TYPES.lookup(target).block_size:
-            new = out["indivisible_type"]
-        elif target in out["low_bit_iq_targets"]:
-            new = out["low_bit_iq_type"]
-        elif target not in out["keep_if_target"]:
-            new = out["default"]
+            new = out.indivisible_type
+        elif target in out.low_bit_iq_targets:
+            new = out.low_bit_iq_type
+        elif target not in out.keep_if_target:
+            new = out.default
     return _fallback(new, ncols)
