@@ -13,7 +13,7 @@
 Best of ``--repeat`` runs, ours and theirs taking turns after a warm-up run each; compare ratios, not times (a
 shared 2-core machine). ``--quick`` is a smoke run (small files, 64 Ki values, one run).
 
-    PYTHONPATH=.:benchmarks python benchmarks/bench_safetensors.py [--repeat 5] [--size 16Mi] [--quick]
+    PYTHONPATH=.:benchmarks python benchmarks/bench_safetensors.py [--repeat 5] [--size 16Mi] [--quick] [--open-only]
 """
 
 from __future__ import annotations
@@ -121,10 +121,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--size", default="16Mi", help="values per dequantized tensor")
     ap.add_argument("--quick", action="store_true", help="smoke run: small files, 64 Ki values, one run")
+    ap.add_argument("--open-only", action="store_true", help="only the open table (no MLX dequantization)")
     args = ap.parse_args()
     repeat = 1 if args.quick else args.repeat
     with tempfile.TemporaryDirectory() as tmp:
         print("\n".join(bench_open(Path(tmp), repeat, args.quick)))
+    if args.open_only:
+        return
     print()
     print("\n".join(bench_dequant(parse_size("64Ki" if args.quick else args.size), repeat)))
 

@@ -20,8 +20,9 @@ from construct import Container
 from numpy.typing import NDArray
 
 from ..formats.base import map_file
-from ..formats.ggml import GGML, LegacyType, element_count, resolve_type
+from ..formats.ggml import GGML, LegacyType, hparams, resolve_type
 from ..formats.rwkv import RWKV
+from ..shapes import element_count
 from .protocol import NamedType
 
 
@@ -180,17 +181,9 @@ class LegacyFile:
         return f"LegacyFile({self.describe()}, {len(self.metadata)} keys, {len(self.tensors)} tensors)"
 
 
-def _hparams(c: Container) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for block in ("hparams", "hparams2"):
-        if c.get(block):
-            out.update({k: v for k, v in c[block].items() if not k.startswith("_")})
-    return out
-
-
 def legacy_metadata(c: Container) -> dict[str, Any]:
     """Hyper-parameters and the other header sections of a parsed GGML-family file, as plain values."""
-    md: dict[str, Any] = dict(_hparams(c))
+    md: dict[str, Any] = hparams(c)
     for key in ("model_type",):
         if c.get(key) is not None:
             md[key] = c[key]["text"]

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, Mapping, ValuesView
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from .. import rules
 from ..errors import FormatError, InvalidValueError
 from ..formats.base import map_file
-from ..formats.safetensors import SAFETENSORS, Entry, dtypes, tensor_array
+from ..formats.safetensors import SAFETENSORS, Entry, EntryTable, dtypes, tensor_array
 from ..quants import mlx as mq
 from .protocol import NamedType
 
@@ -145,6 +145,24 @@ class SafetensorsTensor:
 
     def __repr__(self) -> str:
         return f"SafetensorsTensor({self.name!r}, {self.type}, shape={list(self.entry.shape)})"
+
+
+class TableTensor(SafetensorsTensor):
+    """A plain tensor made from row ``i`` of a header's ``EntryTable``: its ``Entry`` is made only when asked
+    for (``data`` slices the region from the offsets), so touching every tensor of a big header stays cheap."""
+
+    def __init__(self, table: EntryTable, i: int, region: np.ndarray):  # noqa: D107 - no super(): entry is lazy
+        self._table, self._i, self._region = table, i, region
+        self._span = table.offsets[i]  # [begin, end]: what data slices, without making the Entry
+
+    @cached_property
+    def entry(self) -> Entry:  # type: ignore[override]
+        return self._table.entry(self._i)
+
+    @property
+    def data(self) -> np.ndarray:
+        begin, end = self._span
+        return self._region[begin:end]
 
 
 @dataclass(frozen=True)
@@ -322,6 +340,70 @@ class TensorMap(Mapping[str, SafetensorsTensor]):
         return f"TensorMap({len(self)})"
 
 
+class LazyTensorMap(TensorMap):
+    """A TensorMap over a header's ``EntryTable``: each tensor object is made on first access (a header of
+    60k entries opens without 60k objects), then kept."""
+
+    def __init__(self, table: EntryTable, region: np.ndarray):
+        super().__init__({})
+        self._table, self._region = table, region
+        self._index: dict[str, int] | None = None
+
+    def __getitem__(self, name: str) -> SafetensorsTensor:
+        t = self._t.get(name)
+        if t is None:
+            if self._index is None:
+                self._index = {n: i for i, n in enumerate(self._table.names)}
+            t = self._t[name] = TableTensor(self._table, self._index[name], self._region)
+        return t
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table.names)
+
+    def __len__(self) -> int:
+        return len(self._table.names)
+
+    def __contains__(self, name: object) -> bool:  # without making the tensor, as Mapping's would
+        if self._index is None:
+            self._index = {n: i for i, n in enumerate(self._table.names)}
+        return name in self._index
+
+    def each(self) -> Iterator[SafetensorsTensor]:
+        """Every tensor in header order, made as it is reached (no name lookups)."""
+        made, table, region = self._t, self._table, self._region
+        if not made:  # the first pass (the common case): nothing to look up
+            for i, name in enumerate(table.names):
+                yield made.setdefault(name, TableTensor(table, i, region))
+            return
+        for i, name in enumerate(table.names):
+            t = made.get(name)
+            if t is None:
+                t = made[name] = TableTensor(table, i, region)
+            yield t
+
+    def values(self) -> ValuesView[SafetensorsTensor]:
+        return _LazyValues(self)
+
+    def items(self) -> ItemsView[str, SafetensorsTensor]:
+        return _LazyItems(self)
+
+
+class _LazyValues(ValuesView[SafetensorsTensor]):
+    """``values()`` of a LazyTensorMap: a real view (len, in), iterated without a lookup per name."""
+
+    _mapping: LazyTensorMap
+
+    def __iter__(self) -> Iterator[SafetensorsTensor]:
+        return self._mapping.each()
+
+
+class _LazyItems(ItemsView[str, SafetensorsTensor]):
+    _mapping: LazyTensorMap
+
+    def __iter__(self) -> Iterator[tuple[str, SafetensorsTensor]]:
+        return zip(self._mapping, self._mapping.each())
+
+
 class SafetensorsFile:
     """A parsed safetensors file: ``metadata`` (``__metadata__``), ``tensors`` (logical), ``entries`` (every
     stored tensor), ``header``, ``container`` (the schema's parse result)."""
@@ -335,15 +417,18 @@ class SafetensorsFile:
         header = container.header
         self.header = header
         region = container.data
-        entries = header.entries
-        for e in entries.values():
-            if e.end > len(region):
-                raise rules.TENSOR_BOUNDS.error(f"data_offsets [{e.begin}, {e.end}] end past the data region ({len(region)} bytes)", path=f"header[{e.name!r}]", offset=header.key_offset(e.name))
+        table = header.table
+        past = np.flatnonzero(table.end > len(region))
+        if len(past):
+            e = table.entry(int(past[0]))
+            raise rules.TENSOR_BOUNDS.error(f"data_offsets [{e.begin}, {e.end}] end past the data region ({len(region)} bytes)", path=f"header[{e.name!r}]", offset=header.key_offset(e.name))
         region = np.frombuffer(region, dtype=np.uint8) if len(region) else np.empty(0, np.uint8)
         region.flags.writeable = False
-        self.entries = TensorMap({n: SafetensorsTensor(e, region) for n, e in entries.items()})
+        self.entries: TensorMap = LazyTensorMap(table, region)
         self.metadata: dict[str, str] = header.metadata or {}
-        self.tensors = TensorMap(group_tensors(entries, region, self.metadata, hint))
+        # a quantized weight needs a companion named {name}.scale: without one, the logical tensors are the stored ones
+        maybe_quantized = SCALE + "\0" in "\0".join(table.names) + "\0"
+        self.tensors: TensorMap = TensorMap(group_tensors(header.entries, region, self.metadata, hint)) if maybe_quantized else LazyTensorMap(table, region)
 
     @property
     def container(self) -> Container:

@@ -25,7 +25,7 @@ are recomputed, GGJT padding is computed from the position).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -35,7 +35,7 @@ from construct import Computed, Construct, Container, If, Int32sl, Int32ul, Rebu
 
 from .. import rules
 from ..errors import FormatError
-from ..shapes import element_count  # noqa: F401  (re-exported: api.legacy imports it from here)
+from ..shapes import element_count  # noqa: F401  (re-exported: its home was this module)
 from ..tables import GGML_TYPES, LegacyTable, load_table
 from .base import FileConstruct, as_stream, context_path, guarded, readable_path
 from .fields import AlignPadding, Magic, Version
@@ -230,7 +230,7 @@ def ggml_layout(profile: str, detecting: bool = False) -> Struct:
         "format" / Computed(lambda ctx: MAGIC_NAMES[bytes(ctx.magic)]),
         "version" / If(this.format != "ggml", Version(Int32ul, lambda ctx: VERSIONS[ctx.format], this.format)),
         *body,
-        "type_table" / Computed(lambda ctx: table_for(ctx.format, ctx.version, profile, _all_hparams(ctx))),
+        "type_table" / Computed(lambda ctx: table_for(ctx.format, ctx.version, profile, hparams(ctx))),
         "tensors" / UntilEOF(TENSOR_RECORD, 12, rules.TENSOR_TRUNCATED),
     )
 
@@ -241,19 +241,23 @@ def _require_plausible(ctx: Any) -> bool:
     return True
 
 
-def _all_hparams(ctx: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def hparam_items(ctx: Any) -> Iterator[tuple[str, str, Any]]:
+    """``(block, name, value)`` of every hyper-parameter of a parsed (or parsing) legacy container, in file order."""
     for block in HPARAM_BLOCKS:
         if ctx.get(block):
-            out.update({k: v for k, v in ctx[block].items() if not k.startswith("_")})
-    return out
+            yield from ((block, k, v) for k, v in ctx[block].items() if not k.startswith("_"))
+
+
+def hparams(ctx: Any) -> dict[str, Any]:
+    """Every hyper-parameter of a legacy container as one ``{name: value}`` (the blocks flattened)."""
+    return {k: v for _, k, v in hparam_items(ctx)}
 
 
 # -- the whole-file construct -------------------------------------------------------------------------------
 def plausible(c: Container) -> bool:
     """Hyper-parameters a real file could have: integers in 0..2**24 (ftype up to the quantization version
     folding), floats finite; used to choose among profiles that all read the bytes."""
-    for k, v in _all_hparams(c).items():
+    for k, v in hparams(c).items():
         if isinstance(v, float):
             if v != v or abs(v) > 1e6:
                 return False

@@ -31,7 +31,9 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from itertools import chain
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 import numpy as np
 from construct import Construct, Container, Int64ul, Rebuild, SizeofError, Struct, Tell, this
@@ -72,9 +74,9 @@ def dtype_for_numpy(dt: np.dtype) -> str:
 
 
 # -- the header ------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Entry:
-    """One tensor entry of the header: dtype, shape (numpy order) and [begin, end) in the data region."""
+class Entry(NamedTuple):
+    """One tensor entry of the header: dtype, shape (numpy order) and [begin, end) in the data region (a named
+    tuple: made per tensor on first access, so it must be cheap)."""
 
     name: str
     dtype: str
@@ -94,6 +96,99 @@ class Entry:
         return n
 
 
+@dataclass(frozen=True)
+class EntryTable:
+    """Every tensor entry of a header as columns, checked at once: names and the JSON values in header order,
+    ``begin``/``end`` as int64 arrays. ``entry(i)`` makes one ``Entry``."""
+
+    names: list[str]
+    dtypes: list[str]
+    shapes: list[list[int]]
+    offsets: list[list[int]]
+    begin: np.ndarray
+    end: np.ndarray
+
+    def entry(self, i: int) -> Entry:
+        # tuple.__new__ skips the named tuple's Python-level __new__ (a third of the cost of a tensor access)
+        return tuple.__new__(Entry, (self.names[i], self.dtypes[i], tuple(self.shapes[i]), *self.offsets[i]))
+
+    @classmethod
+    def of(cls, entries: Mapping[str, Entry]) -> EntryTable:
+        es = list(entries.values())
+        begin = np.array([e.begin for e in es], np.int64)
+        end = np.array([e.end for e in es], np.int64)
+        return cls([e.name for e in es], [e.dtype for e in es], [list(e.shape) for e in es], [[e.begin, e.end] for e in es], begin, end)
+
+    def placed(self, region: int) -> bool:
+        """True when the non-empty tensors tile ``[0, region)`` exactly: no overlap, gap, trailing bytes or
+        tensor past the end (what ``check_safetensors`` would otherwise report one by one)."""
+        if len(self.end) and int(self.end.max()) > region:
+            return False
+        full = self.begin != self.end
+        begin, end = self.begin[full], self.end[full]
+        order = np.lexsort((end, begin))
+        begin, end = begin[order], end[order]
+        covered = np.maximum.accumulate(end) if len(end) else end
+        before = np.concatenate(([0], covered[:-1]))
+        return bool(np.array_equal(begin, before)) and (int(covered[-1]) if len(covered) else 0) == region
+
+
+#: Elements per tensor (as log2) up to which the vectorised entry check decides alone: its int64 products and
+#: byte sizes (elements × up to 64 bits) cannot overflow; bigger tensors take the exact per-entry check.
+_LOG2_ELEMENTS_FAST = 56
+
+
+_ENTRY_FIELDS = itemgetter(*ENTRY_FIELDS)
+
+
+@cache
+def _dtype_bits() -> dict[str, int]:
+    return {name: d.bits for name, d in dtypes().items()}
+
+
+def sound_table(top: Mapping[str, Any]) -> EntryTable | None:
+    """The tensor entries of a parsed header as an ``EntryTable`` when every one is sound on its own (what
+    ``entry_problems`` checks: known dtype, a shape of ints numpy can hold, ``0 <= begin <= end`` spanning
+    exactly the bytes of the shape) — decided with a few list and numpy passes instead of per-entry Python.
+    None when some entry may be wrong: the caller runs ``entry_problems`` to say what."""
+    names, values = list(top), list(top.values())  # C-speed passes (map, itemgetter) rather than comprehensions
+    if METADATA_KEY in top:
+        at = names.index(METADATA_KEY)
+        del names[at], values[at]
+    try:
+        fields = list(map(_ENTRY_FIELDS, values))
+        names_dtypes, shapes, offsets = (list(column) for column in zip(*fields)) if fields else ([], [], [])
+        bits = np.fromiter(map(_dtype_bits().__getitem__, names_dtypes), np.int64, len(names_dtypes))
+    except (KeyError, TypeError, IndexError):
+        return None
+    if not {list} >= set(map(type, shapes)) | set(map(type, offsets)) or not {2} >= set(map(len, offsets)):
+        return None
+    flat_offsets, flat_dims = list(chain.from_iterable(offsets)), list(chain.from_iterable(shapes))
+    if not {int} >= set(map(type, flat_offsets)) | set(map(type, flat_dims)):
+        return None  # bools, floats, strings, nulls
+    try:
+        pairs = np.array(flat_offsets, np.int64).reshape(-1, 2)
+        dims = np.array(flat_dims, np.int64)
+    except OverflowError:
+        return None
+    begin, end = pairs[:, 0], pairs[:, 1]
+    ndim = np.fromiter(map(len, shapes), np.int64, len(shapes))
+    if len(names) and (int(ndim.max()) > min(limit("dimensions"), NUMPY_MAX_DIMS) or (begin < 0).any() or (end < begin).any()):
+        return None
+    if len(dims) and (int(dims.min()) < 0 or int(dims.max()) > INTP_MAX):
+        return None
+    rows = np.repeat(np.arange(len(names)), ndim)
+    log2 = np.bincount(rows, weights=np.log2(np.maximum(dims, 1)), minlength=len(names))
+    if len(names) and float(log2.max()) > _LOG2_ELEMENTS_FAST:
+        return None
+    padded = np.ones((len(names), int(ndim.max()) if len(names) else 0), np.int64)
+    padded[rows, np.arange(len(dims)) - np.repeat(np.cumsum(ndim) - ndim, ndim)] = dims
+    total_bits = padded.prod(axis=1) * bits
+    if (total_bits % 8).any() or not np.array_equal(total_bits // 8, end - begin):
+        return None
+    return EntryTable(names, names_dtypes, shapes, offsets, begin, end)
+
+
 class _Object(dict):
     """A JSON object that remembers its (key, value) pairs in file order, duplicates included."""
 
@@ -105,6 +200,13 @@ def _object(pairs: list[tuple[str, Any]]) -> _Object:
     out = _Object(pairs)
     out.pairs = pairs
     return out
+
+
+def _every_pair_kept(top: dict[str, Any], counted: Any) -> bool:
+    """True when the parsed ``top`` holds every object and key/value pair the text has (``counted``, a
+    ``untrusted.Structure``): all objects are ``top`` or its values, and no key was repeated in any of them."""
+    inner = [v for v in top.values() if type(v) is dict]
+    return 1 + len(inner) == counted.objects and len(top) + sum(map(len, inner)) == counted.pairs
 
 
 def _is_int(x: Any) -> bool:
@@ -181,6 +283,8 @@ class Header(Mapping[str, Any]):
         self._json: _Object | None = None
         self._problems: dict[str, list[tuple[str, str]]] | None = None
         self._entries: dict[str, Entry] | None = None
+        self._sound: EntryTable | None | bool = False  # False: not decided yet
+        self._table: EntryTable | None = None
         self._finds = 0  # key_offset searches so far: each rescans the header, so they are rationed
 
     # -- the parsed object ------------------------------------------------------------------------------
@@ -195,11 +299,16 @@ class Header(Mapping[str, Any]):
     def json(self) -> _Object:
         """The top-level JSON object (``pairs`` lists its keys in file order, duplicates included)."""
         if self._json is None:
-            from ..untrusted import loads
+            from ..untrusted import loads, loads_counted
 
             self.text  # noqa: B018 -- a header that is not UTF-8 is reported as such (header.utf8)
+            body = self.raw.rstrip(b" \0")
             try:
-                value = loads(self.raw.rstrip(b" \0"), what="header", path="header", offset=self.offset, object_pairs_hook=_object)
+                value, counted = loads_counted(body, what="header", path="header", offset=self.offset)
+                if isinstance(value, dict) and _every_pair_kept(value, counted):
+                    value = _object(list(value.items()))
+                else:  # duplicate keys, or objects deeper than entries: parse again keeping every pair
+                    value = loads(body, what="header", path="header", offset=self.offset, object_pairs_hook=_object)
             except InvalidValueError as e:
                 raise rules.HEADER_JSON.error(e.message, path=e.path, offset=e.offset) from None
             if not isinstance(value, _Object):  # every JSON object is one (object_pairs_hook)
@@ -264,27 +373,51 @@ class Header(Mapping[str, Any]):
     def problems(self) -> dict[str, list[tuple[str, str]]]:
         """Tensor name → what is wrong with its entry on its own (``entry_problems``), for every tensor key."""
         if self._problems is None:
-            self._problems = {name: entry_problems(name, value) for name, value in self.json.items() if name != METADATA_KEY}
+            if self.sound is not None:
+                self._problems = dict.fromkeys(self.sound.names, [])
+            else:
+                self._problems = {name: entry_problems(name, value) for name, value in self.json.items() if name != METADATA_KEY}
         return self._problems
+
+    @property
+    def sound(self) -> EntryTable | None:
+        """The entries as an ``EntryTable`` when every one is sound on its own (vectorised check), else None."""
+        if self._sound is False:
+            self._sound = sound_table(self.json)
+        return self._sound if isinstance(self._sound, EntryTable) else None  # False: not computed yet
+
+    @property
+    def table(self) -> EntryTable:
+        """Every tensor entry as columns, each checked on its own; the first bad entry raises (as ``entries``)."""
+        if len(self.json) - (METADATA_KEY in self.json) > limit("tensor_count"):
+            raise breach("tensor_count", f"{len(self.json)} tensor entries", path="header", offset=self.offset)
+        if self.sound is not None:
+            return self.sound
+        if self._table is None:
+            self._table = EntryTable.of(self._checked_entries())
+        return self._table
 
     @property
     def entries(self) -> dict[str, Entry]:
         """Tensor name → Entry in header order (duplicates: the last one), each entry checked on its own."""
         if self._entries is None:
-            out = {}
-            if len(self.json) - (METADATA_KEY in self.json) > limit("tensor_count"):
-                raise breach("tensor_count", f"{len(self.json)} tensor entries", path="header", offset=self.offset)
-            for name, value in self.json.items():
-                if name == METADATA_KEY:
-                    continue
-                problems = entry_problems(name, value)  # stops at the first bad entry: no list of 60k messages
-                if problems:
-                    rule, message = problems[0]
-                    raise rules.rule(rule).error(message, path=f"header[{name!r}]", offset=self.key_offset(name))
-                begin, end = value["data_offsets"]
-                out[name] = Entry(name, value["dtype"], tuple(value["shape"]), begin, end)
-            self._entries = out
+            table = self.table
+            self._entries = {name: table.entry(i) for i, name in enumerate(table.names)}
         return self._entries
+
+    def _checked_entries(self) -> dict[str, Entry]:
+        """The per-entry check: raises for the first bad entry, with its own message."""
+        out = {}
+        for name, value in self.json.items():
+            if name == METADATA_KEY:
+                continue
+            problems = entry_problems(name, value)  # stops at the first bad entry: no list of 60k messages
+            if problems:
+                rule, message = problems[0]
+                raise rules.rule(rule).error(message, path=f"header[{name!r}]", offset=self.key_offset(name))
+            begin, end = value["data_offsets"]
+            out[name] = Entry(name, value["dtype"], tuple(value["shape"]), begin, end)
+        return out
 
     def __repr__(self) -> str:
         return f"Header({len(self.raw)} bytes)"

@@ -25,6 +25,7 @@ import numpy as np
 from .. import rules
 from ..api.legacy import LegacyFile
 from ..api.metadata import Metadata
+from ..formats.ggml import hparams
 from ..tables import FILE_TYPES, standard_key
 from .common import NameMap, PlannedTensor, Report, finish_gguf, migrate_tables, plan_tensor
 
@@ -213,8 +214,7 @@ def example_metadata(f: LegacyFile, name: str | None) -> Metadata:
         if md["ftype"] // 1000:
             out.set("general.quantization_version", md["ftype"] // 1000)
     hp = f.container
-    hparams = {k: v for block in ("hparams", "hparams2") if hp.get(block) for k, v in hp[block].items() if not k.startswith("_")}
-    for k, v in hparams.items():
+    for k, v in hparams(hp).items():
         if k == "ftype":
             continue
         key = spec.keys.get(k, f"{arch}.{k}")

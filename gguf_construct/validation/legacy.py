@@ -14,7 +14,7 @@ from typing import Any
 from construct import Container
 
 from .. import rules
-from ..formats.ggml import GGML, LegacyType, legacy_tables, resolve_type
+from ..formats.ggml import GGML, LegacyType, hparam_items, legacy_tables, resolve_type
 from ..formats.rwkv import RWKV
 from ..tables import FILE_TYPES
 from ..untrusted import decimal
@@ -44,21 +44,13 @@ def validate_rwkv_bytes(data: Any, profile: LegacyProfile | str = "spec") -> lis
     return parse_then_check(lambda: RWKV.parse(data), lambda c: check_rwkv(c, profile))
 
 
-def _hparam_items(c: Container) -> list[tuple[str, str, Any]]:
-    out = []
-    for block in ("hparams", "hparams2"):
-        if c.get(block):
-            out += [(block, k, v) for k, v in c[block].items() if not k.startswith("_")]
-    return out
-
-
 def check_legacy(c: Container, profile: LegacyProfile | str = "spec") -> list[Issue]:
     """Every rule of ``profile`` applied to a parsed GGML/GGMF/GGJT container."""
     loader = _profile(profile)
     out: list[Issue] = []
     prof = legacy_tables().profiles[c["profile"]]
-    hp = {k: v for _, k, v in _hparam_items(c)}
-    for block, k, v in _hparam_items(c):
+    hp = {k: v for _, k, v in hparam_items(c)}
+    for block, k, v in hparam_items(c):
         if isinstance(v, int) and (v < 0 or (v == 0 and k not in ZERO_OK)):
             out.append(Issue(rules.HPARAMS_VALUE, f"{k} = {v}: must be {'≥ 0' if k in ZERO_OK else 'positive'}", f"{block}.{k}"))
     if c["profile"] == "llama":
