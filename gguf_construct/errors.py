@@ -7,11 +7,13 @@ validation raise nothing else: see ``guarded`` in :mod:`gguf_construct.formats.b
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class FormatError(ValueError):
     """The bytes are not a valid file of the expected format."""
 
-    def __init__(self, rule: str, message: str, *, path: str = "", offset: int | None = None) -> None:
+    def __init__(self, rule: object, message: str, *, path: str = "", offset: int | None = None) -> None:
         self.rule = str(rule)  # a catalogue Rule stands for its id
         self.path = path
         self.offset = offset
@@ -46,6 +48,10 @@ class InvalidValueError(FormatError):
 
 class UnsupportedTypeError(FormatError):
     """An unknown, removed or version-inappropriate value type or tensor type."""
+
+    #: for a GGUF metadata value of an unknown type: the keys before it, as a read-only ``GGUFFile``
+    #: (``api.file.readable_prefix``), or None
+    partial: Any = None
 
 
 class LayoutError(FormatError):

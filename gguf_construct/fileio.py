@@ -11,6 +11,7 @@ import os
 import re
 import struct
 import tempfile
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ def write_atomic(path: str | os.PathLike[str], write: Any, verify: Any = None) -
 def clean_stale_temporaries(folder: Path) -> list[Path]:
     """Remove our temporary files in ``folder`` whose writing process no longer runs (a SIGKILL mid-write
     leaves one as large as the output); returns what was removed. Other files are never touched."""
-    removed = []
+    removed: list[Path] = []
     try:
         names = [e.name for e in os.scandir(folder) if e.name.startswith(".") and e.name.endswith(".tmp")]
     except OSError:
@@ -87,7 +88,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def verify_gguf_output(tmp: str | os.PathLike[str], already: set[str] | None = frozenset()) -> None:
+def verify_gguf_output(tmp: str | os.PathLike[str], already: AbstractSet[str] | None = frozenset()) -> None:
     """What every GGUF writer checks before its rename: the written file parses (under the active limits) and
     breaks no spec rule beyond ``already`` (the rules its source broke; None: parsing is all that is checked).
     So no writer turns a file ``validate`` accepts into one it refuses (``set general.alignment 7``, a tensor

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import cast
 
 from . import rules
 from .errors import LimitError
@@ -81,7 +82,7 @@ def parse_assignment(text: str) -> tuple[str, int]:
 
 def breach(name: str, message: str, *, path: str = "", offset: int | None = None) -> LimitError:
     """The LimitError for limit ``name`` (rule ``limit.<name>``), with its value and how to raise it."""
-    return rules.rule(f"limit.{name}").error(f"{message} (limit {name} = {limit(name)}; raise it with --limit {name}=N)", path=path, offset=offset)
+    return cast(LimitError, rules.rule(f"limit.{name}").error(f"{message} (limit {name} = {limit(name)}; raise it with --limit {name}=N)", path=path, offset=offset))
 
 
 def check(name: str, value: int, what: str, *, path: str = "", offset: int | None = None) -> None:

@@ -16,15 +16,16 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Literal, overload
 
 from construct import Construct
 
 from . import rules
-from .api.file import gguf_from_source
-from .api.legacy import load_legacy, load_rwkv
-from .api.ollama import load_manifest, validate_manifest_file
-from .api.safetensors import load_safetensors
+from .api.file import GGUFFile, gguf_from_source
+from .api.legacy import LegacyFile, load_legacy, load_rwkv
+from .api.ollama import OllamaModel, load_manifest, validate_manifest_file
+from .api.protocol import ByteOrder, FormatName, LegacyFormatName, ModelFile
+from .api.safetensors import SafetensorsFile, load_safetensors
 from .api.shards import open_gguf
 from .errors import FormatError
 from .formats import gguf, legacy_magic, ollama, safetensors
@@ -37,7 +38,17 @@ from .remote.urls import is_remote, scheme_of
 from .validation import Issue, validate_gguf_bytes
 from .validation.legacy import validate_legacy_bytes, validate_rwkv_bytes
 from .validation.ollama import validate_manifest_bytes
-from .validation.profiles import GGUF_PROFILES, OLLAMA_PROFILES, PROFILES, SAFETENSORS_PROFILES
+from .validation.profiles import (
+    GGUF_PROFILES,
+    OLLAMA_PROFILES,
+    PROFILES,
+    SAFETENSORS_PROFILES,
+    GGUFProfile,
+    LegacyProfile,
+    OllamaProfile,
+    Profile,
+    SafetensorsProfile,
+)
 from .validation.safetensors import validate_safetensors_bytes
 
 
@@ -54,10 +65,10 @@ class FormatSpec:
     schema: Construct
     #: ``open(path, *, strict, profile, byte_order=None, **options)``: the file object (``.format``,
     #: ``.metadata``, ``.tensors``) of a local file
-    open: Callable[..., Any]
+    open: Callable[..., ModelFile]
     #: ``open_source(source, *, strict, profile, byte_order=None, hint=None)``: the same over a
     #: ``remote.source.ByteSource`` (a remote file read by ranges)
-    open_source: Callable[..., Any]
+    open_source: Callable[..., ModelFile]
     #: ``validate(data, profile) -> list[Issue]`` on the file's bytes
     validate: Callable[[Any, str], list[Issue]]
     #: the validation profiles this format has; under any other known profile it is checked under 'spec'
@@ -67,7 +78,6 @@ class FormatSpec:
     validate_path: Callable[[Any, str], list[Issue]] | None = None
 
 
-_LEGACY = {"open": load_legacy, "validate": validate_legacy_bytes, "schema": GGML}
 
 #: Every format, in the order ``detect`` asks them (magics first, then the sniffers that look at a length).
 FORMATS: dict[str, FormatSpec] = {
@@ -79,7 +89,7 @@ FORMATS: dict[str, FormatSpec] = {
         FormatSpec("ollama", ollama.sniff, ollama.OLLAMA_MANIFEST, load_manifest, manifest_from_source, validate_manifest_bytes,
                    OLLAMA_PROFILES, validate_manifest_file),
         FormatSpec("rwkv", legacy_magic.sniffer("rwkv"), RWKV, load_rwkv, partial(legacy_from_source, fmt="rwkv"), validate_rwkv_bytes),
-        *(FormatSpec(name, legacy_magic.sniffer(name), open_source=partial(legacy_from_source, fmt=name), **_LEGACY)
+        *(FormatSpec(name, legacy_magic.sniffer(name), GGML, load_legacy, partial(legacy_from_source, fmt=name), validate_legacy_bytes)
           for name in ("ggml", "ggmf", "ggjt")),
     )
 }  # fmt: skip
@@ -107,7 +117,7 @@ def _prefix(data: Any) -> bytes:
         from .formats.base import open_regular
 
         with open_regular(data) as f:
-            return f.read(PREFIX_SIZE)
+            return bytes(f.read(PREFIX_SIZE))
     return bytes(memoryview(data)[:PREFIX_SIZE])
 
 
@@ -123,9 +133,26 @@ def profile_for(spec: FormatSpec, profile: str) -> str:
 
 
 # -- opening -----------------------------------------------------------------------------------------------
-def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None,
-         limits: Mapping[str, int] | None = None) -> Any:  # fmt: skip
-    """Open any model file ``detect()`` knows: a ``GGUFFile`` for GGUF, the format's own file object otherwise.
+@overload
+def load(path: str | os.PathLike[str], *, format: Literal["gguf"], strict: bool = ..., profile: GGUFProfile = ..., byte_order: ByteOrder | None = ...,
+         limits: Mapping[str, int] | None = ...) -> GGUFFile: ...  # fmt: skip
+@overload
+def load(path: str | os.PathLike[str], *, format: Literal["safetensors"], strict: bool = ..., profile: SafetensorsProfile = ..., byte_order: ByteOrder | None = ...,
+         limits: Mapping[str, int] | None = ...) -> SafetensorsFile: ...  # fmt: skip
+@overload
+def load(path: str | os.PathLike[str], *, format: LegacyFormatName, strict: bool = ..., profile: LegacyProfile = ..., byte_order: ByteOrder | None = ...,
+         limits: Mapping[str, int] | None = ...) -> LegacyFile: ...  # fmt: skip
+@overload
+def load(path: str | os.PathLike[str], *, format: Literal["ollama"], strict: bool = ..., profile: OllamaProfile = ..., byte_order: ByteOrder | None = ...,
+         limits: Mapping[str, int] | None = ...) -> OllamaModel: ...  # fmt: skip
+@overload
+def load(path: str | os.PathLike[str], *, format: None = None, strict: bool = ..., profile: Profile = ..., byte_order: ByteOrder | None = ...,
+         limits: Mapping[str, int] | None = ...) -> ModelFile: ...  # fmt: skip
+def load(path: str | os.PathLike[str], *, format: FormatName | None = None, strict: bool = True, profile: Profile = "spec",
+         byte_order: ByteOrder | None = None, limits: Mapping[str, int] | None = None) -> ModelFile:  # fmt: skip
+    """Open any model file ``detect()`` knows: a ``GGUFFile`` for GGUF, the format's own file object otherwise
+    (each a ``ModelFile``: see ``api.protocol``). ``format`` demands one format (an ``UnknownFormatError``, rule
+    ``format.expected``, for any other, before anything is parsed) and tells a type checker which class comes back.
     The first shard of a gguf-split set (``*-00001-of-0000N.gguf``, N > 1) opens the whole set as one model
     (``api.shards.load_shards``; ``api.file.load_gguf`` opens the shard alone). ``path`` may also be an
     http(s)://, hf://, ollama:// or fsspec URL: only the header is fetched, each tensor when read
@@ -135,13 +162,23 @@ def load(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "s
 
     with limits_scope(limits):
         if is_remote(path):
-            return load_url(path, strict=strict, profile=profile, byte_order=byte_order)  # type: ignore[arg-type]
+            f = load_url(os.fspath(path), strict=strict, profile=profile, byte_order=byte_order)
+            if format is not None and f.format != format:  # known once the source is open
+                f.close()
+                raise _not_expected(path, f.format, format)
+            return f
         spec = FORMATS[detect(path)]
+        if format is not None and spec.name != format:
+            raise _not_expected(path, spec.name, format)
         return spec.open(path, strict=strict, profile=profile_for(spec, profile), byte_order=byte_order)
 
 
+def _not_expected(path: str | os.PathLike[str], found: str, expected: str) -> FormatError:
+    return rules.FORMAT_EXPECTED.error(f"{os.fspath(path)} is a {found} file, not {expected}", offset=0)
+
+
 def load_url(source: str, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, shards: bool = True,
-             hint: str | None = None, opts: Any = None) -> Any:  # fmt: skip
+             hint: str | None = None, opts: Any = None) -> ModelFile:  # fmt: skip
     """``load()`` for a remote source: a GGUFFile (a ShardedGGUF from a first shard's URL when ``shards``), a
     SafetensorsFile, an OllamaModel (``ollama://``) or a LegacyFile."""
     if scheme_of(source) == "ollama":
@@ -165,7 +202,7 @@ def detect_source(src: ByteSource) -> str:
 
 
 def load_source(src: ByteSource, fmt: str | None = None, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None,
-                hint: str | None = None) -> Any:  # fmt: skip
+                hint: str | None = None) -> ModelFile:  # fmt: skip
     """The file object of a byte source, through its format's ``open_source``."""
     spec = FORMATS[fmt or detect_source(src)]
     return spec.open_source(src, strict=strict, profile=profile_for(spec, profile), byte_order=byte_order, hint=hint)

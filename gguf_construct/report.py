@@ -19,6 +19,7 @@ import numpy as np
 
 from . import rules
 from .api.metadata import MetadataField, first_last, infer_type, json_value
+from .api.protocol import Tensor
 from .tables import FILE_TYPES, GGMLType
 from .validation import Issue, parameter_issue
 
@@ -45,13 +46,13 @@ def fields_of(f: Any) -> list[MetadataField]:
     return out
 
 
-def type_name(t: Any) -> str:
-    """A tensor type as ggml spells it (``q4_K``), ``type 43 (unknown)`` for an id no table knows, or the
-    format's own type string."""
+def type_name(t: Tensor) -> str:
+    """A tensor type as its format spells it (ggml's ``q4_K``, safetensors' ``BF16``), or ``type 43 (unknown)``
+    for a GGUF type id no table knows."""
     kind = t.type
-    if isinstance(kind, GGMLType) and not kind.known:
+    if isinstance(kind, GGMLType) and not kind.known:  # an id, not a name, is all the file says
         return f"type {kind.id} (unknown)"
-    return getattr(kind, "name", None) or str(kind)
+    return kind.name
 
 
 def reading_warnings(f: Any, path: str | None = None) -> list[Issue]:
@@ -61,11 +62,12 @@ def reading_warnings(f: Any, path: str | None = None) -> list[Issue]:
     out: list[Issue] = []
     unsized: dict[str, list[Any]] = {}
     for t in f.tensors.values():
-        if isinstance(t.type, GGMLType) and not t.type.sized:
+        if not t.type.sized:
             unsized.setdefault(type_name(t), []).append(t)
     for kind, ts in unsized.items():
         first = ts[0]
-        what = "unknown to this version's tables (GGUF_CONSTRUCT_TYPES can declare it)" if not first.type.known else "removed from ggml"
+        removed = isinstance(first.type, GGMLType) and first.type.removed
+        what = "removed from ggml" if removed else "unknown to this version's tables (GGUF_CONSTRUCT_TYPES can declare it)"
         out.append(Issue(rules.TENSOR_TYPE, f"{len(ts)} tensor(s) of {kind}, {what}: listed with the bytes up to the next tensor, not decodable (first: {first.name!r} at offset {first.offset}, {int(first.nbytes):,} bytes)", severity="warning"))
     paths = [str(p) for p in getattr(f, "shard_paths", None) or [path or getattr(f, "path", None)] if p]
     try:
@@ -75,7 +77,7 @@ def reading_warnings(f: Any, path: str | None = None) -> list[Issue]:
     if paths:
         size -= getattr(f, "data_offset", 0) if len(paths) == 1 else 0
         tensors = list(f.tensors.values())
-        places = [(f"tensors[{t.name!r}]", None) for t in tensors]
+        places: list[tuple[str, int | None]] = [(f"tensors[{t.name!r}]", None) for t in tensors]
         issue = parameter_issue([t.shape for t in tensors], size, not unsized, places)
         if issue is not None:
             out.append(Issue(issue.rule, issue.message, issue.path, issue.offset, "warning"))

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from . import rules
-from .tables import template_rules
+from .tables import TemplateRules, template_rules
 from .validation import Issue
 
 SNIPPET = 120  # characters of the offending line shown in a finding
@@ -39,7 +39,9 @@ def _environment() -> Any:
     jinja2 = _jinja()
     nodes = jinja2.nodes
 
-    class GenerationTag(jinja2.ext.Extension):
+    extension: Any = jinja2.ext.Extension  # jinja2 is an optional import: its classes are not known statically
+
+    class GenerationTag(extension):
         tags = {"generation"}
 
         def parse(self, parser: Any) -> Any:
@@ -111,7 +113,7 @@ def _children(node: Any) -> Iterator[Any]:
     return node.iter_child_nodes()
 
 
-def _walk(tree: Any, nodes: Any, table: dict[str, Any]) -> list[tuple[str, str, int]]:
+def _walk(tree: Any, nodes: Any, table: TemplateRules) -> list[tuple[str, str, int]]:
     """The findings of one parsed template, in source order (an explicit stack: no recursion limit)."""
     introspection = set(table.introspection_attributes)
     global_objects = set(table.global_objects)
@@ -127,7 +129,7 @@ def _walk(tree: Any, nodes: Any, table: dict[str, Any]) -> list[tuple[str, str, 
     assigned = {n.name for n in all_nodes if isinstance(n, nodes.Name) and n.ctx == "store"}
     built_names = _string_built_names(all_nodes, nodes, builders)
     blocks = {n.name for n in all_nodes if isinstance(n, nodes.Block)}
-    out: list[tuple[str, str, int]] = []
+    out: list[tuple[int, str, str]] = []  # (line, rule, why), sorted by line below
 
     def name_rule(name: str) -> tuple[str, str] | None:
         if name.startswith("__"):
@@ -191,7 +193,7 @@ def _attribute_arguments(node: Any, position: int | None) -> list[Any]:
     return args
 
 
-def _builds_string(expr: Any, nodes: Any, builders: dict[str, list[str]], built_names: set[str]) -> bool:
+def _builds_string(expr: Any, nodes: Any, builders: Mapping[str, Sequence[str]], built_names: set[str]) -> bool:
     """Whether ``expr`` makes a string out of pieces: ``~``, ``+`` or ``%`` with a string constant, a
     string-building filter or method, or a variable assigned from one of those."""
     if isinstance(expr, nodes.Concat):
@@ -209,7 +211,7 @@ def _builds_string(expr: Any, nodes: Any, builders: dict[str, list[str]], built_
     return False
 
 
-def _string_built_names(all_nodes: list[Any], nodes: Any, builders: dict[str, list[str]]) -> set[str]:
+def _string_built_names(all_nodes: list[Any], nodes: Any, builders: Mapping[str, Sequence[str]]) -> set[str]:
     """Variables a ``{% set %}`` gives a string built from pieces (followed through chains of such sets)."""
     sets = [(n.target.name, n.node) for n in all_nodes if isinstance(n, nodes.Assign) and isinstance(n.target, nodes.Name)]
     built: set[str] = set()

@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypeVar, overload
 
 import numpy as np
 
@@ -526,15 +526,18 @@ def _table(stem: str) -> Any:
     return _BUILDERS[stem](_load(stem + ".json"))
 
 
-class _Table(dict):
+_R = TypeVar("_R", bound="GGMLType | ValueType")
+
+
+class _Table(dict[int, _R]):
     """An id → record dict that is also searchable by name (case-insensitive)."""
 
-    def __init__(self, records):
+    def __init__(self, records: Iterable[_R]) -> None:
         records = list(records)
         super().__init__((r.id, r) for r in records)
-        self.by_name = {r.name.lower(): r for r in records}
+        self.by_name: dict[str, _R] = {r.name.lower(): r for r in records}
 
-    def lookup(self, key: int | str | Any):
+    def lookup(self, key: int | str | _R) -> _R:
         """The record for an id, a name, or a record; KeyError when unknown."""
         if isinstance(key, (GGMLType, ValueType)):
             return key
@@ -604,8 +607,8 @@ def _ggml_types() -> list[GGMLType]:
     return known + user_types(path, known) if path else known
 
 
-GGML_TYPES: _Table = _Table(_ggml_types())
-VALUE_TYPES: _Table = _Table(load_table("value_types").types)
+GGML_TYPES: _Table[GGMLType] = _Table(_ggml_types())
+VALUE_TYPES: _Table[ValueType] = _Table(load_table("value_types").types)
 FILE_TYPES: dict[int, str] = {r.id: r.name for r in load_table("file_types").file_types}
 #: value type name → (least, most) for every integer value type (derived from ``schema/value_types.json``).
 INT_RANGES: Mapping[str, tuple[int, int]] = MappingProxyType({vt.name: r for vt in VALUE_TYPES.values() if (r := vt.int_range)})

@@ -250,6 +250,7 @@ def test_old_file_with_retired_layouts_reads_through_the_api():
     f = open_legacy(data)
     t = f.tensors["layers.0.attention.wq.weight"]
     assert (t.type, t.layout, t.retired, t.nbytes) == ("q4_0", "q4_0.v1", True, 40)
+    assert (t.type.name, t.type.layout, t.type.block_size, t.type.type_size) == ("q4_0", "q4_0.v1", 32, 20)  # the era's block sizes
     assert np.array_equal(t.to_numpy().reshape(-1), dequantize_retired(q, "q4_0.v1"))
     issues = gc.validate_bytes(data, "ggml")
     assert any(i.rule == "loader.version" for i in issues)

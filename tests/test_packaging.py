@@ -19,6 +19,7 @@ def test_wheel_contains_schema_and_example(tmp_path):
     for table in ("ggml_types.json", "value_types.json", "file_types.json", "keys.json"):
         assert f"gguf_construct/schema/{table}" in names
     assert "gguf_construct/data/example.gguf" in names
+    assert "gguf_construct/py.typed" in names  # PEP 561: type checkers read the package's annotations
     # the installed package finds its tables without the source tree
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)], check=True, timeout=300)

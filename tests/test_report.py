@@ -11,6 +11,7 @@ import numpy as np
 from conftest import corpus_file
 
 import gguf_construct as gc
+from gguf_construct.api.safetensors import SafetensorsDType
 from gguf_construct.cli.main import main
 from gguf_construct.data import example_path
 from gguf_construct.report import info_json, info_markdown, info_text, summary
@@ -64,7 +65,7 @@ def test_markdown_tables():
 class _Tensor:
     def __init__(self, name, arr):
         self.name, self._arr = name, arr
-        self.shape, self.type, self.nbytes = tuple(reversed(arr.shape)), "F32", arr.nbytes
+        self.shape, self.type, self.nbytes = tuple(reversed(arr.shape)), SafetensorsDType.of("F32"), arr.nbytes
         self.data = arr.view(np.uint8).reshape(-1)
 
     def to_numpy(self):

@@ -13,7 +13,7 @@ import os
 import re
 import struct
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from construct import Container
@@ -24,11 +24,19 @@ from ..formats.gguf import DEFAULT_ALIGNMENT, GGUF, ORDERS, data_extents, detect
 from .metadata import Metadata, StandardKeys
 from .tensors import Tensors
 
+if TYPE_CHECKING:
+    from ..formats.ollama import Manifest
+    from ..validation.issue import Severity
+
 
 class GGUFFile:
     """A parsed GGUF file. ``metadata`` and ``tensors`` are live views that ``save`` writes back."""
 
     format = "gguf"
+    #: a partial file's counts as its real header declares them (``readable_prefix``); None otherwise
+    declared: dict[str, int] | None = None
+    #: the manifest of a model opened as ``ollama://`` whose model blob is this file (``remote.ollama``); else None
+    manifest: Manifest | None = None
 
     def __init__(self, container: Container, source: memoryview | None = None, path: str | None = None):
         self._container = container
@@ -48,7 +56,7 @@ class GGUFFile:
 
     @property
     def byte_order(self) -> str:
-        return self._container.get("byte_order", "little")
+        return str(self._container.get("byte_order", "little"))
 
     @property
     def alignment(self) -> int:
@@ -146,7 +154,7 @@ def _check_v1(f: GGUFFile) -> None:
             raise ValueError(f"GGUF v1 has no {field.type_label} values ({field.key})")
 
 
-def load_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, unknown_types: str = "error") -> GGUFFile:
+def load_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, unknown_types: Severity = "error") -> GGUFFile:
     """Open a GGUF file through a read-only memory map (the byte source; ``gguf_from_source`` reads a remote one
     the same way).
 
@@ -159,7 +167,7 @@ def load_gguf(path: str | os.PathLike[str], *, strict: bool = True, profile: str
     return gguf_from_source(MappedSource(path), strict=strict, profile=profile, byte_order=byte_order, unknown_types=unknown_types)
 
 
-def gguf_from_source(src: Any, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, unknown_types: str = "error", **_: Any) -> GGUFFile:
+def gguf_from_source(src: Any, *, strict: bool = True, profile: str = "spec", byte_order: str | None = None, unknown_types: Severity = "error", **_: Any) -> GGUFFile:
     """A GGUFFile over a ``remote.source.ByteSource`` (a memory map or ranged reads): the header through ``GGUF``
     on the source's prefix, tensor data left where it is. A value of an unknown type raises with
     ``error.partial``, the keys before it (``readable_prefix``)."""

@@ -4,41 +4,61 @@ They follow the protocol every file object shares, so that ``info``, ``validate`
 any format: ``.format`` ('ggml' | 'ggmf' | 'ggjt' | 'rwkv'), ``.path``, ``.metadata`` (key → plain Python or
 numpy value: the hyper-parameters, the vocabulary as ``vocab.tokens`` (bytes: legacy tokens need not be UTF-8)
 and ``vocab.scores``, whisper's ``mel_filters`` …) and ``.tensors`` (name → tensor with ``.name``, ``.shape`` in
-ggml order, ``.type`` (the ggml type name), ``.nbytes``, ``.data`` (a zero-copy uint8 view of the memory map)
+ggml order, ``.type`` (a ``LegacyTensorType``: the ggml type name, with its era's block sizes), ``.nbytes``, ``.data`` (a zero-copy uint8 view of the memory map)
 and ``.to_numpy()`` (float32 in numpy order, decoding retired block layouts too).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from functools import cache
 from typing import Any
 
 import numpy as np
 from construct import Container
+from numpy.typing import NDArray
 
 from ..formats.base import map_file
 from ..formats.ggml import GGML, LegacyType, hparams, resolve_type
 from ..formats.rwkv import RWKV
 from ..shapes import element_count
+from .protocol import NamedType
+
+
+class LegacyTensorType(NamedType):
+    """A legacy tensor's ``type``: the ggml type name (``t.type == "q4_0"``, ``'q4_1_o'`` for rwkv.cpp's own) as
+    a ``TensorType`` whose ``block_size`` and ``type_size`` are its era's block layout's, with ``layout`` (the
+    ggml name for today's layouts, e.g. ``'q4_0.v1'`` for a retired one), ``retired`` and ``id`` (the id the
+    file stores, in its era's numbering)."""
+
+    layout: str
+    retired: bool
+    id: int
+
+    @classmethod
+    def of(cls, ltype: LegacyType) -> LegacyTensorType:
+        return _legacy_tensor_type(ltype)
+
+
+@cache
+def _legacy_tensor_type(ltype: LegacyType) -> LegacyTensorType:
+    return LegacyTensorType(ltype.ggml_name, ltype.elements, ltype.type_size, layout=ltype.layout, retired=ltype.retired, id=ltype.id)
 
 
 class LegacyTensor:
     """One tensor record of a legacy or rwkv.cpp file."""
 
-    __slots__ = ("name", "shape", "ltype", "offset", "_data")
+    __slots__ = ("name", "shape", "ltype", "type", "offset", "_data")
 
     def __init__(self, name: str, shape: tuple[int, ...], ltype: LegacyType, offset: int, data: Any):
         self.name = name
         self.shape = shape
         self.ltype = ltype
+        #: the ggml type name ('f32', 'q4_0'; 'q4_1_o' for rwkv.cpp's own) with its era's sizes and layout
+        self.type = LegacyTensorType.of(ltype)
         self.offset = offset  # of the data, from the start of the file
         self._data = data
-
-    @property
-    def type(self) -> str:
-        """The ggml type name ('f32', 'q4_0'; 'q4_1_o' for rwkv.cpp's own); ``layout`` tells the era's layout."""
-        return self.ltype.ggml_name
 
     @property
     def layout(self) -> str:
@@ -63,12 +83,12 @@ class LegacyTensor:
         return len(self._data)
 
     @property
-    def data(self) -> np.ndarray:
+    def data(self) -> NDArray[np.uint8]:
         out = np.frombuffer(self._data, dtype=np.uint8)
         out.flags.writeable = False
         return out
 
-    def to_numpy(self, dtype: Any = np.float32) -> np.ndarray:
+    def to_numpy(self, dtype: Any = np.float32) -> NDArray[Any]:
         """The values as float32 in numpy order (ggml's shape reversed), whatever the block layout's era."""
         values = dequantize_legacy(self.data, self.ltype)
         out = values.reshape(self.shape[::-1]) if self.shape else values.reshape(())
@@ -78,7 +98,7 @@ class LegacyTensor:
         return f"LegacyTensor({self.name!r}, shape={list(self.shape)}, type={self.layout}, nbytes={self.nbytes})"
 
 
-def dequantize_legacy(data: Any, ltype: LegacyType) -> np.ndarray:
+def dequantize_legacy(data: Any, ltype: LegacyType) -> NDArray[Any]:
     """Flat float32 values of a legacy tensor's bytes, in the layout of its era."""
     if ltype.retired:
         from ..quants.retired import dequantize_retired
@@ -101,7 +121,7 @@ class _Tensors(Mapping[str, LegacyTensor]):
     def __getitem__(self, name: str) -> LegacyTensor:
         return self._by_name[name]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._by_name)
 
     def __len__(self) -> int:
@@ -125,17 +145,18 @@ class LegacyFile:
     @property
     def version(self) -> int | None:
         """The container's version (None for unversioned 'ggml')."""
-        return self.container.get("version")
+        version = self.container.get("version")
+        return None if version is None else int(version)
 
     @property
     def profile(self) -> str:
         """The hyper-parameter profile ('llama', 'whisper', …; 'rwkv' for rwkv.cpp files)."""
-        return self.container.get("profile", "rwkv")
+        return str(self.container.get("profile", "rwkv"))
 
     @property
     def type_table(self) -> str:
         """Which era's numbering and block layouts the tensor types follow (schema/legacy.json)."""
-        return self.container["type_table"]
+        return str(self.container["type_table"])
 
     @property
     def byte_order(self) -> str:
@@ -211,7 +232,7 @@ def rwkv_from_container(c: Container, path: str | None = None) -> LegacyFile:
         LegacyTensor(p["key"], tuple(int(d) for d in p["shape"]), resolve_type(c["type_table"], int(p["data_type"])), int(p["data_offset"]), p["data"])
         for p in c["parameters"]
     ]
-    md = {k: int(c[k]) for k in ("n_vocab", "n_embed", "n_layer", "data_type")}
+    md: dict[str, Any] = {k: int(c[k]) for k in ("n_vocab", "n_embed", "n_layer", "data_type")}
     md["architecture"] = rwkv_architecture({t.name for t in tensors})
     return LegacyFile(c, "rwkv", path, md, tensors)
 

@@ -14,36 +14,76 @@ order.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import ItemsView, Iterator, Mapping, ValuesView
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 import numpy as np
 from construct import Container
+from numpy.typing import NDArray
 
 from .. import rules
 from ..errors import FormatError, InvalidValueError
 from ..formats.base import map_file
 from ..formats.safetensors import SAFETENSORS, Entry, EntryTable, dtypes, tensor_array
 from ..quants import mlx as mq
+from .protocol import NamedType
 
 #: Companion suffixes of a quantized tensor in Ollama's combined layout.
 SCALE, BIAS, GLOBAL_SCALE = ".scale", ".bias", ".global_scale"
 FLOAT_SCALES = ("BF16", "F16", "F32")
 
 
-def float_array(entry: Entry, raw: np.ndarray) -> np.ndarray:
+class SafetensorsDType(NamedType):
+    """A safetensors dtype as ``tensor.type``: the file's string (``t.type == "BF16"``) with the table's record
+    (``schema/safetensors_dtypes.json``): ``bits`` per element, ``numpy`` (the little-endian numpy dtype string,
+    None where numpy has none), and as a ``TensorType`` the smallest whole-byte block (F4: 2 elements in 1
+    byte, F6: 4 in 3)."""
+
+    bits: int
+    numpy: str | None
+
+    @classmethod
+    def of(cls, name: str) -> SafetensorsDType:
+        """The dtype named ``name`` (an unknown name gets no sizes: a lenient reader's view of a bad entry)."""
+        return _dtype(name)
+
+
+@cache
+def _dtype(name: str) -> SafetensorsDType:
+    d = dtypes().get(name)
+    if d is None:
+        return SafetensorsDType(name, 0, 0, bits=0, numpy=None)
+    block = 8 // math.gcd(d.bits, 8)
+    return SafetensorsDType(name, block, d.bits * block // 8, bits=d.bits, numpy=d.numpy)
+
+
+class OllamaQuantType(NamedType):
+    """An Ollama ``quant_type`` (int4, int8, nvfp4, mxfp4, mxfp8) as a quantized tensor's ``type``: the string
+    (``t.type == "int4"``) with its MLX ``mode``, ``bits`` and this tensor's ``group_size``; as a
+    ``TensorType`` a block is one group, and ``type_size`` its bytes: codes, scale and bias."""
+
+    mode: str
+    bits: int
+    group_size: int
+
+    @classmethod
+    def of(cls, params: QuantParams, scale_dtype: str, bias: bool) -> OllamaQuantType:
+        scale_bytes = _dtype(scale_dtype).bits // 8
+        size = params.group_size * params.bits // 8 + scale_bytes * (2 if bias else 1)
+        return cls(params.quant_type, params.group_size, size, mode=params.mode, bits=params.bits, group_size=params.group_size)
+
+
+def float_array(entry: Entry, raw: NDArray[Any]) -> NDArray[np.float32]:
     """A plain tensor's values as float32 (BF16 and the F8 formats decoded; integers converted)."""
     if entry.dtype == "BF16":
-        return mq.bf16_to_f32(raw)
-    if entry.dtype in ("F8_E4M3",):
-        return mq.e4m3_table()[raw]
-    if entry.dtype == "F8_E5M2":
-        return mq.e5m2_table()[raw]
-    if entry.dtype == "F8_E8M0":
-        return mq.e8m0_table()[raw]
+        return np.asarray(mq.bf16_to_f32(raw), np.float32)
+    tables = {"F8_E4M3": mq.e4m3_table, "F8_E5M2": mq.e5m2_table, "F8_E8M0": mq.e8m0_table}
+    if entry.dtype in tables:
+        return np.asarray(tables[entry.dtype]()[raw], np.float32)
     if dtypes()[entry.dtype].numpy is None:
         raise rules.TENSOR_DTYPE.error(f"{entry.name}: no float decoding for {entry.dtype}")
     if raw.dtype.kind == "c":  # a real view would drop the imaginary parts silently
@@ -54,13 +94,22 @@ def float_array(entry: Entry, raw: np.ndarray) -> np.ndarray:
 class SafetensorsTensor:
     """One plain tensor: ``name``, ``shape`` (ggml order), ``type`` (the dtype string), ``nbytes``, ``data``."""
 
-    def __init__(self, entry: Entry, region: np.ndarray):
+    def __init__(self, entry: Entry, region: NDArray[np.uint8]):
         self.entry = entry
         self._region = region  # the whole data region as one read-only uint8 array: slicing it is cheap
 
-    name = property(lambda self: self.entry.name)
-    type = property(lambda self: self.entry.dtype)
-    nbytes = property(lambda self: self.entry.nbytes)
+    @property
+    def name(self) -> str:
+        return self.entry.name
+
+    @property
+    def type(self) -> SafetensorsDType:
+        """The dtype: the header's string (``t.type == "F32"``), a ``TensorType`` with the table's record."""
+        return _dtype(self.entry.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return self.entry.nbytes
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -76,16 +125,16 @@ class SafetensorsTensor:
     def n_elements(self) -> int:
         return self.entry.n_elements
 
-    def array(self) -> np.ndarray:
+    def array(self) -> NDArray[Any]:
         """The stored values as a read-only numpy view in numpy order (BF16 as uint16, F8 as uint8)."""
         return tensor_array(self.entry, self._region)
 
     @property
-    def data(self) -> np.ndarray:
+    def data(self) -> NDArray[Any]:
         """The tensor's bytes: a read-only uint8 view of the memory map."""
         return self._region[self.entry.begin : self.entry.end]
 
-    def to_numpy(self, dtype: Any = np.float32) -> np.ndarray:
+    def to_numpy(self, dtype: Any = np.float32) -> NDArray[Any]:
         """The values as float32 (or ``dtype``), numpy order; complex tensors (C64) only as themselves
         (``dtype=None`` or a complex dtype)."""
         if self.entry.dtype == "C64" and (dtype is None or np.dtype(dtype).kind == "c"):
@@ -130,15 +179,15 @@ class QuantParams:
 class QuantizedTensor(SafetensorsTensor):
     """A quantized weight with its companions, as one logical tensor of shape ``[..., K]`` (numpy order)."""
 
-    def __init__(self, entry: Entry, region: np.ndarray, parts: dict[str, Entry], params: QuantParams):
+    def __init__(self, entry: Entry, region: NDArray[np.uint8], parts: dict[str, Entry], params: QuantParams):
         super().__init__(entry, region)
         self.parts = parts  # 'weight', 'scale', optionally 'bias' and 'global_scale' → Entry
         self.params = params
 
     @property
-    def type(self) -> str:  # type: ignore[override]
-        """The Ollama quant_type (int4, int8, nvfp4, mxfp4, mxfp8)."""
-        return self.params.quant_type
+    def type(self) -> OllamaQuantType:  # type: ignore[override]  # a logical tensor's type is its quantization, not a dtype
+        """The Ollama quant_type (int4, int8, nvfp4, mxfp4, mxfp8), with its mode, bits and group size."""
+        return OllamaQuantType.of(self.params, self.parts["scale"].dtype, "bias" in self.parts)
 
     @property
     def logical_shape(self) -> tuple[int, ...]:
@@ -157,17 +206,21 @@ class QuantizedTensor(SafetensorsTensor):
         return n
 
     @property
-    def nbytes(self) -> int:  # type: ignore[override]
+    def nbytes(self) -> int:
         """Bytes of all parts (codes, scales, biases, global scale)."""
         return sum(e.nbytes for e in self.parts.values())
 
-    def part(self, role: str) -> np.ndarray | None:
+    def part(self, role: str) -> NDArray[Any] | None:
         """A part's stored values ('weight', 'scale', 'bias', 'global_scale') as a numpy view, or None."""
         e = self.parts.get(role)
         return None if e is None else tensor_array(e, self._region)
 
+    def stored(self, role: str) -> NDArray[Any]:
+        """A part the tensor has (every one has 'weight' and 'scale'; affine ones 'bias') as a numpy view."""
+        return tensor_array(self.parts[role], self._region)
+
     @property
-    def global_scale(self) -> np.ndarray | None:
+    def global_scale(self) -> NDArray[Any] | None:
         """Ollama's ``.global_scale`` as float32: a scalar, or one factor per row (shape ``[rows, 1]``)."""
         g = self.part("global_scale")
         if g is None:
@@ -175,13 +228,13 @@ class QuantizedTensor(SafetensorsTensor):
         g = np.asarray(g, dtype=np.float32).reshape(-1)
         return g.reshape(()) if g.size == 1 else g.reshape(-1, 1)
 
-    def to_numpy(self, dtype: Any = np.float32, *, mlx_rounding: bool = False) -> np.ndarray:
+    def to_numpy(self, dtype: Any = np.float32, *, mlx_rounding: bool = False) -> NDArray[Any]:
         """The dequantized values ``[..., K]``, bit-exact with ``mx.dequantize`` (see ``quants.mlx``); Ollama's
         ``.global_scale`` multiplies the result as its runner does."""
         p, scale = self.params, self.parts["scale"]
         bias = self.part("bias")
         out = mq.dequantize_mlx(
-            p.mode, self.part("weight"), self.part("scale"), bias, bits=p.bits, group_size=p.group_size,
+            p.mode, self.stored("weight"), self.stored("scale"), bias, bits=p.bits, group_size=p.group_size,
             scale_dtype=scale.dtype, mlx_rounding=mlx_rounding,
         )  # fmt: skip
         g = self.global_scale
@@ -224,9 +277,9 @@ def infer_params(weight: Entry, scale: Entry, bias: Entry | None, metadata: Mapp
             order.sort(key=lambda n: n != mq.quant_type(hint).name)
         for qt_name in order:
             qt = mq.quant_type(qt_name)
-            g = ratio * 32 // qt.bits
-            if ratio * 32 % qt.bits == 0 and g in mq.modes()["affine"].group_sizes:
-                return QuantParams(qt.name, qt.mode, qt.bits, g, "shapes")
+            group = ratio * 32 // qt.bits
+            if ratio * 32 % qt.bits == 0 and group in mq.modes()["affine"].group_sizes:
+                return QuantParams(qt.name, qt.mode, qt.bits, group, "shapes")
     raise rules.QUANT_SHAPE.error(f"{name}: {wcols} words and {scols} scales per row match no quantization")
 
 
@@ -249,7 +302,7 @@ def _check_companions(w: Entry, parts: dict[str, Entry], p: QuantParams) -> None
     mq.check_params(p.mode, p.bits, p.group_size)
 
 
-def group_tensors(entries: Mapping[str, Entry], region: np.ndarray, metadata: Mapping[str, str], hint: str | None = None) -> dict[str, SafetensorsTensor]:
+def group_tensors(entries: Mapping[str, Entry], region: NDArray[np.uint8], metadata: Mapping[str, str], hint: str | None = None) -> dict[str, SafetensorsTensor]:
     """Logical tensors: each U32 ``{name}`` with a ``{name}.scale`` becomes one QuantizedTensor that takes its
     companions; everything else stays a plain tensor (a ``.scale`` without a U32 partner is an ordinary tensor)."""
     taken: set[str] = set()
@@ -335,14 +388,18 @@ class LazyTensorMap(TensorMap):
         return _LazyItems(self)
 
 
-class _LazyValues(ValuesView):
+class _LazyValues(ValuesView[SafetensorsTensor]):
     """``values()`` of a LazyTensorMap: a real view (len, in), iterated without a lookup per name."""
+
+    _mapping: LazyTensorMap
 
     def __iter__(self) -> Iterator[SafetensorsTensor]:
         return self._mapping.each()
 
 
-class _LazyItems(ItemsView):
+class _LazyItems(ItemsView[str, SafetensorsTensor]):
+    _mapping: LazyTensorMap
+
     def __iter__(self) -> Iterator[tuple[str, SafetensorsTensor]]:
         return zip(self._mapping, self._mapping.each())
 
@@ -388,7 +445,7 @@ class SafetensorsFile:
 
     def to_bytes(self) -> bytes:
         """The file rebuilt through the schema (the same bytes it was parsed from)."""
-        return SAFETENSORS.build(self._container)
+        return bytes(SAFETENSORS.build(self._container))
 
     def close(self) -> None:
         self._view = None

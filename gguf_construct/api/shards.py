@@ -125,7 +125,7 @@ def join_shards(shards: list[GGUFFile], paths: list[Any]) -> ShardedGGUF:
 
 def _name(path: Any) -> str:
     """A shard's file name (the last part of a path or URL)."""
-    return os.fspath(path).replace(os.sep, "/").rsplit("/", 1)[-1]
+    return str(os.fspath(path)).replace(os.sep, "/").rsplit("/", 1)[-1]
 
 
 def plan(f: GGUFFile, *, max_size: int | None = None, max_tensors: int | None = None, no_tensor_first_split: bool = False) -> list[list[str]]:

@@ -32,7 +32,7 @@ class TensorInfo:
 
     @property
     def name(self) -> str:
-        return self._info["name"]
+        return str(self._info["name"])
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -53,7 +53,7 @@ class TensorInfo:
         return f"tensor_infos[{self.name!r}]"
 
     @property
-    def offset(self) -> int:
+    def offset(self) -> int | None:
         """Offset of the data from the start of the data section, as in the file (None for a new tensor)."""
         off = self._info.get("offset")
         return None if off is None else int(off)
@@ -71,7 +71,7 @@ class TensorInfo:
                 return len(self._data)  # a view, or a remote range: its length without fetching it
             except TypeError:
                 return len(tensor_bytes(self._data))
-        return tensor_nbytes(self.shape, self._info["type"])
+        return tensor_nbytes(list(self.shape), self._info["type"])
 
     @property
     def data(self) -> np.ndarray:

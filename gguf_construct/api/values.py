@@ -61,7 +61,7 @@ def infer_type(value: Any) -> str:
         v = int(value)
         return next((t for t in ("i32", "i64") if INT_RANGES[t][0] <= v <= INT_RANGES[t][1]), "u64")
     if isinstance(value, (float, np.floating)):
-        return {np.dtype("f8"): "f64"}.get(getattr(value, "dtype", None), "f32")
+        return "f64" if isinstance(value, np.float64) else "f32"  # (np.dtype("f8") == None holds: no dtype comparison)
     if isinstance(value, str):
         return "str"
     if isinstance(value, np.ndarray):

@@ -163,6 +163,8 @@ def _set_in_place(f: GGUFFile, args: argparse.Namespace, value: Any, type_spec: 
     layout = gguf_layout(ORDERS[f.byte_order], f.version >= 2)
     kv_struct = next(sc for sc in layout.subcons if sc.name == "metadata_kv").subcon.subcon
     offset = f.metadata.offset_of(args.key)
+    if offset is None:  # a key read from the file always has its place; nothing else can be edited in place
+        usage(f"gguf-construct set: {args.key} has no place in {args.file} to edit in place")
     old = kv_struct.build(f.metadata.record(args.key))
     already = f.broken_rules()
     f.metadata.set(args.key, value, type=type_spec)

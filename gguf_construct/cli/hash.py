@@ -96,8 +96,11 @@ class _HashPipeline:
             self.free.put(i)
         self.pending = [0] * BUFFERS
         self.lock = threading.Lock()
-        makers = [(hashlib.sha1, True), (hashlib.sha256, True), (hashlib.sha1, False), (hashlib.sha256, False)]
-        makers.append((lambda: hashlib.sha1(UUID_NAMESPACE_LLAMA_CPP.bytes), False))
+        def uuid_digest() -> Any:  # the UUIDv5 is a sha1 over llama.cpp's namespace, then the data
+            return hashlib.sha1(UUID_NAMESPACE_LLAMA_CPP.bytes)
+
+        makers: list[tuple[Callable[[], Any], bool]] = [(hashlib.sha1, True), (hashlib.sha256, True), (hashlib.sha1, False), (hashlib.sha256, False)]
+        makers.append((uuid_digest, False))
         self.threads = [_Digest(make, per_tensor, self._release) for make, per_tensor in makers]
         for t in self.threads:
             t.start()

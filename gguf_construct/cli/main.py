@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import FormatError
 from ..progress import progress
@@ -32,7 +33,7 @@ def _cmd_dequant(args: argparse.Namespace) -> int:
             usage("gguf-construct dequant: .npy holds one tensor: name it with --tensor")
         np.save(args.output, f.tensors[names[0]].to_numpy())
     else:
-        arrays = {n: f.tensors[n].to_numpy() for n in progress(names, len(names), "dequantizing", unit="tensor", minimum=8)}
+        arrays: dict[str, Any] = {n: f.tensors[n].to_numpy() for n in progress(names, len(names), "dequantizing", unit="tensor", minimum=8)}
         np.savez(args.output, **arrays)
     print(f"{args.output}: {len(names)} tensors as float32")
     return EXIT_OK

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import Any
 
 from .common import finite, usage, whole
 
@@ -37,7 +38,7 @@ def apply_remote_args(argv: Sequence[str]) -> list[str]:
         if not sep or not name.strip():
             usage(f"gguf-construct: --header {h!r}: expected 'NAME: VALUE'")
         headers[name.strip()] = value.strip()
-    changes: dict[str, object] = {"headers": headers, "download": known.download}
+    changes: dict[str, Any] = {"headers": headers, "download": known.download}
     if known.max_bytes is not None:
         changes["max_bytes"] = known.max_bytes
     if known.http_timeout is not None:

@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..registry import PROFILES
 from ..remote.scan import DASK_TIMEOUT
+from ..validation.profiles import PROFILES
 from .common import EXIT_BAD, EXIT_OK, command, finite, whole
 
 #: files with these endings list sources, one a line

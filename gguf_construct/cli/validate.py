@@ -11,7 +11,7 @@ from dataclasses import asdict
 from functools import partial
 from typing import Any
 
-from ..registry import PROFILES
+from ..validation.profiles import PROFILES
 from .common import EXIT_BAD, EXIT_OK, command, usage, whole
 from .info import default_jobs, expand, run_pool
 

@@ -122,7 +122,8 @@ def _gguf_to_safetensors(f: Any, dst: Any, out: str, style: str | None, model: s
         _, entries, metadata = items[0]
         save_safetensors(dst, entries, metadata or None, style=style or "safetensors", verify=lambda tmp: check(load_safetensors(tmp, strict=True).tensors))
     else:
-        from ..api.ollama import TensorMap, write_model
+        from ..api.ollama import write_model
+        from ..api.safetensors import TensorMap
 
         items, report = from_gguf(f, per_tensor=True)
         blobs = [(name, SAFETENSORS.build(Container(tensors=entries, metadata=md or None, style=style or "ollama"))) for name, entries, md in items]

@@ -65,17 +65,17 @@ def encode_tensor(t: Any) -> tuple[encode.Encoded, str | None]:
 
     if isinstance(t, QuantizedTensor):
         p = t.params
-        codes = mq.unpack_codes(t.part("weight"), p.bits)
+        codes = mq.unpack_codes(t.stored("weight"), p.bits)
         shape = encode.ggml_shape(t.logical_shape)
         got: np.ndarray | str
         if p.mode == "mxfp4":
-            got, target = encode.mxfp4_to_ggml(codes, t.part("scale")), "mxfp4"
+            got, target = encode.mxfp4_to_ggml(codes, t.stored("scale")), "mxfp4"
         elif p.mode == "nvfp4":
-            got, target = encode.nvfp4_to_ggml(codes, t.part("scale"), "global_scale" in t.parts), "nvfp4"
+            got, target = encode.nvfp4_to_ggml(codes, t.stored("scale"), "global_scale" in t.parts), "nvfp4"
         elif p.mode == "affine" and p.bits == 4:
             scale_dtype = t.parts["scale"].dtype
-            s = mq.float_values(t.part("scale"), scale_dtype)
-            b = mq.float_values(t.part("bias"), scale_dtype)
+            s = mq.float_values(t.stored("scale"), scale_dtype)
+            b = mq.float_values(t.stored("bias"), scale_dtype)
             got, target = encode.affine4_to_q4_1(codes, s, b, p.group_size), "q4_1"
         else:
             got, target = f"no GGUF type holds {p.quant_type}", ""

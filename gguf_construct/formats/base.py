@@ -238,6 +238,6 @@ def tensor_bytes(data: Any) -> memoryview:
     if data is None:
         raise ValueError("a tensor has no data to write")
     if isinstance(data, np.ndarray):
-        return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+        return np.ascontiguousarray(data).reshape(-1).view(np.uint8).data
     view = memoryview(data)
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")

@@ -8,6 +8,11 @@ and length is checked against the bytes left before anything is allocated.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..rules import Rule
+
 import struct
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -123,7 +128,7 @@ class StringArray(Sequence[str]):
 
     def _window_text(self, i: int, buf: np.ndarray, lo: int) -> str:
         try:
-            return str(memoryview(buf), "utf-8")
+            return str(buf.data, "utf-8")
         except UnicodeDecodeError as err:
             bad = max(i, int(np.searchsorted(self._starts, lo + err.start, side="right")) - 1)
             self._decode(bad)  # raises, naming the element and its offset
@@ -319,8 +324,8 @@ class MetadataValue(Construct):
         if n > limit("array_length"):
             raise breach("array_length", f"an array of {n} elements", path=readable_path(path), offset=at + 4)
         if etype.numpy:
-            dtype = np.dtype(self.order + etype.numpy) if etype.size > 1 else np.dtype(etype.numpy)
-            array = np.frombuffer(s.view, dtype=dtype, count=n, offset=s.pos)
+            dtype = np.dtype(self.order + etype.numpy) if (etype.size or 0) > 1 else np.dtype(etype.numpy)
+            array: Any = np.frombuffer(s.view, dtype=dtype, count=n, offset=s.pos)
             array.flags.writeable = False
             s.pos += n * etype.size
         elif etype.name == "str":
@@ -355,7 +360,7 @@ class MetadataValue(Construct):
         stream.write(self.u32.pack(etype.id))
         stream.write(self.count.pack(n))
         if etype.numpy:
-            dtype = np.dtype(self.order + etype.numpy) if etype.size > 1 else np.dtype(etype.numpy)
+            dtype = np.dtype(self.order + etype.numpy) if (etype.size or 0) > 1 else np.dtype(etype.numpy)
             data = np.asarray(items, dtype=dtype) if not isinstance(items, np.ndarray) else items.astype(dtype, copy=False)
             stream.write(np.ascontiguousarray(data).data.cast("B") if n else b"")
         elif etype.name == "str":
@@ -379,6 +384,7 @@ class F32(float):
     """A float32 NaN that remembers its bit pattern: a Python float may not keep a NaN's payload."""
 
     __slots__ = ("bits",)
+    bits: int
 
     def __new__(cls, value: float, bits: int) -> F32:
         out = super().__new__(cls, value)
@@ -393,7 +399,7 @@ class CheckedArray(Construct):
     be honest and is rejected before any allocation.
     """
 
-    def __init__(self, count: Any, subcon: Construct, min_size: int, rule: str, limit_name: str | None = None, weight: int = 0):
+    def __init__(self, count: Any, subcon: Construct, min_size: int, rule: str | Rule, limit_name: str | None = None, weight: int = 0):
         super().__init__()
         self.count = count
         self.subcon = subcon
@@ -438,7 +444,7 @@ class AlignPadding(Construct):
     builds the given bytes when their length is right, zeros otherwise.
     """
 
-    def __init__(self, alignment: Any, enabled: Any = True, rule: str = "padding"):
+    def __init__(self, alignment: Any, enabled: Any = True, rule: str | Rule = "padding"):
         super().__init__()
         self.flagbuildnone = True
         self.alignment = alignment

@@ -62,7 +62,7 @@ def _owner(data: Any) -> FileMap | None:
 def file_span(data: Any) -> Span | None:
     """The (descriptor, offset, length) of ``data`` when it is a contiguous view of a :class:`FileMap` (a
     memoryview, or a numpy array over one), else None."""
-    view = memoryview(data) if isinstance(data, np.ndarray) else data
+    view = data.data if isinstance(data, np.ndarray) else data
     if not isinstance(view, memoryview) or not view.c_contiguous or view.nbytes == 0:
         return None
     owner = _owner(view)
@@ -79,7 +79,7 @@ def release(data: Any) -> None:
     the file again if touched): after a view has been transformed, its pages need not stay resident."""
     span = file_span(data)
     owner = _owner(memoryview(data)) if span is not None else None
-    if owner is None or not hasattr(owner, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+    if span is None or owner is None or not hasattr(owner, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
         return
     start = span.offset - span.offset % mmap.PAGESIZE
     owner.madvise(mmap.MADV_DONTNEED, start, span.offset + span.length - start)

@@ -63,7 +63,7 @@ MAGICS: dict[str, bytes] = {name: m.bytes.encode() for name, m in legacy_tables(
 CONTAINERS = ("ggml", "ggmf", "ggjt")
 MAGIC_NAMES: dict[bytes, str] = {MAGICS[c]: c for c in CONTAINERS}
 #: The versions each container has (none for 'ggml').
-VERSIONS: dict[str, list[int]] = {c: list(legacy_tables().magics[c].versions) for c in ("ggmf", "ggjt")}
+VERSIONS: dict[str, list[int]] = {c: [v for v in legacy_tables().magics[c].versions if v is not None] for c in ("ggmf", "ggjt")}
 PROFILES: tuple[str, ...] = tuple(legacy_tables().profiles)
 
 

@@ -12,6 +12,11 @@ The GGUF-based successor is an ordinary GGUF file (``general.type = "imatrix"``,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..rules import Rule
+
 import numpy as np
 from construct import Construct, Int32sl, Rebuild, Struct, len_, this
 
@@ -24,7 +29,7 @@ from .ggml import LegacyName
 class Float32Values(Construct):
     """``f32 values[count]`` with the count from a sibling field, checked against the bytes left; a numpy array."""
 
-    def __init__(self, count: str, rule: str):
+    def __init__(self, count: str, rule: str | Rule):
         super().__init__()
         self.count = count
         self.rule = rule

@@ -5,6 +5,11 @@ views, and records until the end of the file. Every count and length is checked 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..rules import Rule
+
 import struct
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -29,7 +34,7 @@ MAX_DIMS = load_table("legacy").max_n_dims
 class LegacyName(Construct):
     """``u8 name[name_len]``: UTF-8 text, no terminator; the length comes from a sibling field."""
 
-    def __init__(self, length: Any, rule: str, text: bool = True, least: int = 0):
+    def __init__(self, length: Any, rule: str | Rule, text: bool = True, least: int = 0):
         super().__init__()
         self.length = length
         self.rule = rule
@@ -99,7 +104,7 @@ class UntilEOF(CheckedArray):
     """``T items[]`` until the end of the input: no count anywhere, so a short final record is an error, never
     silently dropped. ``min_size`` is the smallest record, so a tail shorter than that is reported as such."""
 
-    def __init__(self, subcon: Construct, min_size: int, rule: str):
+    def __init__(self, subcon: Construct, min_size: int, rule: str | Rule):
         super().__init__(None, subcon, min_size, rule)
 
     def _parse(self, stream, context, path):
@@ -239,7 +244,7 @@ class NumpyArray(Construct):
     than bytes left, is a TruncatedError with rule ``rule``.
     """
 
-    def __init__(self, shape: tuple[Any, ...], dtype: str, rule: str):
+    def __init__(self, shape: tuple[Any, ...], dtype: str, rule: str | Rule):
         super().__init__()
         self.shape = shape
         self.dtype = np.dtype(dtype)

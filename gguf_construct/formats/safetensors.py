@@ -222,7 +222,7 @@ def entry_problems(name: str, value: Any) -> list[tuple[str, str]]:
     missing = [f for f in ENTRY_FIELDS if f not in value]
     if missing:
         return [("header.entry", f"entry has no {', '.join(missing)}")]
-    out = []
+    out: list[tuple[str, str]] = []
     dtype, shape, offsets = value["dtype"], value["shape"], value["data_offsets"]
     known = dtypes().get(dtype) if isinstance(dtype, str) else None
     if known is None:
@@ -237,7 +237,7 @@ def entry_problems(name: str, value: Any) -> list[tuple[str, str]]:
         out.append(("tensor.data_offsets", f"data_offsets {json.dumps(offsets)} is not a pair of integers"))
     elif offsets[0] < 0 or offsets[1] < offsets[0]:
         out.append(("tensor.data_offsets", f"data_offsets {offsets}: need 0 <= begin <= end"))
-    if out:
+    if out or known is None:
         return out
     n = element_count(shape)
     size = known.nbytes(n)
@@ -311,7 +311,7 @@ class Header(Mapping[str, Any]):
                     value = loads(body, what="header", path="header", offset=self.offset, object_pairs_hook=_object)
             except InvalidValueError as e:
                 raise rules.HEADER_JSON.error(e.message, path=e.path, offset=e.offset) from None
-            if not isinstance(value, dict):
+            if not isinstance(value, _Object):  # every JSON object is one (object_pairs_hook)
                 raise rules.HEADER_OBJECT.error(f"header is a JSON {_kind(value)}, not an object", path="header", offset=self.offset)
             self._json = value
         return self._json
@@ -361,7 +361,7 @@ class Header(Mapping[str, Any]):
         md = self.json.get(METADATA_KEY)
         if md is None:
             return None
-        where = dict(path=f"header.{METADATA_KEY}", offset=self.key_offset(METADATA_KEY))
+        where: dict[str, Any] = dict(path=f"header.{METADATA_KEY}", offset=self.key_offset(METADATA_KEY))
         if not isinstance(md, dict):
             raise rules.METADATA_OBJECT.error(f"{METADATA_KEY} is a JSON {_kind(md)}, not an object", **where)
         for k, v in md.items():
@@ -384,7 +384,7 @@ class Header(Mapping[str, Any]):
         """The entries as an ``EntryTable`` when every one is sound on its own (vectorised check), else None."""
         if self._sound is False:
             self._sound = sound_table(self.json)
-        return self._sound
+        return self._sound if isinstance(self._sound, EntryTable) else None  # False: not computed yet
 
     @property
     def table(self) -> EntryTable:

@@ -21,7 +21,7 @@ import shlex
 import struct
 import subprocess
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -64,14 +64,14 @@ def digest(values: np.ndarray) -> str:
 
 
 # -- ours ------------------------------------------------------------------------------------------------
-def read_ours(path: str, profile: str = "spec", *, strict: bool = True, dequantize: bool = True) -> dict[str, Any]:
+def read_ours(path: str, profile: GGUFProfile = "spec", *, strict: bool = True, dequantize: bool = True) -> dict[str, Any]:
     """gguf_construct.load(strict=True) under ``profile``: what we accept, and what we see in it.
 
     ``strict=False`` loads leniently instead; ``dequantize=False`` leaves ``dequant`` empty (faster)."""
     from ..formats.fields import StringArray
     from ..registry import load
 
-    f = load(path, strict=strict, profile=profile)
+    f = load(path, format="gguf", strict=strict, profile=profile)
     kvs = []
     for field in f.metadata.fields():
         if field.type == "arr":
@@ -236,7 +236,7 @@ def info_view(info: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def read_ours_info(path: str, profile: str = "spec") -> dict[str, Any]:
+def read_ours_info(path: str, profile: GGUFProfile = "spec") -> dict[str, Any]:
     """Ours, in the info --json shape (to compare with an external command)."""
     from ..registry import load
     from ..report import info_json
@@ -298,3 +298,7 @@ def ggml_quantize(values: np.ndarray, type_id: int, imatrix: np.ndarray | None =
     written = ggml.ggml_quantize_chunk(type_id, src, ctypes.cast(dst, ctypes.c_void_p), 0, n_rows, n_per_row, qw)
     assert written == row_size * n_rows
     return bytes(dst)
+
+
+if TYPE_CHECKING:  # at the end: the fuzz findings name lines of this module
+    from ..validation.profiles import GGUFProfile

@@ -328,7 +328,11 @@ def run(against: str, *, count: int = 200, seconds: float | None = None, seed: i
             if finding is None:
                 finding = report.findings[found.signature] = Finding(found.signature, found.explanation, name)
                 if out is not None:
-                    small = ddmin(data, lambda d, sig=found.signature: (x := judge(d)) is not None and x.signature == sig, minimize_budget)
+                    def same(d: bytes, sig: str = found.signature) -> bool:
+                        x = judge(d)
+                        return x is not None and x.signature == sig
+
+                    small = ddmin(data, same, minimize_budget)
                     final = judge(small)
                     explanation = final.explanation if final is not None else found.explanation
                     finding.explanation = explanation

@@ -106,12 +106,12 @@ def plan_tensor(t: LegacyTensor, name: str, report: Report) -> PlannedTensor:
     shape = list(t.shape) or [1]
     if not t.retired:
         report.copied += 1
-        return PlannedTensor(name, shape, t.type, t._data, t.to_numpy, "copied")
+        return PlannedTensor(name, shape, t.type.name, t._data, t.to_numpy, "copied")
     from ..quants.retired import to_current
 
     if to_current(t.data, t.layout) is not None:
         report.reencoded += 1
-        return PlannedTensor(name, shape, t.type, lambda: to_current(t.data, t.layout)[1], t.to_numpy, "reencoded")  # type: ignore[index]
+        return PlannedTensor(name, shape, t.type.name, lambda: to_current(t.data, t.layout)[1], t.to_numpy, "reencoded")  # type: ignore[index]
     values = t.to_numpy().reshape(-1)
     with np.errstate(all="ignore"):
         as_f16 = values.astype("<f2")

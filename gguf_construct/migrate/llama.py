@@ -160,7 +160,7 @@ def migrate_llama(f: LegacyFile, dst: str | os.PathLike[str], *, context_length:
     if lost_nul(f.metadata.get("vocab.tokens", [])):
         report.notices.append("token 3 (byte 0x00, written empty by train-text-from-scratch) restored as <0x00>")
     metadata = llama_metadata(
-        f, context_length=context_length or d["context_length"], eps=d["eps"] if eps is None else eps, gqa=gqa or d["gqa"], name=name
+        f, context_length=context_length or int(d["context_length"]), eps=d["eps"] if eps is None else eps, gqa=gqa or int(d["gqa"]), name=name
     )
     names = llama_names()
     planned: list[PlannedTensor] = []

@@ -53,7 +53,7 @@ def migrate_rwkv(f: LegacyFile, dst: str | os.PathLike[str], *, context_length: 
     report = Report(os.fspath(dst), f"GGUF v3 (rwkv {variant})")
     report.notices.append(f"RWKV {variant} goes to {migration_target(variant)}")
     header_type = f.container["data_type"]
-    table = legacy_tables().rwkv.types[f.version]
+    table = legacy_tables().rwkv.types[int(f.container["version"])]
     main = table.get(header_type, "").split(".")[0]
     if main not in FILE_TYPE_OF:
         raise rules.MIGRATE_FILE_TYPE.error(f"header data_type {header_type} ({main or 'unknown'}) has no GGUF file type")
@@ -90,7 +90,8 @@ def export_rwkv(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
         raise rules.EXPORT_ARCHITECTURE.error("only GGUF files of the architectures rwkv (version 4 or 5), rwkv6 and rwkv7 export to rwkv.cpp")
     variant = "v5.2" if "blk.0.time_mix_gate.weight" in g.tensors else ("v5.1" if md["rwkv.architecture_version"] == 5 else "v4.0")
     ids = legacy_tables().rwkv.ids(101)
-    main = {v: k for k, v in FILE_TYPE_OF.items()}.get(md.get("general.file_type"))
+    file_type = md.get("general.file_type")
+    main = {v: k for k, v in FILE_TYPE_OF.items()}.get(file_type) if isinstance(file_type, int) else None
     if main is None:
         raise rules.EXPORT_FILE_TYPE.error(f"general.file_type {md.get('general.file_type')} has no rwkv.cpp type")
     names, params = rwkv_names(), []

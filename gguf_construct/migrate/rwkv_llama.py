@@ -61,7 +61,9 @@ def entries(variant: str, n_layer: int) -> list[Entry]:
     for raw in spec["common"] + spec[variant]:
         blocks: Iterable[int | None] = range(n_layer) if "{bid}" in raw["gguf"] else (None,)
         for bid in blocks:
-            sub = (lambda s, b=bid: s.replace("{bid}", str(b))) if bid is not None else (lambda s: s)
+            def sub(s: str, b: int | None = bid) -> str:
+                return s if b is None else s.replace("{bid}", str(b))
+
             out.append(
                 Entry(sub(raw["gguf"]), tuple(sub(r) for r in raw["rwkv"]), tuple(raw["shape"]),
                       tuple(raw["rwkv_shape"]) if "rwkv_shape" in raw else None, bid,
@@ -82,9 +84,9 @@ def resolve(shape: Iterable[Any], sizes: dict[str, int]) -> list[int]:
     return out
 
 
-def variant_of(architecture: str) -> str | None:
+def variant_of(architecture: object) -> str | None:
     """'v6.0' for 'rwkv6', 'v7.0' for 'rwkv7'; None for other architectures."""
-    return {arch: v for v, arch in table().architectures.items()}.get(architecture)
+    return next((v for v, arch in table().architectures.items() if arch == architecture), None)
 
 
 def check_reshape(name: str, type_name: str, shape: list[int]) -> None:
@@ -225,7 +227,7 @@ def migrate_rwkv_llama(f: LegacyFile, dst: str | os.PathLike[str], *, vocab: str
                 planned.append(_plan(s, [f.tensors[r]], sizes, report))
                 report.notices.append(f"{s.gguf}: llama.cpp requires it and never uses it (the file has none in block 0): copied from {r}, as llama.cpp's converter does")
     main, ftype = file_type_of((p.type, element_count(p.shape)) for p in planned)
-    header = legacy_tables().rwkv.types[f.version].get(int(f.container["data_type"]))
+    header = legacy_tables().rwkv.types[int(f.container["version"])].get(int(f.container["data_type"]))
     if header != main:
         report.notices.append(f"the header's data_type says {header}, the tensors are mostly {main}: general.file_type follows the tensors")
     md = Metadata([])
@@ -274,7 +276,7 @@ def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     variant = variant_of(arch)
     if variant is None:
         raise rules.EXPORT_ARCHITECTURE.error(f"architecture {arch!r} is not rwkv6 or rwkv7")
-    sizes = sizes_from_gguf(g, variant, arch)
+    sizes = sizes_from_gguf(g, variant, str(arch))
     rescale = g.metadata.get(f"{arch}.rescale_every_n_layers", 0)
     if not isinstance(rescale, (int, np.integer)) or isinstance(rescale, bool) or rescale < 0:
         raise rules.EXPORT_METADATA.error(f"{arch}.rescale_every_n_layers is {rescale!r}, not a count of layers")

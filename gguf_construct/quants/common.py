@@ -12,6 +12,7 @@ block) and ``out`` a float32 ``(n_blocks, block_size)`` array to fill, exactly a
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,8 @@ def rows(blocks: np.ndarray) -> np.ndarray:
 
 def field(blocks: np.ndarray, name: str) -> np.ndarray:
     """A field's bytes as a ``(n, nbytes)`` uint8 view (rows are ``type_size`` apart)."""
-    dt, offset = blocks.dtype.fields[name][:2]
+    fields: Any = blocks.dtype.fields  # a structured (block) dtype: never None here
+    dt, offset = fields[name][:2]
     return rows(blocks)[:, offset : offset + dt.itemsize]
 
 

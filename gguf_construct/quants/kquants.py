@@ -109,7 +109,7 @@ def q5_K(blocks: np.ndarray, out: np.ndarray) -> None:
 def q6_K(blocks: np.ndarray, out: np.ndarray) -> None:
     n = blocks.shape[0]
     ql = packed(blocks, "ql").reshape(n, 2, 64)  # per half: ql[l] and ql[l + 32], l < 32
-    codes = np.empty((n, 2, 128), U8)  # per half: quarters 0, 1 from low nibbles, 2, 3 from high ones
+    codes: np.ndarray = np.empty((n, 2, 128), U8)  # per half: quarters 0, 1 from low nibbles, 2, 3 from high ones
     place(codes[:, :, :64], ql & U8(0xF))
     place(codes[:, :, 64:], ql >> U8(4))
     codes = codes.reshape(n, 2, 4, 32)  # [half, quarter, l]

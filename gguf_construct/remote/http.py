@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from .. import rules
 from .errors import RemoteChangedError, RemoteError
@@ -70,7 +70,7 @@ def proxy_for(url: str) -> str | None:
     parts = urlsplit(url)
     proxy = urllib.request.getproxies_environment().get(parts.scheme)
     host = parts.hostname or ""
-    if not proxy or host in ("localhost", "127.0.0.1", "::1") or urllib.request.proxy_bypass_environment(host):
+    if not proxy or host in ("localhost", "127.0.0.1", "::1") or urllib.request.proxy_bypass_environment(host):  # type: ignore[attr-defined]  # undocumented, not in typeshed
         return None
     return proxy
 
@@ -124,7 +124,7 @@ class HttpFile:
         status = resp.status
         what = {401: "unauthorized (a token? --header 'Authorization: Bearer ...' or HF_TOKEN)", 403: "forbidden", 404: "not found", 416: "range not satisfiable"}.get(status)
         resp.release_conn() if status < 500 else resp.drain_conn()
-        return rules.REMOTE_STATUS.error(what or f"the server answered {status} {resp.reason or ''}".strip(), url=self.url, status=status)
+        return cast(RemoteError, rules.REMOTE_STATUS.error(what or f"the server answered {status} {resp.reason or ''}".strip(), url=self.url, status=status))
 
     def _read_body(self, resp: Any, into: memoryview, pos: int, deadline: float) -> int:
         """Read ``resp``'s body into ``into[pos:]`` (in place: a large tensor is not held twice); the new position."""
@@ -181,7 +181,7 @@ class HttpFile:
         """A whole body, with a progress bar on a terminal."""
         from ..progress import progress
 
-        bar = None
+        bar: Any = None
         if length and sys.stderr.isatty():
             bar = progress(range(0), length, f"downloading {self.url.rsplit('/', 1)[-1]}", unit="B", minimum=0)
             bar = bar if hasattr(bar, "update") else None

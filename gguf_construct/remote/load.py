@@ -5,7 +5,7 @@ header; tensors are fetched when read. Legacy formats interleave headers and dat
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import rules
 from ..api.file import gguf_from_source  # noqa: F401 - GGUF's opener over a source, re-exported beside the others
@@ -13,6 +13,10 @@ from ..errors import FormatError, LayoutError
 from .options import RemoteOptions
 from .source import ByteSource, MappedSource, RangedSource
 from .urls import hf_url, local_path, scheme_of
+
+if TYPE_CHECKING:
+    from ..api.legacy import LegacyFile
+    from ..api.safetensors import SafetensorsFile
 
 #: gguf-split shards whose headers are read at once (@huggingface/gguf reads 20 at a time)
 SHARD_CONCURRENCY = 16
@@ -64,7 +68,7 @@ def open_fsspec(url: str, opts: RemoteOptions | None = None) -> RangedSource:
 
 
 # -- file objects over a source ------------------------------------------------------------------------------
-def safetensors_from_source(src: ByteSource, *, strict: bool = True, profile: str = "spec", hint: str | None = None, **_: Any) -> Any:
+def safetensors_from_source(src: ByteSource, *, strict: bool = True, profile: str = "spec", hint: str | None = None, **_: Any) -> SafetensorsFile:
     """A SafetensorsFile whose tensors fetch their bytes when read (``LazyRegion``)."""
     from ..api.safetensors import SafetensorsFile
     from ..formats.safetensors import SAFETENSORS
@@ -88,7 +92,7 @@ def safetensors_from_source(src: ByteSource, *, strict: bool = True, profile: st
         raise LayoutError(f"internal.{type(e).__name__}", str(e)) from None
 
 
-def legacy_from_source(src: ByteSource, fmt: str, *, strict: bool = True, profile: str = "spec", **_: Any) -> Any:
+def legacy_from_source(src: ByteSource, fmt: str, *, strict: bool = True, profile: str = "spec", **_: Any) -> LegacyFile:
     """GGML/GGMF/GGJT and rwkv.cpp files: their tensors' headers sit between the tensors, so the file is read whole."""
     from ..api.legacy import from_container, rwkv_from_container
     from ..validation import raise_first

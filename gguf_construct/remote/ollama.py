@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import rules
 from ..errors import FormatError
@@ -20,6 +20,10 @@ from .errors import RemoteError
 from .http import HttpFile, open_http
 from .options import RemoteOptions, options
 from .urls import OllamaName, ollama_name
+
+if TYPE_CHECKING:
+    from ..api.file import GGUFFile
+    from ..api.ollama import OllamaModel
 
 MEDIA_MODEL = "application/vnd.ollama.image.model"
 MANIFEST_ACCEPT = "application/vnd.docker.distribution.manifest.v2+json"
@@ -34,8 +38,9 @@ def fetch_manifest(name: OllamaName, opts: RemoteOptions) -> bytes:
     return bytes(src.ensure(0, src.size))
 
 
-def load_ollama(source: str, *, strict: bool = True, hint: str | None = None, verify: bool = False, opts: RemoteOptions | None = None) -> Any:
-    from ..api.ollama import MEDIA_JSON, OllamaModel, _model_quant_type, join_tensor_blobs, parse_manifest
+def load_ollama(source: str, *, strict: bool = True, hint: str | None = None, verify: bool = False, opts: RemoteOptions | None = None) -> GGUFFile | OllamaModel:
+    from ..api.ollama import OllamaModel, _model_quant_type, join_tensor_blobs
+    from ..formats.ollama import MEDIA_JSON, parse_manifest
     from .load import gguf_from_source, safetensors_from_source
 
     opts = opts or options()

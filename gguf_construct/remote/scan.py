@@ -60,17 +60,20 @@ def _open_and_check(source: str, profile: str, opts: RemoteOptions | None) -> tu
         return load_ollama(source, strict=False, opts=opts), []
     src = open_source(source, opts)
     fmt = detect_source(src)
-    f = load_source(src, fmt, strict=False)
     profile = profile_for(FORMATS[fmt], profile)
-    if fmt == "gguf":
+    if fmt == "gguf":  # the header's checks: the tensor data is not fetched
+        from ..api.file import gguf_from_source
         from ..validation import check
 
-        return f, check(f.container, src.size, profile)
+        g = gguf_from_source(src, strict=False)
+        return g, check(g.container, src.size, profile)
     if fmt == "safetensors":
         from ..validation.safetensors import check_safetensors
+        from .load import safetensors_from_source
 
-        return f, check_safetensors(f.container, profile)
-    return f, validate_bytes(src.ensure(0, src.size), profile)
+        s = safetensors_from_source(src, strict=False)
+        return s, check_safetensors(s.container, profile)
+    return load_source(src, fmt, strict=False), validate_bytes(src.ensure(0, src.size), profile)
 
 
 def scan_batch(sources: list[str], profile: str = "spec", opts: RemoteOptions | None = None, threads: int = 4) -> list[dict[str, Any]]:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..naming import shard_of, shard_suffix
 from .load import SHARD_CONCURRENCY, gguf_from_source, open_source
 from .options import RemoteOptions
 from .source import ByteSource
+
+if TYPE_CHECKING:
+    from ..api.shards import ShardedGGUF
 
 
 def first_shard_urls(url: str) -> list[str] | None:
@@ -22,7 +25,7 @@ def first_shard_urls(url: str) -> list[str] | None:
     return [f"{head}/{prefix}-{shard_suffix(i, count)}.gguf{sep}{query}" for i in range(1, count + 1)]
 
 
-def load_remote_shards(urls: list[str], first: ByteSource, *, strict: bool = True, profile: str = "spec", opts: RemoteOptions | None = None) -> Any:
+def load_remote_shards(urls: list[str], first: ByteSource, *, strict: bool = True, profile: str = "spec", opts: RemoteOptions | None = None) -> ShardedGGUF:
     """Open shard 1 (already open as ``first``) and the others concurrently, then join them as ``load_shards`` does."""
     from ..api.shards import join_shards
 

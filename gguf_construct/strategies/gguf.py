@@ -20,7 +20,7 @@ Broken files
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any, NamedTuple
 
@@ -61,7 +61,7 @@ ARCHITECTURES = ("llama", "gpt2", "falcon", "qwen2", "phi3", "bert")
 segment = st.from_regex(r"[a-z][a-z0-9_]{0,11}", fullmatch=True)
 #: Keys that are not standard (a standard key has a fixed type, which a random value would break).
 custom_keys = st.lists(segment, min_size=1, max_size=4).map(".".join).filter(lambda k: standard_key(k) is None and k != "general.alignment")
-text = st.text(st.characters(exclude_categories=("Cs",)), max_size=24)
+text = st.text(st.characters(exclude_categories=["Cs"]), max_size=24)
 
 
 def _f32(allow_nan: bool) -> st.SearchStrategy[float]:
@@ -120,7 +120,7 @@ def finite_blocks(raw: bytes, ggml_type: str, byte_order: str) -> bytes:
     float fields (scales) that are not finite become 1, and a block still not finite after that is zeroed."""
     dtype = block_dtype(ggml_type, byte_order)
     blocks = np.frombuffer(bytearray(raw), dtype=dtype)
-    for name in dtype.names:
+    for name in dtype.names or ():
         field = blocks[name]
         if field.dtype.base.kind == "f":
             field[~np.isfinite(field)] = 1
@@ -452,7 +452,7 @@ def _vocab(n: int, scores: Container | None = None, token_type: Container | None
     return out
 
 
-def _file(draw: Any, kvs: list[Container], tensors: list[Container] = (), versions: tuple[int, ...] = (2, 3)) -> bytes:
+def _file(draw: Any, kvs: list[Container], tensors: Sequence[Container] = (), versions: tuple[int, ...] = (2, 3)) -> bytes:
     return GGUF.build(
         Container(
             version=draw(st.sampled_from(versions)),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
@@ -28,7 +28,7 @@ def _s(text: str | bytes) -> bytes:
     return struct.pack("<Q", len(raw)) + raw
 
 
-def gguf_raw(kvs: list[bytes] = (), tensors: list[tuple[str | bytes, list[int], int]] = (), data: bytes = b"", n_kv: int | None = None,
+def gguf_raw(kvs: Sequence[bytes] = (), tensors: Sequence[tuple[str | bytes, list[int], int]] = (), data: bytes = b"", n_kv: int | None = None,
              n_tensors: int | None = None) -> bytes:  # fmt: skip
     """A GGUF v3 file from pre-encoded KV records and (name, dims, ggml type) tensor infos at offset 0, 32, ...;
     ``data`` after the padding."""
@@ -72,7 +72,7 @@ def safetensors_raw(header: str | bytes, data: bytes = b"") -> bytes:
     return struct.pack("<Q", len(raw)) + raw + data
 
 
-def ggjt_raw(hparams: tuple[int, ...] = (0, 8, 256, 1, 1, 8, 0), tensors: list[tuple[bytes, list[int], int, bytes]] = ()) -> bytes:
+def ggjt_raw(hparams: tuple[int, ...] = (0, 8, 256, 1, 1, 8, 0), tensors: Sequence[tuple[bytes, list[int], int, bytes]] = ()) -> bytes:
     """A GGJT v3 llama file: hparams (n_vocab=0 so no vocabulary), then (name, ne, type, data) records."""
     out = bytearray(b"tjgg" + struct.pack("<I", 3) + struct.pack("<7i", *hparams))
     for name, ne, t, data in tensors:

@@ -15,10 +15,11 @@ import json
 import os
 import struct
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..validation.profiles import Profile
 from .hostile import _s, ggjt_raw, gguf_raw, kv_str, kv_u32, safetensors_raw
 
 __all__ = ["RULE_BREAKERS", "RuleBreaker", "rules_broken"]
@@ -32,7 +33,7 @@ class RuleBreaker:
     name: str
     make: Callable[[], Any]
     via: str = "file"
-    profile: str = "spec"
+    profile: Profile = "spec"
     hparams: str | None = None
     limits: dict[str, int] = field(default_factory=dict)
 
@@ -50,11 +51,11 @@ def f32_tensor(name: str = "t", dims: tuple[int, ...] = (8,), t: int = 0) -> tup
     return (name, list(dims), t)
 
 
-def gguf_with_tensor(dims: list[int], ggml_type: int, data: bytes, kvs: list[bytes] = ()) -> bytes:
+def gguf_with_tensor(dims: list[int], ggml_type: int, data: bytes, kvs: Sequence[bytes] = ()) -> bytes:
     return gguf_raw(list(kvs), [("t", dims, ggml_type)], data)
 
 
-def ggjt(ftype: int = 0, tensors: list[tuple[bytes, list[int], int, bytes]] = (), **hp: int) -> bytes:
+def ggjt(ftype: int = 0, tensors: Sequence[tuple[bytes, list[int], int, bytes]] = (), **hp: int) -> bytes:
     """A GGJT v3 llama file (n_vocab 0): hparams n_vocab, n_embd, n_mult, n_head, n_layer, n_rot, ftype."""
     names = ["n_vocab", "n_embd", "n_mult", "n_head", "n_layer", "n_rot", "ftype"]
     values = dict(zip(names, (0, 8, 256, 1, 1, 8, ftype)))
@@ -85,7 +86,7 @@ def st(header: Any, data: bytes = b"") -> bytes:
     return safetensors_raw(header if isinstance(header, (str, bytes)) else json.dumps(header), data)
 
 
-def st_entry(dtype: str = "F32", shape: list[int] = (2,), offsets: list[int] = (0, 8)) -> dict[str, Any]:
+def st_entry(dtype: str = "F32", shape: Sequence[int] = (2,), offsets: Sequence[int] = (0, 8)) -> dict[str, Any]:
     return {"dtype": dtype, "shape": list(shape), "data_offsets": list(offsets)}
 
 

@@ -20,7 +20,7 @@ __all__ = ["safetensors_bytes", "safetensors_containers"]
 #: dtypes drawn: those numpy can hold, and BF16 (raw uint16 bit patterns).
 DRAWN = [d.name for d in dtypes().values() if d.numpy] + ["BF16"]
 
-names = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=20).filter(lambda n: n != "__metadata__")
+names = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=20).filter(lambda n: n != "__metadata__")
 shapes = st.lists(st.integers(0, 5), min_size=0, max_size=3).map(tuple)
 
 

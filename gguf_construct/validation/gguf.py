@@ -21,7 +21,7 @@ from ..formats.fields import StringArray, value_type_id
 from ..formats.gguf import GGUF, MAX_TENSOR_NAME, align_offset, sized_type
 from ..tables import GGML_MAX_DIMS, GGML_TYPES, USER_TYPES_ENV, VALUE_TYPES, GGMLType, architecture_required_keys, standard_key
 from ..untrusted import decimal
-from .issue import Issue, parse_then_check, raise_first
+from .issue import Issue, Severity, parse_then_check, raise_first
 from .profiles import GGUF_PROFILES, GGUFProfile, require
 
 __all__ = ["Issue", "check", "check_keys", "densest_type", "key_issues", "parameter_issue", "raise_first", "tensor_issues",
@@ -29,12 +29,12 @@ __all__ = ["Issue", "check", "check_keys", "densest_type", "key_issues", "parame
 INT64_MAX = 2**63 - 1
 KEY_SEGMENT = re.compile(r"[a-z0-9_]+\Z")
 
-def validate_gguf_bytes(data: Any, profile: GGUFProfile = "spec") -> list[Issue]:
+def validate_gguf_bytes(data: Any, profile: GGUFProfile | str = "spec") -> list[Issue]:
     """Parse and check a GGUF file; a file the schema cannot read gives one issue."""
     return parse_then_check(lambda: GGUF.parse(data), lambda c: check(c, len(memoryview(data)), profile))
 
 
-def check(c: Container, file_size: int, profile: GGUFProfile = "spec", *, unknown_types: str = "error") -> list[Issue]:
+def check(c: Container, file_size: int, profile: GGUFProfile | str = "spec", *, unknown_types: Severity = "error") -> list[Issue]:
     """Every rule of ``profile`` applied to a parsed GGUF container. ``unknown_types='warning'`` makes a
     tensor type id no table knows a warning (forward compatibility: what ``split`` and ``merge`` accept; the
     bytes of such a tensor reach up to the next tensor's offset)."""
@@ -192,11 +192,11 @@ def _check_alignment(c: Container, ggml: bool, out: list[Issue]) -> int:
 
 
 # -- tensors --------------------------------------------------------------------------------------------
-def _check_tensors(c: Container, file_size: int, alignment: int, ggml: bool, arch: str | None, out: list[Issue], unknown_types: str = "error") -> None:
+def _check_tensors(c: Container, file_size: int, alignment: int, ggml: bool, arch: str | None, out: list[Issue], unknown_types: Severity = "error") -> None:
     infos = c["tensor_infos"]
     data_offset = int(c["data_offset"])
     names: dict[str, int] = {}
-    spans: list[tuple[int, int, int]] = []
+    spans: list[tuple[int, int, int, int | None]] = []
     expected_offset = 0
     first_inconsistent: tuple[int, int] | None = None
     max_name = MAX_TENSOR_NAME - 1 if ggml else MAX_TENSOR_NAME
@@ -243,7 +243,7 @@ def tensor_issues(ti: Container, path: str = "tensor") -> list[Issue]:
     return out
 
 
-def _check_shape_and_type(ti: Container, path: str, at: int | None, out: list[Issue], unknown_types: str = "error") -> int | None:
+def _check_shape_and_type(ti: Container, path: str, at: int | None, out: list[Issue], unknown_types: Severity = "error") -> int | None:
     """Dimensions, element count, type and byte size of one tensor; its byte size when all are valid."""
     dims = [int(d) for d in ti["dimensions"]]
     if not 1 <= len(dims) <= GGML_MAX_DIMS:
@@ -272,13 +272,13 @@ def _check_shape_and_type(ti: Container, path: str, at: int | None, out: list[Is
     if nbytes > INT64_MAX - 64:
         out.append(Issue(rules.TENSOR_NBYTES_OVERFLOW, f"{nbytes} bytes of data, more than int64 holds", f"{path}.dimensions", at))
         return None
-    return nbytes
+    return int(nbytes)
 
 
 def densest_type() -> GGMLType:
     """The type with the most elements per byte in the tables (ggml's and the user's): it bounds how many
     parameters any number of bytes can hold."""
-    sized = [t for t in GGML_TYPES.values() if t.sized]
+    sized: list[GGMLType] = [t for t in GGML_TYPES.values() if t.sized]
     return max(sized, key=lambda t: Fraction(t.block_size, t.type_size))
 
 
@@ -370,7 +370,7 @@ def check_keys(f: Any) -> list[Issue]:
     if "general.architecture" not in meta:
         out.append(Issue(rules.KEY_MISSING, "general.architecture is required", "metadata_kv"))
     tensors = getattr(f, "tensors", {})
-    severity = "error" if len(tensors) else "warning"
+    severity: Severity = "error" if len(tensors) else "warning"
     for key in architecture_required_keys(arch) if arch else []:
         if key not in meta:
             out.append(Issue(rules.KEY_MISSING, f"{key} is required for architecture {arch!r}" + ("" if len(tensors) else " (vocab-only file)"), "metadata_kv", severity=severity))

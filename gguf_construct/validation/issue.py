@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from .. import errors
 from ..rules import Rule, error_class
@@ -25,6 +25,10 @@ class Issue:
     path: str = ""
     offset: int | None = None
     severity: Severity = "error"
+
+    if TYPE_CHECKING:  # what the generated __init__ takes: a catalogue Rule in place of its id
+
+        def __init__(self, rule: str | Rule, message: str, path: str = "", offset: int | None = None, severity: Severity = "error") -> None: ...
 
     def __post_init__(self) -> None:
         if isinstance(self.rule, Rule):

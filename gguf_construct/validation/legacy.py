@@ -34,17 +34,17 @@ def _profile(profile: str) -> bool:
     return profile == "ggml"
 
 
-def validate_legacy_bytes(data: Any, profile: LegacyProfile = "spec", hparams: str | None = None) -> list[Issue]:
+def validate_legacy_bytes(data: Any, profile: LegacyProfile | str = "spec", hparams: str | None = None) -> list[Issue]:
     """Parse and check a GGML/GGMF/GGJT file; a file the schema cannot read gives one issue."""
     return parse_then_check(lambda: GGML.parse(data, **({"profile": hparams} if hparams else {})), lambda c: check_legacy(c, profile))
 
 
-def validate_rwkv_bytes(data: Any, profile: LegacyProfile = "spec") -> list[Issue]:
+def validate_rwkv_bytes(data: Any, profile: LegacyProfile | str = "spec") -> list[Issue]:
     """Parse and check an rwkv.cpp file."""
     return parse_then_check(lambda: RWKV.parse(data), lambda c: check_rwkv(c, profile))
 
 
-def check_legacy(c: Container, profile: LegacyProfile = "spec") -> list[Issue]:
+def check_legacy(c: Container, profile: LegacyProfile | str = "spec") -> list[Issue]:
     """Every rule of ``profile`` applied to a parsed GGML/GGMF/GGJT container."""
     loader = _profile(profile)
     out: list[Issue] = []
@@ -120,7 +120,7 @@ def _check_tensors(c: Container, max_dims: int, out: list[Issue], records: str =
             out.append(Issue(rules.TENSOR_PADDING, f"{name!r}: non-zero alignment padding", f"{path}._padding", at, severity="warning"))
 
 
-def check_rwkv(c: Container, profile: LegacyProfile = "spec") -> list[Issue]:
+def check_rwkv(c: Container, profile: LegacyProfile | str = "spec") -> list[Issue]:
     """Every rule of ``profile`` applied to a parsed rwkv.cpp container."""
     loader = _profile(profile)
     out: list[Issue] = []
@@ -147,7 +147,7 @@ def check_rwkv(c: Container, profile: LegacyProfile = "spec") -> list[Issue]:
         out.append(Issue(rules.PARAMETER_MISSING, "no emb.weight", "parameters", None))
     elif emb != [int(c["n_embed"]), int(c["n_vocab"])]:
         out.append(Issue(rules.HEADER_SHAPE, f"emb.weight has shape {emb}, the header says n_embed {c['n_embed']}, n_vocab {c['n_vocab']}", "n_embed", 12))
-    blocks = {decimal(k.split(".")[1]) for k in shapes if k.startswith("blocks.")} - {None}
+    blocks = {b for k in shapes if k.startswith("blocks.") and (b := decimal(k.split(".")[1])) is not None}
     if blocks and max(blocks) + 1 != int(c["n_layer"]):
         out.append(Issue(rules.HEADER_N_LAYER, f"parameters for {max(blocks) + 1} blocks, n_layer is {c['n_layer']}", "n_layer", 16))
     return out

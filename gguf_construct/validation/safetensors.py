@@ -21,7 +21,7 @@ from typing import Any
 from .. import rules
 from ..errors import FormatError
 from ..formats.safetensors import METADATA_KEY, SAFETENSORS
-from .issue import Issue, parse_then_check, raise_first
+from .issue import Issue, Severity, parse_then_check, raise_first
 from .profiles import SafetensorsProfile
 
 __all__ = ["check_safetensors", "raise_first", "validate_safetensors_bytes"]
@@ -34,7 +34,7 @@ def validate_safetensors_bytes(data: Any, profile: SafetensorsProfile | str = "s
 
 def check_safetensors(c: Any, profile: SafetensorsProfile | str = "spec") -> list[Issue]:
     """Every rule a parsed safetensors container breaks (its header is parsed once and shared with the reader)."""
-    lenient = "error" if profile == "hf" else "warning"
+    lenient: Severity = "error" if profile == "hf" else "warning"
     header = c.header
     try:
         top = header.json

@@ -82,7 +82,7 @@ def quantize(values: np.ndarray, ggml_type: int | str | GGMLType, *, imatrix: np
     x = _rows(values, block, name)
     n_rows, n_per_row = x.shape
     if name in fast.CONVERTERS:
-        flat = x.reshape(-1)
+        flat: np.ndarray = x.reshape(-1)
         out = np.empty(flat.size, "<u2")
         with np.errstate(all="ignore"):  # C's float semantics: overflow to inf, silently
             for i in range(0, flat.size, FAST_CHUNK):
@@ -97,11 +97,10 @@ def quantize(values: np.ndarray, ggml_type: int | str | GGMLType, *, imatrix: np
     if name in REQUIRES_IMATRIX and imatrix is None:
         raise rules.QUANTIZE_IMATRIX.error(f"{name} needs an importance matrix (as in ggml)")
     blocks = np.zeros(n_rows * n_per_row // block, block_dtype(name))
-    weighted = imatrix is not None and name in WEIGHTED
     family = "legacy" if name in legacy.QUANTIZERS or name in ("tq1_0", "tq2_0") else "grid" if name in gridsearch.WEIGHTED else "search"
     piece = CHUNK_VALUES[family]
     with np.errstate(all="ignore"):  # C's float semantics: overflow to inf, NaN from 0 * inf, all silently
-        if weighted:  # whole rows: the legacy types' sigma² is the row's
+        if imatrix is not None and name in WEIGHTED:  # whole rows: the legacy types' sigma² is the row's
             step = max(1, piece // n_per_row)
             per_row = n_per_row // block
             for r in range(0, n_rows, step):
