@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 import gguf_construct as gc
 from gguf_construct.errors import LayoutError, UnsupportedTypeError
-from gguf_construct.strategies.gguf import Layout, gguf_bytes
+from gguf_construct.strategies.gguf import gguf_bytes
+from gguf_construct.strategies.gguf_broken import Layout
 from gguf_construct.tables import GGML_TYPES, GGMLType, user_types
 from gguf_construct.validation import densest_type, parameter_issue
 

@@ -23,6 +23,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 from .common import *  # noqa: F403  (draw_examples)
 from .gguf import *  # noqa: F403  (GGUF v1-v3)
+from .gguf_broken import *  # noqa: F403  (GGUF v1-v3 broken in one labelled way)
 from .hostile import *  # noqa: F403  (crafted inputs: huge digits, deep JSON, zero-and-huge shapes, special files)
 from .legacy import *  # noqa: F403  (GGML/GGMF/GGJT every profile, rwkv.cpp 100/101)
 from .safetensors import *  # noqa: F403  (safetensors files: HF, MLX, Ollama writers)
