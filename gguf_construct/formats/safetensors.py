@@ -518,10 +518,7 @@ def header_and_sources(tensors: Any, metadata: Mapping[str, str] | None = None, 
         header[METADATA_KEY] = None
     offset, sources = 0, []
     for name, dtype, shape, data in rows:
-        n = 1
-        for d in shape:
-            n *= d
-        size = dtypes()[dtype].nbytes(n)
+        size = dtypes()[dtype].nbytes(element_count(shape))
         if size is None or len(tensor_bytes(data)) != size:
             raise ValueError(f"tensor {name!r}: shape {shape} of {dtype} needs {size} bytes of data")
         entry = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
