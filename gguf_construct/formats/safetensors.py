@@ -11,7 +11,7 @@
 
 and builds such a container back to the same bytes (the header's key order, spacing and padding are kept
 because its bytes are). Building from a fresh object (``tensors`` and ``metadata``, no ``header``) lays out
-the header and the data the way one of three writers does (``style``):
+the header and the data the way one of three writers does (``style``, declared in ``safetensors_writer.py``):
 
 - ``"safetensors"``: the HF library — ``__metadata__`` first, data sorted by dtype (descending enum order)
   then name, keys in data order, header padded with spaces to a multiple of 8;
@@ -42,35 +42,14 @@ from .. import rules
 from ..errors import InvalidValueError
 from ..limits import breach, limit
 from ..shapes import INTP_MAX, NUMPY_MAX_DIMS, element_count, shape_problem
-from ..tables import SafetensorsDtype, load_table
 from .base import FileConstruct, as_stream, tensor_bytes
 from .fields import Remainder
+from .safetensors_dtypes import METADATA_KEY, Dtype, dtype_for_numpy, dtypes  # noqa: F401 - Dtype, dtype_for_numpy: re-exported
+from .safetensors_writer import STYLES, header_and_sources  # noqa: F401 - STYLES: re-exported
 
 #: The largest header the safetensors library reads (it rejects N > 100,000,000; MLX already N >= 100,000,000).
 MAX_HEADER_SIZE = 100_000_000
-METADATA_KEY = "__metadata__"
 ENTRY_FIELDS = ("dtype", "shape", "data_offsets")
-STYLES = ("safetensors", "mlx", "ollama")
-
-
-# -- dtypes ----------------------------------------------------------------------------------------------
-#: A safetensors dtype record (``schema/safetensors_dtypes.json``).
-Dtype = SafetensorsDtype
-
-
-@cache
-def dtypes() -> dict[str, Dtype]:
-    """Every dtype name (case-sensitive, as the file spells it) → Dtype."""
-    return {d.name: d for d in load_table("safetensors_dtypes").dtypes}
-
-
-def dtype_for_numpy(dt: np.dtype) -> str:
-    """The safetensors dtype name of a numpy dtype (uint16 is U16: BF16 data must name its dtype)."""
-    dt = np.dtype(dt).newbyteorder("<") if np.dtype(dt).itemsize > 1 else np.dtype(dt)
-    for d in dtypes().values():
-        if d.numpy and np.dtype(d.numpy) == dt:
-            return d.name
-    raise ValueError(f"no safetensors dtype for numpy dtype {dt}")
 
 
 # -- the header ------------------------------------------------------------------------------------------
@@ -479,67 +458,6 @@ SAFETENSORS_LAYOUT = Struct(
     "data_offset" / Tell,
     "data" / DataRegion(),
 )
-
-
-# -- building from a fresh object -------------------------------------------------------------------------
-def _numpy_entry(name: str, t: Any) -> tuple[str, list[int], Any]:
-    if isinstance(t, np.ndarray):
-        return dtype_for_numpy(t.dtype), list(t.shape), t
-    dtype, shape, data = t["dtype"], [int(d) for d in t["shape"]], t["data"]
-    return dtype, shape, data
-
-
-def _go_escape(text: str) -> str:
-    """Go's encoding/json escapes for a compact-dumped JSON text: <, >, & and U+2028/U+2029 as \\uXXXX."""
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-
-
-def header_and_sources(tensors: Any, metadata: Mapping[str, str] | None = None, style: str = "safetensors") -> tuple[bytes, list[Any]]:
-    """(header bytes, data sources in data order) for ``tensors`` written by ``style``'s writer.
-
-    ``tensors``: a mapping name → numpy array or ``{dtype, shape, data}``, or a list of ``{name, dtype, shape,
-    data}``. Offsets are contiguous from 0.
-    """
-    if style not in STYLES:
-        raise ValueError(f"style must be one of {STYLES}")
-    items = list(tensors.items()) if isinstance(tensors, Mapping) else [(t["name"], t) for t in tensors]
-    rows = []
-    for name, t in items:
-        dtype, shape, data = _numpy_entry(name, t)
-        if dtype not in dtypes():
-            raise rules.TENSOR_DTYPE.error(f"unknown dtype {dtype!r}", path=f"tensors[{name!r}]")
-        rows.append((name, dtype, shape, data))
-    if style == "safetensors":
-        rows.sort(key=lambda r: (-dtypes()[r[1]].order, r[0]))
-    header: dict[str, Any] = {}
-    if metadata is not None and (metadata or style != "safetensors"):
-        header[METADATA_KEY] = dict(metadata)
-    elif style == "mlx":
-        header[METADATA_KEY] = None
-    offset, sources = 0, []
-    for name, dtype, shape, data in rows:
-        size = dtypes()[dtype].nbytes(element_count(shape))
-        if size is None or len(tensor_bytes(data)) != size:
-            raise ValueError(f"tensor {name!r}: shape {shape} of {dtype} needs {size} bytes of data")
-        entry = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
-        if style == "mlx":
-            entry = dict(sorted(entry.items()))
-        header[name] = entry
-        offset += size
-        sources.append(data)
-    if style == "mlx":
-        if header.get(METADATA_KEY):
-            header[METADATA_KEY] = dict(sorted(header[METADATA_KEY].items()))
-        header = dict(sorted(header.items()))
-        return json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode(), sources
-    if style == "ollama":
-        if header.get(METADATA_KEY):
-            header[METADATA_KEY] = dict(sorted(header[METADATA_KEY].items()))
-        header = dict(sorted(header.items()))
-        text = _go_escape(json.dumps(header, ensure_ascii=False, separators=(",", ":"))).encode()
-    else:
-        text = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
-    return text + b" " * (-len(text) % 8), sources
 
 
 class SafetensorsConstruct(FileConstruct):
