@@ -27,7 +27,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..formats.ggml import PROFILES
+    from ..formats.ggml import HPARAM_PROFILES
 
     m = command(
         sub,
@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--name", help="general.name")
     m.add_argument("--vocab", metavar="FILE", help="rwkv.cpp v6/v7: the World vocabulary file (rwkv_vocab_v20230424.txt format) for the 'rwkv' tokenizer; "
                    "default: the 256 bytes for byte-level models, the World vocabulary shipped with gguf-construct otherwise")
-    m.add_argument("--hparams", choices=PROFILES, help="hyper-parameter layout of an unversioned 'ggml' file (default: detected)")
+    m.add_argument("--hparams", choices=HPARAM_PROFILES, help="hyper-parameter layout of an unversioned 'ggml' file (default: detected)")
 
     e = command(
         sub,

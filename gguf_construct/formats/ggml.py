@@ -64,7 +64,10 @@ CONTAINERS = ("ggml", "ggmf", "ggjt")
 MAGIC_NAMES: dict[bytes, str] = {MAGICS[c]: c for c in CONTAINERS}
 #: The versions each container has (none for 'ggml').
 VERSIONS: dict[str, list[int]] = {c: [v for v in legacy_tables().magics[c].versions if v is not None] for c in ("ggmf", "ggjt")}
-PROFILES: tuple[str, ...] = tuple(legacy_tables().profiles)
+#: The hyper-parameter layouts (``--hparams``): which program wrote a legacy file's header (not a validation
+#: profile: those are ``validation.profiles``).
+HPARAM_PROFILES: tuple[str, ...] = tuple(legacy_tables().profiles)
+PROFILES = HPARAM_PROFILES  # its name before 0.2; kept for one release
 
 
 # -- tensor types by era ----------------------------------------------------------------------------------
@@ -279,7 +282,7 @@ class GGMLConstruct(FileConstruct):
         wanted = context.get("profile")
         profiles = legacy_tables().profiles
         if wanted and (wanted not in profiles or (fmt is not None and fmt not in profiles[wanted]["containers"])):
-            raise rules.HEADER_PROFILE.error(f"profile {wanted!r} does not exist for {fmt} files (profiles: {', '.join(PROFILES)})")
+            raise rules.HEADER_PROFILE.error(f"profile {wanted!r} does not exist for {fmt} files (layouts: {', '.join(HPARAM_PROFILES)})")
         if wanted:
             candidates = [wanted]
         elif fmt is None:
