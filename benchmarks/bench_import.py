@@ -23,7 +23,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--source", default=".")
+    ap.add_argument("--quick", action="store_true", help="one run of each: checks the script")
     a = ap.parse_args()
+    if a.quick:
+        a.repeat = 1
     for label, code, top in (("import gguf_construct", "import gguf_construct", "gguf_construct"), ("import numpy, construct", "import numpy, construct", "numpy")):
         runs = [measure(code, top, a.source) for _ in range(a.repeat)]
         print(f"{label}: best {min(r[0] for r in runs) / 1000:.1f} ms cumulative ({top}), {runs[0][1]} gguf_construct modules")
