@@ -225,10 +225,10 @@ def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
     try:
         spec = FORMATS[detect(view)]
     except FormatError:
-        spec = None
-    if spec is not None and spec.validate_path is not None:  # a manifest: its blobs are checked too
+        return validate_bytes(view, profile)  # it says why detect refused (or checks GGUF's rules on unknown bytes)
+    if spec.validate_path is not None:  # a manifest: its blobs are checked too
         return spec.validate_path(path, profile)
-    return validate_bytes(view, profile)
+    return spec.validate(view, profile_for(spec, profile))
 
 
 def validate_bytes(data: Any, profile: str = "spec") -> list[Issue]:
