@@ -100,6 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(apply_remote_args(sys.argv[1:] if argv is None else argv))
     _apply_limits(args)
     try:
+        if getattr(args, "sync", False):  # a writing command's --sync: every write of the command is fsynced
+            from ..fileio import durability
+
+            with durability(True):
+                return args.run(args)
         return args.run(args)
     except FormatError as e:
         print(f"{getattr(args, 'file', '')}: error: {e.describe()}", file=sys.stderr)
