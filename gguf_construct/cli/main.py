@@ -12,7 +12,6 @@ from typing import Any
 
 from ..errors import FormatError
 from ..progress import progress
-from ..registry import load
 from . import convert, diff, edit, info, quantize, scan, split, validate
 from . import fuzz as fuzz_cli
 from . import hash as hash_cli
@@ -22,6 +21,8 @@ from .common import EXIT_BAD, EXIT_OK, command, usage
 
 def _cmd_dequant(args: argparse.Namespace) -> int:
     import numpy as np
+
+    from ..registry import load
 
     f = load(args.file)
     names = args.tensor or list(f.tensors)
