@@ -2,8 +2,8 @@
 
 ``FORMATS`` maps a format's name to its ``FormatSpec``; ``detect`` asks the specs' sniffers in ``FORMATS``' order,
 and ``load``, ``load_url``, ``schema_for``, ``validate_file`` and ``validate_bytes`` dispatch through the spec
-of the format detected. A new format is one more ``FormatSpec`` here (with its sniffer, schema, opener and
-validator written in its own modules).
+of the format detected. A new format is one more ``FormatSpec`` here: its sniffer, and a binder that imports its
+schema, openers and validators (written in their own modules) into a ``FormatParts``.
 
 Each entry holds its sniffer, and a binder: a function whose (real, function-level) imports bring in the
 format's schema, file object and validators the first time the format is used, so ``gguf-construct hash``
