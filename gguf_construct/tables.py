@@ -517,9 +517,14 @@ def standard_keys() -> list[StandardKey]:
 
 
 @cache
-def _key_patterns() -> list[tuple[re.Pattern[str], StandardKey]]:
-    out = []
+def _key_patterns() -> list[tuple[re.Pattern[str] | str, StandardKey]]:
+    """Each standard key in table order: a regex for a key with ``{arch}``/``{id}`` placeholders, else the key
+    itself (compared as a string: compiling a regex for each of them cost ``set`` more than its edit)."""
+    out: list[tuple[re.Pattern[str] | str, StandardKey]] = []
     for k in standard_keys():
+        if "{" not in k.key:
+            out.append((k.key, k))
+            continue
         rx = re.escape(k.key).replace(r"\{arch\}", "(?P<arch>[a-z0-9_-]+)").replace(r"\{id\}", "[0-9]+")
         out.append((re.compile(rx + "$"), k))
     return out
@@ -528,6 +533,10 @@ def _key_patterns() -> list[tuple[re.Pattern[str], StandardKey]]:
 def standard_key(key: str, architecture: str | None = None) -> StandardKey | None:
     """The registry entry for a concrete key, or None. ``{arch}`` keys match only ``architecture``'s prefix."""
     for rx, k in _key_patterns():
+        if isinstance(rx, str):
+            if rx == key:
+                return k
+            continue
         m = rx.match(key)
         if m and (architecture is None or m.groupdict().get("arch") in (None, architecture)):
             return k
