@@ -376,6 +376,18 @@ def test_corrupt_remote_file_gives_the_same_error_as_local(server):
         assert [i.line() for i in validate_url(url)] == [i.line() for i in validate_file(path)], path.name
 
 
+def test_checking_a_remote_tensor_against_the_protocol_fetches_nothing(server, tmp_path):
+    """``isinstance(t, Tensor)`` looks the members up without running them (Python 3.11's runtime protocols
+    ran every property, so the check fetched the tensor's data)."""
+    from gguf_construct.api.protocol import ModelFile, Tensor
+
+    path = big_gguf(tmp_path / "big.gguf", vocab=100)  # 4 MiB of tensor data, past the first read
+    f = gc.load(server.add("/p/big.gguf", path.read_bytes()))
+    server.reset_counts()
+    assert isinstance(f, ModelFile) and all(isinstance(t, Tensor) for t in f.tensors.values())
+    assert server.counts.requests == 0
+
+
 def test_validate_url_checks_a_safetensors_header_without_its_data(server, tmp_path):
     """A safetensors source is judged on its header alone (the data is not fetched), with the same issues as the
     local file; a legacy file, checked whole, too."""
