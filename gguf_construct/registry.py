@@ -36,6 +36,7 @@ from .remote.load import legacy_from_source, manifest_from_source, open_source, 
 from .remote.source import ByteSource
 from .remote.urls import is_remote, scheme_of
 from .validation import Issue, validate_gguf_bytes
+from .validation.gguf import validate_gguf_source
 from .validation.legacy import validate_legacy_bytes, validate_rwkv_bytes
 from .validation.ollama import validate_manifest_bytes
 from .validation.profiles import (
@@ -49,7 +50,7 @@ from .validation.profiles import (
     Profile,
     SafetensorsProfile,
 )
-from .validation.safetensors import validate_safetensors_bytes
+from .validation.safetensors import validate_safetensors_bytes, validate_safetensors_source
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,9 @@ class FormatSpec:
     #: ``validate_path(path, profile)`` for a format whose file names other files (a manifest: its blobs);
     #: None: ``validate`` on the file's bytes says all
     validate_path: Callable[[Any, str], list[Issue]] | None = None
+    #: ``validate_source(source, profile)`` on a ``ByteSource`` read by ranges, without fetching what its
+    #: checks do not need (the tensor data); None: ``validate`` on all the source's bytes
+    validate_source: Callable[[ByteSource, str], list[Issue]] | None = None
 
 
 
@@ -83,9 +87,9 @@ class FormatSpec:
 FORMATS: dict[str, FormatSpec] = {
     spec.name: spec
     for spec in (
-        FormatSpec("gguf", gguf.sniff, gguf.GGUF, open_gguf, gguf_from_source, validate_gguf_bytes),
+        FormatSpec("gguf", gguf.sniff, gguf.GGUF, open_gguf, gguf_from_source, validate_gguf_bytes, validate_source=validate_gguf_source),
         FormatSpec("safetensors", safetensors.looks_like_safetensors, safetensors.SAFETENSORS, load_safetensors,
-                   safetensors_from_source, validate_safetensors_bytes, SAFETENSORS_PROFILES),
+                   safetensors_from_source, validate_safetensors_bytes, SAFETENSORS_PROFILES, validate_source=validate_safetensors_source),
         FormatSpec("ollama", ollama.sniff, ollama.OLLAMA_MANIFEST, load_manifest, manifest_from_source, validate_manifest_bytes,
                    OLLAMA_PROFILES, validate_manifest_file),
         FormatSpec("rwkv", legacy_magic.sniffer("rwkv"), RWKV, load_rwkv, partial(legacy_from_source, fmt="rwkv"), validate_rwkv_bytes),
@@ -252,18 +256,10 @@ def validate_url(source: str, profile: str = "spec") -> list[Any]:
 
             return validate_ollama(source)
         src = open_source(source)
-        fmt = detect_source(src)
-        profile = profile_for(FORMATS[fmt], profile)
-        if fmt == "gguf":  # the header only: the tensor data is not fetched
-            from .validation import check
-
-            return check(src.parse_header(gguf.GGUF, "tensor_data"), src.size, profile)
-        if fmt == "safetensors":
-            from .validation.safetensors import check_safetensors
-
-            c = src.parse_header(safetensors.SAFETENSORS, "data")
-            c.header.json  # noqa: B018
-            return check_safetensors(c, profile)
-        return validate_bytes(src.ensure(0, src.size), profile)
+        spec = FORMATS[detect_source(src)]
+        profile = profile_for(spec, profile)
+        if spec.validate_source is not None:
+            return spec.validate_source(src, profile)
+        return spec.validate(src.ensure(0, src.size), profile)
     except FormatError as e:
         return [Issue.from_error(e)]
