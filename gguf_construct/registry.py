@@ -57,6 +57,9 @@ class FormatParts:
     #: ``validate_path(path, profile)`` for a format whose file names other files (a manifest: its blobs);
     #: None: ``validate`` on the file's bytes says all
     validate_path: Callable[[Any, str], list[Issue]] | None = None
+    #: ``validate_source(source, profile)`` on a ``ByteSource`` read by ranges, without fetching what its
+    #: checks do not need (the tensor data); None: ``validate`` on all the source's bytes
+    validate_source: Callable[[ByteSource, str], list[Issue]] | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,10 @@ class FormatSpec:
     def validate_path(self) -> Callable[[Any, str], list[Issue]] | None:
         return self.parts.validate_path
 
+    @property
+    def validate_source(self) -> Callable[[ByteSource, str], list[Issue]] | None:
+        return self.parts.validate_source
+
 
 @cache
 def _bound(bind: Callable[[], FormatParts]) -> FormatParts:
@@ -108,17 +115,18 @@ def _gguf() -> FormatParts:
     from .api.file import gguf_from_source
     from .api.shards import open_gguf
     from .validation import validate_gguf_bytes
+    from .validation.gguf import validate_gguf_source
 
-    return FormatParts(gguf.GGUF, open_gguf, gguf_from_source, validate_gguf_bytes)
+    return FormatParts(gguf.GGUF, open_gguf, gguf_from_source, validate_gguf_bytes, validate_source=validate_gguf_source)
 
 
 def _safetensors() -> FormatParts:
     from .api.safetensors import load_safetensors
     from .formats.safetensors import SAFETENSORS
     from .remote.load import safetensors_from_source
-    from .validation.safetensors import validate_safetensors_bytes
+    from .validation.safetensors import validate_safetensors_bytes, validate_safetensors_source
 
-    return FormatParts(SAFETENSORS, load_safetensors, safetensors_from_source, validate_safetensors_bytes)
+    return FormatParts(SAFETENSORS, load_safetensors, safetensors_from_source, validate_safetensors_bytes, validate_source=validate_safetensors_source)
 
 
 def _ollama() -> FormatParts:
@@ -337,19 +345,10 @@ def validate_url(source: str, profile: str = "spec") -> list[Any]:
         from .remote.load import open_source
 
         src = open_source(source)
-        fmt = detect_source(src)
-        profile = profile_for(FORMATS[fmt], profile)
-        if fmt == "gguf":  # the header only: the tensor data is not fetched
-            from .validation import check
-
-            return check(src.parse_header(gguf.GGUF, "tensor_data"), src.size, profile)
-        if fmt == "safetensors":
-            from .formats.safetensors import SAFETENSORS
-            from .validation.safetensors import check_safetensors
-
-            c = src.parse_header(SAFETENSORS, "data")
-            c.header.json  # noqa: B018
-            return check_safetensors(c, profile)
-        return validate_bytes(src.ensure(0, src.size), profile)
+        spec = FORMATS[detect_source(src)]
+        profile = profile_for(spec, profile)
+        if spec.validate_source is not None:
+            return spec.validate_source(src, profile)
+        return spec.validate(src.ensure(0, src.size), profile)
     except FormatError as e:
         return [Issue.from_error(e)]

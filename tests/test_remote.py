@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import corpus_files
+from conftest import corpus_file, corpus_files
 
 import gguf_construct as gc
 from gguf_construct.cli.main import main
@@ -374,6 +374,41 @@ def test_corrupt_remote_file_gives_the_same_error_as_local(server):
     for path in corpus_files("corrupt/*.gguf"):
         url = server.add(f"/c/{path.name}", path.read_bytes())
         assert [i.line() for i in validate_url(url)] == [i.line() for i in validate_file(path)], path.name
+
+
+def test_checking_a_remote_tensor_against_the_protocol_fetches_nothing(server, tmp_path):
+    """``isinstance(t, Tensor)`` looks the members up without running them (Python 3.11's runtime protocols
+    ran every property, so the check fetched the tensor's data)."""
+    from gguf_construct.api.protocol import ModelFile, Tensor
+
+    path = big_gguf(tmp_path / "big.gguf", vocab=100)  # 4 MiB of tensor data, past the first read
+    f = gc.load(server.add("/p/big.gguf", path.read_bytes()))
+    server.reset_counts()
+    assert isinstance(f, ModelFile) and all(isinstance(t, Tensor) for t in f.tensors.values())
+    assert server.counts.requests == 0
+
+
+def test_validate_url_checks_a_safetensors_header_without_its_data(server, tmp_path):
+    """A safetensors source is judged on its header alone (the data is not fetched), with the same issues as the
+    local file; a legacy file, checked whole, too."""
+    from gguf_construct.api.safetensors import save_safetensors
+    from gguf_construct.registry import validate_file
+
+    path = tmp_path / "model.safetensors"
+    save_safetensors(path, {"w": np.zeros((1024, 1024), np.float32)}, {"format": "pt"})  # 4 MiB, past the first read
+    raw = path.read_bytes()
+    header_end = 8 + int.from_bytes(raw[:8], "little")
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes(raw[:header_end].replace(b'"F32"', b'"F33"') + raw[header_end:])
+    for p in (path, broken):
+        url = server.add(f"/v/{p.name}", p.read_bytes())
+        server.reset_counts()
+        assert [i.line() for i in validate_url(url)] == [i.line() for i in validate_file(p)], p.name
+        assert server.counts.bytes < len(raw) // 2, p.name
+    assert validate_file(broken)  # the comparison above is not between two empty lists
+    legacy = corpus_file("legacy/ggmf-v1-llama-vocab.bin")
+    url = server.add("/v/legacy.bin", legacy.read_bytes())
+    assert [i.line() for i in validate_url(url)] == [i.line() for i in validate_file(legacy)]
 
 
 def test_a_hostile_header_stops_early(server, tmp_path):

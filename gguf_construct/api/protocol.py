@@ -14,6 +14,9 @@ sizes; ``str(t.type)`` is the name everywhere.
 
 from __future__ import annotations
 
+import inspect
+import sys
+import typing
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
@@ -104,6 +107,22 @@ class ModelFile(Protocol):
     def __enter__(self) -> ModelFile: ...
 
     def __exit__(self, *exc: object) -> None: ...
+
+
+class _StaticProtocolMeta(type(Protocol)):  # type: ignore[misc]
+    """``isinstance`` against a runtime protocol that looks members up without running them, as Python 3.12
+    does (``inspect.getattr_static``): on 3.11 it calls ``hasattr``, which runs every property, so checking a
+    remote tensor against ``Tensor`` fetched its data."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        attrs = typing._get_protocol_attrs(cls)  # type: ignore[attr-defined]
+        missing = object()
+        return all(inspect.getattr_static(instance, name, missing) is not missing for name in attrs)
+
+
+if sys.version_info < (3, 12):
+    for _protocol in (TensorType, Tensor, ModelFile):
+        _protocol.__class__ = _StaticProtocolMeta  # type: ignore[method-assign]
 
 
 #: the validation profiles (``validation.profiles``), re-exported beside the other names ``load`` takes

@@ -80,33 +80,14 @@ def _duplicate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
 
 def _field(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     """Overwrite a field the schema names (a count, length, value type, n_dims, dimension, ggml type or offset)."""
-    from ..formats.gguf import GGUF
+    from ..formats.gguf_layout import Layout
 
+    layout = Layout(data)
     try:
-        c = GGUF.parse(data)
+        c = layout.c
     except FormatError:
         return _word(data, rng)
-    order = "<" if c.byte_order == "little" else ">"
-    width = 4 if c.version == 1 else 8
-    count = order + ("I" if width == 4 else "Q")
-    fields: list[tuple[str, int, str]] = [("tensor_count", 8, count), ("metadata_kv_count", 8 + width, count)]
-    for i, kv in enumerate(c.metadata_kv):
-        key_len = len(kv.key.encode("utf-8"))
-        fields += [
-            (f"metadata_kv[{i}].key length", kv._offset, count),
-            (f"metadata_kv[{i}].value_type", kv._offset + width + key_len, order + "I"),
-        ]
-        value_at = kv._offset + width + key_len + 4
-        if str(kv.value_type) == "arr":
-            fields += [(f"metadata_kv[{i}].value.type", value_at, order + "I"), (f"metadata_kv[{i}].value.len", value_at + 4, count)]
-        elif str(kv.value_type) == "str":
-            fields.append((f"metadata_kv[{i}].value length", value_at, count))
-    for i, ti in enumerate(c.tensor_infos):
-        n_dims_at = ti._offset + width + len(ti.name.encode("utf-8"))
-        type_at = n_dims_at + 4 + width * len(ti.dimensions)
-        fields += [(f"tensor_infos[{i}].name length", ti._offset, count), (f"tensor_infos[{i}].n_dimensions", n_dims_at, order + "I")]
-        fields += [(f"tensor_infos[{i}].dimensions[{j}]", n_dims_at + 4 + j * width, count) for j in range(len(ti.dimensions))]
-        fields += [(f"tensor_infos[{i}].type", type_at, order + "I"), (f"tensor_infos[{i}].offset", type_at + 4, order + "Q")]
+    fields = layout.fields()
     name, at, fmt = rng.choice(fields)
     size = struct.calcsize(fmt)
     old = struct.unpack_from(fmt, data, at)[0]

@@ -81,23 +81,34 @@ def nibbles(data: np.ndarray, group: int) -> np.ndarray:
 
 
 def expand(per_group: np.ndarray, size: int) -> np.ndarray:
-    """``(n, g)`` per-group values repeated to ``(n, size)``, i.e. one per value."""
+    """``(n, g)`` per-group values repeated to ``(n, size)``, i.e. one per value (a broadcast copy, which
+    releases the GIL: ``np.repeat`` holds it, and so stalls the other dequantization thread)."""
     n, g = per_group.shape
-    return np.repeat(per_group.reshape(-1), size // g).reshape(n, size)
+    out = np.empty((n * g, size // g), per_group.dtype)
+    np.copyto(out, per_group.reshape(-1, 1))
+    return out.reshape(n, size)
+
+
+def per_group(d: np.ndarray, small: np.ndarray) -> np.ndarray:
+    """``(n, g)`` float32 ``d[i] * float(small[i, j])``, ggml's ``d * sc`` for every group of a block (a
+    broadcast multiply, which releases the GIL)."""
+    return np.multiply(d.reshape(-1, 1), small.astype(np.float32))
 
 
 FINISH_VALUES = 1 << 17  # float32 values per slice of :func:`finish`: output and temporaries stay in the L2 cache
 
 
 def _apply(out: np.ndarray, op: Callable[..., np.ndarray], per_group: np.ndarray) -> None:
-    """``op(out, per_group broadcast over its group of values, out=out)`` for ``out`` ``(rows, size)``."""
+    """``op(out, per_group broadcast over its group of values, out=out)`` for ``out`` ``(rows, size)``.
+
+    A broadcast over groups of 16–32 values runs numpy's loop once per group, about 2.5 passes' worth, the same
+    as expanding the scales first and applying them in one long loop; but ``np.repeat`` holds the GIL where the
+    broadcast does not, so only the broadcast lets two threads share the work.
+    """
     rows, size = out.shape
     g = per_group.shape[1]
-    if size // g >= 128:  # long groups: broadcasting loops over whole groups
-        grouped = out.reshape(rows, g, size // g)
-        op(grouped, per_group[:, :, None], out=grouped)
-    else:  # short groups: one value per output value costs less than short inner loops
-        op(out, expand(per_group, size), out=out)
+    grouped = out.reshape(rows, g, size // g)
+    op(grouped, per_group[:, :, None], out=grouped)
 
 
 def finish(

@@ -15,7 +15,7 @@ from functools import cache
 import numpy as np
 
 from . import grids
-from .common import U8, U32, U64, finish, packed, planes
+from .common import U8, U32, U64, finish, packed, per_group, planes
 from .floats import half_to_float
 from .legacy import lookup_nibbles
 
@@ -59,9 +59,8 @@ def _signed_finish(words: np.ndarray, masks: np.ndarray, scale: np.ndarray, out:
 
 def _half_step_scales(d: np.ndarray, nibble: np.ndarray, factor: float) -> np.ndarray:
     """ggml's ``d * (0.5f + s) * factor`` per group (IQ2 uses 0.25f, IQ3_XXS 0.5f): ``(n, g)`` float32."""
-    n, g = nibble.shape
-    step = F32(0.5) + nibble.reshape(-1).astype(F32)
-    return (np.repeat(d, g) * step * F32(factor)).reshape(n, g)
+    step = F32(0.5) + nibble.astype(F32)
+    return d.reshape(-1, 1) * step * F32(factor)
 
 
 def _nibble_pairs(data: np.ndarray) -> np.ndarray:
@@ -126,7 +125,7 @@ def iq3_s(blocks: np.ndarray, out: np.ndarray) -> None:
     words = np.take(_grid_words("IQ3S_GRID", 4), index).view(U64)
     masks = _byte_sign_words()[packed(blocks, "signs")]
     odd = _nibble_pairs(packed(blocks, "scales")).astype(np.int32) * 2 + 1  # 1 + 2*s, as int
-    scale = (np.repeat(half_to_float(blocks["d"]), 8) * odd.reshape(-1).astype(F32)).reshape(n, 8)
+    scale = per_group(half_to_float(blocks["d"]), odd)
     _signed_finish(words, masks, scale, out)
 
 
@@ -148,7 +147,7 @@ def iq1_s(blocks: np.ndarray, out: np.ndarray) -> None:
     index |= high.transpose(1, 2, 0).reshape(n, 32) << np.uint16(8)
     values = _iq1_grid_words()[index].view(np.int8).reshape(n, 256)
     odd = ((qh >> np.uint16(12)) & np.uint16(7)) * np.uint16(2) + np.uint16(1)
-    dl = (np.repeat(half_to_float(blocks["d"]), 8) * odd.reshape(-1).astype(F32)).reshape(n, 8)
+    dl = per_group(half_to_float(blocks["d"]), odd)
     finish(values, out, dl, before=_iq1_delta(qh >= np.uint16(0x8000)))  # dl * (grid + delta)
 
 
@@ -165,18 +164,17 @@ def iq1_m(blocks: np.ndarray, out: np.ndarray) -> None:
     s3 = sc[None] >> np.array([0, 3, 6, 9], np.uint16).reshape(4, 1, 1)
     s3 &= np.uint16(7)
     odd = s3.transpose(1, 2, 0).reshape(-1) * np.uint16(2) + np.uint16(1)
-    dl = (np.repeat(half_to_float(d_bits), 16) * odd.astype(F32)).reshape(n, 16)
+    dl = per_group(half_to_float(d_bits), odd.reshape(n, 16))
     finish(values, out, dl, before=_iq1_delta(nib >= U8(8)))
 
 
 def iq4_xs(blocks: np.ndarray, out: np.ndarray) -> None:
-    n = blocks.shape[0]
     low = _nibble_pairs(packed(blocks, "scales_l")).astype(np.int16)  # (n, 8)
     high = blocks["scales_h"][None] >> np.arange(0, 16, 2, dtype=np.uint16).reshape(8, 1)
     high &= np.uint16(3)
     ls = low | (high.T.astype(np.int16) << np.int16(4))
     ls -= np.int16(32)
-    dl = (np.repeat(half_to_float(blocks["d"]), 8) * ls.reshape(-1).astype(F32)).reshape(n, 8)
+    dl = per_group(half_to_float(blocks["d"]), ls)
     finish(lookup_nibbles(packed(blocks, "qs"), 16, grids.KVALUES_IQ4NL), out, dl)
 
 

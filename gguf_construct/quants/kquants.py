@@ -9,16 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import U8, U32, U64, field, finish, interleave, nibble_planes, nibbles, packed, place, planes
+from .common import U8, U32, U64, field, finish, interleave, nibble_planes, nibbles, packed, per_group, place, planes
 from .floats import half_to_float
 
 F32 = np.float32
-
-
-def _per_group(d: np.ndarray, small: np.ndarray) -> np.ndarray:
-    """``(n, g)`` float32 ``d * small`` (small integers converted to float first, as ``d * sc`` in C)."""
-    n, g = small.shape
-    return (np.repeat(d, g) * small.reshape(-1).astype(F32)).reshape(n, g)
 
 
 def _two_bit_codes(qs: np.ndarray) -> np.ndarray:
@@ -35,8 +29,8 @@ def _two_bit_codes(qs: np.ndarray) -> np.ndarray:
 
 def q2_K(blocks: np.ndarray, out: np.ndarray) -> None:
     sc = packed(blocks, "scales")
-    dl = _per_group(half_to_float(blocks["d"]), sc & U8(0xF))
-    ml = _per_group(half_to_float(blocks["dmin"]), sc >> U8(4))
+    dl = per_group(half_to_float(blocks["d"]), sc & U8(0xF))
+    ml = per_group(half_to_float(blocks["dmin"]), sc >> U8(4))
     finish(_two_bit_codes(packed(blocks, "qs")), out, dl, minus=ml)
 
 
@@ -64,7 +58,7 @@ def q3_K(blocks: np.ndarray, out: np.ndarray) -> None:
     high <<= U8(2)
     codes |= high
     codes -= U8(4)  # (q & 3) - (hmask bit clear ? 4 : 0)
-    dl = _per_group(half_to_float(blocks["d"]), _q3_scales(blocks))
+    dl = per_group(half_to_float(blocks["d"]), _q3_scales(blocks))
     finish(codes.reshape(n, 256).view(np.int8), out, dl)
 
 
@@ -83,8 +77,8 @@ def _k4_scales(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _k4_finish(blocks: np.ndarray, codes: np.ndarray, out: np.ndarray) -> None:
     sc, m = _k4_scales(blocks)
-    d1 = _per_group(half_to_float(blocks["d"]), sc)
-    m1 = _per_group(half_to_float(blocks["dmin"]), m)
+    d1 = per_group(half_to_float(blocks["d"]), sc)
+    m1 = per_group(half_to_float(blocks["dmin"]), m)
     finish(codes, out, d1, minus=m1)
 
 
@@ -118,7 +112,7 @@ def q6_K(blocks: np.ndarray, out: np.ndarray) -> None:
     high <<= U8(4)
     codes |= high
     codes -= U8(32)
-    ds = _per_group(half_to_float(blocks["d"]), packed(blocks, "scales").view(np.int8))  # d * sc
+    ds = per_group(half_to_float(blocks["d"]), packed(blocks, "scales").view(np.int8))  # d * sc
     finish(codes.reshape(n, 256).view(np.int8), out, ds)
 
 

@@ -61,7 +61,7 @@ def q1_0(blocks: np.ndarray, out: np.ndarray) -> None:
     bits = out.view(np.uint32)
     np.copyto(bits, clear, casting="unsafe")
     bits <<= np.uint32(31)
-    bits ^= np.repeat(half_to_float(blocks["d"]).view(np.uint32), out.shape[1]).reshape(out.shape)
+    bits ^= half_to_float(blocks["d"]).view(np.uint32)[:, None]
 
 
 def q2_0(blocks: np.ndarray, out: np.ndarray) -> None:

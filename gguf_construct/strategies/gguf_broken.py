@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from functools import cached_property
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -19,6 +18,7 @@ from hypothesis import strategies as st
 
 from ..formats.fields import MAX_ARRAY_DEPTH
 from ..formats.gguf import GGUF, align_offset
+from ..formats.gguf_layout import Layout
 from ..tables import DEFAULT_ALIGNMENT, GGML_TYPES, VALUE_TYPES
 from .gguf import ARCHITECTURES, gguf_files, text
 
@@ -37,54 +37,6 @@ class InvalidFile(NamedTuple):
     @property
     def rule(self) -> str:
         return self.rules[0]
-
-
-class Layout:
-    """Where each field of a built file is: the offsets the schema recorded while parsing (``_at`` of each
-    record), and the version's count width (u32 in v1, u64 from v2) for the patched values."""
-
-    def __init__(self, data: bytes):
-        self.data = data
-
-    @cached_property
-    def c(self) -> Container:
-        """The parsed file (parsed on first use: a breaker that only needs the bytes never parses them)."""
-        return GGUF.parse(self.data)
-
-    @property
-    def order(self) -> str:
-        return "<" if self.c.byte_order == "little" else ">"
-
-    @property
-    def width(self) -> int:
-        return 4 if self.c.version == 1 else 8
-
-    @property
-    def count_fmt(self) -> str:
-        return self.order + ("I" if self.width == 4 else "Q")
-
-    def header(self, field: str) -> int:
-        """Where a header field (``version``, ``tensor_count``, ``metadata_kv_count``) is."""
-        return self.c._at[field]
-
-    def kv(self, i: int) -> dict[str, int]:
-        at = self.c.metadata_kv[i]._at
-        fields = {"key_length": at["key"], "value_type": at["value_type"], "value": at["value"]}
-        if str(self.c.metadata_kv[i].value_type) == "arr":  # the array's header: u32 element type, then its count
-            fields["array_type"], fields["array_count"] = at["value"], at["value"] + 4
-        return fields
-
-    def tensor(self, i: int) -> dict[str, Any]:
-        at = self.c.tensor_infos[i]._at
-        dims = [at["dimensions"] + j * self.width for j in range(len(self.c.tensor_infos[i].dimensions))]
-        return {"name_length": at["name"], "n_dims": at["n_dimensions"], "dims": dims, "type": at["type"], "offset": at["offset"]}
-
-    def patch(self, at: int, fmt: str, value: int) -> bytes:
-        packed = struct.pack(self.order + fmt if fmt[0] not in "<>" else fmt, value)
-        return self.data[:at] + packed + self.data[at + len(packed) :]
-
-    def patch_count(self, at: int, value: int) -> bytes:
-        return self.data[:at] + struct.pack(self.count_fmt, value) + self.data[at + self.width :]
 
 
 def _base(draw: Any, *, min_tensors: int = 0, versions: tuple[int, ...] = (1, 2, 3), **kw: Any) -> Layout:

@@ -34,6 +34,12 @@ def validate_gguf_bytes(data: Any, profile: GGUFProfile | str = "spec") -> list[
     return parse_then_check(lambda: GGUF.parse(data), lambda c: check(c, len(memoryview(data)), profile))
 
 
+def validate_gguf_source(src: Any, profile: GGUFProfile | str = "spec") -> list[Issue]:
+    """``validate_gguf_bytes`` for a file read by ranges (a ``remote.source.ByteSource``): the header is
+    fetched and checked, the tensor data is not (its placement is checked against the source's size)."""
+    return parse_then_check(lambda: src.parse_header(GGUF, "tensor_data"), lambda c: check(c, src.size, profile))
+
+
 def check(c: Container, file_size: int, profile: GGUFProfile | str = "spec", *, unknown_types: Severity = "error") -> list[Issue]:
     """Every rule of ``profile`` applied to a parsed GGUF container. ``unknown_types='warning'`` makes a
     tensor type id no table knows a warning (forward compatibility: what ``split`` and ``merge`` accept; the

@@ -32,6 +32,12 @@ def validate_safetensors_bytes(data: Any, profile: SafetensorsProfile | str = "s
     return parse_then_check(lambda: SAFETENSORS.parse(data), lambda c: check_safetensors(c, profile))
 
 
+def validate_safetensors_source(src: Any, profile: SafetensorsProfile | str = "spec") -> list[Issue]:
+    """``validate_safetensors_bytes`` for a file read by ranges (a ``remote.source.ByteSource``): the header
+    only, the tensor data is not fetched."""
+    return parse_then_check(lambda: src.parse_header(SAFETENSORS, "data"), lambda c: check_safetensors(c, profile))
+
+
 def check_safetensors(c: Any, profile: SafetensorsProfile | str = "spec") -> list[Issue]:
     """Every rule a parsed safetensors container breaks (its header is parsed once and shared with the reader)."""
     lenient: Severity = "error" if profile == "hf" else "warning"
