@@ -1,17 +1,29 @@
 """Writing files safely: every writer of the package builds into a temporary file beside its target, checks it,
 and renames it into place (``write_atomic``), so a failure or a kill never leaves a partial file and the input
 is never modified. Here too: the temporaries' naming (which lets the next write remove those of a killed
-writer, ``clean_stale_temporaries``) and the check every GGUF writer runs before its rename
-(``verify_gguf_output``).
+writer, ``clean_stale_temporaries``), the durability policy (``durability``: when a write is fsynced) and the
+check every GGUF writer runs before its rename (``verify_gguf_output``).
+
+Durability: the rename makes every write atomic for the running system, whatever the policy. Surviving a power
+loss or a kernel crash needs more: the new file's data on disk before the rename. So by default (``durable=None``,
+"auto") a write that *replaces* an existing file (an in-place edit, ``-o`` onto an existing path) fsyncs the new
+file before its rename: after a crash the path holds the old file or the new one, never an empty one. A write to
+a new path behaves like ``cp``: no fsync, the data left in the page cache for the kernel to write back (a crash
+can lose the new file, never anything that was there before). ``durable=True`` always fsyncs (the file, with each
+copied piece's write-back started early, and then the folder, so the new name is on disk too: the CLI's ``--sync``);
+``durable=False`` never does.
 """
 
 from __future__ import annotations
 
+import contextvars
 import os
 import re
 import struct
 import tempfile
+from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +31,7 @@ import construct
 
 from . import rules
 from .errors import FormatError
+from .formats.filedata import early_writeback
 from .formats.gguf import GGUF
 
 #: Our temporary files: ``.<target name>.<TEMP_TAG><pid>.<random>.tmp`` beside the target. The pid lets the next
@@ -27,31 +40,75 @@ TEMP_TAG = "gcx"
 _TEMP_NAME = re.compile(r"\..+\." + TEMP_TAG + r"(?P<pid>[0-9]{1,10})\.[^./]+\.tmp\Z")
 
 
-def write_atomic(path: str | os.PathLike[str], write: Any, verify: Any = None) -> None:
+#: The policy of the writes that name none (``durable=None``): None is "auto" (see the module's docstring).
+_DURABLE: contextvars.ContextVar[bool | None] = contextvars.ContextVar("gguf_construct_durable", default=None)
+
+
+@contextmanager
+def durability(durable: bool | None) -> Iterator[None]:
+    """Every ``write_atomic`` in the block that passes no ``durable`` of its own follows ``durable`` (True:
+    always fsync, False: never, None: auto). The command line's ``--sync`` is ``with durability(True)``; so is
+    a caller's way to make durable the writes of a function that takes no ``durable`` (``migrate``, ...)."""
+    token = _DURABLE.set(durable)
+    try:
+        yield
+    finally:
+        _DURABLE.reset(token)
+
+
+def fsyncs(path: str | os.PathLike[str], durable: bool | None = None) -> bool:
+    """Whether a write to ``path`` under ``durable`` (None: the active :func:`durability`, else auto) fsyncs:
+    always or never when the policy says so, else exactly when the rename will replace an existing entry."""
+    policy = _DURABLE.get() if durable is None else durable
+    return os.path.lexists(path) if policy is None else policy
+
+
+def write_atomic(path: str | os.PathLike[str], write: Any, verify: Any = None, *, durable: bool | None = None) -> None:
     """Call ``write(fileobj)`` on a temporary file in ``path``'s folder, then ``verify(temp_path)`` (which
     raises when the result must not replace ``path``), then rename it to ``path``. Any failure leaves ``path``
-    untouched and removes the temporary file; stale temporary files of ours in the folder are removed first."""
+    untouched and removes the temporary file; stale temporary files of ours in the folder are removed first.
+    ``durable`` is the durability policy (None: the active :func:`durability`, by default auto: fsync only when
+    replacing an existing file; True: always, the folder too; False: never)."""
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     clean_stale_temporaries(folder)
+    sync = fsyncs(target, durable)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{TEMP_TAG}{os.getpid()}.", suffix=".tmp", dir=folder)
     try:
         os.fchmod(fd, _new_file_mode(target))
         with os.fdopen(fd, "wb") as f:
             try:
-                write(f)
+                with early_writeback(sync):
+                    write(f)
             except FormatError:
                 raise
             except (ValueError, OverflowError, struct.error, construct.ConstructError) as e:  # what was to be written cannot be
                 raise rules.WRITE_INVALID.error(f"cannot write {target.name}: {str(e).splitlines()[-1] if str(e) else type(e).__name__}") from None
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         if verify is not None:
             verify(tmp)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if sync and (_DURABLE.get() if durable is None else durable):  # asked for: the new name on disk too
+        _fsync_folder(folder)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """fsync a folder, so that a rename in it survives a crash (where the platform lets a folder be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse to fsync a folder; the file itself is on disk
+    finally:
+        os.close(fd)
 
 
 def clean_stale_temporaries(folder: Path) -> list[Path]:

@@ -77,8 +77,9 @@ def read_imatrix(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     return out
 
 
-def write_dat(path: str | os.PathLike[str], stats: Stats, *, chunk_count: int | None = None, dataset: str = "") -> None:
-    """A legacy ``.dat`` file: entries sorted by name, each ``(sums, [ncall])`` written as llama.cpp's loader reads."""
+def write_dat(path: str | os.PathLike[str], stats: Stats, *, chunk_count: int | None = None, dataset: str = "", durable: bool | None = None) -> None:
+    """A legacy ``.dat`` file: entries sorted by name, each ``(sums, [ncall])`` written as llama.cpp's loader reads
+    (``durable``: see ``fileio.durability``)."""
     from construct import Container
 
     from .fileio import write_atomic
@@ -90,13 +91,15 @@ def write_dat(path: str | os.PathLike[str], stats: Stats, *, chunk_count: int | 
         entries.append(Container(name=name, ncall=int(counts.reshape(-1)[0]), values=np.asarray(sums, np.float32).reshape(-1)))
     trailer = None if chunk_count is None else Container(chunk_count=chunk_count, dataset=dataset)
     blob = IMATRIX_DAT.build(Container(entries=entries, trailer=trailer))
-    write_atomic(path, lambda f: f.write(blob))
+    write_atomic(path, lambda f: f.write(blob), durable=durable)
 
 
 def write_gguf(
-    path: str | os.PathLike[str], stats: Stats, *, datasets: list[str] | None = None, chunk_count: int = 0, chunk_size: int = 512
+    path: str | os.PathLike[str], stats: Stats, *, datasets: list[str] | None = None, chunk_count: int = 0, chunk_size: int = 512,
+    durable: bool | None = None,
 ) -> None:
-    """A GGUF imatrix as llama.cpp's ``save_imatrix`` writes it: keys, then ``in_sum2``/``counts`` per tensor."""
+    """A GGUF imatrix as llama.cpp's ``save_imatrix`` writes it: keys, then ``in_sum2``/``counts`` per tensor
+    (``durable``: see ``fileio.durability``)."""
     from .api import new
 
     f = new()
@@ -110,7 +113,7 @@ def write_gguf(
         sums = sums.reshape(-1, sums.shape[-1])
         f.tensors.add(f"{name}.in_sum2", sums)
         f.tensors.add(f"{name}.counts", np.asarray(counts, np.float32).reshape(-1, 1))
-    f.save(path)
+    f.save(path, durable=durable)
 
 
 def imatrix_kind(path: str | os.PathLike[str]) -> str:

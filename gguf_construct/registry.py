@@ -2,12 +2,14 @@
 
 ``FORMATS`` maps a format's name to its ``FormatSpec``; ``detect`` asks the specs' sniffers in ``FORMATS``' order,
 and ``load``, ``load_url``, ``schema_for``, ``validate_file`` and ``validate_bytes`` dispatch through the spec
-of the format detected. A new format is one more ``FormatSpec`` here (with its sniffer, schema, opener and
-validator written in its own modules).
+of the format detected. A new format is one more ``FormatSpec`` here: its sniffer, and a binder that imports its
+schema, openers and validators (written in their own modules) into a ``FormatParts``.
 
-The entries hold real references, so this module imports every format's schema, file object and validator: it
-sits above ``formats``, ``validation`` and ``api`` and below the command line. ``import gguf_construct`` stays
-light because the package imports this module on first use (``gguf_construct.__getattr__``).
+Each entry holds its sniffer, and a binder: a function whose (real, function-level) imports bring in the
+format's schema, file object and validators the first time the format is used, so ``gguf-construct hash``
+of a GGUF file loads neither the safetensors, Ollama and legacy readers nor the quantization codecs. The
+module sits above ``formats``, ``validation`` and ``api`` and below the command line. ``import gguf_construct``
+stays light because the package imports this module on first use (``gguf_construct.__getattr__``).
 """
 
 from __future__ import annotations
@@ -15,53 +17,33 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
-from typing import Any, Literal, overload
-
-from construct import Construct
+from functools import cache, partial
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from . import rules
-from .api.file import GGUFFile, gguf_from_source
-from .api.legacy import LegacyFile, load_legacy, load_rwkv
-from .api.ollama import OllamaModel, load_manifest, validate_manifest_file
-from .api.protocol import ByteOrder, FormatName, LegacyFormatName, ModelFile
-from .api.safetensors import SafetensorsFile, load_safetensors
-from .api.shards import open_gguf
 from .errors import FormatError
-from .formats import gguf, legacy_magic, ollama, safetensors
-from .formats.ggml import GGML
+from .formats import gguf, legacy_magic
 from .formats.legacy_magic import refuse_non_model
-from .formats.rwkv import RWKV
-from .remote.load import legacy_from_source, manifest_from_source, open_source, safetensors_from_source
-from .remote.source import ByteSource
 from .remote.urls import is_remote, scheme_of
-from .validation import Issue, validate_gguf_bytes
-from .validation.gguf import validate_gguf_source
-from .validation.legacy import validate_legacy_bytes, validate_rwkv_bytes
-from .validation.ollama import validate_manifest_bytes
-from .validation.profiles import (
-    GGUF_PROFILES,
-    OLLAMA_PROFILES,
-    PROFILES,
-    SAFETENSORS_PROFILES,
-    GGUFProfile,
-    LegacyProfile,
-    OllamaProfile,
-    Profile,
-    SafetensorsProfile,
-)
-from .validation.safetensors import validate_safetensors_bytes, validate_safetensors_source
+from .validation import Issue
+from .validation.profiles import GGUF_PROFILES, OLLAMA_PROFILES, PROFILES, SAFETENSORS_PROFILES
+
+if TYPE_CHECKING:
+    from construct import Construct
+
+    from .api.file import GGUFFile
+    from .api.legacy import LegacyFile
+    from .api.ollama import OllamaModel
+    from .api.protocol import ByteOrder, FormatName, LegacyFormatName, ModelFile
+    from .api.safetensors import SafetensorsFile
+    from .remote.source import ByteSource
+    from .validation.profiles import GGUFProfile, LegacyProfile, OllamaProfile, Profile, SafetensorsProfile
 
 
 @dataclass(frozen=True)
-class FormatSpec:
-    """One format: what ``detect`` asks, what parses it, what opens it, what checks it."""
+class FormatParts:
+    """What a format's binder imports: its schema, openers and validators."""
 
-    #: the name ``detect`` returns and ``file.format`` holds
-    name: str
-    #: ``sniff(head) -> bool`` on the file's first ``PREFIX_SIZE`` bytes; it may raise ``UnknownFormatError``
-    #: for bytes that are recognisably this format's but not readable (a known magic with an unknown version)
-    sniff: Callable[[bytes], bool]
     #: the construct schema: ``schema.parse(bytes)`` / ``schema.build(container)``
     schema: Construct
     #: ``open(path, *, strict, profile, byte_order=None, **options)``: the file object (``.format``,
@@ -72,8 +54,6 @@ class FormatSpec:
     open_source: Callable[..., ModelFile]
     #: ``validate(data, profile) -> list[Issue]`` on the file's bytes
     validate: Callable[[Any, str], list[Issue]]
-    #: the validation profiles this format has; under any other known profile it is checked under 'spec'
-    profiles: tuple[str, ...] = GGUF_PROFILES  # the legacy formats have the same two
     #: ``validate_path(path, profile)`` for a format whose file names other files (a manifest: its blobs);
     #: None: ``validate`` on the file's bytes says all
     validate_path: Callable[[Any, str], list[Issue]] | None = None
@@ -82,21 +62,126 @@ class FormatSpec:
     validate_source: Callable[[ByteSource, str], list[Issue]] | None = None
 
 
+@dataclass(frozen=True)
+class FormatSpec:
+    """One format: what ``detect`` asks, and (through ``bind``, on first use) what parses, opens and checks it."""
+
+    #: the name ``detect`` returns and ``file.format`` holds
+    name: str
+    #: ``sniff(head) -> bool`` on the file's first ``PREFIX_SIZE`` bytes; it may raise ``UnknownFormatError``
+    #: for bytes that are recognisably this format's but not readable (a known magic with an unknown version)
+    sniff: Callable[[bytes], bool]
+    #: ``bind() -> FormatParts``: imports the format's modules (called once, the first time a part is asked for)
+    bind: Callable[[], FormatParts]
+    #: the validation profiles this format has; under any other known profile it is checked under 'spec'
+    profiles: tuple[str, ...] = GGUF_PROFILES  # the legacy formats have the same two
+
+    @property
+    def parts(self) -> FormatParts:
+        return _bound(self.bind)
+
+    @property
+    def schema(self) -> Construct:
+        return self.parts.schema
+
+    @property
+    def open(self) -> Callable[..., ModelFile]:
+        return self.parts.open
+
+    @property
+    def open_source(self) -> Callable[..., ModelFile]:
+        return self.parts.open_source
+
+    @property
+    def validate(self) -> Callable[[Any, str], list[Issue]]:
+        return self.parts.validate
+
+    @property
+    def validate_path(self) -> Callable[[Any, str], list[Issue]] | None:
+        return self.parts.validate_path
+
+    @property
+    def validate_source(self) -> Callable[[ByteSource, str], list[Issue]] | None:
+        return self.parts.validate_source
+
+
+@cache
+def _bound(bind: Callable[[], FormatParts]) -> FormatParts:
+    return bind()
+
+
+# -- each format's binder: its modules are imported here, on first use -------------------------------------
+def _gguf() -> FormatParts:
+    from .api.file import gguf_from_source
+    from .api.shards import open_gguf
+    from .validation import validate_gguf_bytes
+    from .validation.gguf import validate_gguf_source
+
+    return FormatParts(gguf.GGUF, open_gguf, gguf_from_source, validate_gguf_bytes, validate_source=validate_gguf_source)
+
+
+def _safetensors() -> FormatParts:
+    from .api.safetensors import load_safetensors
+    from .formats.safetensors import SAFETENSORS
+    from .remote.load import safetensors_from_source
+    from .validation.safetensors import validate_safetensors_bytes, validate_safetensors_source
+
+    return FormatParts(SAFETENSORS, load_safetensors, safetensors_from_source, validate_safetensors_bytes, validate_source=validate_safetensors_source)
+
+
+def _ollama() -> FormatParts:
+    from .api.ollama import load_manifest, validate_manifest_file
+    from .formats.ollama import OLLAMA_MANIFEST
+    from .remote.load import manifest_from_source
+    from .validation.ollama import validate_manifest_bytes
+
+    return FormatParts(OLLAMA_MANIFEST, load_manifest, manifest_from_source, validate_manifest_bytes, validate_manifest_file)
+
+
+def _rwkv() -> FormatParts:
+    from .api.legacy import load_rwkv
+    from .formats.rwkv import RWKV
+    from .remote.load import legacy_from_source
+    from .validation.legacy import validate_rwkv_bytes
+
+    return FormatParts(RWKV, load_rwkv, partial(legacy_from_source, fmt="rwkv"), validate_rwkv_bytes)
+
+
+def _legacy(name: str) -> Callable[[], FormatParts]:
+    def bind() -> FormatParts:
+        from .api.legacy import load_legacy
+        from .formats.ggml import GGML
+        from .remote.load import legacy_from_source
+        from .validation.legacy import validate_legacy_bytes
+
+        return FormatParts(GGML, load_legacy, partial(legacy_from_source, fmt=name), validate_legacy_bytes)
+
+    return bind
+
+
+def _sniff_safetensors(head: bytes) -> bool:
+    from .formats.safetensors import looks_like_safetensors
+
+    return looks_like_safetensors(head)
+
+
+def _sniff_ollama(head: bytes) -> bool:
+    from .formats.ollama import sniff
+
+    return sniff(head)
+
 
 #: Every format, in the order ``detect`` asks them (magics first, then the sniffers that look at a length).
 FORMATS: dict[str, FormatSpec] = {
     spec.name: spec
     for spec in (
-        FormatSpec("gguf", gguf.sniff, gguf.GGUF, open_gguf, gguf_from_source, validate_gguf_bytes, validate_source=validate_gguf_source),
-        FormatSpec("safetensors", safetensors.looks_like_safetensors, safetensors.SAFETENSORS, load_safetensors,
-                   safetensors_from_source, validate_safetensors_bytes, SAFETENSORS_PROFILES, validate_source=validate_safetensors_source),
-        FormatSpec("ollama", ollama.sniff, ollama.OLLAMA_MANIFEST, load_manifest, manifest_from_source, validate_manifest_bytes,
-                   OLLAMA_PROFILES, validate_manifest_file),
-        FormatSpec("rwkv", legacy_magic.sniffer("rwkv"), RWKV, load_rwkv, partial(legacy_from_source, fmt="rwkv"), validate_rwkv_bytes),
-        *(FormatSpec(name, legacy_magic.sniffer(name), GGML, load_legacy, partial(legacy_from_source, fmt=name), validate_legacy_bytes)
-          for name in ("ggml", "ggmf", "ggjt")),
+        FormatSpec("gguf", gguf.sniff, _gguf),
+        FormatSpec("safetensors", _sniff_safetensors, _safetensors, SAFETENSORS_PROFILES),
+        FormatSpec("ollama", _sniff_ollama, _ollama, OLLAMA_PROFILES),
+        FormatSpec("rwkv", legacy_magic.sniffer("rwkv"), _rwkv),
+        *(FormatSpec(name, legacy_magic.sniffer(name), _legacy(name)) for name in ("ggml", "ggmf", "ggjt")),
     )
-}  # fmt: skip
+}
 
 
 #: Bytes ``detect`` needs to tell every known format apart.
@@ -189,6 +274,8 @@ def load_url(source: str, *, strict: bool = True, profile: str = "spec", byte_or
         from .remote.ollama import load_ollama
 
         return load_ollama(source, strict=strict, hint=hint, opts=opts)
+    from .remote.load import open_source
+
     src = open_source(source, opts)
     fmt = detect_source(src)
     if fmt == "gguf" and shards and byte_order is None:
@@ -255,6 +342,8 @@ def validate_url(source: str, profile: str = "spec") -> list[Any]:
             from .remote.ollama import validate_ollama
 
             return validate_ollama(source)
+        from .remote.load import open_source
+
         src = open_source(source)
         spec = FORMATS[detect_source(src)]
         profile = profile_for(spec, profile)

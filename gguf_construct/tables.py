@@ -14,12 +14,38 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import numpy as np
+
+if TYPE_CHECKING:  # at run time, through __getattr__ below: see table_records
+    from .table_records import MigrateExample as MigrateExample
+    from .table_records import MigrateLlama as MigrateLlama
+    from .table_records import MigrateRwkv as MigrateRwkv
+    from .table_records import MigrateTable as MigrateTable
+    from .table_records import MlxMode as MlxMode
+    from .table_records import MlxQuantType as MlxQuantType
+    from .table_records import MlxQuantTypesTable as MlxQuantTypesTable
+    from .table_records import QuantizeOutputType as QuantizeOutputType
+    from .table_records import QuantizeTable as QuantizeTable
+    from .table_records import RwkvLlamaTable as RwkvLlamaTable
+    from .table_records import SafetensorsDtype as SafetensorsDtype
+    from .table_records import SafetensorsDtypesTable as SafetensorsDtypesTable
+
+#: The records whose classes ``table_records`` holds (created on first use: a hash or an edit never needs them).
+_LATER_RECORDS = frozenset({"MigrateLlama", "MigrateRwkv", "MigrateExample", "MigrateTable", "MlxMode", "MlxQuantType", "MlxQuantTypesTable", "QuantizeOutputType", "QuantizeTable", "RwkvLlamaTable", "SafetensorsDtype", "SafetensorsDtypesTable"})
+
+
+def __getattr__(name: str) -> Any:
+    """``tables.MigrateTable`` and the other records of ``table_records``, imported on first use (PEP 562)."""
+    if name in _LATER_RECORDS:
+        from . import table_records
+
+        return getattr(table_records, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _HERE = Path(__file__).resolve().parent
 
@@ -235,139 +261,6 @@ class LimitsTable:
 
 
 @dataclass(frozen=True)
-class MigrateLlama:
-    tensor_names: tuple[tuple[str, str], ...]
-    defaults: Mapping[str, int | float]
-    defaults_note: str
-    token_types: Mapping[str, int]
-
-
-@dataclass(frozen=True)
-class MigrateRwkv:
-    tensor_names: tuple[tuple[str, str], ...]
-    architectures: Mapping[str, int]
-    context_length: int
-    note: str
-
-
-@dataclass(frozen=True)
-class MigrateExample:
-    """A ggml-example / whisper.cpp profile's GGUF architecture, tokenizer model and hyper-parameter keys."""
-
-    arch: str
-    tokenizer: str | None
-    keys: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class MigrateTable:
-    source: str
-    llama: MigrateLlama
-    rwkv: MigrateRwkv
-    examples: Mapping[str, MigrateExample]
-    examples_note: str
-
-
-@dataclass(frozen=True)
-class MlxMode:
-    """An MLX quantization mode: allowed group sizes and bits, how its scale is stored, whether it has a bias."""
-
-    name: str
-    group_sizes: tuple[int, ...]
-    bits: tuple[int, ...]
-    scale: str  # 'float' (BF16/F16/F32 values), 'e4m3' or 'e8m0' (one byte)
-    bias: bool
-
-
-@dataclass(frozen=True)
-class MlxQuantType:
-    """An Ollama ``quant_type``: an MLX mode with its bits and default group size."""
-
-    name: str
-    mode: str
-    bits: int
-    group_size: int
-    aliases: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class MlxQuantTypesTable:
-    source: str
-    modes: tuple[MlxMode, ...]
-    quant_types: tuple[MlxQuantType, ...]
-
-
-@dataclass(frozen=True)
-class QuantizeOutputType:
-    default: str
-    keep_if_target: tuple[str, ...]
-    low_bit_iq_targets: tuple[str, ...]
-    low_bit_iq_type: str
-    indivisible_type: str
-
-
-@dataclass(frozen=True)
-class QuantizeTable:
-    """llama-quantize's default choice of which tensors to quantize and to what."""
-
-    source: str
-    quantize_suffix: str
-    min_dims: int
-    never_quantized_substrings: tuple[str, ...]
-    never_quantized_names: tuple[str, ...]
-    output_names: tuple[str, ...]
-    token_embedding_names: tuple[str, ...]
-    output_type: QuantizeOutputType
-    fallback: Mapping[str, str]
-    last_resort_type: str
-
-
-@dataclass(frozen=True)
-class RwkvLlamaTable:
-    """rwkv.cpp v6/v7 onto llama.cpp's rwkv6/rwkv7: architectures, file type labels, symbols, metadata,
-    tensors and the World vocabulary (nested parts read-only, as in the JSON)."""
-
-    source: str
-    note: str
-    architectures: Mapping[str, str]
-    file_types: Mapping[str, Any]
-    symbols: Mapping[str, Mapping[str, Any]]
-    metadata: Mapping[str, Any]
-    tensors: Mapping[str, Any]
-    vocabulary: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class SafetensorsDtype:
-    """A safetensors dtype: name, bits per element, numpy dtype code (None for BF16/F4/F6/F8), its position
-    in safetensors' Dtype enum, and whether MLX writes it."""
-
-    name: str
-    bits: int
-    numpy: str | None
-    order: int
-    mlx: bool
-
-    def nbytes(self, n_elements: int) -> int | None:
-        """Bytes for ``n_elements`` values; None when they do not fill whole bytes."""
-        total = n_elements * self.bits
-        return total // 8 if total % 8 == 0 else None
-
-    @property
-    def storage(self) -> np.dtype:
-        """The numpy dtype the raw data is viewed as: the value's own, else unsigned integers of its width."""
-        if self.numpy:
-            return np.dtype(self.numpy)
-        return np.dtype("<u2") if self.bits == 16 else np.dtype(np.uint8)
-
-
-@dataclass(frozen=True)
-class SafetensorsDtypesTable:
-    source: str
-    dtypes: tuple[SafetensorsDtype, ...]
-
-
-@dataclass(frozen=True)
 class TemplateRules:
     """What a chat template may not do (``gguf_construct.security``): rule ids and the names they look for."""
 
@@ -435,19 +328,11 @@ def _legacy(d: Mapping[str, Any]) -> LegacyTable:
     )
 
 
-def _migrate(d: Mapping[str, Any]) -> MigrateTable:
-    return MigrateTable(
-        source=d["source"],
-        llama=MigrateLlama(**d["llama"]),
-        rwkv=MigrateRwkv(**d["rwkv"]),
-        examples=MappingProxyType({name: MigrateExample(**e) for name, e in d["examples"].items()}),
-        examples_note=d["examples_note"],
-    )
+def _later(stem: str, d: Mapping[str, Any]) -> Any:
+    """The record of a table no file reader needs (its classes live in ``table_records``, imported here)."""
+    from . import table_records
 
-
-def _quantize(d: Mapping[str, Any]) -> QuantizeTable:
-    fields = {k: v for k, v in d.items() if k != "_source"}
-    return QuantizeTable(source=d["_source"], **{**fields, "output_type": QuantizeOutputType(**d["output_type"])})
+    return table_records.BUILDERS[stem](d)
 
 
 _BUILDERS: dict[str, Any] = {
@@ -456,13 +341,9 @@ _BUILDERS: dict[str, Any] = {
     "keys": lambda d: KeysTable(d["source"], tuple(StandardKey(**k) for k in d["keys"]), d["architectures"]),
     "legacy": _legacy,
     "limits": lambda d: LimitsTable(d["source"], tuple(Limit(**r) for r in d["limits"])),
-    "migrate": _migrate,
-    "mlx_quant_types": lambda d: MlxQuantTypesTable(
-        d["source"],
-        tuple(MlxMode(r["mode"], r["group_sizes"], r["bits"], r["scale"], r["bias"]) for r in d["modes"]),
-        tuple(MlxQuantType(**r) for r in d["quant_types"]),
-    ),
-    "quantize": _quantize,
+    "migrate": partial(_later, "migrate"),
+    "mlx_quant_types": partial(_later, "mlx_quant_types"),
+    "quantize": partial(_later, "quantize"),
     "rules": lambda d: RulesTable(
         d["source"],
         d["sources"],
@@ -470,8 +351,8 @@ _BUILDERS: dict[str, Any] = {
         d["limit_breaker"],
         d["template_breaker"],
     ),
-    "rwkv_llama": lambda d: RwkvLlamaTable(**d),
-    "safetensors_dtypes": lambda d: SafetensorsDtypesTable(d["source"], tuple(SafetensorsDtype(order=i, **r) for i, r in enumerate(d["dtypes"]))),
+    "rwkv_llama": partial(_later, "rwkv_llama"),
+    "safetensors_dtypes": partial(_later, "safetensors_dtypes"),
     "template_rules": lambda d: TemplateRules(**d),
     "value_types": lambda d: ValueTypesTable(d["source"], tuple(ValueType(**r) for r in d["types"])),
 }
@@ -636,9 +517,14 @@ def standard_keys() -> list[StandardKey]:
 
 
 @cache
-def _key_patterns() -> list[tuple[re.Pattern[str], StandardKey]]:
-    out = []
+def _key_patterns() -> list[tuple[re.Pattern[str] | str, StandardKey]]:
+    """Each standard key in table order: a regex for a key with ``{arch}``/``{id}`` placeholders, else the key
+    itself (compared as a string: compiling a regex for each of them cost ``set`` more than its edit)."""
+    out: list[tuple[re.Pattern[str] | str, StandardKey]] = []
     for k in standard_keys():
+        if "{" not in k.key:
+            out.append((k.key, k))
+            continue
         rx = re.escape(k.key).replace(r"\{arch\}", "(?P<arch>[a-z0-9_-]+)").replace(r"\{id\}", "[0-9]+")
         out.append((re.compile(rx + "$"), k))
     return out
@@ -647,6 +533,10 @@ def _key_patterns() -> list[tuple[re.Pattern[str], StandardKey]]:
 def standard_key(key: str, architecture: str | None = None) -> StandardKey | None:
     """The registry entry for a concrete key, or None. ``{arch}`` keys match only ``architecture``'s prefix."""
     for rx, k in _key_patterns():
+        if isinstance(rx, str):
+            if rx == key:
+                return k
+            continue
         m = rx.match(key)
         if m and (architecture is None or m.groupdict().get("arch") in (None, architecture)):
             return k

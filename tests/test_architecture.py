@@ -139,7 +139,7 @@ def _is(module: str, prefix: str) -> bool:
 #: layer that lives beside the remote readers it drives.
 TOOLS = {f"{PKG}.remote.scan"}
 
-CORE = ("errors", "tables", "limits", "untrusted", "shapes", "naming", "progress")
+CORE = ("errors", "tables", "table_records", "limits", "untrusted", "shapes", "naming", "progress")
 ABOVE_FORMATS = ("validation", "fileio", "api", "remote", "registry", "report", "convert", "migrate", "fuzzing", "cli", "security", "imatrix")
 
 #: (who, what it must never import, why)

@@ -90,10 +90,11 @@ class GGUFFile:
         return Container(version=version, byte_order=order, metadata_kv=list(self._kvs), tensor_infos=infos, tensor_data=None)
 
     def save(self, path: str | os.PathLike[str], *, version: int | None = None, byte_order: str | None = None, verify: Any = None,
-             keep_valid: bool = True) -> None:  # fmt: skip
+             keep_valid: bool = True, durable: bool | None = None) -> None:  # fmt: skip
         """Write the file atomically: build into a temporary file beside ``path``, check that it reads back and,
         with ``keep_valid``, breaks no spec rule the file as opened did not (and ``verify(temp_path)`` when
-        given), then rename it over ``path``; a failed check writes nothing."""
+        given), then rename it over ``path``; a failed check writes nothing. ``durable``: when the file is fsynced
+        before its rename (None: when it replaces an existing file; True: always; see ``fileio.durability``)."""
         obj = self.to_container(version=version, byte_order=byte_order)
         already = self.broken_rules() if keep_valid else None
 
@@ -102,7 +103,7 @@ class GGUFFile:
             if verify is not None:
                 verify(tmp)
 
-        write_atomic(path, lambda f: GGUF.build_stream(obj, f), check)
+        write_atomic(path, lambda f: GGUF.build_stream(obj, f), check, durable=durable)
 
     def broken_rules(self, *, edited: bool = False) -> set[str]:
         """The spec rules the file as opened (``edited``: with the metadata as edited since, for a same-size

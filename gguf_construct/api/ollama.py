@@ -211,30 +211,33 @@ def load_manifest(path: str | os.PathLike[str], *, strict: bool = True, **_: Any
 
 
 # -- writing a model store -------------------------------------------------------------------------------
-def write_blob(root: str | os.PathLike[str], data: bytes, media_type: str, name: str | None = None) -> Layer:
-    """Store ``data`` as a blob under its sha256 (once: an existing blob is kept) and return its layer."""
+def write_blob(root: str | os.PathLike[str], data: bytes, media_type: str, name: str | None = None, *, durable: bool | None = None) -> Layer:
+    """Store ``data`` as a blob under its sha256 (once: an existing blob is kept) and return its layer
+    (``durable``: see ``fileio.durability``)."""
     from ..fileio import write_atomic
 
     digest = "sha256:" + sha256_of(data)
     p = blob_path(root, digest)
     p.parent.mkdir(parents=True, exist_ok=True)
     if not p.exists():
-        write_atomic(p, lambda f: f.write(data))
+        write_atomic(p, lambda f: f.write(data), durable=durable)
     return Layer(media_type, digest, len(data), name)
 
 
-def write_model(root: str | os.PathLike[str], model: str, tensor_blobs: list[tuple[str, bytes]], config: Mapping[str, Any], json_files: Mapping[str, Any] | None = None) -> Path:
-    """Write blobs and a manifest for ``model`` (``name[:tag]``) under ``root``; returns the manifest path."""
+def write_model(root: str | os.PathLike[str], model: str, tensor_blobs: list[tuple[str, bytes]], config: Mapping[str, Any], json_files: Mapping[str, Any] | None = None,
+                *, durable: bool | None = None) -> Path:  # fmt: skip
+    """Write blobs and a manifest for ``model`` (``name[:tag]``) under ``root``; returns the manifest path
+    (``durable``: see ``fileio.durability``)."""
     from ..fileio import write_atomic
 
-    layers = [write_blob(root, data, MEDIA_TENSOR, name) for name, data in tensor_blobs]
+    layers = [write_blob(root, data, MEDIA_TENSOR, name, durable=durable) for name, data in tensor_blobs]
     for name, obj in (json_files or {}).items():
-        layers.append(write_blob(root, json.dumps(obj, separators=(",", ":")).encode(), MEDIA_JSON, name))
-    cfg = write_blob(root, json.dumps(dict(config), separators=(",", ":")).encode(), MEDIA_CONFIG)
+        layers.append(write_blob(root, json.dumps(obj, separators=(",", ":")).encode(), MEDIA_JSON, name, durable=durable))
+    cfg = write_blob(root, json.dumps(dict(config), separators=(",", ":")).encode(), MEDIA_CONFIG, durable=durable)
     manifest = Manifest(cfg, tuple(layers))
     target = manifest_path(root, model)
     target.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(target, lambda f: f.write(manifest.to_bytes()), read_manifest)
+    write_atomic(target, lambda f: f.write(manifest.to_bytes()), read_manifest, durable=durable)
     return target
 
 

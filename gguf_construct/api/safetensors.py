@@ -481,10 +481,12 @@ def load_safetensors(path: str | os.PathLike[str], *, strict: bool = True, hint:
     return from_bytes(map_file(path), strict=strict, path=os.fspath(path), hint=hint, profile=profile)
 
 
-def save_safetensors(path: str | os.PathLike[str], tensors: Any, metadata: Mapping[str, str] | None = None, *, style: str = "safetensors", verify: Any = None) -> None:
+def save_safetensors(path: str | os.PathLike[str], tensors: Any, metadata: Mapping[str, str] | None = None, *, style: str = "safetensors", verify: Any = None,
+                     durable: bool | None = None) -> None:  # fmt: skip
     """Write a safetensors file atomically, laid out as ``style``'s writer does ('safetensors', 'mlx',
     'ollama'); ``tensors`` maps names to numpy arrays or ``{dtype, shape, data}`` (see ``formats.safetensors.header_and_sources``).
-    Before the rename the file must load strictly (and pass ``verify(temp_path)`` when given)."""
+    Before the rename the file must load strictly (and pass ``verify(temp_path)`` when given). ``durable``: see
+    ``fileio.durability``."""
     from ..fileio import write_atomic
 
     obj = Container(tensors=tensors, metadata=metadata, style=style)
@@ -494,4 +496,4 @@ def save_safetensors(path: str | os.PathLike[str], tensors: Any, metadata: Mappi
         if verify is not None:
             verify(tmp)
 
-    write_atomic(path, lambda f: SAFETENSORS.build_stream(obj, f), check)
+    write_atomic(path, lambda f: SAFETENSORS.build_stream(obj, f), check, durable=durable)

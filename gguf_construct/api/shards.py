@@ -151,8 +151,10 @@ def plan(f: GGUFFile, *, max_size: int | None = None, max_tensors: int | None = 
     return shards
 
 
-def split(f: GGUFFile, prefix: str | os.PathLike[str], *, max_size: int | None = None, max_tensors: int | None = None, no_tensor_first_split: bool = False) -> list[Path]:
-    """Write ``f`` as shards ``<prefix>-0000N-of-0000M.gguf`` (each atomically); their paths."""
+def split(f: GGUFFile, prefix: str | os.PathLike[str], *, max_size: int | None = None, max_tensors: int | None = None, no_tensor_first_split: bool = False,
+          durable: bool | None = None) -> list[Path]:  # fmt: skip
+    """Write ``f`` as shards ``<prefix>-0000N-of-0000M.gguf`` (each atomically, fsynced as ``durable`` says:
+    see ``fileio.durability``); their paths."""
     if any(k in f.metadata for k in SPLIT_KEYS):
         raise ValueError("the file is a shard already (it has split.* keys): merge it first")
     groups = plan(f, max_size=max_size, max_tensors=max_tensors, no_tensor_first_split=no_tensor_first_split)
@@ -168,7 +170,7 @@ def split(f: GGUFFile, prefix: str | os.PathLike[str], *, max_size: int | None =
         keys.set("split.tensors.count", len(f.tensors), type="i32")
         shard = Container(version=whole["version"], byte_order=whole["byte_order"], metadata_kv=[keys.record(k) for k in keys], tensor_infos=[by_name[n] for n in names], tensor_data=None)
         path = Path(f"{os.fspath(prefix)}-{shard_suffix(i + 1, len(groups))}.gguf")
-        write_atomic(path, lambda out, shard=shard: GGUF.build_stream(shard, out), verify_gguf_output)
+        write_atomic(path, lambda out, shard=shard: GGUF.build_stream(shard, out), verify_gguf_output, durable=durable)
         paths.append(path)
     return paths
 

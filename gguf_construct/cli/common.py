@@ -69,7 +69,20 @@ def command(sub: argparse._SubParsersAction, name: str, run: Callable[[argparse.
 
 
 def add_in_out(p: argparse.ArgumentParser, output_help: str | None = None) -> None:
-    """``IN OUT``: the commands that write one file from another."""
+    """``IN OUT``: the commands that write one file from another (each takes ``--sync``)."""
     p.add_argument("input", metavar="IN")
     p.add_argument("output", metavar="OUT", help=output_help)
+    add_sync(p)
+
+
+SYNC_HELP = (
+    "fsync what is written (and its folder) before returning, even a new file; by default only a file that "
+    "replaces an existing one is fsynced before its rename, and a new file is left to the page cache as cp leaves it"
+)
+
+
+def add_sync(p: argparse.ArgumentParser) -> None:
+    """``--sync``: every command that writes files takes it; ``main`` runs the command under
+    ``fileio.durability(True)``, so every write of the command is fsynced (see ``fileio``)."""
+    p.add_argument("--sync", action="store_true", help=SYNC_HELP)
 

@@ -25,7 +25,7 @@ from ..errors import FormatError, InvalidValueError
 from ..limits import LENIENT, limit, limits
 from ..tables import standard_key
 from ..untrusted import loads
-from .common import EXIT_BAD, EXIT_OK, command, usage
+from .common import EXIT_BAD, EXIT_OK, add_sync, command, usage
 
 _BOOLS = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
@@ -190,6 +190,9 @@ def _set_in_place(f: GGUFFile, args: argparse.Namespace, value: Any, type_spec: 
             return EXIT_BAD
         fh.seek(offset)
         fh.write(new)
+        if args.sync:  # the one write that is no rename: --sync makes it durable too
+            fh.flush()
+            os.fsync(fh.fileno())
     print(f"{args.file}: {args.key} = {_shown(value)} ({type_spec}), {len(new)} bytes rewritten in place at offset {offset}")
     return EXIT_OK
 
@@ -259,4 +262,5 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     for edits in (p, d, r):
         edits.add_argument("-o", "--output", metavar="OUT", help="write the result here instead of replacing FILE (FILE is then left untouched)")
+        add_sync(edits)
 

@@ -36,12 +36,12 @@ def hash_file(f: Any, *, include_all: bool = False) -> dict[str, Any]:
     thread reads the next chunks: tensor bytes are read in bounded chunks into a few reused buffers
     (:func:`..formats.filedata.read_chunks`), so memory stays flat whatever the file's size.
     """
-    names = [t.name for t in f.tensors.values() if include_all or not t.name.endswith(SKIPPED_SUFFIXES)]
-    hashes = _HashPipeline()
+    hashed = [t for t in f.tensors.values() if include_all or not t.name.endswith(SKIPPED_SUFFIXES)]
+    names = [t.name for t in hashed]
+    hashes = _HashPipeline(max((t.nbytes for t in hashed), default=0))
     try:
-        for t in f.tensors.values():
-            if include_all or not t.name.endswith(SKIPPED_SUFFIXES):
-                hashes.tensor(t.data)
+        for t in hashed:
+            hashes.tensor(t.data)
     finally:
         digests = hashes.close()
     tensor_sha1, tensor_sha256, (model_sha1,), (model_sha256,), (uuid_digest,) = digests
@@ -84,16 +84,17 @@ class _Digest(threading.Thread):
 
 
 class _HashPipeline:
-    """Reads tensors chunk by chunk into :data:`BUFFERS` reused buffers and feeds every chunk to five digest
-    threads; a buffer is reused once all five are done with it."""
+    """Reads tensors chunk by chunk into at most :data:`BUFFERS` reused buffers and feeds every chunk to five
+    digest threads; a buffer is reused once all five are done with it. ``largest``: the largest tensor's size in
+    bytes; the buffers are made when first needed, no larger than it (zeroing 32 MiB of buffers would cost a
+    small file's hash more than the hashing)."""
 
-    def __init__(self) -> None:
+    def __init__(self, largest: int) -> None:
         from ..formats.filedata import CHUNK
 
-        self.buffers = [bytearray(CHUNK) for _ in range(BUFFERS)]
+        self.size = max(1, min(CHUNK, largest))
+        self.buffers: list[bytearray] = []
         self.free: queue.SimpleQueue[int] = queue.SimpleQueue()
-        for i in range(BUFFERS):
-            self.free.put(i)
         self.pending = [0] * BUFFERS
         self.lock = threading.Lock()
         def uuid_digest() -> Any:  # the UUIDv5 is a sha1 over llama.cpp's namespace, then the data
@@ -116,6 +117,9 @@ class _HashPipeline:
 
     def _buffers(self) -> Iterator[bytearray]:
         while True:
+            if self.free.empty() and len(self.buffers) < BUFFERS:
+                self.buffers.append(bytearray(self.size))
+                self.free.put(len(self.buffers) - 1)
             slot = self.free.get()
             self.current = slot
             yield self.buffers[slot]

@@ -12,7 +12,6 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from ..errors import FormatError
@@ -58,6 +57,8 @@ def run_pool(work: Callable[[str], Any], paths: list[str], jobs: int, desc: str)
     progress bar on a terminal. ``work`` must be a picklable top-level callable."""
     if jobs <= 1 or len(paths) <= 1:
         return list(progress((work(p) for p in paths), len(paths), desc, unit="file"))
+    from concurrent.futures import ProcessPoolExecutor  # here: its import costs every command's start-up
+
     with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
         return list(progress(pool.map(work, paths, chunksize=1), len(paths), desc, unit="file"))
 

@@ -12,7 +12,6 @@ from typing import Any
 
 from ..errors import FormatError
 from ..progress import progress
-from ..registry import load
 from . import convert, diff, edit, info, quantize, scan, split, validate
 from . import fuzz as fuzz_cli
 from . import hash as hash_cli
@@ -22,6 +21,8 @@ from .common import EXIT_BAD, EXIT_OK, command, usage
 
 def _cmd_dequant(args: argparse.Namespace) -> int:
     import numpy as np
+
+    from ..registry import load
 
     f = load(args.file)
     names = args.tensor or list(f.tensors)
@@ -100,6 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(apply_remote_args(sys.argv[1:] if argv is None else argv))
     _apply_limits(args)
     try:
+        if getattr(args, "sync", False):  # a writing command's --sync: every write of the command is fsynced
+            from ..fileio import durability
+
+            with durability(True):
+                return args.run(args)
         return args.run(args)
     except FormatError as e:
         print(f"{getattr(args, 'file', '')}: error: {e.describe()}", file=sys.stderr)

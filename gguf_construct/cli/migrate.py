@@ -27,7 +27,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..formats.ggml import HPARAM_PROFILES
+    from ..formats.legacy_magic import HPARAM_PROFILES  # not formats.ggml: the GGML schema at every start-up
 
     m = command(
         sub,

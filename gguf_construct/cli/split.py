@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from .common import EXIT_OK, command, usage, whole
+from .common import EXIT_OK, add_sync, command, usage, whole
 
 _SIZE = re.compile(r"([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*([KMGT]?)(i?B?)?\Z", re.IGNORECASE)  # ASCII, bounded: never inf
 
@@ -87,6 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tensors", type=whole(1, 2**31), metavar="N", help="at most N tensors per shard")
     p.add_argument("--no-tensor-first-split", action="store_true", help="the first shard holds metadata only")
     p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    add_sync(p)
 
     m = command(
         sub,
@@ -97,3 +98,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     m.add_argument("file", metavar="FIRST_SHARD")
     m.add_argument("output", metavar="OUT")
+    add_sync(m)

@@ -15,6 +15,7 @@ Views of anything else (bytes, numpy arrays, an in-memory file) are written or y
 
 from __future__ import annotations
 
+import contextvars
 import errno
 import functools
 import io
@@ -22,6 +23,7 @@ import mmap
 import os
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -100,8 +102,24 @@ def _output_fd(stream: Any) -> int | None:
         return None
 
 
-#: Bytes copied per ``copy_file_range`` call; the disk write-back of each piece starts as soon as it is copied.
+#: Bytes copied per ``copy_file_range`` call; when the output is to be fsynced, the disk write-back of each
+#: piece starts as soon as it is copied (:func:`early_writeback`).
 PIECE = 256 << 20
+
+#: Whether :func:`copy_span` starts each piece's write-back at once: only worth it when the file is fsynced
+#: next (``fileio.write_atomic`` turns it on exactly then); otherwise the copy stays in the page cache, as ``cp``'s.
+_EARLY_WRITEBACK: contextvars.ContextVar[bool] = contextvars.ContextVar("gguf_construct_early_writeback", default=False)
+
+
+@contextmanager
+def early_writeback(enabled: bool) -> Iterator[None]:
+    """Within the block, :func:`copy_span` starts the disk write-back of each piece it copies (``enabled``) or
+    leaves it to the kernel (not ``enabled``, the default)."""
+    token = _EARLY_WRITEBACK.set(enabled)
+    try:
+        yield
+    finally:
+        _EARLY_WRITEBACK.reset(token)
 
 
 @functools.cache
@@ -130,7 +148,8 @@ def start_writeback(fd: int, offset: int, length: int) -> None:
 
 def copy_span(span: Span, out_fd: int, out_offset: int) -> None:
     """Copy ``span`` to ``out_fd`` at ``out_offset``: ``copy_file_range`` in pieces of :data:`PIECE` bytes
-    (each piece's write-back started at once), else ``sendfile``, else chunks."""
+    (each piece's write-back started at once under :func:`early_writeback`), else ``sendfile``, else chunks."""
+    writeback = _EARLY_WRITEBACK.get()
     done = 0
     while done < span.length and hasattr(os, "copy_file_range"):  # in the kernel; a reflink where the filesystem can
         try:
@@ -139,7 +158,8 @@ def copy_span(span: Span, out_fd: int, out_offset: int) -> None:
             break
         if k == 0:
             break
-        start_writeback(out_fd, out_offset + done, k)
+        if writeback:
+            start_writeback(out_fd, out_offset + done, k)
         done += k
     if done < span.length and hasattr(os, "sendfile"):
         try:

@@ -36,7 +36,7 @@ from construct import Computed, Construct, Container, If, Int32sl, Int32ul, Rebu
 from .. import rules
 from ..errors import FormatError
 from ..shapes import element_count  # noqa: F401  (re-exported: its home was this module)
-from ..tables import GGML_TYPES, LegacyTable, load_table
+from ..tables import GGML_TYPES
 from .base import FileConstruct, as_stream, context_path, guarded, readable_path
 from .fields import AlignPadding, Magic, Version
 from .legacy_fields import (  # noqa: F401  (re-exported: their home was this module)
@@ -50,23 +50,14 @@ from .legacy_fields import (  # noqa: F401  (re-exported: their home was this mo
     VocabArray,
     encoded_len,
 )
+from .legacy_magic import HPARAM_PROFILES, legacy_tables
 from .legacy_profiles import HPARAM_BLOCKS, PROFILE_FIELDS
-
-
-@cache
-def legacy_tables() -> LegacyTable:
-    """schema/legacy.json: magics, hyper-parameter profiles, per-era type tables, rwkv.cpp's types."""
-    return load_table("legacy")
-
 
 MAGICS: dict[str, bytes] = {name: m.bytes.encode() for name, m in legacy_tables().magics.items()}
 CONTAINERS = ("ggml", "ggmf", "ggjt")
 MAGIC_NAMES: dict[bytes, str] = {MAGICS[c]: c for c in CONTAINERS}
 #: The versions each container has (none for 'ggml').
 VERSIONS: dict[str, list[int]] = {c: [v for v in legacy_tables().magics[c].versions if v is not None] for c in ("ggmf", "ggjt")}
-#: The hyper-parameter layouts (``--hparams``): which program wrote a legacy file's header (not a validation
-#: profile: those are ``validation.profiles``).
-HPARAM_PROFILES: tuple[str, ...] = tuple(legacy_tables().profiles)
 PROFILES = HPARAM_PROFILES  # its name before 0.2; kept for one release
 
 

@@ -9,9 +9,24 @@ such rather than as "not a model file".
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .. import rules
-from .ggml import legacy_tables
+from ..tables import load_table
+
+if TYPE_CHECKING:
+    from ..tables import LegacyTable
+
+
+def legacy_tables() -> LegacyTable:
+    """schema/legacy.json: magics, hyper-parameter profiles, per-era type tables, rwkv.cpp's types (here, not in
+    ``formats.ggml``, which re-exports it: recognising a file must not import the GGML schema)."""
+    return load_table("legacy")
+
+
+#: The hyper-parameter layouts (``--hparams``): which program wrote a legacy file's header (not a validation
+#: profile: those are ``validation.profiles``).
+HPARAM_PROFILES: tuple[str, ...] = tuple(legacy_tables().profiles)
 
 
 def legacy_format(head: bytes) -> str | None:

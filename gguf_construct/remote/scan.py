@@ -13,12 +13,14 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import rules
 from ..errors import FormatError
 from .options import RemoteOptions
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 
 def scan_one(source: str, profile: str = "spec", opts: RemoteOptions | None = None) -> dict[str, Any]:
@@ -81,6 +83,8 @@ def scan_batch(sources: list[str], profile: str = "spec", opts: RemoteOptions | 
     preload()
     if threads <= 1 or len(sources) <= 1:
         return [scan_one(s, profile, opts) for s in sources]
+    from concurrent.futures import ThreadPoolExecutor  # here: the CLI imports this module at every start-up
+
     with ThreadPoolExecutor(max_workers=min(threads, len(sources))) as pool:
         return list(pool.map(lambda s: scan_one(s, profile, opts), sources))
 
@@ -136,6 +140,8 @@ def run_local(sources: list[str], emit: Callable[[dict[str, Any]], None], *, con
             emit(scan_one(s, profile, opts))
         return
     todo: Iterator[str] = iter(sources)
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         running: set[Future[dict[str, Any]]] = set()
         for s in todo:
