@@ -18,6 +18,7 @@ What urllib3 does not have is written here, each piece small:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -29,8 +30,8 @@ from functools import cache
 from typing import Any, cast
 
 from .. import rules
-from .budget import Budget, budgeted
 from ..errors import FormatError
+from .budget import Budget, budgeted
 from .errors import RemoteError
 from .options import RemoteOptions, options
 from .source import MAX_SIZE, RangedSource
@@ -123,10 +124,9 @@ class _Watchdog:
                 now = time.monotonic()
                 for sock in [s for s, (d, _) in self._sockets.items() if d <= now]:
                     del self._sockets[sock]
-                    try:  # the plain socket's shutdown (an SSLSocket's own would drop its TLS state under the reader)
+                    with contextlib.suppress(OSError, TypeError):  # already closed
+                        # the plain socket's shutdown: an SSLSocket's own would drop its TLS state under the reader
                         socket.socket.shutdown(sock, socket.SHUT_RDWR)
-                    except (OSError, TypeError):
-                        pass  # already closed
                 nearest = min((d for d, _ in self._sockets.values()), default=None)
                 self._cond.wait(None if nearest is None else max(0.0, nearest - now))
 
@@ -262,8 +262,12 @@ class HttpFile:
         )  # fmt: skip
         _current.call = call
         try:
-            return pool(self.url).request("GET", self.url, headers={**self.headers, **headers}, retries=retry, redirect=True, preload_content=False, decode_content=False,
+            resp = pool(self.url).request("GET", self.url, headers={**self.headers, **headers}, retries=retry, redirect=True, preload_content=False, decode_content=False,
                                   timeout=u3.Timeout(connect=min(o.connect_timeout, left), read=min(o.read_timeout, left)))  # fmt: skip
+            if time.monotonic() >= call.deadline:  # headers cut short by the watchdog read as if they had ended
+                resp.close()
+                call.check()
+            return resp
         except FormatError:
             raise  # the budget or the deadline, from the connection's hook
         except u3.exceptions.MaxRetryError as e:

@@ -57,7 +57,34 @@ class RemoteOptions:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
 
-_current = RemoteOptions()
+#: the limits the environment may set (``GGUF_CONSTRUCT_<NAME>``), and how each is read
+ENVIRONMENT = {"max_bytes": int, "max_file_bytes": int, "max_requests": int, "max_seconds": float, "max_memory": int, "request_deadline": float}
+
+
+def from_environment(environ: Any = None) -> RemoteOptions:
+    """The defaults with the limits ``GGUF_CONSTRUCT_MAX_BYTES`` ... set (a value that is not a plain positive
+    number is ignored with a warning: a bad variable must not stop every import)."""
+    import math
+    import os
+    import re
+    import warnings
+
+    environ = os.environ if environ is None else environ
+    changes: dict[str, object] = {}
+    for name, kind in ENVIRONMENT.items():
+        text = environ.get(f"GGUF_CONSTRUCT_{name.upper()}")
+        if text is None:
+            continue
+        ok = re.fullmatch(r"[0-9]{1,20}" if kind is int else r"[0-9]{1,20}(?:\.[0-9]{1,9})?", text.strip(), re.ASCII)
+        value = kind(text.strip()) if ok else None
+        if value is None or (kind is float and not math.isfinite(value)):
+            warnings.warn(f"GGUF_CONSTRUCT_{name.upper()}={text[:40]!r} is not a number: ignored", stacklevel=2)
+            continue
+        changes[name] = value
+    return RemoteOptions(**changes)  # type: ignore[arg-type]
+
+
+_current = from_environment()
 
 
 def options() -> RemoteOptions:

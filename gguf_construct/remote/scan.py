@@ -27,7 +27,6 @@ def scan_one(source: str, profile: str = "spec", opts: RemoteOptions | None = No
     """One source's line: ``{"source", "ok", "format", "issues", "info", "error", "seconds"}``; the source is
     opened once, its header read once, for both the summary and the validation."""
     from ..report import info_json
-
     from .budget import budgeted
     from .options import options
 
