@@ -9,7 +9,8 @@ rest, and each later shard is checked as soon as its header is in, which stops t
 from __future__ import annotations
 
 import os
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from .. import rules
@@ -74,14 +75,27 @@ def load_remote_shards(urls: list[str], first: ByteSource, *, strict: bool = Tru
         check_shard(f, i, urls)
         return f
 
-    shards: list[Any] = [head]
-    with ThreadPoolExecutor(max_workers=max(1, min(SHARD_CONCURRENCY, len(urls) - 1))) as pool:
-        futures = [pool.submit(one, i) for i in range(1, len(urls))]
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        failed = next((fut for fut in futures if fut in done and fut.exception() is not None), None)
-        if failed is not None:
-            for fut in futures:
-                fut.cancel()  # the shards not yet started are never asked for
-            raise failed.exception()  # type: ignore[misc]
-        shards += [fut.result() for fut in futures]
-    return join_shards(shards, urls)
+    return join_shards([head, *_in_flight(one, range(1, len(urls)), SHARD_CONCURRENCY)], urls)
+
+
+def _in_flight(work: Any, items: range, most: int) -> list[Any]:
+    """``[work(i) for i in items]`` on threads, at most ``most`` in flight; the first failure stops it: nothing
+    more is started, and it is raised once the running ones end (each bounded by its deadline)."""
+    results: dict[int, Any] = {}
+    todo = iter(items)
+    with ThreadPoolExecutor(max_workers=max(1, min(most, len(items)))) as pool:
+        running = {pool.submit(work, i): i for i in islice(todo, most)}
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in done:
+                i = running.pop(fut)
+                error = fut.exception()
+                if error is not None:
+                    for other in running:
+                        other.cancel()
+                    raise error
+                results[i] = fut.result()
+                nxt = next(todo, None)
+                if nxt is not None:
+                    running[pool.submit(work, nxt)] = nxt
+    return [results[i] for i in items]
