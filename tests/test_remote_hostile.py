@@ -131,6 +131,25 @@ def test_shard_sets_that_lie_are_refused_with_their_rule(server, lie, rule):
     refused(("info", url), rule)
 
 
+def test_scan_and_validate_read_a_first_shard_alone_and_scan_budgets_each_source(server, tmp_path):
+    """``validate`` and ``scan`` check a first shard as the one file it is (as they do a local one): no fan-out.
+    ``scan`` gives each source its own budget, so one source cannot starve the others."""
+    from gguf_construct.remote.scan import scan
+
+    server.generate("/fan/", lambda path: shard(int(path.rsplit("-of-", 1)[0][-5:]) - 1, 65535, 65535))
+    liar = server.url("/fan/m-00001-of-65535.gguf")
+    assert cli("validate", liar)[0] == 0 and server.counts.requests == 1
+    honest = server.add("/m.gguf", model(tmp_path / "m.gguf").read_bytes())
+    configure(max_requests=1)  # one request per source: enough for each, not for all three
+    out = io.StringIO()
+    scan([liar, honest, honest + "?again"], out, concurrency=1)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [line["ok"] for line in lines] == [True, True, True], lines
+    with pytest.raises(RemoteError) as e:
+        gc.load(liar)  # load() opens the set: its budget (1 request) cannot cover the 65534 other shards
+    assert e.value.rule == "remote.max_requests"
+
+
 def test_a_consistent_set_opens_within_its_budget(server):
     n = 5
     server.generate("/ok/", lambda path: shard(int(path.rsplit("-of-", 1)[0][-5:]) - 1, n, n))
@@ -251,6 +270,22 @@ def test_a_lying_content_length_is_a_remote_error(server, tmp_path, value):
         gc.load(url)
     assert e.value.rule in ("remote.content_length", "remote.size", "remote.connection", "remote.dropped")
     refused(("--download", "info", url), e.value.rule)
+
+
+@pytest.mark.parametrize("value", [HUGE, "1²", str(2**70), "3"], ids=lambda v: v[:12])
+def test_a_lying_content_length_on_a_range_is_a_remote_error_or_ignored(server, tmp_path, value):
+    """urllib3 ignores a Content-Length it cannot read: the Content-Range and the body decide; a short one ends
+    the body early (a resume, then a refusal)."""
+    path = model(tmp_path / "m.gguf")
+    url = server.add("/m.gguf", path.read_bytes())
+    server.faults.content_length = value
+    try:
+        f = gc.load(url)
+    except RemoteError as e:
+        assert e.rule.startswith("remote.")
+        refused(("info", url), e.rule)
+    else:
+        assert np.array_equal(f.tensors["blk.2.weight"].to_numpy(), gc.load(path).tensors["blk.2.weight"].to_numpy())
 
 
 @pytest.mark.parametrize("value", [f"bytes */{HUGE}", f"bytes */{2**70}", "bytes */١٠", "bytes */5"], ids=lambda v: v[:14])
