@@ -241,6 +241,17 @@ def test_a_dripping_server_is_cut_off_at_the_deadline(server, tmp_path, where):
     refused(("--request-deadline", "0.5", "info", url), "remote.deadline")
 
 
+def test_a_tls_handshake_dripped_a_byte_at_a_time_is_cut_off_at_the_deadline():
+    from gguf_construct.remote.testserver import TLS_STALL, DripServer
+
+    configure(request_deadline=1.0)
+    with DripServer(TLS_STALL) as s:
+        started = time.monotonic()
+        with pytest.raises(RemoteError) as e:
+            gc.load(f"https://127.0.0.1:{s.port}/m.gguf")
+        assert e.value.rule == "remote.deadline" and time.monotonic() - started < 4
+
+
 # -- header numbers ------------------------------------------------------------------------------------------------
 HUGE = "9" * 5000
 BAD_CONTENT_RANGES = [f"bytes 0-10/{HUGE}", f"bytes 0-{HUGE}/100", "bytes 0-10/1²³", "bytes ٠-١٠/١٠٠", f"bytes 0-10/{2**62}", f"bytes 0-10/{2**64}",

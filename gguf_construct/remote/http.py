@@ -9,7 +9,8 @@ What urllib3 does not have is written here, each piece small:
 - a deadline per request, from connecting to the body's last byte: urllib3's timeouts bound each socket
   operation, so a server sending a byte just inside every read timeout would hold a read for ever. The pools'
   connections (``_watched_pools``) hand their socket to a watchdog thread (``_Watchdog``) that shuts it at the
-  deadline; the same hook counts every request, retries and redirects included, against the command's budget;
+  deadline (from the TCP connection on, so a TLS handshake too); the same hook counts every request, retries
+  and redirects included, against the command's budget;
 - header numbers (``Content-Range``, ``Content-Length``) read as at most 20 ASCII digits and bounded by
   ``MAX_SIZE`` (``header_number``): ``int()`` takes other scripts' digits and thousands of digits;
 - on a redirect to another origin (scheme, host or port), urllib3's ``Retry.remove_headers_on_redirect`` is given
@@ -102,12 +103,13 @@ class _Watchdog:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._sockets: dict[Any, tuple[float, _Call]] = {}
+        self._sockets: dict[Any, tuple[float, _Call, bool]] = {}  # socket -> (deadline, call, ours to close)
         self._thread: threading.Thread | None = None
 
-    def watch(self, sock: Any, call: _Call) -> None:
+    def watch(self, sock: Any, call: _Call, *, owned: bool = False) -> None:
+        """Shut ``sock`` at ``call``'s deadline; ``owned``: a duplicate made for watching, closed when forgotten."""
         with self._cond:
-            self._sockets[sock] = (call.deadline, call)  # a pooled socket now serves this call
+            self._sockets[sock] = (call.deadline, call, owned)  # a pooled socket now serves this call
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="gguf-construct-deadlines", daemon=True)
                 self._thread.start()
@@ -115,19 +117,23 @@ class _Watchdog:
 
     def forget(self, call: _Call) -> None:
         with self._cond:
-            for sock in [s for s, (_, c) in self._sockets.items() if c is call]:
-                del self._sockets[sock]
+            for sock in [s for s, (_, c, _) in self._sockets.items() if c is call]:
+                _, _, owned = self._sockets.pop(sock)
+                if owned:
+                    sock.close()
 
     def _run(self) -> None:
         with self._cond:
             while True:
                 now = time.monotonic()
-                for sock in [s for s, (d, _) in self._sockets.items() if d <= now]:
-                    del self._sockets[sock]
+                for sock in [s for s, (d, _, _) in self._sockets.items() if d <= now]:
+                    _, _, owned = self._sockets.pop(sock)
                     with contextlib.suppress(OSError, TypeError):  # already closed
                         # the plain socket's shutdown: an SSLSocket's own would drop its TLS state under the reader
                         socket.socket.shutdown(sock, socket.SHUT_RDWR)
-                nearest = min((d for d, _ in self._sockets.values()), default=None)
+                    if owned:
+                        sock.close()
+                nearest = min((d for d, _, _ in self._sockets.values()), default=None)
                 self._cond.wait(None if nearest is None else max(0.0, nearest - now))
 
 
@@ -143,6 +149,13 @@ def _watched_pools() -> dict[str, Any]:
 
     class Watched:
         sock: Any
+
+        def _new_conn(self) -> Any:
+            sock = super()._new_conn()  # type: ignore[misc]
+            call = getattr(_current, "call", None)
+            if call is not None:  # a duplicate of the connected socket: TLS takes the original over (detaching it)
+                _watchdog.watch(sock.dup(), call, owned=True)  # before its handshake, which the deadline bounds too
+            return sock
 
         def connect(self) -> None:
             super().connect()  # type: ignore[misc]

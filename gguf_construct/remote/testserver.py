@@ -204,3 +204,56 @@ class TestServer:
                 raise ConnectionResetError("the server is closing")
             h.wfile.write(data[i : i + 1])
             h.wfile.flush()
+
+
+class DripServer:
+    """A loopback TCP server that answers every connection with ``data`` a byte every ``interval`` seconds, then
+    holds it open: a TLS server that never finishes its handshake (``TLS_STALL``), or any byte stream.
+    ``with DripServer(data) as s:`` stops it."""
+
+    __test__ = False
+
+    def __init__(self, data: bytes, interval: float = 0.05):
+        import socket
+
+        self.data, self.interval = data, interval
+        self._stop = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.05)
+        self.port = self._listener.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+
+    def _drip(self, conn: Any) -> None:
+        with conn:
+            try:
+                for i in range(len(self.data)):
+                    if self._stop.wait(self.interval):
+                        return
+                    conn.sendall(self.data[i : i + 1])
+                self._stop.wait()
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()
+        self.thread.join(timeout=5)
+
+    def __enter__(self) -> DripServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+#: a TLS record header announcing a 16 KiB handshake message, then zeros: a client waits for the rest
+TLS_STALL = b"\x16\x03\x03\x40\x00" + bytes(16384)
