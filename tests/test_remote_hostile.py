@@ -309,6 +309,18 @@ def test_a_416_with_any_size_is_a_remote_error(server, tmp_path, value):
     refused(("info", url), "remote.status")
 
 
+@pytest.mark.parametrize("value", [HUGE, "1²", str(2**70), "Thu, 01 Jan 99999 00:00:00 GMT"], ids=lambda v: v[:12])
+def test_a_retry_after_of_any_size_neither_crashes_nor_stalls(server, tmp_path, value):
+    url = server.add("/m.gguf", model(tmp_path / "m.gguf").read_bytes())
+    server.faults.fail_next, server.faults.retry_after = 1, value
+    started = time.monotonic()
+    try:
+        assert len(gc.load(url).tensors) == 3
+    except RemoteError as e:
+        assert e.rule == "remote.connection"
+    assert time.monotonic() - started < 4
+
+
 def test_fsspec_sizes_that_are_not_sizes(monkeypatch, tmp_path):
     fsspec = pytest.importorskip("fsspec")
     with fsspec.open("memory://hostile/m.gguf", "wb") as f:
