@@ -241,8 +241,9 @@ class HttpFile:
     ``on_complete(view)`` runs once every byte of the file has been fetched (an Ollama blob's digest check)."""
 
     def __init__(self, url: str, opts: RemoteOptions | None = None, headers: dict[str, str] | None = None, *,
-                 on_complete: Any = None) -> None:  # fmt: skip
+                 on_complete: Any = None, first_read: int | None = None) -> None:  # fmt: skip
         self.url = url
+        self.first_read = first_read  # the first request's size, when not ``opts.first_chunk``
         self.opts = budgeted(opts or options())
         self.budget: Budget = self.opts.budget
         supplied = {**self.opts.headers, **(headers or {})}
@@ -324,7 +325,8 @@ class HttpFile:
 
     def _open(self, call: _Call) -> RangedSource:
         o = self.opts
-        first_chunk = max(1, min(o.first_chunk, o.max_file_bytes)) if o.max_file_bytes is not None else o.first_chunk
+        first_chunk = self.first_read or o.first_chunk
+        first_chunk = max(1, min(first_chunk, o.max_file_bytes)) if o.max_file_bytes is not None else first_chunk
         self.budget.take_bytes(first_chunk, self.url, 0)  # given back below for what does not come
         resp = self._request({"Range": f"bytes=0-{first_chunk - 1}"}, call)
         self.etag = resp.headers.get("ETag")

@@ -23,9 +23,10 @@ if TYPE_CHECKING:
 SHARD_CONCURRENCY = 16
 
 
-def open_source(source: Any, opts: RemoteOptions | None = None, *, headers: dict[str, str] | None = None) -> ByteSource:
+def open_source(source: Any, opts: RemoteOptions | None = None, *, headers: dict[str, str] | None = None, first_read: int | None = None) -> ByteSource:
     """A ``ByteSource`` for a path (memory map) or an http(s)://, hf:// or fsspec URL (ranged reads, under the
-    budget of ``opts``: see ``budget``)."""
+    budget of ``opts``: see ``budget``); ``first_read``: the first request's size over HTTP, when not
+    ``opts.first_chunk``."""
     scheme = scheme_of(source)
     if scheme is None:
         return MappedSource(source)
@@ -34,10 +35,10 @@ def open_source(source: Any, opts: RemoteOptions | None = None, *, headers: dict
     from .http import open_http
 
     if scheme in ("http", "https"):
-        return open_http(source, opts, headers)
+        return open_http(source, opts, headers, first_read=first_read)
     if scheme == "hf":
         url, auth = hf_url(source)
-        return open_http(url, opts, {**auth, **(headers or {})})
+        return open_http(url, opts, {**auth, **(headers or {})}, first_read=first_read)
     if scheme == "ollama":
         raise rules.REMOTE_URL.error("an ollama:// name is a model, not one file: open it with load()", url=source)
     return open_fsspec(source, opts)

@@ -62,11 +62,11 @@ def load_remote_shards(urls: list[str], first: ByteSource, *, strict: bool = Tru
     head = gguf_from_source(first, strict=strict, profile=profile)
     check_shard(head, 0, urls)  # before any other shard is asked for
     opts.budget.check_requests(len(urls) - 1, urls[0])
-    later = opts.replace(first_chunk=min(opts.first_chunk, LATER_SHARD_CHUNK))
+    first_read = min(opts.first_chunk, LATER_SHARD_CHUNK)
 
     def one(i: int) -> Any:
         try:
-            src = open_source(urls[i], later)
+            src = open_source(urls[i], opts, first_read=first_read)
         except RemoteError as e:
             if e.status != 404:
                 raise

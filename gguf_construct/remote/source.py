@@ -222,7 +222,8 @@ class RangedSource:
         """Parse growing prefixes until the header fits: a truncation (or a count larger than the bytes present)
         means 'fetch more'; any other error is the file's. Then ``tail`` is pointed at the whole file's rest."""
         o = self.opts
-        n = min(self.size, max(self._have.ends[0] if self._have.starts[:1] == [0] else 0, o.first_chunk))
+        have = self._have.ends[0] if self._have.starts[:1] == [0] else 0
+        n = min(self.size, have if have >= 4096 else max(have, o.first_chunk))  # what the first request brought
         chunk = max(n, 1)
         while True:
             prefix = self.ensure(0, n)
