@@ -430,3 +430,12 @@ def test_good_names_still_resolve():
     assert hf_url("hf://Org-1/model.v2_x@v1.0/sub/dir/m.Q4_K.gguf")[0].endswith("/Org-1/model.v2_x/resolve/v1.0/sub/dir/m.Q4_K.gguf")
     assert ollama_name("ollama://registry.example.com:5000/ns/llama3.2:3b-q4_K_M").manifest_url.endswith("/v2/ns/llama3.2/manifests/3b-q4_K_M")
     assert json.dumps(ollama_name("ollama://[::1]:11434/library/m").base) == '"http://[::1]:11434"'
+
+
+def test_budget_limits_from_the_environment():
+    from gguf_construct.remote.options import from_environment
+
+    with pytest.warns(UserWarning, match="GGUF_CONSTRUCT_MAX_(SECONDS|MEMORY)"):
+        opts = from_environment({"GGUF_CONSTRUCT_MAX_REQUESTS": "7", "GGUF_CONSTRUCT_MAX_BYTES": "1000", "GGUF_CONSTRUCT_MAX_SECONDS": "1e999",
+                                 "GGUF_CONSTRUCT_REQUEST_DEADLINE": "2.5", "GGUF_CONSTRUCT_MAX_MEMORY": "١٢"})  # fmt: skip
+    assert (opts.max_requests, opts.max_bytes, opts.max_seconds, opts.request_deadline, opts.max_memory) == (7, 1000, None, 2.5, 1 << 30)

@@ -24,6 +24,7 @@ import numpy as np
 from .. import rules
 from ..errors import FormatError, LimitError, TruncatedError
 from ..formats.base import map_file
+from .budget import budgeted
 from .options import RemoteOptions, options
 
 #: Sparse buffers up to this size are anonymous maps (while the command's memory budget has room); larger ones
@@ -145,8 +146,6 @@ class RangedSource:
     """
 
     def __init__(self, name: str, size: int, fetch: Fetch, opts: RemoteOptions | None = None, *, first: Any = b"", on_complete: Callable[[memoryview], None] | None = None):
-        from .budget import budgeted
-
         if not 0 <= size <= MAX_SIZE:
             raise rules.REMOTE_SIZE.error(f"the file has {size} bytes, more than the {MAX_SIZE} the reader maps", url=name)
         self.name = name
