@@ -1,7 +1,7 @@
 """Byte sources for any path or URL (``open_source``), and the file objects of each format over one: the same
 schemas and file objects as for local files. GGUF (``api.file.gguf_from_source``) and safetensors read only their
 header; tensors are fetched when read. Legacy formats interleave headers and data, so they are fetched whole
-(within ``max_bytes``). Which format a source holds, and so which of these opens it: ``registry.load_url``."""
+(within the byte budgets: ``remote.budget``). Which format a source holds, and so which of these opens it: ``registry.load_url``."""
 
 from __future__ import annotations
 
