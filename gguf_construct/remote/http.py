@@ -270,9 +270,9 @@ class HttpFile:
         left = max(0.001, call.deadline - time.monotonic())
         retry = u3.Retry(
             total=o.retries, connect=o.retries, read=o.retries, status=o.retries, redirect=o.max_redirects,
-            backoff_factor=o.backoff, backoff_max=max(o.backoff * 16, 1.0), status_forcelist=RETRY_STATUSES,
+            backoff_factor=o.backoff, backoff_max=min(max(o.backoff * 16, 1.0), left), status_forcelist=RETRY_STATUSES,
             allowed_methods=frozenset({"GET", "HEAD"}), raise_on_status=False, raise_on_redirect=True,
-            remove_headers_on_redirect=self.private_headers, **_retry_after(o.max_retry_after),
+            remove_headers_on_redirect=self.private_headers, **_retry_after(min(o.max_retry_after, left)),  # no sleep past the deadline
         )  # fmt: skip
         _current.call = call
         try:
