@@ -216,6 +216,21 @@ def test_sparse_buffers_count_against_memory_and_spill_to_disk(server, tmp_path)
     assert np.array_equal(f.tensors["blk.2.weight"].to_numpy(), gc.load(path).tensors["blk.2.weight"].to_numpy())
 
 
+def test_a_download_goes_straight_into_the_budgeted_buffer(server, tmp_path):
+    """``--download`` (a server without ranges): the body is written into the file's sparse buffer, reserved
+    against the memory budget (or on disk past it), not collected in a bytearray first."""
+    path = model(tmp_path / "m.gguf", rows=1024)
+    url = server.add("/m.gguf", path.read_bytes())
+    server.faults.no_ranges = True
+    for max_memory, reserved in ((1 << 30, path.stat().st_size), (1000, 0)):
+        budget = Budget(options().replace(max_memory=max_memory))
+        configure(download=True, budget=budget)
+        f = gc.load(url)
+        assert budget.memory == reserved and budget.bytes == path.stat().st_size and server.counts.requests == 1
+        assert np.array_equal(f.tensors["blk.2.weight"].to_numpy(), gc.load(path).tensors["blk.2.weight"].to_numpy())
+        server.reset_counts()
+
+
 def test_the_time_budget_is_total(server, tmp_path):
     url = server.add("/m.gguf", model(tmp_path / "m.gguf").read_bytes())
     server.faults.delay = 0.4

@@ -354,8 +354,15 @@ class HttpFile:
             if not o.download:
                 resp.close()
                 raise rules.REMOTE_NO_RANGES.error("the server does not support range requests (it sent the whole file); --download fetches it whole", url=self.url, status=200)
+            length = self._content_length(resp)
+            if length is not None:  # straight into the file's sparse buffer (memory or disk, by the budget)
+                self._check_file_size(resp, length)
+                self.size = length
+                src = RangedSource(self.url, length, self.fetch, o, on_complete=self.on_complete)
+                src.filled(self._download(resp, length, src.view(), call))
+                return src
             first = bytearray()
-            self._download(resp, self._content_length(resp), first, call)
+            self._download(resp, None, first, call)
             self.size = len(first)
         else:
             self.budget.take_bytes(-first_chunk, self.url)
@@ -376,39 +383,51 @@ class HttpFile:
             raise rules.REMOTE_SIZE.error(f"the server announces {length} bytes, more than the {MAX_SIZE} the reader maps", url=self.url, status=resp.status)
         return length
 
-    def _download(self, resp: Any, length: int | None, into: bytearray, call: _Call) -> None:
-        """A whole body, with a progress bar on a terminal, within the per-file and the command's byte limits."""
+    def _check_file_size(self, resp: Any, length: int) -> None:
+        limit = self.opts.max_file_bytes
+        if limit is not None and length > limit:
+            resp.close()
+            raise rules.REMOTE_MAX_BYTES.error(f"the file has {length} bytes, more than the limit of {limit} per file", url=self.url, status=200)
+
+    def _download(self, resp: Any, length: int | None, into: bytearray | memoryview, call: _Call) -> int:
+        """A whole body into ``into`` (a growing bytearray, or a buffer of ``length`` bytes written in place), with
+        a progress bar on a terminal, within the per-file and the command's byte limits; the bytes read."""
         from ..progress import progress
 
         limit = self.opts.max_file_bytes
-        if length is not None and limit is not None and length > limit:
-            resp.close()
-            raise rules.REMOTE_MAX_BYTES.error(f"the file has {length} bytes, more than the limit of {limit} per file", url=self.url, status=200)
         bar: Any = None
         if length and sys.stderr.isatty():
             bar = progress(range(0), length, f"downloading {self.url.rsplit('/', 1)[-1]}", unit="B", minimum=0)
             bar = bar if hasattr(bar, "update") else None
+        pos = 0
         try:
             while True:
                 call.check()
                 piece = resp.read(1 << 20)
                 if not piece:
                     break
-                self.budget.take_bytes(len(piece), self.url, len(into))
-                into += piece
+                self.budget.take_bytes(len(piece), self.url, pos)
+                if isinstance(into, bytearray):
+                    into += piece
+                elif pos + len(piece) > len(into):
+                    raise rules.REMOTE_DROPPED.error(f"the body is longer than its Content-Length of {len(into)} bytes", url=self.url, status=200)
+                else:
+                    into[pos : pos + len(piece)] = piece
+                pos += len(piece)
                 if bar is not None:
                     bar.update(len(piece))
-                if limit is not None and len(into) > limit:
+                if limit is not None and pos > limit:
                     raise rules.REMOTE_MAX_BYTES.error(f"more than {limit} bytes (the limit per file)", url=self.url, status=200)
         except (_urllib3().exceptions.HTTPError, OSError) as e:
             call.check()
-            raise rules.REMOTE_DROPPED.error(f"the download broke off after {len(into)} bytes: {_reason(e)}", url=self.url, status=200) from None
+            raise rules.REMOTE_DROPPED.error(f"the download broke off after {pos} bytes: {_reason(e)}", url=self.url, status=200) from None
         finally:
             resp.close()
             if bar is not None:
                 bar.close()
-        if length is not None and len(into) != length:
-            raise rules.REMOTE_DROPPED.error(f"the download ended after {len(into)} of {length} bytes", url=self.url, status=200)
+        if length is not None and pos != length:
+            raise rules.REMOTE_DROPPED.error(f"the download ended after {pos} of {length} bytes", url=self.url, status=200)
+        return pos
 
     def _content_range(self, resp: Any) -> tuple[int, int, int | None]:
         """A 206 answer's ``(first, last, total)``: ASCII digits, first <= last < total <= ``MAX_SIZE``."""

@@ -181,6 +181,13 @@ class RangedSource:
     def view(self) -> memoryview:
         return self._view
 
+    def filled(self, n: int) -> None:
+        """Record that one request wrote the file's first ``n`` bytes into ``view()`` (a whole download)."""
+        with self._lock:
+            self._have.add(0, n)
+            self.fetched += n
+            self.requests += 1
+
     def ensure(self, start: int, end: int) -> memoryview:
         start, end = max(0, start), min(self.size, end)
         if self._failed is not None:
