@@ -268,6 +268,21 @@ def test_a_tls_handshake_dripped_a_byte_at_a_time_is_cut_off_at_the_deadline():
         assert e.value.rule == "remote.deadline" and time.monotonic() - started < 4
 
 
+def test_headers_dripped_within_each_read_timeout_are_cut_off_at_the_read_timeout(server, tmp_path):
+    """The read timeout bounds the wait for the status line and headers in all, not each byte of them."""
+    url = server.add("/m.gguf", model(tmp_path / "m.gguf").read_bytes())
+    server.faults.drip_headers = 0.05
+    configure(read_timeout=0.5, request_deadline=60.0, retries=0)
+    started = time.monotonic()
+    with pytest.raises(RemoteError) as e:
+        gc.load(url)
+    assert e.value.rule == "remote.deadline" and "headers" in str(e.value) and time.monotonic() - started < 3
+    server.faults.drip_headers = 0.0
+    server.faults.drip_body = 0.001  # a body slower than the read timeout in all, each byte well within it
+    configure(first_chunk=1000)
+    assert len(gc.load(url).tensors) == 3
+
+
 # -- header numbers ------------------------------------------------------------------------------------------------
 HUGE = "9" * 5000
 BAD_CONTENT_RANGES = [f"bytes 0-10/{HUGE}", f"bytes 0-{HUGE}/100", "bytes 0-10/1²³", "bytes ٠-١٠/١٠٠", f"bytes 0-10/{2**62}", f"bytes 0-10/{2**64}",

@@ -83,15 +83,27 @@ def _shown(value: str | None, most: int = 80) -> str:
 @dataclass(eq=False)
 class _Call:
     """One logical request of an ``HttpFile`` (its retries, redirects and resumes included): the URL, the
-    deadline it must finish by and the budget it counts against."""
+    deadline it must finish by, the budget it counts against, and ``head_time``: how long one attempt may wait
+    for its status line and headers in all (the read timeout). While an attempt waits for them its sockets are
+    shut at ``phase``, the sooner of the two; once they are in, at ``deadline``."""
 
     url: str
     deadline: float
     budget: Budget
+    head_time: float
+    phase: float = 0.0
+
+    def start_attempt(self) -> None:
+        self.phase = min(self.deadline, time.monotonic() + self.head_time)
 
     def check(self) -> None:
         if time.monotonic() >= self.deadline:
             raise rules.REMOTE_DEADLINE.error("the request passed its deadline (request_deadline, or the command's --max-seconds)", url=self.url)
+
+    def check_head(self) -> None:
+        self.check()
+        if self.phase and time.monotonic() >= self.phase:
+            raise rules.REMOTE_DEADLINE.error(f"the status line and headers timed out: they took more than {self.head_time:g} s in all (the read timeout)", url=self.url)
 
 
 _current = threading.local()  # .call: the _Call the pool is serving on this thread, or None
@@ -109,11 +121,18 @@ class _Watchdog:
     def watch(self, sock: Any, call: _Call, *, owned: bool = False) -> None:
         """Shut ``sock`` at ``call``'s deadline; ``owned``: a duplicate made for watching, closed when forgotten."""
         with self._cond:
-            self._sockets[sock] = (call.deadline, call, owned)  # a pooled socket now serves this call
+            self._sockets[sock] = (call.phase or call.deadline, call, owned)  # a pooled socket now serves this call
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="gguf-construct-deadlines", daemon=True)
                 self._thread.start()
             self._cond.notify()
+
+    def extend(self, call: _Call) -> None:
+        """The call's headers are in: its sockets now run to its deadline."""
+        with self._cond:
+            for sock, (_, c, owned) in list(self._sockets.items()):
+                if c is call:
+                    self._sockets[sock] = (call.deadline, call, owned)
 
     def forget(self, call: _Call) -> None:
         with self._cond:
@@ -154,6 +173,7 @@ def _watched_pools() -> dict[str, Any]:
             sock = super()._new_conn()  # type: ignore[misc]
             call = getattr(_current, "call", None)
             if call is not None:  # a duplicate of the connected socket: TLS takes the original over (detaching it)
+                call.start_attempt()  # (an HTTPS pool connects before it sends: the handshake starts the attempt)
                 _watchdog.watch(sock.dup(), call, owned=True)  # before its handshake, which the deadline bounds too
             return sock
 
@@ -168,6 +188,7 @@ def _watched_pools() -> dict[str, Any]:
             if call is not None:
                 call.check()
                 call.budget.request(call.url)
+                call.start_attempt()
                 if self.sock is not None:  # a kept-alive connection (a new one is watched once connected)
                     _watchdog.watch(self.sock, call)
             super().request(*args, **kwargs)  # type: ignore[misc]
@@ -261,7 +282,7 @@ class HttpFile:
         self.budget.check_time(self.url)
         deadline = time.monotonic() + self.opts.request_deadline
         left = self.budget.left()
-        return _Call(self.url, deadline if left is None else min(deadline, time.monotonic() + left), self.budget)
+        return _Call(self.url, deadline if left is None else min(deadline, time.monotonic() + left), self.budget, self.opts.read_timeout)
 
     def _request(self, headers: dict[str, str], call: _Call) -> Any:
         u3 = _urllib3()
@@ -278,20 +299,22 @@ class HttpFile:
         try:
             resp = pool(self.url).request("GET", self.url, headers={**self.headers, **headers}, retries=retry, redirect=True, preload_content=False, decode_content=False,
                                   timeout=u3.Timeout(connect=min(o.connect_timeout, left), read=min(o.read_timeout, left)))  # fmt: skip
-            if time.monotonic() >= call.deadline:  # headers cut short by the watchdog read as if they had ended
+            if call.phase and time.monotonic() >= call.phase:  # headers cut short by the watchdog read as if they had ended
                 resp.close()
-                call.check()
+                call.check_head()
+            call.phase = 0.0
+            _watchdog.extend(call)  # the body runs to the request's deadline
             return resp
         except FormatError:
             raise  # the budget or the deadline, from the connection's hook
         except u3.exceptions.MaxRetryError as e:
-            call.check()
+            call.check_head()
             reason = e.reason
             if isinstance(reason, u3.exceptions.ResponseError) and "redirect" in str(reason):
                 raise rules.REMOTE_REDIRECTS.error(f"more than {o.max_redirects} redirects", url=self.url) from None
             raise rules.REMOTE_CONNECTION.error(f"no answer after {o.retries + 1} tries: {_reason(reason)}", url=self.url) from None
         except (u3.exceptions.HTTPError, OSError, ValueError, OverflowError) as e:
-            call.check()
+            call.check_head()
             raise rules.REMOTE_CONNECTION.error(_reason(e), url=self.url) from None
         finally:
             _current.call = None

@@ -37,7 +37,7 @@ class RemoteOptions:
     #: buffered in a deleted temporary file instead (disk, not memory)
     max_memory: int = 1 << 30
     connect_timeout: float = 10.0
-    #: the longest wait for any one socket read
+    #: the longest wait for any one socket read, and for an attempt's status line and headers in all
     read_timeout: float = 30.0
     #: one request, from connecting to its body's last byte, may take at most this long in all: the socket is shut
     #: at the deadline, so a server dripping a byte per read timeout is cut off
