@@ -22,7 +22,7 @@ HELP = """remote sources (http(s)://, hf://OWNER/REPO[@REV]/PATH, ollama://[REGI
   --max-seconds S          spend at most S seconds on remote reads in all (default: no limit)
   --max-memory N           hold at most N bytes of fetched data in memory; beyond, a temporary file (default 1 GiB)
   --request-deadline S     one request, connect to last byte, takes at most S seconds (default 600)
-  --http-timeout SECONDS   connect and read timeout (each socket wait)
+  --http-timeout SECONDS   connect and read timeout (each socket wait; an attempt's status line and headers in all)
   (environment: GGUF_CONSTRUCT_MAX_BYTES, _MAX_FILE_BYTES, _MAX_REQUESTS, _MAX_SECONDS, _MAX_MEMORY, _REQUEST_DEADLINE)"""
 
 _FLAGS = ("--header", "--download", "--max-bytes", "--max-file-bytes", "--max-requests", "--max-seconds", "--max-memory", "--request-deadline", "--http-timeout")
