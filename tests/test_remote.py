@@ -18,6 +18,7 @@ from conftest import corpus_file, corpus_files
 
 import gguf_construct as gc
 from gguf_construct.cli.main import main
+from gguf_construct.errors import FormatError
 from gguf_construct.registry import load_url, validate_url
 from gguf_construct.remote import RangeNotSupportedError, RemoteChangedError, RemoteError, RemoteLimitError, configure
 from gguf_construct.remote.load import open_source
@@ -263,10 +264,10 @@ def test_ollama_registry_gguf_blob_and_digest_check(server, tmp_path):
     code, out, _ = cli("validate", name)
     assert code == 1 and "blob.digest" in out
     f = gc.load(name)  # header only: nothing to check yet
-    with pytest.raises(RemoteChangedError, match="blob.digest"):
+    with pytest.raises(FormatError, match="blob.digest"):  # the local check's rule and class
         for t in f.tensors.values():
             t.to_numpy()  # the last byte in: the digest is checked
-    with pytest.raises(RemoteChangedError, match="blob.digest"):
+    with pytest.raises(FormatError, match="blob.digest"):
         f.tensors["blk.0.weight"].to_numpy()  # and stays failed
 
 

@@ -115,6 +115,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as e:
         print(f"gguf-construct: {e}", file=sys.stderr)
         return EXIT_BAD
+    finally:
+        if "gguf_construct.remote.options" in sys.modules:  # the command's remote budget ends with it
+            from ..remote.options import configure
+
+            configure(budget=None)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,10 @@ def scan_one(source: str, profile: str = "spec", opts: RemoteOptions | None = No
     """One source's line: ``{"source", "ok", "format", "issues", "info", "error", "seconds"}``; the source is
     opened once, its header read once, for both the summary and the validation."""
     from ..report import info_json
+    from .budget import budgeted
+    from .options import options
 
+    opts = budgeted(opts or options(), fresh=True)  # each source its own budget: a scan is many commands in one
     started = time.perf_counter()
     line: dict[str, Any] = {"source": source, "ok": False, "format": None, "errors": 0, "warnings": 0, "issues": [], "info": None, "error": None}
     try:
