@@ -2,6 +2,12 @@
 the numpy quantizers (bit-exact with ggml), tensor by tensor, with llama-quantize's defaults for which tensors
 keep their precision; prints each tensor's RMSE against its input as ``llama-quantize`` does."""
 
+DESCRIPTION = (
+    "Quantize a model (GGUF, safetensors or an Ollama blob, a legacy file) to a ggml type with numpy quantizers that "
+    "are bit-exact with ggml's, tensor by tensor, choosing which tensors keep their precision as llama-quantize does. "
+    "Each tensor's RMSE against its input is printed as llama-quantize prints it."
+)
+
 from __future__ import annotations
 
 import argparse
@@ -9,7 +15,7 @@ import sys
 
 import numpy as np
 
-from .common import EXIT_OK, EXIT_USAGE, add_in_out, command
+from .common import EXIT_OK, EXIT_TROUBLE, add_in_out, command
 
 
 def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None, keep: list[str] | None = None,
@@ -92,11 +98,15 @@ def _run(args: argparse.Namespace) -> int:
     def log(line: str) -> None:
         print(line, file=sys.stderr)
 
+    from ..errors import FormatError
+
     try:
         report = quantize_file(args.input, args.output, args.type, imatrix=args.imatrix, keep=args.keep, log=log)
+    except FormatError:
+        raise  # the input's fault (exit 1) or a refused request (2): main reports it with the file's name
     except ValueError as e:
-        print(f"gguf-construct quantize: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        print(f"gguf-construct {args.command}: {e}", file=sys.stderr)
+        return EXIT_TROUBLE
     changed = sum(1 for _, t, _ in report if t != "kept")
     print(f"{args.output}: {changed} of {len(report)} tensors quantized to {args.type} (others kept)")
     return EXIT_OK
@@ -108,7 +118,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "quantize",
         _run,
         help="quantize a model (GGUF, safetensors/Ollama blob, legacy) to a ggml type, bit-exact with ggml",
-        description=__doc__,
+        description=DESCRIPTION,
     )
     add_in_out(p, "the GGUF file to write")
     add_quantize_options(p, required=True)

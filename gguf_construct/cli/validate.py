@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any
 
 from ..validation.profiles import PROFILES
-from .common import EXIT_BAD, EXIT_OK, command, usage, whole
+from .common import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, whole
 from .info import default_jobs, expand, run_pool
 
 
@@ -49,14 +49,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     paths = expand(args.files)
     if not paths:
         print("gguf-construct validate: no model files found", file=sys.stderr)
-        return EXIT_BAD
-    if args.security:
-        try:
-            from ..security import _jinja
+        return EXIT_TROUBLE
+    if args.security:  # before any file is read: a missing extra is trouble (exit 2), whatever the files hold
+        from ..security import _jinja
 
-            _jinja()
-        except RuntimeError as e:
-            usage(f"gguf-construct validate --security: {e}")
+        _jinja()
     results = run_pool(partial(validate_one, profile=args.profile, keys=args.keys, security=args.security), paths, args.jobs, "validating")
     if args.json:
         json.dump(results, sys.stdout, ensure_ascii=False, indent=1)

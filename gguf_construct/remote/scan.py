@@ -167,7 +167,9 @@ def run_dask(sources: list[str], emit: Callable[[dict[str, Any]], None], schedul
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
-        raise SystemExit("gguf-construct scan --dask needs dask.distributed: pip install 'gguf-construct[cluster]'") from None
+        from ..errors import MissingExtraError
+
+        raise MissingExtraError("scan --dask", "cluster", "dask.distributed") from None
 
     preload()  # before the worker threads start, in this process (LocalCluster) and for the results' unpickling
     cluster = None
