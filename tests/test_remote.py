@@ -489,7 +489,7 @@ def test_scan_is_complete_and_resumable(server, tmp_path):
     listing.write_text("# sources\n" + "\n".join(urls) + "\n")
     out = tmp_path / "results.jsonl"
     code, _, err = cli("scan", str(listing), "--concurrency", "8", "--out", str(out))
-    assert code == 1  # the missing one
+    assert code == 2  # the missing one could not be read: trouble
     lines = read_lines(out)
     assert sorted(x["source"] for x in lines) == sorted(urls)
     bad = [x for x in lines if not x["ok"]]
@@ -524,7 +524,7 @@ def test_scan_on_a_dask_local_cluster(server, tmp_path):
     out = tmp_path / "results.jsonl"
     cmd = [sys.executable, "-m", "gguf_construct.cli.main", "scan", str(listing), "--dask", "local", "--batch", "8", "--out", str(out)]
     run = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, capture_output=True, text=True, timeout=180)
-    assert run.returncode == 1 and "41 scanned (40 ok, 0 invalid, 1 unreadable)" in run.stderr, run.stderr[-2000:]
+    assert run.returncode == 2 and "41 scanned (40 ok, 0 invalid, 1 unreadable)" in run.stderr, run.stderr[-2000:]
     lines = read_lines(out)
     assert sorted(x["source"] for x in lines) == sorted(urls)  # every file once: none lost, no batch twice
 
@@ -549,7 +549,7 @@ def test_a_stalled_dask_scan_is_an_error_not_a_hang(server, tmp_path):
         run = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, capture_output=True, text=True, timeout=180)
     finally:
         server.faults.delay = 0.0
-    assert run.returncode == 1 and "remote.dask_stalled" in run.stderr, run.stderr[-2000:]
+    assert run.returncode == 2 and "remote.dask_stalled" in run.stderr, run.stderr[-2000:]
     assert time.monotonic() - started < 60
     assert not (tmp_path / "r.jsonl").exists() or not (tmp_path / "r.jsonl").read_text().strip()  # nothing scanned
 

@@ -88,7 +88,7 @@ def test_any_file_object():
     f = _OtherFormat()
     j = info_json(f)
     assert j["format"] == "safetensors" and j["version"] is None
-    assert j["metadata"] == {"format": {"type": "str", "value": "pt"}}
+    assert j["metadata"]["format"] == {"type": "str", "value": "pt"}
     assert j["tensors"] == {"w": {"type": "F32", "shape": [3, 2], "offset": None, "nbytes": 24}}
     assert j["summary"]["parameters"] == 6
     assert "safetensors" in info_text(f, "model.safetensors") and "| 0 | w | F32 | 3 × 2 |" in info_markdown(f, "m")

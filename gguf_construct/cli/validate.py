@@ -35,8 +35,11 @@ def validate_one(path: str, profile: str = "spec", keys: bool = False, security:
                 issues += scan_templates(f)
         except (FormatError, OSError):
             pass  # the structural issues above already say why the file cannot be read
+    from ..rules import lookup
+
     errors = sum(i.severity == "error" for i in issues)
-    return {"file": path, "ok": errors == 0, "errors": errors, "warnings": len(issues) - errors, "issues": [asdict(i) for i in issues]}
+    unreadable = any(i.severity == "error" and (r := lookup(i.rule)) is not None and r.fault == "request" for i in issues)
+    return {"file": path, "ok": errors == 0, "unreadable": unreadable, "errors": errors, "warnings": len(issues) - errors, "issues": [asdict(i) for i in issues]}
 
 
 def _line(issue: dict[str, Any]) -> str:
@@ -73,6 +76,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             print()
             print(table(rows, ["FILE", "STATUS", "ERRORS", "WARNINGS"], right={2, 3}))
             print(f"\n{len(results)} files: {len(results) - bad} valid, {bad} invalid ({what})")
+    if any(r["unreadable"] for r in results):  # a path or URL that could not be read: trouble, as grep's 2
+        return EXIT_TROUBLE
     return EXIT_OK if all(r["ok"] for r in results) else EXIT_BAD
 
 
