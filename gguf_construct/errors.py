@@ -85,7 +85,7 @@ class RemoteError(FormatError):
 
 
 class RangeNotSupportedError(RemoteError):
-    """The server ignores ``Range``: reading a header would download the whole file (``--download`` allows it)."""
+    """The server ignores ``Range``: reading a header would download the whole file (``--download``, or ``gguf_construct.remote.configure(download=True)``, allows it)."""
 
 
 class RemoteChangedError(RemoteError):

@@ -72,7 +72,9 @@ def catalogue() -> dict[str, Rule]:
     sources = table.sources
     out: dict[str, Rule] = {}
     for rule_id, row in table.rules.items():
-        out[rule_id] = Rule(rule_id, CLASSES[row.class_name], row.doc, sources[row.spec], row.breaker, row.fault)
+        cls = CLASSES[row.class_name]
+        fault = "request" if issubclass(cls, errors.RemoteError) else row.fault  # a remote read failed: never the file's bytes
+        out[rule_id] = Rule(rule_id, cls, row.doc, sources[row.spec], row.breaker, fault)
     for lim in load_table("limits").limits:
         name = lim.name
         out[f"limit.{name}"] = Rule(f"limit.{name}", errors.LimitError, lim.doc, sources["gguf-construct"], table.limit_breaker.get(name))

@@ -376,7 +376,8 @@ class HttpFile:
             self.budget.take_bytes(-first_chunk, self.url)
             if not o.download:
                 resp.close()
-                raise rules.REMOTE_NO_RANGES.error("the server does not support range requests (it sent the whole file); --download fetches it whole", url=self.url, status=200)
+                raise rules.REMOTE_NO_RANGES.error("the server does not support range requests (it sent the whole file); to fetch it whole, pass --download "
+                    "on the command line, or in Python call gguf_construct.remote.configure(download=True) first", url=self.url, status=200)
             length = self._content_length(resp)
             if length is not None:  # straight into the file's sparse buffer (memory or disk, by the budget)
                 self._check_file_size(resp, length)
