@@ -127,10 +127,11 @@ class LlamaGgml:
     """The ggml of llama-cpp-python (``llama_cpp/lib``), through ctypes: the op run on one thread, and the
     instruction sets its CPU backend was compiled for (``ggml_cpu_has_*`` report compile-time features)."""
 
-    def __init__(self) -> None:
-        import llama_cpp
+    def __init__(self, lib: Path | None = None) -> None:
+        if lib is None:
+            import llama_cpp
 
-        lib = Path(llama_cpp.__file__).parent / "lib"
+            lib = Path(llama_cpp.__file__).parent / "lib"
         suffix = {"darwin": ".dylib", "win32": ".dll"}.get(sys.platform, ".so")
         cpu = sorted(lib.glob(f"*ggml-cpu*{suffix}"))
         if len(cpu) != 1:  # a GGML_CPU_ALL_VARIANTS build picks one at run time: not this helper's case
