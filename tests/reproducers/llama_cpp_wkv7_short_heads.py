@@ -35,9 +35,13 @@ def main() -> int:
         for head_size in (16, 32, 64):
             src = synthetic_v7(Path(tmp) / f"h{head_size}.bin", d=128, head_size=head_size)
             out = Path(tmp) / f"h{head_size}.gguf"
-            subprocess.run([sys.executable, "-m", "gguf_construct.cli.main", "migrate", str(src), str(out)], check=True, capture_output=True)
+            subprocess.run(
+                [sys.executable, "-m", "gguf_construct.cli.main", "migrate", str(src), str(out)], check=True, capture_output=True
+            )
             got, want = llama_logits(out, PROMPT), RwkvReference(src).logits(PROMPT)
-            print(f"head size {head_size:3}: max |llama.cpp - reference| = {np.abs(got - want).max():.3g}, argmax {got.argmax()} vs {want.argmax()}")
+            print(
+                f"head size {head_size:3}: max |llama.cpp - reference| = {np.abs(got - want).max():.3g}, argmax {got.argmax()} vs {want.argmax()}"
+            )
     return 0
 
 
