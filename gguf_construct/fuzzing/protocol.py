@@ -312,6 +312,10 @@ class OneShotTarget:
             return Answer("broken", error=f"exit status 0 without JSON on stdout: {stdout[:120]!r}", stderr=stderr)
         if isinstance(obj, dict) and isinstance(obj.get("ok"), bool):
             return parse_answer(stdout.strip().splitlines()[-1], stderr)
+        if isinstance(obj, dict) and "metadata" in obj and "kv" not in obj:
+            from .adapters import info_view
+
+            obj = info_view(obj)
         return Answer("accepted", view=obj if isinstance(obj, dict) else {"unreadable": obj}, stderr=stderr)
 
     def ask(self, path: str, data: bytes | None = None) -> Answer:
