@@ -46,7 +46,9 @@ def _run(args: argparse.Namespace) -> int:
         known = load_known(Path(args.known)) if args.known else []
     except OSError as e:
         return fail(f"gguf-construct fuzz: --known {args.known}: {e.strerror or e}")
-    if importlib.util.find_spec("hypothesis") is None:
+    try:
+        import hypothesis  # noqa: F401  (the runner draws files from the strategies with it)
+    except ImportError:
         print(f"gguf-construct fuzz: note: hypothesis is not installed, so only mutations of the seed files run ({EXTRA} adds generated files)", file=sys.stderr)
     count = args.count if args.count is not None or args.seconds is not None else 200
     report = run(
