@@ -224,9 +224,17 @@ def target(against: str, profile: str, *, timeout: float, memory_mb: int, guard:
 
 
 def reader_name(against: str) -> str:
+    """How findings name the other reader: a built-in adapter's name, or a command's script (``node x/reader.cjs``
+    is ``reader.cjs``) or program."""
+    import shlex
+
     from .adapters import BUILTIN
 
-    return against if against in BUILTIN else "command"
+    if against in BUILTIN:
+        return against
+    words = [w for w in shlex.split(against) if w != "{}" and not w.startswith("-")]
+    named = [w for w in words[1:] if "/" in w or "." in w]
+    return Path((named or words or ["command"])[0]).name
 
 
 def _slug(text: str) -> str:
