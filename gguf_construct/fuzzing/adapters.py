@@ -289,7 +289,7 @@ def read_ours_safetensors(path: str, profile: str = "spec", *, dequantize: bool 
     tensors, dequant = [], {}
     for t in f.entries.values():
         name, dtype = t.name, str(t.type)
-        tensors.append([name, dtype.lower(), [int(d) for d in t.shape], int(t.offset), int(t.nbytes)])
+        tensors.append([name, dtype.lower(), [int(d) for d in reversed(t.shape)], int(t.offset), int(t.nbytes)])  # numpy order
         if dequantize and dtype in _SAFETENSORS_NUMPY and t.nbytes <= DEQUANT_LIMIT:
             dequant[name] = digest(np.asarray(t.array()).astype(np.float32).reshape(-1))
     return {"version": UNKNOWN, "alignment": UNKNOWN, "data_offset": f.data_offset, "kv": kvs, "tensors": tensors, "dequant": dequant}

@@ -1,4 +1,5 @@
-"""A built-in reader as a line-protocol target: ``python -m gguf_construct.fuzzing.worker READER PROFILE MEMORY_MB``.
+"""A built-in reader as a line-protocol target: ``python -m gguf_construct.fuzzing.worker READER PROFILE MEMORY_MB``
+(or ``--once READER PATH``: one file, one answer, as a one-shot command).
 
 Reads requests from stdin (a path per line, or ``bytes N`` and N bytes) and writes one JSON line per request:
 ``{"ok": true, "view": ...}`` or ``{"ok": false, "error": "Type: message", "rule": ..., "where": "file:line"}``.
@@ -36,6 +37,8 @@ def answer(reader: Any, path: str, profile: str) -> dict[str, Any]:
         if isinstance(e, KeyboardInterrupt):
             raise
         where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+        if where is not None and where.filename.endswith("adapters.py"):
+            where = None  # raised by compiled code the adapter called: no line of the reader's to name
         return {"ok": False, "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:400], "rule": getattr(e, "rule", None),
                 "where": f"{where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if where else ""}  # fmt: skip
 
@@ -57,7 +60,15 @@ def requests(stream: Any) -> Any:
             yield text
 
 
+def once(reader_name: str, path: str, profile: str = "spec") -> None:
+    """``--once READER PATH``: one answer for one file, as a one-shot command (to compare one-shot with persistent)."""
+    print(json.dumps(answer(READERS[reader_name], path, profile), default=str))
+
+
 def main(argv: list[str]) -> None:
+    if argv[0] == "--once":
+        once(*argv[1:])
+        return
     reader_name, profile, megabytes = argv[0], argv[1], int(argv[2])
     import numpy  # noqa: F401  (before the cap)
 

@@ -1,0 +1,85 @@
+"""Throughput of ``gguf-construct fuzz`` against each shipped adapter, and against a one-shot command for scale.
+
+Each campaign runs for ``--seconds`` in its own process (seed 0, the built-in seed files, default time limit and
+memory cap); the table gives files per second of wall time, the CPU time spent per file by every process of the
+campaign (ours, the other reader, the generator) once the readers have started (a one-file campaign's cost, the
+start-up, is subtracted), and what that CPU cost allows on two otherwise idle cores (``2 / CPU s per file``). On
+a shared machine the wall rate depends on the load (printed); the CPU cost much less.
+
+    python benchmarks/bench_fuzz.py [--seconds 60] [--quick]    # --quick: 4 s against gguf-py and one-shot only
+
+The Node row needs ``node`` and ``@huggingface/gguf`` (``npm install @huggingface/gguf``; NODE_PATH pointing at
+the node_modules folder when it is not in the current folder's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NODE_EXAMPLE = ROOT / "gguf_construct" / "fuzzing" / "examples" / "hf_gguf_reader.cjs"
+ONE_SHOT = f"{sys.executable} -m gguf_construct.fuzzing.worker --once gguf-py {{}}"
+
+CHILD = """
+import json, resource, sys, time
+from gguf_construct.fuzzing import run
+
+def cpu():
+    return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime"))
+
+against, seconds = sys.argv[1], float(sys.argv[2])
+run(against, count=1, seed=0, timeout=2.0)  # start-up alone (imports of both readers, one file): subtracted below
+start_up = cpu()
+report = run(against, count=None, seconds=seconds, seed=0, timeout=2.0)
+total = cpu() - start_up
+print(json.dumps({"files": report.files, "seconds": report.seconds, "cpu": total, "start_up": start_up, "kinds": len(report.kinds), "restarts": report.restarts}))
+"""
+
+
+def node_available() -> bool:
+    if shutil.which("node") is None:
+        return False
+    probe = subprocess.run(["node", "-e", "require.resolve('@huggingface/gguf')"], capture_output=True, timeout=60)
+    return probe.returncode == 0
+
+
+def campaign(against: str, seconds: float) -> dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    done = subprocess.run([sys.executable, "-c", CHILD, against, str(seconds)], capture_output=True, text=True, env=env, timeout=seconds * 4 + 300)
+    if done.returncode != 0:
+        raise SystemExit(f"{against}: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seconds", type=float, default=60.0, help="length of each campaign (default 60)")
+    p.add_argument("--quick", action="store_true", help="4 s against gguf-py (line protocol and one-shot): a smoke test")
+    args = p.parse_args()
+    seconds = 4.0 if args.quick else args.seconds
+    rows: list[tuple[str, str]] = [("gguf-py", "gguf-py"), ("gguf-py, one-shot command", ONE_SHOT)]
+    if not args.quick:
+        rows += [(name, name) for name, module in (("ggml", "ggml"), ("llama.cpp", "llama_cpp"), ("safetensors", "safetensors")) if importlib.util.find_spec(module)]
+        if node_available():
+            rows.append(("@huggingface/gguf (Node, line protocol)", f"node {NODE_EXAMPLE}"))
+    load = os.getloadavg()
+    print(f"load average at start: {load[0]:.1f} on {os.cpu_count()} CPUs; {seconds:g} s per campaign\n")
+    print("| reader | files | files/s (wall) | CPU ms per file | files/s on 2 idle cores |")
+    print("|---|---:|---:|---:|---:|")
+    for label, against in rows:
+        r = campaign(against, seconds)
+        per_file = max(r["cpu"] - r["start_up"], 1e-3) / max(1, r["files"] - 1)
+        print(f"| {label} | {r['files']} | {r['files'] / r['seconds']:.1f} | {per_file * 1000:.1f} | {2 / per_file:.0f} |", flush=True)
+    if args.quick:
+        print("\n(--quick: a smoke test of the script, not a measurement)")
+
+
+if __name__ == "__main__":
+    main()
