@@ -34,12 +34,13 @@ from gguf_construct.fuzzing import run
 def cpu():
     return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime"))
 
-against, seconds = sys.argv[1], float(sys.argv[2])
-run(against, count=1, seed=0, timeout=2.0)  # start-up alone (imports of both readers, one file): subtracted below
+against, seconds, timeout = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+run(against, count=1, seed=0, timeout=timeout)  # start-up alone (imports of both readers, one file): subtracted below
 start_up = cpu()
-report = run(against, count=None, seconds=seconds, seed=0, timeout=2.0)
+report = run(against, count=None, seconds=seconds, seed=0, timeout=timeout)
 total = cpu() - start_up
-print(json.dumps({"files": report.files, "seconds": report.seconds, "cpu": total, "start_up": start_up, "kinds": len(report.kinds), "restarts": report.restarts}))
+hangs = sum(k.count for k in report.kinds.values() if k.cls == "hang")
+print(json.dumps({"files": report.files, "seconds": report.seconds, "cpu": total, "start_up": start_up, "kinds": len(report.kinds), "hangs": hangs}))
 """
 
 
@@ -50,9 +51,9 @@ def node_available() -> bool:
     return probe.returncode == 0
 
 
-def campaign(against: str, seconds: float) -> dict[str, float]:
+def campaign(against: str, seconds: float, timeout: float) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-    done = subprocess.run([sys.executable, "-c", CHILD, against, str(seconds)], capture_output=True, text=True, env=env, timeout=seconds * 4 + 300)
+    done = subprocess.run([sys.executable, "-c", CHILD, against, str(seconds), str(timeout)], capture_output=True, text=True, env=env, timeout=seconds * 4 + 300)
     if done.returncode != 0:
         raise SystemExit(f"{against}: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -61,6 +62,7 @@ def campaign(against: str, seconds: float) -> dict[str, float]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=float, default=60.0, help="length of each campaign (default 60)")
+    p.add_argument("--timeout", type=float, default=1.0, help="seconds per file per reader (default 1: every hang costs this much CPU)")
     p.add_argument("--quick", action="store_true", help="4 s against gguf-py (line protocol and one-shot): a smoke test")
     args = p.parse_args()
     seconds = 4.0 if args.quick else args.seconds
@@ -70,13 +72,14 @@ def main() -> None:
         if node_available():
             rows.append(("@huggingface/gguf (Node, line protocol)", f"node {NODE_EXAMPLE}"))
     load = os.getloadavg()
-    print(f"load average at start: {load[0]:.1f} on {os.cpu_count()} CPUs; {seconds:g} s per campaign\n")
-    print("| reader | files | files/s (wall) | CPU ms per file | files/s on 2 idle cores |")
-    print("|---|---:|---:|---:|---:|")
+    print(f"load average at start: {load[0]:.1f} on {os.cpu_count()} CPUs;", end=" ")
+    print(f"{seconds:g} s per campaign, time limit {args.timeout:g} s per file\n")
+    print("| reader | files | hangs | files/s (wall) | CPU ms per file | files/s on 2 idle cores |")
+    print("|---|---:|---:|---:|---:|---:|")
     for label, against in rows:
-        r = campaign(against, seconds)
+        r = campaign(against, seconds, args.timeout)
         per_file = max(r["cpu"] - r["start_up"], 1e-3) / max(1, r["files"] - 1)
-        print(f"| {label} | {r['files']} | {r['files'] / r['seconds']:.1f} | {per_file * 1000:.1f} | {2 / per_file:.0f} |", flush=True)
+        print(f"| {label} | {r['files']} | {r['hangs']} | {r['files'] / r['seconds']:.1f} | {per_file * 1000:.1f} | {2 / per_file:.0f} |", flush=True)
     if args.quick:
         print("\n(--quick: a smoke test of the script, not a measurement)")
 

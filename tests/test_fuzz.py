@@ -7,7 +7,6 @@ import argparse
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 from conftest import DATA, corpus_file
 from oracle_pins import known_behaviour

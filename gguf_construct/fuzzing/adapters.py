@@ -26,6 +26,7 @@ import numpy as np
 
 from ..tables import VALUE_TYPES
 
+
 class ReaderRefused(ValueError):
     """A reader refused the file and said why (the reason is the reader's, not a line of this module)."""
 
@@ -262,7 +263,7 @@ def read_safetensors(path: str, profile: str = "spec", *, dequantize: bool = Tru
     with safe_open(path, framework="numpy") as f:
         for key, value in sorted((f.metadata() or {}).items()):
             kvs.append([key, "str", value])
-        for name in f.keys():
+        for name in f.keys():  # noqa: SIM118 - safe_open is no dict
             part = f.get_slice(name)
             dtype, shape = part.get_dtype(), [int(d) for d in part.get_shape()]
             nbytes = UNKNOWN
@@ -284,7 +285,7 @@ def read_ours_safetensors(path: str, profile: str = "spec", *, dequantize: bool 
     sees them."""
     from ..registry import load
 
-    f = load(path, format="safetensors", strict=True, profile=profile)  # type: ignore[arg-type]
+    f = load(path, format="safetensors", strict=True, profile="hf" if profile == "hf" else "spec")
     kvs = [[k, "str", v] for k, v in sorted(f.metadata.items())]
     tensors, dequant = [], {}
     for t in f.entries.values():

@@ -20,6 +20,7 @@ for them only ``rss`` works, so it is the default for commands.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -32,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 #: How much of a reader's stderr is kept per request (a sanitizer report fits; a chatty log is cut at the front).
 STDERR_KEEP = 64 << 10
@@ -248,12 +249,9 @@ class LineTarget:
             self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout) if self.proc is not None else ():
             if stream is not None:
-                try:
+                with contextlib.suppress(OSError):
                     stream.close()
-                except OSError:
-                    pass
-        if self.proc is not None:
-            self.proc = None
+        self.proc = None
 
 
 class OneShotTarget:
@@ -266,13 +264,14 @@ class OneShotTarget:
             raise ValueError("the command needs a {} where the file's path goes, e.g. 'my-reader --json {}'")
         self.template, self.timeout, self.memory_mb, self.guard, self.env = template, timeout, memory_mb, guard, env
         self.proc: subprocess.Popen[bytes] | None = None
-        self.out: tempfile._TemporaryFileWrapper[bytes] | None = None
-        self.err: tempfile._TemporaryFileWrapper[bytes] | None = None
+        self.out: IO[bytes] | None = None
+        self.err: IO[bytes] | None = None
         self.restarts = 0
 
     def send(self, path: str, data: bytes | None = None) -> bool:
         args = shlex.split(self.template.replace("{}", shlex.quote(path)))
-        self.out, self.err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+        # closed in receive(), once the process has ended
+        self.out, self.err = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # noqa: SIM115
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self.out, stderr=self.err, env=self.env,
                                      preexec_fn=_limit(self.guard, self.memory_mb), start_new_session=True)  # fmt: skip
         return True

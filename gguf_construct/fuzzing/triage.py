@@ -98,8 +98,8 @@ def failure(answer: Answer, reader: str) -> Finding | None:
         return Finding("memory", f"memory/{reader}", f"{reader} ran past the memory cap ({answer.error})")
     m = re.search(r"GGML_ASSERT\((.*)\) failed", text)
     if m:
-        at = re.search(r"([\w.\-]+\.(?:c|cpp|h|hpp)):(\d+): GGML_ASSERT", text)
-        where = f"{at.group(1)}:{at.group(2)}" if at else first_frame(text)
+        assert_at = re.search(r"([\w.\-]+\.(?:c|cpp|h|hpp)):(\d+): GGML_ASSERT", text)
+        where = f"{assert_at.group(1)}:{assert_at.group(2)}" if assert_at else first_frame(text)
         return Finding("dos", f"dos/{reader}/GGML_ASSERT({m.group(1)})@{where}", f"{reader} aborts on GGML_ASSERT({m.group(1)}) at {where}")
     m = re.search(r"terminate called after throwing an instance of '([^']+)'|libc\+\+abi: terminating.* of type ([\w:]+)", text)
     if m:
@@ -111,8 +111,8 @@ def failure(answer: Answer, reader: str) -> Finding | None:
     sig = _signal_of(answer.returncode)
     if answer.status == "crash" and m:
         what = re.sub(r"-?\d+", "N", m.group(1))[:80]
-        where = re.search(r"([\w.\-]+\.(?:c|cc|cpp|h|hpp)):(\d+):\d+: runtime error", text)
-        at = f"{where.group(1)}:{where.group(2)}" if where else first_frame(text)
+        line = re.search(r"([\w.\-]+\.(?:c|cc|cpp|h|hpp)):(\d+):\d+: runtime error", text)
+        at = f"{line.group(1)}:{line.group(2)}" if line else first_frame(text)
         return Finding("crash", f"crash/{reader}/ubsan:{what}@{at}", f"{reader}: UndefinedBehaviorSanitizer: {m.group(1)[:120]} at {at}")
     if sig == "SIGFPE":
         return Finding("dos", f"dos/{reader}/SIGFPE@{first_frame(text)}", f"{reader} dies of SIGFPE (an arithmetic trap, e.g. division by zero) at {first_frame(text)}")
