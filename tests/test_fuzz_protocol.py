@@ -145,3 +145,54 @@ def test_unknown_matches_anything_and_every_difference_is_reported():
 def test_first_frame_skips_the_runtime():
     assert first_frame("    #0 0x1 in __interceptor_memcpy x.inc:1\n    #1 0x2 in f /a/b.cpp:3:4\n") == "f (b.cpp:3)"
     assert first_frame('Traceback (most recent call last):\n  File "/a/x.py", line 1, in <module>\n  File "/a/y.py", line 9, in g\n') == "g (y.py:9)"
+
+
+# -- the shipped adapters agree with us on the seed files ---------------------------------------------------
+SEEDS = sorted((Path(__file__).parents[1] / "gguf_construct" / "fuzzing" / "seeds").glob("*.gguf"))
+
+
+def _node_reader() -> list[str]:
+    import shutil
+    import subprocess
+
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed (the Node adapter is an example; CI does not need it)")
+    if subprocess.run(["node", "-e", "require.resolve('@huggingface/gguf')"], capture_output=True, timeout=60).returncode != 0:
+        pytest.skip("@huggingface/gguf is not installed (npm install @huggingface/gguf; NODE_PATH=.../node_modules)")
+    return ["node", str(Path(__file__).parents[1] / "gguf_construct" / "fuzzing" / "examples" / "hf_gguf_reader.cjs")]
+
+
+@pytest.mark.parametrize("reader", ["gguf-py", "ggml", "llama.cpp", "node"])
+def test_shipped_adapters_agree_on_the_seed_files(reader):
+    from gguf_construct.fuzzing.adapters import BUILTIN, read_ours
+    from gguf_construct.fuzzing.runner import _python_worker
+
+    if reader == "node":
+        target = LineTarget(_node_reader(), timeout=30)
+    else:
+        pytest.importorskip(BUILTIN[reader][0])
+        target = _python_worker(reader, "ggml" if reader != "gguf-py" else "spec", 2048, 30)
+    try:
+        for seed in SEEDS:
+            answer = target.ask(str(seed))
+            if reader == "llama.cpp" and "vocab" not in seed.name:
+                assert answer.status == "rejected", answer  # no architecture, or no tokenizer: llama.cpp refuses
+                continue
+            assert answer.status == "accepted", (seed.name, answer)
+            ours = read_ours(str(seed), "ggml" if reader != "gguf-py" else "spec")
+            assert compare_views(ours, answer.view, reader) == [], seed.name
+            if reader == "llama.cpp":
+                assert answer.view["n_vocab"] == len(next(v for k, _t, v in ours["kv"] if k == "tokenizer.ggml.tokens"))
+    finally:
+        target.close()
+
+
+def test_safetensors_adapter_agrees_on_the_seed_files():
+    pytest.importorskip("safetensors")
+    from gguf_construct.fuzzing.adapters import read_ours_safetensors, read_safetensors
+
+    seeds = sorted(SEEDS[0].parent.glob("*.safetensors"))
+    assert seeds
+    for seed in seeds:
+        theirs = read_safetensors(str(seed))
+        assert theirs["tensors"] and compare_views(read_ours_safetensors(str(seed)), theirs, "safetensors") == []
