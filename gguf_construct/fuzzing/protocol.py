@@ -94,6 +94,16 @@ def _limit(guard: str, megabytes: int) -> Callable[[], None] | None:
     return apply
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far (Linux /proc; 0.0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def tree_rss(pid: int) -> int:
     """Resident bytes of ``pid`` and its descendants (Linux /proc; 0 when it is gone)."""
     total, todo = 0, [pid]
@@ -154,6 +164,8 @@ class LineTarget:
         self.pending = b""
         self.answered = 0  # lines from the current process: the first one may come after its start-up
         self.restarts = 0
+        self.hang_cpu = 0.0  # CPU seconds the process spent on files it hung on (for throughput figures)
+        self._cpu_at_send = 0.0
 
     def _start(self) -> subprocess.Popen[bytes]:
         if self.proc is None or self.proc.poll() is not None:
@@ -170,6 +182,7 @@ class LineTarget:
         proc = self._start()
         assert proc.stdin is not None and self.stderr is not None
         self.stderr.mark()
+        self._cpu_at_send = cpu_seconds(proc.pid)
         if self.send_mode == "bytes":
             if data is None:
                 with open(path, "rb") as f:
@@ -201,6 +214,7 @@ class LineTarget:
                 break
             now = time.monotonic()
             if now >= deadline:
+                self.hang_cpu += max(0.0, cpu_seconds(proc.pid) - self._cpu_at_send)
                 return self._fail("hang", f"Timeout: no answer within {self.timeout:g} s")
             wait = min(deadline - now, RSS_POLL) if self.guard == "rss" else deadline - now
             ready, _, _ = select.select([fd], [], [], wait)

@@ -102,6 +102,7 @@ class Report:
     agreed: int = 0
     kinds: dict[str, Kind] = field(default_factory=dict)
     restarts: dict[str, int] = field(default_factory=dict)
+    hang_cpu: float = 0.0  # CPU seconds the readers spent on files they hung on
 
     @property
     def findings(self) -> dict[str, Kind]:
@@ -321,6 +322,7 @@ def run(against: str, *, count: int | None = 200, seconds: float | None = None, 
         os.rmdir(scratch)
     report.seconds = time.monotonic() - start
     report.restarts = {"ours": getattr(ours, "restarts", 0), other: getattr(theirs, "restarts", 0)}
+    report.hang_cpu = sum(getattr(t, "hang_cpu", 0.0) for t in (ours, theirs))
     return report
 
 
