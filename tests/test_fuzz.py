@@ -114,3 +114,11 @@ def test_compare_ignores_conventions_and_names_differences():
 def test_fuzz_help_through_the_main_command():
     done = subprocess.run([sys.executable, "-m", "gguf_construct.cli.main", "fuzz", "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "--against" in done.stdout
+
+
+def test_trouble_is_one_line_and_exit_status_2(capsys, tmp_path):
+    assert fuzz_main(["--against", "no-such-reader-program {}", "--count", "1"]) == 2
+    assert fuzz_main(["--against", "gguf-py", "--corpus", str(tmp_path / "missing")]) == 2
+    assert fuzz_main(["--against", "gguf-py", "--known", str(tmp_path / "missing.txt")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and all(line.startswith("gguf-construct fuzz: ") for line in err), err

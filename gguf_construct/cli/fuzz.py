@@ -18,10 +18,19 @@ EXTRA = "pip install 'gguf-construct[fuzz]'"
 
 
 def _missing(against: str) -> str | None:
-    """A one-line message when ``against`` needs a package that is not installed (None when all is there)."""
+    """A one-line message when ``against`` needs a package or a program that is not there (None when all is)."""
+    import shlex
+    import shutil
+
     from ..fuzzing.adapters import BUILTIN
 
     if against not in BUILTIN:
+        try:
+            words = shlex.split(against)
+        except ValueError as e:
+            return f"gguf-construct fuzz: --against {against!r}: {e}"
+        if not words or shutil.which(words[0]) is None:
+            return f"gguf-construct fuzz: --against: no program {words[0] if words else ''!r} (a built-in reader: gguf-py, ggml, llama.cpp, safetensors)"
         return None
     module, package, _fmt = BUILTIN[against]
     if importlib.util.find_spec(module) is not None:

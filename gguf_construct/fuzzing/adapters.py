@@ -325,8 +325,14 @@ def read_ours_info(path: str, profile: GGUFProfile = "spec") -> dict[str, Any]:
     return info_view(json.loads(json.dumps(info_json(f), default=str)))
 
 
+def read_ours_metadata(path: str, profile: GGUFProfile = "spec") -> dict[str, Any]:
+    """Ours without dequantization: for readers that give no dequantized values to compare (faster)."""
+    return read_ours(path, profile, dequantize=False)
+
+
 READERS: dict[str, Callable[..., dict[str, Any]]] = {
     "ours": read_ours,
+    "ours-metadata": read_ours_metadata,
     "ours-info": read_ours_info,
     "ours-safetensors": read_ours_safetensors,
     "gguf-py": read_gguf_py,

@@ -259,8 +259,10 @@ def run(against: str, *, count: int | None = 200, seconds: float | None = None, 
     profile = profile or ("ggml" if against in ("ggml", "llama.cpp") else "spec")
     if fmt == "safetensors":
         ours_reader = "ours-safetensors"
-    else:  # a line-protocol target answers views; a one-shot command prints info --json's shape
-        ours_reader = "ours-info" if against not in BUILTIN and "{}" in against else "ours"
+    elif against not in BUILTIN and "{}" in against:  # a one-shot command prints info --json's shape
+        ours_reader = "ours-info"
+    else:  # a line-protocol target answers views (llama.cpp's has no dequantized values to compare)
+        ours_reader = "ours-metadata" if against == "llama.cpp" else "ours"
     ours = _python_worker(ours_reader, profile, memory_mb, timeout)
     theirs = target(against, profile, timeout=timeout, memory_mb=memory_mb, guard=guard, send=send)
     patterns = known or []
