@@ -29,10 +29,10 @@ MAX_CORPUS_FILE = 256 << 10
 #: The seed corpus that ships with the package: a few small files written by other tools.
 SEEDS = Path(__file__).with_name("seeds")
 #: Strategy examples drawn per batch: generation stays lazy (a campaign never waits for files it will not try).
-BATCH = 16
+BATCH = 8
 #: The share of valid (and again of broken) files drawn from the strategies: a drawn file costs ~30 ms, a mutation
 #: ~2 ms, and drawn valid files join the pool that mutations start from.
-GENERATED_SHARE = 0.04
+GENERATED_SHARE = 0.02
 
 
 # -- minimization ----------------------------------------------------------------------------------------
