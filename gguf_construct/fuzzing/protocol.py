@@ -239,7 +239,13 @@ class LineTarget:
     def died(self) -> Answer:
         """The answer of a process that closed its output: how it ended, and its stderr."""
         proc = self.proc
-        code = proc.wait() if proc is not None else None
+        code = None
+        if proc is not None:
+            try:
+                code = proc.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:  # closed its output but lives on: end it
+                self.close()
+                code = proc.returncode
         text = self.stderr.text(wait=2.0) if self.stderr is not None else ""
         self._reset()
         return Answer("crash", error=f"Crash: the reader's process died (exit status {code})", returncode=code, stderr=text)
