@@ -140,6 +140,8 @@ def test_unknown_matches_anything_and_every_difference_is_reported():
         "value-mismatch/x/tensor.nbytes": "value-mismatch",  # one kind for both tensors, not one per type
         "value-mismatch/x/dequant:q4_0": "value-mismatch",
     }
+    theirs["dequant"] = {"t": "zz", "u": "cc"}  # every tensor differs: one cause of the file, not one per type
+    assert [f.signature for f in compare_views(ours, theirs, "x") if "dequant" in f.signature] == ["value-mismatch/x/dequant:many-types"]
 
 
 def test_first_frame_skips_the_runtime():

@@ -33,6 +33,8 @@ CLASSES = ("crash", "dos", "hang", "memory", "accepted-invalid", "rejected-valid
 #: The top-level keys of a view; any of them, and a tensor's shape, may be the string "unknown".
 VIEW_KEYS = ("version", "alignment", "data_offset", "kv", "tensors", "dequant")
 UNKNOWN = "unknown"
+#: Dequantized values of this many types differing in one file are taken as one cause of the file.
+MANY_TYPES = 3
 #: Frames that belong to the sanitizer runtime, libc or the C++ runtime, skipped when naming where a crash is.
 _RUNTIME_FRAME = re.compile(
     r"__asan|__ubsan|__sanitizer|__interceptor|__interception|asan_|ubsan_|libc\.so|libstdc\+\+|libc\+\+|"
@@ -233,9 +235,16 @@ def compare_views(ours: dict[str, Any], theirs: dict[str, Any], other: str) -> l
             out.append(Finding("value-mismatch", f"value-mismatch/{other}/tensor.{what}", f"tensor {what} differs for {len(cases)} tensor(s), e.g. {cases[0]}"))
     da, db = ours.get("dequant", {}), theirs.get("dequant", {})
     if isinstance(da, dict) and isinstance(db, dict):
-        types = {(ta_ or {}).get(n, [n, "?"])[1] for n in da.keys() & db.keys() if _known(da[n], db[n]) and da[n] != db[n]}
-        for kind in sorted(types):
-            out.append(Finding("value-mismatch", f"value-mismatch/{other}/dequant:{kind}", f"dequantized values of {kind} tensors differ"))
+        compared = [n for n in da.keys() & db.keys() if _known(da[n], db[n])]
+        differ = [n for n in compared if da[n] != db[n]]
+        types = sorted({str((ta_ or {}).get(n, [n, "?"])[1]) for n in differ})
+        if len(types) >= MANY_TYPES or (len(types) > 1 and len(differ) == len(compared)):
+            # many types differ at once (or every tensor): a cause of the file (byte order, data offset), not of
+            # each type's code; one kind, not one per type
+            out.append(Finding("value-mismatch", f"value-mismatch/{other}/dequant:many-types", f"dequantized values of {len(differ)} tensors of {len(types)} types differ ({', '.join(types)})"))
+        else:
+            for kind in types:
+                out.append(Finding("value-mismatch", f"value-mismatch/{other}/dequant:{kind}", f"dequantized values of {kind} tensors differ"))
     return out
 
 
