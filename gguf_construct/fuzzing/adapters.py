@@ -244,7 +244,7 @@ def read_llama_cpp(path: str, profile: str = "ggml") -> dict[str, Any]:
         _LLAMA["params"].vocab_only = True
     model, why = _with_stderr(lambda: llama_cpp.llama_model_load_from_file(str(path).encode(), _LLAMA["params"]), "error")
     if not model:
-        raise ReaderRefused(f"llama_model_load_from_file returned NULL: {why}")
+        raise ReaderRefused(why.removeprefix("error loading model: ") or "llama_model_load_from_file returned NULL")
     try:
         vocab = llama_cpp.llama_model_get_vocab(model)
         n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)

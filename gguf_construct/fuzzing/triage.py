@@ -143,7 +143,7 @@ def _normal_error(text: str) -> str:
     first = next((line for line in text.strip().splitlines() if line.strip()), "")
     first = re.sub(r"'[^']*'|\"[^\"]*\"", "'S'", first)
     first = re.sub(r"(/[\w.\-]+)+", "PATH", first)
-    return re.sub(r"0x[0-9a-fA-F]+|-?\d+", "N", first)[:90]
+    return re.sub(r"0x[0-9a-fA-F]+|-?\d+", "N", first)[:120]
 
 
 def _cstr(value: Any) -> Any:
