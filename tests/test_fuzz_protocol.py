@@ -198,3 +198,22 @@ def test_safetensors_adapter_agrees_on_the_seed_files():
     for seed in seeds:
         theirs = read_safetensors(str(seed))
         assert theirs["tensors"] and compare_views(read_ours_safetensors(str(seed)), theirs, "safetensors") == []
+
+
+def test_what_a_c_reader_printed_before_dying_reaches_triage(tmp_path):
+    """The built-in workers capture a C reader's stderr (to tell its reason for a rejection); when the reader dies
+    inside the call, the captured text (here a GGML_ASSERT message before abort) is still part of the evidence."""
+    script = tmp_path / "dies_in_c.py"
+    script.write_text(
+        "import os, sys\nfrom gguf_construct.fuzzing.adapters import _with_stderr\n"
+        "for line in sys.stdin:\n"
+        "    _with_stderr(lambda: (os.write(2, b'/src/ggml/src/gguf.cpp:99: GGML_ASSERT(n_dims <= 4) failed\\n'), os.abort()))\n"
+    )
+    side_log = tmp_path / "c.log"
+    env = {**__import__("os").environ, "GGUF_CONSTRUCT_FUZZ_C_LOG": str(side_log)}
+    target = LineTarget([sys.executable, str(script)], timeout=20, env=env, side_log=str(side_log))
+    try:
+        found = failure(target.ask(str(tmp_path / "any.gguf")), "ggml")
+    finally:
+        target.close()
+    assert found is not None and found.signature == "dos/ggml/GGML_ASSERT(n_dims <= 4)@gguf.cpp:99", found

@@ -208,13 +208,20 @@ def _ggml_open(ggml: Any, path: str) -> tuple[Any, str]:
     return _with_stderr(lambda: ggml.gguf_init_from_file(str(path).encode(), ggml.gguf_init_params(no_alloc=True, ctx=None)))
 
 
+#: Where a worker's readers write their C stderr while they read a file (set by the fuzzer, which reads it back
+#: when the reader dies there: an assertion message or a sanitizer report is in it). A temporary file otherwise.
+C_LOG_ENV = "GGUF_CONSTRUCT_FUZZ_C_LOG"
+
+
 def _with_stderr(call: Callable[[], Any], marker: str = "") -> tuple[Any, str]:
-    """``call()`` with the C stderr captured (and passed on afterwards, so that a crash report still reaches the
-    fuzzer): its result and the first log line (containing ``marker``, if given), function name prefix removed."""
+    """``call()`` with the C stderr captured: its result and the first log line (containing ``marker``, if given),
+    function name prefix removed. The log goes to the file named by ``$GGUF_CONSTRUCT_FUZZ_C_LOG`` when set, so that
+    what a reader printed before dying (``GGML_ASSERT``, a sanitizer report) reaches the fuzzer's triage."""
     import os
     import tempfile
 
-    with tempfile.TemporaryFile() as log:
+    named = os.environ.get(C_LOG_ENV)
+    with open(named, "w+b") if named else tempfile.TemporaryFile() as log:
         saved = os.dup(2)
         os.dup2(log.fileno(), 2)
         try:
@@ -224,6 +231,8 @@ def _with_stderr(call: Callable[[], Any], marker: str = "") -> tuple[Any, str]:
             os.close(saved)
         log.seek(0)
         text = log.read().decode("utf-8", "replace")
+        if named:
+            log.truncate(0)
     lines = [line for line in text.strip().splitlines() if line.strip() and marker in line]
     return result, (lines[0].split(": ", 1)[-1] if lines else "")
 

@@ -154,11 +154,13 @@ class LineTarget:
     """A long-lived reader speaking the line protocol; restarted after a crash, a hang or the memory cap."""
 
     def __init__(self, argv: list[str], *, timeout: float = 5.0, memory_mb: int = 2048, guard: str = "rss", send: str = "path",
-                 env: dict[str, str] | None = None, start_timeout: float | None = None):  # fmt: skip
+                 env: dict[str, str] | None = None, start_timeout: float | None = None, side_log: str | None = None):  # fmt: skip
         """``start_timeout``: how long a fresh process may take to say ``{"ready": true}`` (default: ``timeout``,
-        added to the first request's limit when the target never says it)."""
+        added to the first request's limit when the target never says it). ``side_log``: a file the target writes
+        some of its stderr to (the built-in workers' C logs), added to the evidence of a failed answer."""
         self.argv, self.timeout, self.memory_mb, self.guard, self.send_mode = argv, timeout, memory_mb, guard, send
         self.env, self.start_timeout = env, timeout if start_timeout is None else start_timeout
+        self.side_log = side_log
         self.proc: subprocess.Popen[bytes] | None = None
         self.stderr: _StderrTail | None = None
         self.pending = b""
@@ -246,15 +248,24 @@ class LineTarget:
             except subprocess.TimeoutExpired:  # closed its output but lives on: end it
                 self.close()
                 code = proc.returncode
-        text = self.stderr.text(wait=2.0) if self.stderr is not None else ""
+        text = self._side_text() + (self.stderr.text(wait=2.0) if self.stderr is not None else "")
         self._reset()
         return Answer("crash", error=f"Crash: the reader's process died (exit status {code})", returncode=code, stderr=text)
 
     def _fail(self, status: str, why: str) -> Answer:
         self.close()
-        text = self.stderr.text(wait=1.0) if self.stderr is not None else ""
+        text = self._side_text() + (self.stderr.text(wait=1.0) if self.stderr is not None else "")
         self._reset()
         return Answer(status, error=why, stderr=text)
+
+    def _side_text(self) -> str:
+        if not self.side_log:
+            return ""
+        try:
+            with open(self.side_log, "rb") as f:
+                return f.read()[-STDERR_KEEP:].decode("utf-8", "replace")
+        except OSError:
+            return ""
 
     def _reset(self) -> None:
         self.proc, self.pending = None, b""

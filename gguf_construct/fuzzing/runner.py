@@ -206,9 +206,15 @@ def inputs(seed: int, corpus: list[tuple[str, bytes]], fmt: str = "gguf") -> Ite
 
 # -- the readers -----------------------------------------------------------------------------------------
 def _python_worker(reader: str, profile: str, memory_mb: int, timeout: float) -> LineTarget:
+    """A built-in reader in a worker process; its C stderr goes to a side log the target reads when it fails."""
+    from .adapters import C_LOG_ENV
+
+    fd, side_log = tempfile.mkstemp(prefix=f"gguf-construct-fuzz-{reader}-", suffix=".log")
+    os.close(fd)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")) if p))
+    env[C_LOG_ENV] = side_log
     argv = [sys.executable, "-m", "gguf_construct.fuzzing.worker", reader, profile, str(memory_mb)]
-    return LineTarget(argv, timeout=timeout, memory_mb=memory_mb, guard="none", env=env, start_timeout=120)  # the worker caps itself
+    return LineTarget(argv, timeout=timeout, memory_mb=memory_mb, guard="none", env=env, start_timeout=120, side_log=side_log)  # the worker caps itself
 
 
 def target(against: str, profile: str, *, timeout: float, memory_mb: int, guard: str | None = None, send: str = "path") -> LineTarget | OneShotTarget:
@@ -319,6 +325,9 @@ def run(against: str, *, count: int | None = 200, seconds: float | None = None, 
     finally:
         for t in (ours, theirs):
             t.close()
+            side_log = getattr(t, "side_log", None)
+            if side_log:
+                os.unlink(side_log)
         for leftover in os.listdir(scratch):
             os.unlink(os.path.join(scratch, leftover))
         os.rmdir(scratch)
