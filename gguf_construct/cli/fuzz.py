@@ -1,8 +1,7 @@
-"""``gguf-construct fuzz``: differential fuzzing of another GGUF reader against ours.
+"""``gguf-construct fuzz``: differential fuzzing of another reader against ours, with crash triage.
 
-Exit codes: 0 the readers agreed on every file, 1 disagreements were found (each saved as a minimized
-reproducer with a one-line explanation when ``--out`` is given), 2 usage (including a reader that is not
-installed).
+Exit codes: 0 no new finding, 1 new findings (each kind saved as a minimized reproducer with a one-line
+explanation when ``--output`` is given), 2 trouble (usage, a missing optional package, an unreadable --known file).
 """
 
 from __future__ import annotations
@@ -15,26 +14,55 @@ from pathlib import Path
 from .common import EXIT_BAD as EXIT_FOUND
 from .common import EXIT_OK, EXIT_TROUBLE, command, finite, whole
 
-_MODULES = {"gguf-py": "gguf", "ggml": "ggml"}
+EXTRA = "pip install 'gguf-construct[fuzz]'"
+
+
+def _missing(against: str) -> str | None:
+    """A one-line message when ``against`` needs a package or a program that is not there (None when all is)."""
+    import shlex
+    import shutil
+
+    from ..fuzzing.adapters import BUILTIN
+
+    if against not in BUILTIN:
+        try:
+            words = shlex.split(against)
+        except ValueError as e:
+            return f"gguf-construct fuzz: --against {against!r}: {e}"
+        if not words or shutil.which(words[0]) is None:
+            return f"gguf-construct fuzz: --against: no program {words[0] if words else ''!r} (a built-in reader: gguf-py, ggml, llama.cpp, safetensors)"
+        return None
+    module, package, _fmt = BUILTIN[against]
+    if importlib.util.find_spec(module) is not None:
+        return None
+    how = EXTRA if against in ("gguf-py", "ggml") else f"pip install {package}"
+    return f"gguf-construct fuzz: --against {against} needs the {package} package, which is not installed ({how})"
 
 
 def _run(args: argparse.Namespace) -> int:
     from ..fuzzing import run
+    from ..fuzzing.runner import load_known
 
-    against = args.against
-    if against in _MODULES:
-        if importlib.util.find_spec(_MODULES[against]) is None:
-            print(
-                f"gguf-construct fuzz: {against} is not installed (pip install {'gguf' if against == 'gguf-py' else 'ggml-python'})",
-                file=sys.stderr,
-            )
-            return EXIT_TROUBLE
-    elif "{}" not in against:
-        print("gguf-construct fuzz: --against takes gguf-py, ggml, or a command with {} for the file's path", file=sys.stderr)
+    def fail(message: str) -> int:
+        print(message, file=sys.stderr)
         return EXIT_TROUBLE
+
+    if (message := _missing(args.against)) is not None:
+        return fail(message)
+    if args.corpus and not Path(args.corpus).is_dir():
+        return fail(f"gguf-construct fuzz: --corpus {args.corpus}: no such folder")
+    try:
+        known = load_known(Path(args.known)) if args.known else []
+    except OSError as e:
+        return fail(f"gguf-construct fuzz: --known {args.known}: {e.strerror or e}")
+    try:
+        import hypothesis  # noqa: F401  (the runner draws files from the strategies with it)
+    except ImportError:
+        print(f"gguf-construct fuzz: note: hypothesis is not installed, so only mutations of the seed files run ({EXTRA} adds generated files)", file=sys.stderr)
+    count = args.count if args.count is not None or args.seconds is not None else 200
     report = run(
-        against,
-        count=args.count,
+        args.against,
+        count=count,
         seconds=args.seconds,
         seed=args.seed,
         out=Path(args.out) if args.out else None,
@@ -43,6 +71,10 @@ def _run(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         memory_mb=args.memory_mb,
         minimize_budget=args.minimize,
+        known=known,
+        guard=args.memory_guard,
+        send=args.send,
+        fmt=args.format,
         log=(lambda line: print(line, file=sys.stderr)) if args.verbose else None,
     )
     print("\n".join(report.lines()))
@@ -56,30 +88,39 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "fuzz",
         _run,
-        help="run generated and mutated files through another reader and ours, report every disagreement",
+        help="run generated and mutated files through another reader and ours, report crashes, hangs and disagreements",
         description=(
-            "Differential fuzzing: valid files of every shape, files broken one labelled way at a time, and mutations of corpus and "
-            "generated files go through our reader and another one (each in its own process, with a time and a memory cap). Every "
-            "kind of disagreement (accepted by one and rejected by the other, different keys, values, tensor infos or dequantized "
-            "values) is reported; with --out, one minimized reproducer per kind is saved with a one-line explanation (findings.tsv). "
-            "Exit 0: no disagreement; 1: disagreements; 2: usage."
+            "Differential fuzzing: seed files, valid files of every shape, files broken one labelled way at a time, and mutations "
+            "go through our reader and another one (each a long-lived process under a time limit and a memory guard, restarted "
+            "after a crash). Every finding gets a class (crash, dos, hang, memory, accepted-invalid, rejected-valid, value-mismatch, "
+            "adapter-representation) and is grouped by root cause; with --output, one minimized reproducer per kind is saved with a "
+            "one-line explanation (findings.tsv). Exit 0: no new finding; 1: new findings; 2: trouble."
         ),
     )
     p.add_argument(
         "--against",
         required=True,
         metavar="READER",
-        help="gguf-py, ggml (its C reader through ggml-python), or a command such as 'my-reader --json {}' printing `info --json`'s shape",
+        help="gguf-py, ggml (its C reader through ggml-python), llama.cpp (its loader through llama-cpp-python, vocab only), "
+        "safetensors (the safetensors library), a long-lived command speaking the line protocol ('node reader.mjs'), or a "
+        "command run once per file with {} for the path ('my-reader --json {}')",
     )
-    p.add_argument("--count", type=whole(1), default=200, help="files to try (default 200)")
-    p.add_argument("--seconds", type=finite(0, most=10**7), help="run for this long instead of --count files")
+    p.add_argument("--count", type=whole(1), help="files to try (default 200 without --seconds; with it, no limit)")
+    p.add_argument("--seconds", type=finite(0, most=10**7), help="stop after this long (the last file and minimizations finish)")
     p.add_argument("--seed", type=whole(), default=0, help="random seed: the same seed tries the same files (default 0)")
-    p.add_argument("--out", metavar="DIR", help="save minimized reproducers and findings.tsv here")
-    p.add_argument(
-        "--corpus", metavar="DIR", help="real files to mutate (default ../shared/corpus beside the project; files up to 256 KiB)"
-    )
-    p.add_argument("--profile", choices=("spec", "ggml"), help="our validation profile (default: ggml against ggml, else spec)")
+    p.add_argument("-o", "--output", dest="out", metavar="DIR", help="save minimized reproducers and findings.tsv here")
+    p.add_argument("--corpus", metavar="DIR", help="files to start from and mutate (default: the seed files shipped with the package)")
+    p.add_argument("--known", metavar="FILE", help="signatures (or a findings.tsv) of triaged kinds to silence; * wildcards allowed")
+    p.add_argument("--format", choices=("gguf", "safetensors"), help="file format of a command reader (built-in readers know theirs)")
+    p.add_argument("--profile", choices=("spec", "ggml"), help="our validation profile (default: ggml against ggml and llama.cpp, else spec)")
     p.add_argument("--timeout", type=finite(0, most=10**6), default=5.0, help="seconds per file per reader (default 5)")
-    p.add_argument("--memory-mb", type=whole(1, 2**40), default=2048, help="address-space cap of each reader's process (default 2048)")
+    p.add_argument("--memory-mb", type=whole(1, 2**40), default=2048, help="memory cap of each reader's process (default 2048)")
+    p.add_argument(
+        "--memory-guard",
+        choices=("rss", "data", "as", "none"),
+        help="how a command reader's memory is capped: rss (watch the resident size; default, works for sanitizer builds), "
+        "data (RLIMIT_DATA), as (RLIMIT_AS: kills ASan builds at start)",
+    )
+    p.add_argument("--send", choices=("path", "bytes"), default="path", help="line protocol: send each file's path (default) or its bytes")
     p.add_argument("--minimize", type=whole(), default=150, metavar="N", help="reader calls spent minimizing each reproducer (default 150)")
-    p.add_argument("-v", "--verbose", action="store_true", help="print each new kind of disagreement as it is found")
+    p.add_argument("-v", "--verbose", action="store_true", help="print each new kind of finding as it is found")

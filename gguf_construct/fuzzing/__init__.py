@@ -1,13 +1,17 @@
-"""Differential fuzzing of GGUF readers: ours against gguf-py's, ggml's C reader, or any command.
+"""Differential fuzzing of model-file readers: ours against gguf-py, ggml's C reader, llama.cpp's loader, the
+safetensors library, or any reader speaking the line protocol.
 
-- :func:`run` — the campaign behind ``gguf-construct fuzz`` (files, workers, comparison, reproducers)
-- :func:`mutate` — blind and schema-aware mutations of a file's bytes
-- :func:`compare`, :func:`ddmin` — what counts as a disagreement, and the minimizer
+- :func:`run` — the campaign behind ``gguf-construct fuzz`` (files, targets, triage, reproducers)
+- :mod:`.protocol` — readers as processes: :class:`LineTarget` (long-lived), :class:`OneShotTarget` (per file)
+- :mod:`.triage` — what a pair of answers means: :func:`findings` with a class and a root-cause signature
+- :func:`mutate` — blind and schema-aware mutations of a file's bytes; :func:`ddmin` — the byte minimizer
 - :data:`READERS` — the built-in reader adapters (run in capped worker processes)
 """
 
 from .adapters import READERS
 from .mutators import mutate
-from .runner import Disagreement, Report, compare, ddmin, run
+from .protocol import Answer, LineTarget, OneShotTarget
+from .runner import Report, ddmin, minimize, run
+from .triage import CLASSES, Finding, compare_views, findings
 
-__all__ = ["READERS", "Disagreement", "Report", "compare", "ddmin", "mutate", "run"]
+__all__ = ["CLASSES", "READERS", "Answer", "Finding", "LineTarget", "OneShotTarget", "Report", "compare_views", "ddmin", "findings", "minimize", "mutate", "run"]

@@ -8,18 +8,17 @@ A view is plain JSON data::
      "tensors": [[name, type, shape, offset, nbytes]],  # shape in ggml order, offset from the data section
      "dequant": {name: digest}}                         # sha1 of the float32 values, when the reader can make them
 
-A reader that refuses the file raises; the worker reports the exception's type and message as the rejection.
-Each adapter runs in a worker process (see :mod:`.worker`), so that a hang, a crash or a huge allocation in the
-other reader stays there.
+Any entry may be the string "unknown" (a tensor's shape too) when a reader does not expose it. A reader that
+refuses the file raises; the worker reports the exception's type and message as the rejection (a
+:class:`ReaderRefused` carries a C reader's own reason). Each adapter runs in a worker process speaking the line
+protocol (see :mod:`.worker`, :mod:`.protocol`), so that a hang, a crash or a huge allocation stays there.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 import struct
-import subprocess
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,8 +26,15 @@ import numpy as np
 
 from ..tables import VALUE_TYPES
 
+
+class ReaderRefused(ValueError):
+    """A reader refused the file and said why (the reason is the reader's, not a line of this module)."""
+
+
 #: Tensors larger than this are not dequantized for comparison (keeps a run fast; the view notes the skip).
 DEQUANT_LIMIT = 1 << 20
+#: What a view holds where a reader does not expose a value.
+UNKNOWN = "unknown"
 #: Value type name → numpy dtype code (``schema/value_types.json``); a bool is compared as its raw byte.
 _NUMPY = {**{vt.name: vt.numpy for vt in VALUE_TYPES.values() if vt.numpy}, "bool": "u1"}
 
@@ -146,7 +152,7 @@ def read_ggml(path: str, profile: str = "ggml", *, dequantize: bool = True) -> d
 
     ctx, why = _ggml_open(ggml, path)
     if not ctx:
-        raise ValueError(f"gguf_init_from_file returned NULL: {why}")
+        raise ReaderRefused(f"gguf_init_from_file returned NULL: {why}")
     try:
         kvs = []
         for i in range(ggml.gguf_get_n_kv(ctx)):
@@ -176,7 +182,7 @@ def read_ggml(path: str, profile: str = "ggml", *, dequantize: bool = True) -> d
             name = ggml.gguf_get_tensor_name(ctx, i).decode("utf-8")
             type_id = ggml.gguf_get_tensor_type(ctx, i)
             offset, nbytes = ggml.gguf_get_tensor_offset(ctx, i), ggml.gguf_get_tensor_size(ctx, i)
-            tensors.append([name, ggml.ggml_type_name(type_id).decode().lower(), None, offset, nbytes])
+            tensors.append([name, ggml.ggml_type_name(type_id).decode().lower(), UNKNOWN, offset, nbytes])
             traits = ggml.ggml_get_type_traits(type_id).contents
             n_values = nbytes // traits.type_size * traits.blck_size if traits.type_size else 0
             if dequantize and nbytes <= DEQUANT_LIMIT and traits.to_float and data_offset + offset + nbytes <= len(blob):
@@ -197,47 +203,134 @@ def read_ggml(path: str, profile: str = "ggml", *, dequantize: bool = True) -> d
 
 
 def _ggml_open(ggml: Any, path: str) -> tuple[Any, str]:
-    """``gguf_init_from_file`` with its C stderr captured: (context or NULL, ggml's last log line)."""
+    """``gguf_init_from_file`` with its C stderr captured: (context or NULL, ggml's first log line: the specific
+    reason; the last one is a generic "failed to read ..." shared by unrelated causes)."""
+    return _with_stderr(lambda: ggml.gguf_init_from_file(str(path).encode(), ggml.gguf_init_params(no_alloc=True, ctx=None)))
+
+
+#: Where a worker's readers write their C stderr while they read a file (set by the fuzzer, which reads it back
+#: when the reader dies there: an assertion message or a sanitizer report is in it). A temporary file otherwise.
+C_LOG_ENV = "GGUF_CONSTRUCT_FUZZ_C_LOG"
+
+
+def _with_stderr(call: Callable[[], Any], marker: str = "") -> tuple[Any, str]:
+    """``call()`` with the C stderr captured: its result and the first log line (containing ``marker``, if given),
+    function name prefix removed. The log goes to the file named by ``$GGUF_CONSTRUCT_FUZZ_C_LOG`` when set, so that
+    what a reader printed before dying (``GGML_ASSERT``, a sanitizer report) reaches the fuzzer's triage."""
     import os
     import tempfile
 
-    with tempfile.TemporaryFile() as log:
+    named = os.environ.get(C_LOG_ENV)
+    with open(named, "w+b") if named else tempfile.TemporaryFile() as log:
         saved = os.dup(2)
         os.dup2(log.fileno(), 2)
         try:
-            ctx = ggml.gguf_init_from_file(str(path).encode(), ggml.gguf_init_params(no_alloc=True, ctx=None))
+            result = call()
         finally:
             os.dup2(saved, 2)
             os.close(saved)
         log.seek(0)
-        lines = log.read().decode("utf-8", "replace").strip().splitlines()
-    return ctx, (lines[-1].split(": ", 1)[-1] if lines else "")
+        text = log.read().decode("utf-8", "replace")
+        if named:
+            log.truncate(0)
+    lines = [line for line in text.strip().splitlines() if line.strip() and marker in line]
+    return result, (lines[0].split(": ", 1)[-1] if lines else "")
+
+
+# -- llama.cpp (vocab-only load) ----------------------------------------------------------------------------
+_LLAMA: dict[str, Any] = {}
+
+
+def read_llama_cpp(path: str, profile: str = "ggml") -> dict[str, Any]:
+    """llama.cpp's model loader through llama-cpp-python, ``vocab_only``: the header, metadata, architecture and
+    vocabulary checks of a real load, without tensor data. The view has the metadata as llama.cpp prints it
+    (strings) and the vocabulary size; what it does not expose is "unknown"."""
+    import llama_cpp
+
+    if not _LLAMA:
+        llama_cpp.llama_backend_init()
+        _LLAMA["params"] = llama_cpp.llama_model_default_params()
+        _LLAMA["params"].vocab_only = True
+    model, why = _with_stderr(lambda: llama_cpp.llama_model_load_from_file(str(path).encode(), _LLAMA["params"]), "error")
+    if not model:
+        raise ReaderRefused(why.removeprefix("error loading model: ") or "llama_model_load_from_file returned NULL")
+    try:
+        vocab = llama_cpp.llama_model_get_vocab(model)
+        n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
+    finally:
+        llama_cpp.llama_model_free(model)
+    return {"version": UNKNOWN, "alignment": UNKNOWN, "data_offset": UNKNOWN, "kv": UNKNOWN, "tensors": UNKNOWN, "dequant": {}, "n_vocab": n_vocab}
+
+
+# -- safetensors --------------------------------------------------------------------------------------------
+def read_safetensors(path: str, profile: str = "spec", *, dequantize: bool = True) -> dict[str, Any]:
+    """The safetensors library's ``safe_open`` (numpy): metadata, dtype, shape (numpy order) and byte size of each
+    tensor, and the values of those numpy can hold. It does not expose offsets: they are "unknown"."""
+    from safetensors import safe_open
+
+    kvs, tensors, dequant = [], [], {}
+    with safe_open(path, framework="numpy") as f:
+        for key, value in sorted((f.metadata() or {}).items()):
+            kvs.append([key, "str", value])
+        for name in f.keys():  # noqa: SIM118 - safe_open is no dict
+            part = f.get_slice(name)
+            dtype, shape = part.get_dtype(), [int(d) for d in part.get_shape()]
+            nbytes = UNKNOWN
+            tensors.append([name, dtype.lower(), shape, UNKNOWN, nbytes])
+            if dequantize and dtype in _SAFETENSORS_NUMPY:
+                values = f.get_tensor(name)
+                tensors[-1][4] = int(values.nbytes)
+                if values.nbytes <= DEQUANT_LIMIT:
+                    dequant[name] = digest(values.astype(np.float32).reshape(-1))
+    return {"version": UNKNOWN, "alignment": UNKNOWN, "data_offset": UNKNOWN, "kv": kvs, "tensors": tensors, "dequant": dequant}
+
+
+#: safetensors dtypes whose values both sides turn into float32 the same way (numpy holds them).
+_SAFETENSORS_NUMPY = {"F64", "F32", "F16", "I64", "I32", "I16", "I8", "U8", "U16", "U32", "U64", "BOOL"}
+
+
+def read_ours_safetensors(path: str, profile: str = "spec", *, dequantize: bool = True) -> dict[str, Any]:
+    """Ours, for safetensors files: the stored tensors (not the MLX/Ollama logical ones), as :func:`read_safetensors`
+    sees them."""
+    from ..registry import load
+
+    f = load(path, format="safetensors", strict=True, profile="hf" if profile == "hf" else "spec")
+    kvs = [[k, "str", v] for k, v in sorted(f.metadata.items())]
+    tensors, dequant = [], {}
+    for t in f.entries.values():
+        name, dtype = t.name, str(t.type)
+        tensors.append([name, dtype.lower(), [int(d) for d in reversed(t.shape)], int(t.offset), int(t.nbytes)])  # numpy order
+        if dequantize and dtype in _SAFETENSORS_NUMPY and t.nbytes <= DEQUANT_LIMIT:
+            dequant[name] = digest(np.asarray(t.array()).astype(np.float32).reshape(-1))
+    return {"version": UNKNOWN, "alignment": UNKNOWN, "data_offset": f.data_offset, "kv": kvs, "tensors": tensors, "dequant": dequant}
 
 
 # -- any command printing info --json ----------------------------------------------------------------------
 def info_view(info: dict[str, Any]) -> dict[str, Any]:
-    """``gguf-construct info --json`` output (or a command imitating it) as a view (no dequantized values)."""
+    """``gguf-construct info --json`` output (or a command imitating it) as a view (no dequantized values);
+    metadata and tensors keyed by name (``{key: {type, value}}``, ``{name: {type, shape, ...}}``) or as lists of
+    ``{key, type, value}`` and ``{name, type, shape, ...}``."""
+    metadata = info.get("metadata") or []
+    if isinstance(metadata, dict):
+        metadata = [{"key": k, **v} if isinstance(v, dict) else {"key": k, "value": v} for k, v in metadata.items()]
+    listed = info.get("tensors") or []
+    if isinstance(listed, dict):
+        listed = [{"name": k, **v} for k, v in listed.items() if isinstance(v, dict)]
     kvs = []
-    for key, m in (info.get("metadata") or {}).items():
+    for m in metadata:
         if m.get("type") == "arr":
-            kvs.append([key, f"arr[{m.get('array_type')}]", {"n": m.get("n"), "first": m.get("first"), "last": m.get("last")}])
+            kvs.append([m["key"], f"arr[{m.get('array_type')}]", {"n": m.get("n"), "first": m.get("first"), "last": m.get("last")}])
         else:
-            kvs.append([key, m["type"], m.get("value")])
+            kvs.append([m["key"], m.get("type", UNKNOWN), m.get("value", UNKNOWN)])
     tensors = [
-        [name, str(t["type"]).lower(), list(t.get("shape") or []), t.get("offset"), t.get("nbytes")] for name, t in (info.get("tensors") or {}).items()
+        [t["name"], str(t.get("type", UNKNOWN)).lower(), list(t["shape"]) if t.get("shape") is not None else UNKNOWN, t.get("offset", UNKNOWN), t.get("nbytes", UNKNOWN)]
+        for t in listed
     ]
-    return {
-        "version": info.get("version"),
-        "alignment": info.get("alignment"),
-        "data_offset": info.get("data_offset"),
-        "kv": kvs,
-        "tensors": tensors,
-        "dequant": {},
-    }
+    return {key: info.get(key, UNKNOWN) for key in ("version", "alignment", "data_offset")} | {"kv": kvs, "tensors": tensors, "dequant": {}}
 
 
 def read_ours_info(path: str, profile: GGUFProfile = "spec") -> dict[str, Any]:
-    """Ours, in the info --json shape (to compare with an external command)."""
+    """Ours, in the info --json shape (to compare with a command printing that shape)."""
     from ..registry import load
     from ..report import info_json
 
@@ -245,27 +338,27 @@ def read_ours_info(path: str, profile: GGUFProfile = "spec") -> dict[str, Any]:
     return info_view(json.loads(json.dumps(info_json(f), default=str)))
 
 
-def command_reader(template: str, timeout: float) -> Callable[[str, str], dict[str, Any]]:
-    """A reader running ``template`` with ``{}`` replaced by the path; exit status 0 means accepted."""
-    if "{}" not in template:
-        raise ValueError("the command needs a {} where the file's path goes, e.g. 'my-reader --json {}'")
-
-    def read(path: str, profile: str = "spec") -> dict[str, Any]:
-        args = shlex.split(template.replace("{}", shlex.quote(path)))
-        done = subprocess.run(args, capture_output=True, timeout=timeout)
-        if done.returncode != 0:
-            last = (done.stderr or done.stdout).decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
-            raise RuntimeError(last[0][:300])
-        return info_view(json.loads(done.stdout))
-
-    return read
+def read_ours_metadata(path: str, profile: GGUFProfile = "spec") -> dict[str, Any]:
+    """Ours without dequantization: for readers that give no dequantized values to compare (faster)."""
+    return read_ours(path, profile, dequantize=False)
 
 
 READERS: dict[str, Callable[..., dict[str, Any]]] = {
     "ours": read_ours,
+    "ours-metadata": read_ours_metadata,
     "ours-info": read_ours_info,
+    "ours-safetensors": read_ours_safetensors,
     "gguf-py": read_gguf_py,
     "ggml": read_ggml,
+    "llama.cpp": read_llama_cpp,
+    "safetensors": read_safetensors,
+}
+#: The built-in adapters: name → (the Python module they need, its pip package, the file format they read).
+BUILTIN: dict[str, tuple[str, str, str]] = {
+    "gguf-py": ("gguf", "gguf", "gguf"),
+    "ggml": ("ggml", "ggml-python", "gguf"),
+    "llama.cpp": ("llama_cpp", "llama-cpp-python", "gguf"),
+    "safetensors": ("safetensors", "safetensors", "safetensors"),
 }
 
 

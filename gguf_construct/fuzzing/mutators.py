@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import struct
 from collections.abc import Callable
+from functools import lru_cache
 
 from ..errors import FormatError
 
@@ -78,20 +79,29 @@ def _duplicate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return data[: i + n] + data[i : i + n] + data[i + n :], f"repeat {n} bytes at {i}"
 
 
-def _field(data: bytes, rng: random.Random) -> tuple[bytes, str]:
-    """Overwrite a field the schema names (a count, length, value type, n_dims, dimension, ggml type or offset)."""
+@lru_cache(maxsize=256)
+def _fields(data: bytes) -> tuple[int, list[tuple[str, int, str]]] | None:
+    """(alignment, the named fields) of a parsed file, or None when it does not parse. Cached: a campaign mutates
+    the same seed and pool files again and again."""
     from ..formats.gguf_layout import Layout
 
     layout = Layout(data)
     try:
-        c = layout.c
+        return layout.c.alignment, layout.fields()
     except FormatError:
+        return None
+
+
+def _field(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """Overwrite a field the schema names (a count, length, value type, n_dims, dimension, ggml type or offset)."""
+    parsed = _fields(data)
+    if parsed is None:
         return _word(data, rng)
-    fields = layout.fields()
+    alignment, fields = parsed
     name, at, fmt = rng.choice(fields)
     size = struct.calcsize(fmt)
     old = struct.unpack_from(fmt, data, at)[0]
-    value = rng.choice((*(INTERESTING_64 if size == 8 else INTERESTING_32), old + 1, max(0, old - 1), old * 2, old + c.alignment))
+    value = rng.choice((*(INTERESTING_64 if size == 8 else INTERESTING_32), old + 1, max(0, old - 1), old * 2, old + alignment))
     value &= (1 << (8 * size)) - 1
     return data[:at] + struct.pack(fmt, value) + data[at + size :], f"{name} {old} -> {value}"
 

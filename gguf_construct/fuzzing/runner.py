@@ -1,184 +1,49 @@
-"""The differential run: the same files through our reader and another one, every disagreement minimized and
-saved with a one-line explanation.
+"""The differential campaign: the same files through our reader and another one, every finding classified
+(:mod:`.triage`), grouped by root cause, minimized and saved with a one-line explanation.
 
-Files come from the strategies (valid files of every shape, files broken one labelled way at a time) and from
-mutations of corpus files and of generated ones. Each reader runs in a :class:`Worker` process with a memory cap
-(``RLIMIT_AS``) and a time limit per file; a reader that hangs or dies is restarted and its answer recorded as
-``Timeout`` or ``Crash``.
+Files come, lazily, from the seed corpus (built in, or ``--corpus``), the strategies when hypothesis is installed
+(valid files of every shape, files broken one labelled way at a time) and mutations of both. Both readers are
+line-protocol targets (:mod:`.protocol`) answering the same file at the same time, each in its own process under a
+time limit and a memory guard, restarted after a crash, a hang or the memory cap.
 """
 
 from __future__ import annotations
 
-import json
+import fnmatch
 import os
 import random
 import re
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .mutators import mutate
+from .protocol import Answer, LineTarget, OneShotTarget
+from .triage import CLASSES, Finding, findings
 
 #: Corpus files larger than this are left out of a run (the other readers can take seconds on a big vocabulary).
 MAX_CORPUS_FILE = 256 << 10
-
-
-class Worker:
-    """One reader in a subprocess: ``ask(path)`` returns its JSON answer, or a Timeout/Crash answer."""
-
-    def __init__(self, reader: str, profile: str, memory_mb: int, timeout: float, command: str | None = None):
-        self.args = [sys.executable, "-m", "gguf_construct.fuzzing.worker", reader, profile, str(memory_mb)]
-        if command is not None:
-            self.args += [command, str(timeout)]
-        self.timeout = timeout
-        self.proc: subprocess.Popen[str] | None = None
-
-    def _start(self) -> subprocess.Popen[str]:
-        if self.proc is None or self.proc.poll() is not None:
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]))
-            self.proc = subprocess.Popen(
-                self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
-            )
-        return self.proc
-
-    def ask(self, path: str) -> dict[str, Any]:
-        proc = self._start()
-        assert proc.stdin is not None and proc.stdout is not None
-        try:
-            proc.stdin.write(path + "\n")
-            proc.stdin.flush()
-        except BrokenPipeError:
-            return self._died()
-        line: list[str] = []
-        reader = _LineReader(proc, line)
-        reader.start()
-        reader.join(self.timeout)
-        if reader.is_alive():
-            self.close()
-            reader.join(1)
-            return {"ok": False, "error": f"Timeout: no answer within {self.timeout:g} s", "rule": None, "where": ""}
-        if not line or not line[0]:
-            return self._died()
-        try:
-            return json.loads(line[0])
-        except ValueError:
-            return {"ok": False, "error": f"Crash: unreadable answer {line[0][:80]!r}", "rule": None, "where": ""}
-
-    def _died(self) -> dict[str, Any]:
-        code = self.proc.wait() if self.proc is not None else None
-        self.proc = None
-        return {"ok": False, "error": f"Crash: the reader's process died (exit status {code})", "rule": None, "where": ""}
-
-    def close(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
-
-
-class _LineReader:
-    """Read one line from a process's stdout in a thread (so that the caller can time out)."""
-
-    def __init__(self, proc: subprocess.Popen[str], out: list[str]):
-        import threading
-
-        self.thread = threading.Thread(target=lambda: out.append(proc.stdout.readline() if proc.stdout else ""), daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def join(self, timeout: float) -> None:
-        self.thread.join(timeout)
-
-    def is_alive(self) -> bool:
-        return self.thread.is_alive()
-
-
-# -- comparison ------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Disagreement:
-    """How two readers differ on one file: ``signature`` groups the same difference across files."""
-
-    signature: str
-    explanation: str
-
-
-def _cstr(value: Any) -> Any:
-    """A string as a C reader hands it out (up to the first NUL)."""
-    return value.split("\0")[0] if isinstance(value, str) else value
-
-
-def normalize(view: dict[str, Any], other: str) -> dict[str, Any]:
-    """Remove the differences that are conventions, not disagreements: gguf-py loses the element type of an
-    empty array; ggml hands strings out NUL-terminated and no shapes; without tensors the data offset is moot."""
-    kv = []
-    for key, label, value in view["kv"]:
-        if label.startswith("arr[") and other == "gguf-py" and isinstance(value, list) and not value:
-            label = "arr[None]"
-        if other == "ggml":
-            value = [_cstr(v) for v in value] if label == "arr[str]" and isinstance(value, list) else _cstr(value)
-        kv.append([key, label, value])
-    tensors = [[n, t, shape if other not in ("ggml",) else None, o, b] for n, t, shape, o, b in view["tensors"]]
-    return {**view, "kv": kv, "tensors": tensors, "data_offset": view["data_offset"] if view["tensors"] else None}
-
-
-def _short(value: Any, width: int = 60) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def compare(ours: dict[str, Any], theirs: dict[str, Any], other: str) -> Disagreement | None:
-    """The first difference between our answer and the other reader's, or None when they agree."""
-    if not ours["ok"] and not theirs["ok"]:
-        return None
-    if ours["ok"] != theirs["ok"]:
-        if theirs["ok"]:
-            return Disagreement(f"{other}-accepts/{ours.get('rule')}", f"{other} accepts a file we reject: {ours['error']}")
-        error = theirs["error"]
-        kind = re.sub(r"\d+", "N", error)[:60]
-        return Disagreement(
-            f"{other}-rejects/{kind}@{theirs.get('where', '')}",
-            f"{other} rejects a file we accept, with {error} (at {theirs.get('where') or '?'})",
-        )
-    a, b = normalize(ours["view"], other), normalize(theirs["view"], other)
-    for key in ("version", "alignment", "data_offset"):
-        if a[key] != b[key]:
-            return Disagreement(f"header.{key}", f"{key}: ours {a[key]}, {other} {b[key]}")
-    if [k for k, _, _ in a["kv"]] != [k for k, _, _ in b["kv"]]:
-        return Disagreement(
-            "kv.keys", f"keys differ: ours {_short([k for k, _, _ in a['kv']])}, {other} {_short([k for k, _, _ in b['kv']])}"
-        )
-    for (key, ta, va), (_, tb, vb) in zip(a["kv"], b["kv"]):
-        if ta != tb:
-            return Disagreement(f"kv.type/{ta}/{tb}", f"type of {key!r}: ours {ta}, {other} {tb}")
-        if va != vb and va is not None and vb is not None:
-            return Disagreement(f"kv.value/{ta}", f"value of {key!r} ({ta}): ours {_short(va)}, {other} {_short(vb)}")
-    if [t[0] for t in a["tensors"]] != [t[0] for t in b["tensors"]]:
-        return Disagreement(
-            "tensor.names",
-            f"tensor names differ: ours {_short([t[0] for t in a['tensors']])}, {other} {_short([t[0] for t in b['tensors']])}",
-        )
-    for ta, tb in zip(a["tensors"], b["tensors"]):
-        for i, what in enumerate(("name", "type", "shape", "offset", "nbytes")):
-            if ta[i] != tb[i] and ta[i] is not None and tb[i] is not None:
-                return Disagreement(f"tensor.{what}/{ta[1]}", f"{what} of tensor {ta[0]!r} ({ta[1]}): ours {ta[i]}, {other} {tb[i]}")
-    for name, digest in a["dequant"].items():
-        if name in b["dequant"] and b["dequant"][name] != digest:
-            kind = next(t[1] for t in a["tensors"] if t[0] == name)
-            return Disagreement(f"dequant/{kind}", f"dequantized values of tensor {name!r} ({kind}) differ")
-    return None
+#: The seed corpus that ships with the package: a few small files written by other tools.
+SEEDS = Path(__file__).with_name("seeds")
+#: Strategy examples drawn per batch: generation stays lazy (a campaign never waits for files it will not try).
+BATCH = 8
+#: The share of valid (and again of broken) files drawn from the strategies: a drawn file costs ~30 ms, a mutation
+#: ~2 ms, and drawn valid files join the pool that mutations start from.
+GENERATED_SHARE = 0.02
 
 
 # -- minimization ----------------------------------------------------------------------------------------
-def ddmin(data: bytes, still_fails: Callable[[bytes], bool], budget: int = 200) -> bytes:
+def ddmin(data: bytes, still_fails: Callable[[bytes], bool], budget: int = 200, deadline: float | None = None) -> bytes:
     """Delta debugging (Zeller): remove chunks of ``data`` while ``still_fails`` holds, halving the chunk size
-    when no chunk can go; at most ``budget`` calls of the predicate. Then the shortest failing prefix is tried."""
+    when no chunk can go; at most ``budget`` calls of the predicate (and none past ``deadline``, a monotonic
+    time). Then the shortest failing prefix is tried."""
     calls = 0
+
+    def spent() -> bool:
+        return calls >= budget or (deadline is not None and time.monotonic() > deadline)
 
     def check(candidate: bytes) -> bool:
         nonlocal calls
@@ -186,11 +51,11 @@ def ddmin(data: bytes, still_fails: Callable[[bytes], bool], budget: int = 200) 
         return still_fails(candidate)
 
     n = 2
-    while len(data) >= 2 and calls < budget:
+    while len(data) >= 2 and not spent():
         chunk = max(1, len(data) // n)
         removed = False
         for start in range(0, len(data), chunk):
-            if calls >= budget:
+            if spent():
                 break
             candidate = data[:start] + data[start + chunk :]
             if candidate and check(candidate):
@@ -201,151 +66,292 @@ def ddmin(data: bytes, still_fails: Callable[[bytes], bool], budget: int = 200) 
                 break
             n = min(len(data), n * 2)
     lo, hi = 1, len(data)  # the shortest prefix that still fails (binary search, assuming monotony)
-    while lo < hi and calls < budget:
+    while lo < hi and not spent():
         mid = (lo + hi) // 2
         if check(data[:mid]):
             hi = mid
         else:
             lo = mid + 1
-    return data[:hi] if hi < len(data) and check(data[:hi]) else data
+    return data[:hi] if hi < len(data) and not spent() and check(data[:hi]) else data
 
 
-# -- the run ---------------------------------------------------------------------------------------------
+def minimize(data: bytes, keeps_finding: Callable[[bytes], bool], budget: int, seconds: float) -> bytes:
+    """The smallest file found that still shows the finding, in at most ``budget`` reader calls and ``seconds``.
+    The one place the campaign minimizes: a schema-aware minimizer replaces this function's body."""
+    return ddmin(data, keeps_finding, budget, deadline=time.monotonic() + seconds)
+
+
+# -- the report ------------------------------------------------------------------------------------------
 @dataclass
-class Finding:
+class Kind:
+    """Every file with the same root cause: the first one's explanation, origin and (with --out) reproducer."""
+
+    cls: str
     signature: str
     explanation: str
     origin: str
     reproducer: str = ""
     count: int = 0
+    known: bool = False
 
 
 @dataclass
 class Report:
     files: int = 0
     seconds: float = 0.0
-    findings: dict[str, Finding] = field(default_factory=dict)
     agreed: int = 0
+    kinds: dict[str, Kind] = field(default_factory=dict)
+    restarts: dict[str, int] = field(default_factory=dict)
+    hang_cpu: float = 0.0  # CPU seconds the readers spent on files they hung on
+
+    @property
+    def findings(self) -> dict[str, Kind]:
+        """The kinds not silenced by --known."""
+        return {s: k for s, k in self.kinds.items() if not k.known}
 
     def lines(self) -> list[str]:
+        new = self.findings
+        silenced = len(self.kinds) - len(new)
+        rate = self.files / self.seconds if self.seconds else 0.0
         out = [
-            f"{self.files} files in {self.seconds:.1f} s: {self.agreed} agreed, {self.files - self.agreed} disagreed ({len(self.findings)} kinds)"
+            f"{self.files} files in {self.seconds:.1f} s ({rate:.0f}/s): {self.agreed} without findings, "
+            f"{len(new)} kinds of finding" + (f" ({silenced} known kinds silenced)" if silenced else "")
         ]
-        for f in sorted(self.findings.values(), key=lambda f: (-f.count, f.signature)):
-            out.append(f"  {f.count:5d}x {f.reproducer or '-'}: {f.explanation}")
+        for cls in CLASSES:
+            group = sorted((k for k in new.values() if k.cls == cls), key=lambda k: (-k.count, k.signature))
+            if group:
+                out.append(f"{cls}:")
+                out.extend(f"  {k.count:5d}x {k.reproducer or k.signature}: {k.explanation}" for k in group)
         return out
 
 
-def corpus_files(folder: Path | None) -> list[tuple[str, bytes]]:
-    """(name, bytes) of the GGUF files of a corpus folder small enough for a run (default ../shared/corpus)."""
-    folder = folder or Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+def load_known(path: Path | None) -> list[str]:
+    """Signatures (shell-style patterns allowed) from a --known file: one per line, ``#`` comments. A findings.tsv
+    works too: its signature column is taken."""
+    if path is None:
+        return []
     out = []
-    for path in sorted(folder.rglob("*.gguf")) if folder.is_dir() else []:
-        if path.stat().st_size <= MAX_CORPUS_FILE:
-            out.append((f"corpus:{path.relative_to(folder)}", path.read_bytes()))
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip() if not line.startswith("#") else ""
+        if line:
+            cells = line.split("\t")
+            out.append(cells[3] if len(cells) >= 5 else cells[0])
     return out
 
 
-def generated_files(count: int, seed: int) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes]]]:
-    """(valid, broken) files drawn from the strategies; empty when hypothesis is not installed."""
+# -- the files -------------------------------------------------------------------------------------------
+def corpus_files(folder: Path | None, fmt: str = "gguf") -> list[tuple[str, bytes]]:
+    """(name, bytes) of the files of ``folder`` (default: the built-in seeds) small enough for a run."""
+    folder = folder if folder is not None else SEEDS
+    suffix = ".safetensors" if fmt == "safetensors" else ".gguf"
+    out = []
+    for path in sorted(folder.rglob("*" + suffix)) if folder.is_dir() else []:
+        if path.stat().st_size <= MAX_CORPUS_FILE:
+            origin = f"seed:{path.name}" if folder == SEEDS else f"corpus:{path.relative_to(folder)}"
+            out.append((origin, path.read_bytes()))
+    return out
+
+
+def generated(seed: int, fmt: str) -> tuple[Iterator[tuple[str, bytes]], Iterator[tuple[str, bytes]]] | None:
+    """Endless (valid, broken) files drawn from the strategies in small batches; None without hypothesis."""
     try:
-        from ..strategies import draw_examples, gguf_bytes, invalid_gguf
+        from .. import strategies as st
     except ImportError:
-        return [], []
-    n = max(1, count)
-    valid = [(f"generated:valid[{i}]", b) for i, b in enumerate(draw_examples(gguf_bytes(max_kv=4, max_tensors=3), n, seed_value=seed))]
-    broken = [(f"generated:{x.label}[{i}]", x.data) for i, x in enumerate(draw_examples(invalid_gguf(), n, seed_value=seed + 1))]
-    return valid, broken
+        return None
+
+    def batches(kind: str) -> Iterator[tuple[str, bytes]]:
+        for batch in range(10**9):
+            seed_value = f"{seed}:{kind}:{batch}"
+            if fmt == "safetensors":
+                for i, b in enumerate(st.draw_examples(st.safetensors_bytes(), BATCH, seed_value=seed_value)):
+                    yield f"generated:{kind}[{batch}.{i}]", b
+            elif kind == "valid":
+                for i, b in enumerate(st.draw_examples(st.gguf_bytes(max_kv=4, max_tensors=3), BATCH, seed_value=seed_value)):
+                    yield f"generated:valid[{batch}.{i}]", b
+            else:
+                for i, x in enumerate(st.draw_examples(st.invalid_gguf(), BATCH, seed_value=seed_value)):
+                    yield f"generated:{x.label}[{batch}.{i}]", x.data
+
+    return batches("valid"), batches("broken")
 
 
-def inputs(count: int, seed: int, corpus: Path | None) -> Iterator[tuple[str, bytes]]:
-    """``count`` files: the corpus first, then a seeded mix of generated, broken and mutated files."""
+def inputs(seed: int, corpus: list[tuple[str, bytes]], fmt: str = "gguf") -> Iterator[tuple[str, bytes]]:
+    """Files, lazily and without end: the corpus first, then a seeded mix of generated, broken and mutated ones
+    (mutations of the corpus alone when hypothesis is not installed)."""
     rng = random.Random(seed)
-    base = corpus_files(corpus)
-    valid, broken = generated_files(max(4, count // 6), seed)
-    n = 0
-    for item in base:
-        if n >= count:
-            return
-        yield item
-        n += 1
-    sources = base + valid
-    pools = [("valid", valid), ("broken", broken), ("mutated", sources)]
-    while n < count:
-        kind, pool = rng.choices(pools, weights=(1, 1, 4))[0]
-        if not pool:
-            kind, pool = "mutated", sources
-        name, data = pool[rng.randrange(len(pool))]
-        if kind == "mutated":
-            data, note = mutate(data, rng, rounds=rng.choice((1, 1, 2, 3)))
-            name = f"{name} mutated ({note})"
-        yield name, data
-        n += 1
+    yield from corpus
+    gen = generated(seed, fmt)
+    valid_pool: list[tuple[str, bytes]] = []
+    while True:
+        roll = rng.random()
+        if gen is not None and roll < GENERATED_SHARE:
+            item = next(gen[0])
+            valid_pool.append(item)
+            del valid_pool[:-64]
+            yield item
+        elif gen is not None and roll < 2 * GENERATED_SHARE:
+            yield next(gen[1])
+        else:
+            pool = corpus + valid_pool
+            if not pool:
+                if gen is None:
+                    return
+                continue
+            name, data = pool[rng.randrange(len(pool))]
+            if data:
+                data, note = mutate(data, rng, rounds=rng.choice((1, 1, 2, 3)))
+                name = f"{name} mutated ({note})"
+            yield name, data
+
+
+# -- the readers -----------------------------------------------------------------------------------------
+def _python_worker(reader: str, profile: str, memory_mb: int, timeout: float) -> LineTarget:
+    """A built-in reader in a worker process; its C stderr goes to a side log the target reads when it fails."""
+    from .adapters import C_LOG_ENV
+
+    fd, side_log = tempfile.mkstemp(prefix=f"gguf-construct-fuzz-{reader}-", suffix=".log")
+    os.close(fd)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")) if p))
+    env[C_LOG_ENV] = side_log
+    argv = [sys.executable, "-m", "gguf_construct.fuzzing.worker", reader, profile, str(memory_mb)]
+    return LineTarget(argv, timeout=timeout, memory_mb=memory_mb, guard="none", env=env, start_timeout=120, side_log=side_log)  # the worker caps itself
+
+
+def target(against: str, profile: str, *, timeout: float, memory_mb: int, guard: str | None = None, send: str = "path") -> LineTarget | OneShotTarget:
+    """The other reader: a built-in adapter's name, a one-shot command with ``{}``, or a line-protocol command."""
+    from .adapters import BUILTIN
+
+    if against in BUILTIN:
+        return _python_worker(against, profile, memory_mb, timeout)
+    if "{}" in against:
+        return OneShotTarget(against, timeout=timeout, memory_mb=memory_mb, guard=guard or "rss")
+    import shlex
+
+    return LineTarget(shlex.split(against), timeout=timeout, memory_mb=memory_mb, guard=guard or "rss", send=send)
+
+
+def reader_name(against: str) -> str:
+    """How findings name the other reader: a built-in adapter's name, or a command's script (``node x/reader.cjs``
+    is ``reader.cjs``) or program."""
+    import shlex
+
+    from .adapters import BUILTIN
+
+    if against in BUILTIN:
+        return against
+    words = [w for w in shlex.split(against) if w != "{}" and not w.startswith("-")]
+    named = [w for w in words[1:] if "/" in w or "." in w]
+    return Path((named or words or ["command"])[0]).name
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60]
 
 
-def run(against: str, *, count: int = 200, seconds: float | None = None, seed: int = 0, out: Path | None = None,
+# -- the run ---------------------------------------------------------------------------------------------
+def run(against: str, *, count: int | None = 200, seconds: float | None = None, seed: int = 0, out: Path | None = None,
         corpus: Path | None = None, profile: str | None = None, timeout: float = 5.0, memory_mb: int = 2048,
-        minimize_budget: int = 150, log: Callable[[str], None] | None = None) -> Report:  # fmt: skip
-    """Run ``count`` files (or for ``seconds``) through our reader and ``against`` ('gguf-py', 'ggml' or a
-    command template with ``{}``); save one minimized reproducer per kind of disagreement in ``out``."""
-    command = against if against not in ("gguf-py", "ggml") else None
-    other = "command" if command else against
-    profile = profile or ("ggml" if against == "ggml" else "spec")
-    ours = Worker("ours-info" if command else "ours", profile, memory_mb, timeout)
-    theirs = Worker(other, profile, memory_mb, timeout, command)
+        minimize_budget: int = 150, minimize_seconds: float = 20.0, known: list[str] | None = None,
+        guard: str | None = None, send: str = "path", fmt: str | None = None,
+        log: Callable[[str], None] | None = None) -> Report:  # fmt: skip
+    """Run files through our reader and ``against`` until ``count`` files or ``seconds`` (whichever comes first;
+    at least one must be given); save one minimized reproducer per kind of finding in ``out``."""
+    from .adapters import BUILTIN
+
+    if count is None and seconds is None:
+        raise ValueError("give count, seconds or both")
+    fmt = fmt or (BUILTIN[against][2] if against in BUILTIN else "gguf")
+    other = reader_name(against)
+    profile = profile or ("ggml" if against in ("ggml", "llama.cpp") else "spec")
+    if fmt == "safetensors":
+        ours_reader = "ours-safetensors"
+    elif against not in BUILTIN and "{}" in against:  # a one-shot command prints info --json's shape
+        ours_reader = "ours-info"
+    else:  # a line-protocol target answers views (llama.cpp's has no dequantized values to compare)
+        ours_reader = "ours-metadata" if against == "llama.cpp" else "ours"
+    ours = _python_worker(ours_reader, profile, memory_mb, timeout)
+    theirs = target(against, profile, timeout=timeout, memory_mb=memory_mb, guard=guard, send=send)
+    patterns = known or []
     report = Report()
     start = time.monotonic()
     scratch = tempfile.mkdtemp(prefix="gguf-construct-fuzz-")
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     counter = 0
+    suffix = ".safetensors" if fmt == "safetensors" else ".gguf"
 
-    def judge(data: bytes) -> Disagreement | None:
+    def ask(data: bytes) -> Callable[[], list[Finding]]:
+        """Send ``data`` to both readers (they work on it at the same time); the returned call collects the verdict."""
         nonlocal counter
         counter += 1
-        path = os.path.join(scratch, f"{counter}.gguf")
+        path = os.path.join(scratch, f"{counter % 4}{suffix}")
         with open(path, "wb") as f:
             f.write(data)
-        try:
-            return compare(ours.ask(path), theirs.ask(path), other)
-        finally:
-            os.unlink(path)
+        sent = [t.send(path, data) for t in (ours, theirs)]
 
+        def verdict() -> list[Finding]:
+            answers: list[Answer] = [t.receive() if ok else t.died() for t, ok in zip((ours, theirs), sent)]
+            return findings(answers[0], answers[1], other)
+
+        return verdict
+
+    def judge(data: bytes) -> list[Finding]:
+        return ask(data)()
+
+    def out_of_time() -> bool:
+        return seconds is not None and time.monotonic() - start > seconds
+
+    files = inputs(seed, corpus_files(corpus, fmt), fmt)
     try:
-        for name, data in inputs(count if seconds is None else 10**9, seed, corpus):
-            if seconds is not None and time.monotonic() - start > seconds:
-                break
+        upcoming = next(files, None)
+        while upcoming is not None and not (count is not None and report.files >= count) and not out_of_time():
+            name, data = upcoming
+            verdict = ask(data)
+            upcoming = next(files, None)  # made while the readers read
+            found = verdict()
             report.files += 1
-            found = judge(data)
-            if found is None:
+            if not found:
                 report.agreed += 1
-                continue
-            finding = report.findings.get(found.signature)
-            if finding is None:
-                finding = report.findings[found.signature] = Finding(found.signature, found.explanation, name)
-                if out is not None:
-                    def same(d: bytes, sig: str = found.signature) -> bool:
-                        x = judge(d)
-                        return x is not None and x.signature == sig
-
-                    small = ddmin(data, same, minimize_budget)
-                    final = judge(small)
-                    explanation = final.explanation if final is not None else found.explanation
-                    finding.explanation = explanation
-                    finding.reproducer = f"{len(report.findings):03d}-{_slug(found.signature)}.gguf"
-                    (out / finding.reproducer).write_bytes(small)
-                    with open(out / "findings.tsv", "a", encoding="utf-8") as f:
-                        f.write(f"{finding.reproducer}\t{len(small)}\t{explanation}\t(from {name})\n")
-                if log:
-                    log(f"new: {finding.reproducer or found.signature}: {finding.explanation}")
-            finding.count += 1
+            for f in found:
+                kind = report.kinds.get(f.signature)
+                if kind is None:
+                    kind = report.kinds[f.signature] = Kind(f.cls, f.signature, f.explanation, name)
+                    kind.known = any(f.signature == p or fnmatch.fnmatchcase(f.signature, p) for p in patterns)
+                    if out is not None and not kind.known:
+                        save(kind, data, judge, out, len(report.kinds), suffix, minimize_budget, minimize_seconds)
+                    if log and not kind.known:
+                        log(f"new {kind.cls}: {kind.reproducer or kind.signature}: {kind.explanation}")
+                kind.count += 1
     finally:
-        ours.close()
-        theirs.close()
-        os.rmdir(scratch) if not os.listdir(scratch) else None
+        for t in (ours, theirs):
+            t.close()
+            side_log = getattr(t, "side_log", None)
+            if side_log:
+                os.unlink(side_log)
+        for leftover in os.listdir(scratch):
+            os.unlink(os.path.join(scratch, leftover))
+        os.rmdir(scratch)
     report.seconds = time.monotonic() - start
+    report.restarts = {"ours": getattr(ours, "restarts", 0), other: getattr(theirs, "restarts", 0)}
+    report.hang_cpu = sum(getattr(t, "hang_cpu", 0.0) for t in (ours, theirs))
     return report
+
+
+def save(kind: Kind, data: bytes, judge: Callable[[bytes], list[Finding]], out: Path, number: int, suffix: str, budget: int, seconds: float) -> None:
+    """Minimize the file of a new kind, write it and its line of findings.tsv (reproducer, size, class, signature,
+    explanation, origin)."""
+
+    def keeps(candidate: bytes) -> bool:
+        return any(f.signature == kind.signature for f in judge(candidate))
+
+    small = minimize(data, keeps, budget, seconds) if budget > 0 else data
+    if small != data:
+        final = next((f for f in judge(small) if f.signature == kind.signature), None)
+        if final is None:  # a flaky finding (a hang near the limit): keep the original file
+            small = data
+        else:
+            kind.explanation = final.explanation
+    kind.reproducer = f"{number:03d}-{_slug(kind.signature)}{suffix}"
+    (out / kind.reproducer).write_bytes(small)
+    with open(out / "findings.tsv", "a", encoding="utf-8") as f:
+        f.write("\t".join((kind.reproducer, str(len(small)), kind.cls, kind.signature, kind.explanation.replace("\t", " "), f"from {kind.origin}")) + "\n")
