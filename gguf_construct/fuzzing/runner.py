@@ -84,7 +84,7 @@ def minimize(data: bytes, keeps_finding: Callable[[bytes], bool], budget: int, s
 # -- the report ------------------------------------------------------------------------------------------
 @dataclass
 class Kind:
-    """Every file with the same root cause: the first one's explanation, origin and (with --out) reproducer."""
+    """Every file with the same root cause: the first one's explanation, origin and (with --output) reproducer."""
 
     cls: str
     signature: str
