@@ -284,7 +284,7 @@ def test_no_range_support_is_a_clear_error_or_a_download(server, tmp_path):
         gc.load(url)
     assert e.value.status == 200 and url in str(e.value)
     code, _, err = cli("info", url)
-    assert code == 1 and "range requests" in err and "Traceback" not in err
+    assert code == 2 and "range requests" in err and "Traceback" not in err
     code, out, err = cli("--download", "info", "--json", url)
     assert code == 0, err
     assert json.loads(out)["tensors"] == info_of(str(path))["tensors"]
@@ -366,7 +366,7 @@ def test_limits_statuses_and_redirects(server, tmp_path):
         gc.load(url)
     configure(max_header=1 << 30)
     code, _, err = cli("info", "http://127.0.0.1:9/nothing.gguf")
-    assert code == 1 and "remote.connection" in err and "Traceback" not in err
+    assert code == 2 and "remote.connection" in err and "Traceback" not in err
 
 
 def test_corrupt_remote_file_gives_the_same_error_as_local(server):
