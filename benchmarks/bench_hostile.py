@@ -5,7 +5,7 @@
 Each input of ``gguf_construct.strategies.hostile.HOSTILE`` (default: the amplification and quadratic classes)
 is written to a file and loaded leniently in a fresh process under ``tracemalloc``. ``--before DIR`` also runs
 the reader of another checkout (e.g. ``git worktree add /tmp/before b25aa4f``) on the same bytes, so both
-columns come from one run. Prints the markdown table of README's "Hostile input" section.
+columns come from one run. Prints the markdown table of docs/security.md's "Figures" section.
 """
 
 from __future__ import annotations
