@@ -38,9 +38,23 @@ def _import_package() -> Any:
     return importlib.import_module("gguf_construct")
 
 
+def _md(text: object) -> str:
+    """Plain text (argparse help, table docs) as one Markdown line: ``*`` and ``<`` stay literal."""
+    return " ".join(str(text).split()).replace("*", "\\*").replace("<", "&lt;")
+
+
 def _cell(text: object) -> str:
     """Text for one Markdown table cell."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    return _md(text).replace("|", "\\|")
+
+
+def _description(p: argparse.ArgumentParser) -> list[str]:
+    """A parser's description: kept line by line where its formatter keeps it so, else one paragraph."""
+    if not p.description:
+        return []
+    if issubclass(p.formatter_class, argparse.RawDescriptionHelpFormatter):
+        return ["```text", p.description.strip("\n"), "```", ""]
+    return [_md(p.description), ""]
 
 
 # -- CLI ---------------------------------------------------------------------------------------------------------------
@@ -93,7 +107,7 @@ def _argument_lines(p: argparse.ArgumentParser, skip: frozenset[tuple[tuple[str,
             help_text = f"{help_text} (one of {choices})" if help_text else f"one of {choices}"
         if action.required and action.option_strings:
             help_text = f"required; {help_text}" if help_text else "required"
-        lines.append(f"- `{invocation}`" + (f": {' '.join(help_text.split())}" if help_text else ""))
+        lines.append(f"- `{invocation}`" + (f": {_md(help_text)}" if help_text else ""))
     return lines
 
 
@@ -104,10 +118,9 @@ def _usage(p: argparse.ArgumentParser) -> str:
 def _command_section(name: str, summary: str, p: argparse.ArgumentParser, skip: frozenset[tuple[tuple[str, ...], str | None]]) -> list[str]:
     out = [f"## {name}", ""]
     if summary:
-        out += [summary[0].upper() + summary[1:] + ("" if summary.endswith(".") else "."), ""]
+        out += [_md(summary[0].upper() + summary[1:] + ("" if summary.endswith(".") else ".")), ""]
     out += ["```text", _usage(p), "```", ""]
-    if p.description:
-        out += [" ".join(p.description.split()), ""]
+    out += _description(p)
     out += _argument_lines(p, skip) + [""]
     if p.epilog:
         out += ["```text", p.epilog.strip("\n"), "```", ""]
@@ -119,8 +132,7 @@ def cli_reference() -> str:
     top = cli_parser()
     commands = list(_subcommands(top))
     out = ["```text", _usage(top), "```", ""]
-    if top.description:
-        out += [" ".join(top.description.split()), ""]
+    out += _description(top)
     shared = frozenset(_shared(a) for a in top._actions if a.option_strings)
     out += ["Options accepted before or after any command:", ""] + _argument_lines(top) + [""]
     if top.epilog:
