@@ -190,6 +190,8 @@ def _api_entry(name: str, obj: Any) -> list[str]:
         f"::: {cls.__module__}.{cls.__qualname__}",
         "    options:",
         "      show_root_heading: false",
+        "      show_root_toc_entry: false",
+        "      heading_level: 4",
         "      show_bases: false",
         "      members: false",
         "",
@@ -202,26 +204,27 @@ def _table(name: str) -> Any:
 
 
 def rule_rows() -> list[tuple[str, str, str, str]]:
-    """(id, exception class, what it requires, upstream source) for every rule, as ``rules.catalogue()`` builds
-    them: the rows of rules.json, then ``limit.<name>`` (LimitError), then the template rules (InvalidValueError)."""
+    """(id, exception class, what it requires, source key) for every rule, as ``rules.catalogue()`` builds them:
+    the rows of rules.json, then ``limit.<name>`` (LimitError), then the template rules (InvalidValueError)."""
     table = _table("rules")
-    sources = table["sources"]
-    rows = [(rule_id, row["class"], row["doc"], sources[row["spec"]]) for rule_id, row in table["rules"].items()]
-    rows += [(f"limit.{lim['name']}", "LimitError", lim["doc"], sources["gguf-construct"]) for lim in _table("limits")["limits"]]
-    rows += [(rule_id, "InvalidValueError", doc, sources["jinja2-sandbox"]) for rule_id, doc in _table("template_rules")["rules"].items()]
+    rows = [(rule_id, row["class"], row["doc"], row["spec"]) for rule_id, row in table["rules"].items()]
+    rows += [(f"limit.{lim['name']}", "LimitError", lim["doc"], "gguf-construct") for lim in _table("limits")["limits"]]
+    rows += [(rule_id, "InvalidValueError", doc, "jinja2-sandbox") for rule_id, doc in _table("template_rules")["rules"].items()]
     return rows
 
 
 def rule_catalogue() -> str:
-    """The catalogue as one table per rule family (the id's first part)."""
+    """The catalogue as one table per rule family (the id's first part), then the sources the rows cite."""
     families: dict[str, list[tuple[str, str, str, str]]] = {}
     for row in rule_rows():
         families.setdefault(row[0].split(".")[0], []).append(row)
     out = []
     for family, rows in families.items():
-        out += [f"## {family}", "", "| rule | raises | requires | stated by |", "|---|---|---|---|"]
-        out += [f"| `{rid}` | `{cls}` | {_cell(doc)} | {_cell(source)} |" for rid, cls, doc, source in rows] + [""]
-    return "\n".join(out)
+        out += [f"## {family}", "", "| rule | raises | requires | source |", "|---|---|---|---|"]
+        out += [f"| `{rid}` | `{cls}` | {_cell(doc)} | [{key}](#source-{key}) |" for rid, cls, doc, key in rows] + [""]
+    out += ["## Sources", "", "The upstream document (repository: file) that states each rule.", ""]
+    out += [f'- <a id="source-{key}"></a>`{key}`: {_md(where)}' for key, where in _table("rules")["sources"].items()]
+    return "\n".join(out) + "\n"
 
 
 def limits_table() -> str:
