@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import re
 import sys
@@ -145,29 +146,41 @@ def cli_reference() -> str:
 
 
 # -- API ---------------------------------------------------------------------------------------------------------------
-_API_GROUPS = (
-    ("Exceptions", lambda obj: isinstance(obj, type) and issubclass(obj, BaseException)),
-    ("Classes", lambda obj: isinstance(obj, type)),
-    ("Functions", callable),
-    ("Schemas and other objects", lambda obj: True),
+def _is_schema(obj: Any) -> bool:
+    """A construct declaration instance (``GGUF``): documented by its class."""
+    return not isinstance(obj, type) and callable(getattr(obj, "parse", None)) and callable(getattr(obj, "build", None))
+
+
+_API_GROUPS: tuple[tuple[str, Callable[[Any], bool]], ...] = (
+    ("Exceptions", lambda obj: inspect.isclass(obj) and issubclass(obj, BaseException)),
+    ("Classes", inspect.isclass),
+    ("Functions", inspect.isroutine),
+    ("Schemas", _is_schema),
+    ("Modules", inspect.ismodule),
+    ("Other names", lambda obj: True),
 )
 
 
-def api_names() -> list[str]:
-    return list(_import_package().__all__)
+def api_target(name: str, obj: Any) -> str:
+    """The identifier mkdocstrings documents for public name ``name``: where a class or function is defined (its
+    ``__module__``, found at build time, so no module path is written here), a schema's class, a module's own
+    name; anything else as ``gguf_construct.NAME`` (griffe follows the package's ``TYPE_CHECKING`` imports)."""
+    if inspect.isclass(obj) or inspect.isroutine(obj):
+        return f"{obj.__module__}.{obj.__qualname__}"
+    if _is_schema(obj):
+        return f"{type(obj).__module__}.{type(obj).__qualname__}"
+    if inspect.ismodule(obj):
+        return obj.__name__
+    return f"gguf_construct.{name}"
 
 
 def api_reference() -> str:
-    """One mkdocstrings block per name of ``gguf_construct.__all__``, grouped by kind, in ``__all__``'s order.
-
-    Classes and functions are documented where they are defined (their ``__module__``, found at build time, so
-    no module path is written here); a schema object (``GGUF``, an instance) by its class's docstring."""
+    """One mkdocstrings block per name of ``gguf_construct.__all__``, grouped by kind, in ``__all__``'s order."""
     package = _import_package()
     groups: dict[str, list[str]] = {title: [] for title, _ in _API_GROUPS}
     for name in package.__all__:
         obj = getattr(package, name)
-        title = next(t for t, belongs in _API_GROUPS if belongs(obj))
-        groups[title].append(name)
+        groups[next(t for t, belongs in _API_GROUPS if belongs(obj))].append(name)
     out = []
     for title, names in groups.items():
         if names:
@@ -178,16 +191,16 @@ def api_reference() -> str:
 
 
 def _api_entry(name: str, obj: Any) -> list[str]:
-    if isinstance(obj, type) or callable(obj):
-        return [f"::: {obj.__module__}.{obj.__qualname__}", "    options:", "      heading_level: 3", ""]
-    cls = type(obj)
+    target = api_target(name, obj)
+    if not _is_schema(obj):
+        return [f"::: {target}", "    options:", "      heading_level: 3", "      members_order: source", ""]
     return [
         f"### {name}",
         "",
         f"`gguf_construct.{name}` is a construct declaration (`parse`, `build`, `parse_file`, `build_file`),"
-        f" an instance of `{cls.__name__}`:",
+        f" an instance of `{type(obj).__name__}`:",
         "",
-        f"::: {cls.__module__}.{cls.__qualname__}",
+        f"::: {target}",
         "    options:",
         "      show_root_heading: false",
         "      show_root_toc_entry: false",
