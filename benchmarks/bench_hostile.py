@@ -1,11 +1,16 @@
 """Crafted inputs (issue 12) against the reader: peak Python allocation per input byte and CPU seconds.
 
     python benchmarks/bench_hostile.py [--before DIR] [--timeout S] [NAME ...]
+    python benchmarks/bench_hostile.py --remote [--before DIR] [--timeout S]
 
 Each input of ``gguf_construct.strategies.hostile.HOSTILE`` (default: the amplification and quadratic classes)
 is written to a file and loaded leniently in a fresh process under ``tracemalloc``. ``--before DIR`` also runs
 the reader of another checkout (e.g. ``git worktree add /tmp/before b25aa4f``) on the same bytes, so both
 columns come from one run. Prints the markdown table of docs/security.md's "Figures" section.
+
+``--remote``: the remote fan-out rows instead (``remote_rows``): ``info`` on a gguf-split URL served by the
+loopback test server, whose shards are made on demand and lie in the ways named in the table; per row the
+requests and bytes the server saw, the child's peak RSS and wall time, and how it ended.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -54,13 +60,101 @@ def probe(source: Path, path: Path, timeout: float) -> str:
     return f"{r['peak'] / path.stat().st_size:.1f}×, {r['cpu']:.2f} s, {r['result']}"
 
 
+# -- remote fan-out --------------------------------------------------------------------------------------------
+def _shard(no: int, count: int, tensors: int, floats: int = 16) -> bytes:
+    """A gguf-split shard saying ``split.no``/``split.count``, with one tensor of ``floats`` float32s."""
+    import numpy as np
+
+    import gguf_construct as gc
+    from gguf_construct.formats.gguf import GGUF
+
+    f = gc.new()
+    if no == 0:
+        f.metadata["general.architecture"] = "llama"
+    f.metadata.set("split.no", no, type="u16")
+    f.metadata.set("split.count", count, type="u16")
+    f.metadata.set("split.tensors.count", tensors, type="i32")
+    f.tensors.add(f"t{no}", np.full(floats, no, np.float32))
+    return GGUF.build(f.to_container())
+
+
+#: (row, URL name, shard i -> (split.no, split.count, split.tensors.count), extra CLI arguments); every shard
+#: holds 1 MiB of tensor data, more than a first read asks for
+REMOTE_CASES = [
+    ("name says 99999, shards say 3", "m-00001-of-99999.gguf", lambda i: (min(i, 2), 3, 3), []),
+    ("65535 shards that agree", "m-00001-of-65535.gguf", lambda i: (i, 65535, 65535), []),
+    ("65535 that agree, --max-requests 100000 --max-seconds 4", "m-00001-of-65535.gguf", lambda i: (i, 65535, 65535), ["--max-requests", "100000", "--max-seconds", "4"]),
+    ("shard 40 of 64 says split.no 3", "m-00001-of-00064.gguf", lambda i: (3 if i == 39 else i, 64, 64), []),
+    ("64 honest shards", "m-00001-of-00064.gguf", lambda i: (i, 64, 64), []),
+]
+
+
+def _peak_rss_mib(pid: int) -> float:
+    """The process's peak RSS so far (``VmHWM``: its own image's, from exec on; ``ru_maxrss`` of a child would
+    count the forking parent's pages too)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration, ValueError):
+        return 0.0
+
+
+def _run_measured(argv: list[str], source: Path, timeout: float) -> tuple[str, float, float]:
+    """(how it ended, peak RSS in MiB, seconds) of a child process, polled every 20 ms; killed at ``timeout``."""
+    import time
+
+    started = time.monotonic()
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=source, env={"PYTHONPATH": str(source), "PATH": "/usr/bin:/bin"})
+    ended, peak = "", 0.0
+    while child.poll() is None:
+        peak = max(peak, _peak_rss_mib(child.pid))
+        if time.monotonic() - started > timeout:
+            child.kill()
+            child.wait()
+            ended = f"killed at {timeout:g} s"
+            break
+        time.sleep(0.02)
+    seconds = time.monotonic() - started
+    err = child.stderr.read().decode(errors="replace") if child.stderr else ""
+    if not ended:
+        rule = err.split("[", 1)[1].split("]", 1)[0] if "[" in err else ""
+        ended = f"exit {child.returncode}" + (f" [{rule}]" if rule else "") + (" (traceback)" if "Traceback" in err else "")
+    return ended, peak, seconds
+
+
+def remote_rows(before: Path | None, timeout: float) -> None:
+    """The remote fan-out table: requests, bytes served, peak RSS under the default budget."""
+    from functools import cache
+
+    from gguf_construct.remote.testserver import TestServer
+
+    print("| case | tree | requests | MB served | peak RSS MiB | seconds | ended |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    for label, name, says, extra in REMOTE_CASES:
+        for tree in ([("before", before)] if before and not extra else []) + [("after", ROOT)]:  # (the flags are new)
+            with TestServer() as server:
+                make = cache(lambda i, says=says: _shard(*says(i), floats=1 << 18) if i < 64 else None)  # 64 cached, the rest made anew
+
+                def serve(path: str, make: Any = make, says: Any = says) -> bytes:
+                    i = int(path.rsplit("-of-", 1)[0][-5:]) - 1
+                    return make(i) or _shard(*says(i), floats=1 << 18)
+
+                server.generate("/set/", serve)
+                argv = [sys.executable, "-m", "gguf_construct.cli.main", *extra, "info", server.url(f"/set/{name}")]
+                ended, rss, seconds = _run_measured(argv, tree[1], timeout)
+                print(f"| {label} | {tree[0]} | {server.counts.requests} | {server.counts.bytes / 1e6:.2f} | {rss:.0f} | {seconds:.1f} | {ended} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("names", nargs="*", default=DEFAULT)
     ap.add_argument("--before", type=Path, help="another checkout whose reader to measure too")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--quick", action="store_true", help="the two smallest inputs: checks the script")
+    ap.add_argument("--remote", action="store_true", help="the remote fan-out rows instead")
     args = ap.parse_args()
+    if args.remote:
+        return remote_rows(args.before, 15.0 if args.timeout == 300 else args.timeout)  # before: about 8 s is the issue's window
     if args.quick:
         args.names = sorted(DEFAULT, key=lambda n: len(next(h for h in HOSTILE if h.name == n).make()))[:2]
     by_name = {h.name: h for h in HOSTILE}

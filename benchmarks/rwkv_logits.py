@@ -58,7 +58,7 @@ def main() -> None:
 
 def synthetic(tmp: Path) -> None:
     models = {
-        "v7 d=64, 2 heads, ranks 32/64/16/48": (synthetic_v7(tmp / "s7.bin"), KINDS),
+        "v7 d=128, 2 heads of 64, ranks 32/64/16/48": (synthetic_v7(tmp / "s7.bin", d=128, ffn=192), KINDS),
         "v6 d=64, 4 heads, tm 32, td 64": (synthetic_v6(tmp / "s6.bin"), KINDS),
         "v7 d=256, 4 heads, ranks 64/64/32/128": (synthetic_v7(tmp / "s7k.bin", d=256, head_size=64, ffn=512, ranks=(64, 64, 32, 128)), ["FP32", "Q4_K", "Q5_K"]),
     }

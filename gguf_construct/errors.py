@@ -66,6 +66,14 @@ class MigrationError(FormatError):
     """A migration cannot be done without losing or inventing a value, or its output failed verification."""
 
 
+class MissingExtraError(ImportError):
+    """An optional dependency is not installed; the message names the pip extra that brings it."""
+
+    def __init__(self, feature: str, extra: str, package: str) -> None:
+        self.extra = extra
+        super().__init__(f"{feature} needs {package}: pip install 'gguf-construct[{extra}]'", name=package)
+
+
 class RemoteError(FormatError):
     """A remote read failed: ``url`` and ``status`` say where and how."""
 
@@ -77,7 +85,7 @@ class RemoteError(FormatError):
 
 
 class RangeNotSupportedError(RemoteError):
-    """The server ignores ``Range``: reading a header would download the whole file (``--download`` allows it)."""
+    """The server ignores ``Range``: reading a header would download the whole file (``--download``, or ``gguf_construct.remote.configure(download=True)``, allows it)."""
 
 
 class RemoteChangedError(RemoteError):

@@ -270,6 +270,10 @@ def load_url(source: str, *, strict: bool = True, profile: str = "spec", byte_or
              hint: str | None = None, opts: Any = None) -> ModelFile:  # fmt: skip
     """``load()`` for a remote source: a GGUFFile (a ShardedGGUF from a first shard's URL when ``shards``), a
     SafetensorsFile, an OllamaModel (``ollama://``) or a LegacyFile."""
+    from .remote.budget import budgeted
+    from .remote.options import options
+
+    opts = budgeted(opts or options())  # one budget for every file and request of this source (see remote.budget)
     if scheme_of(source) == "ollama":
         from .remote.ollama import load_ollama
 
@@ -337,14 +341,18 @@ def validate_bytes(data: Any, profile: str = "spec") -> list[Issue]:
 def validate_url(source: str, profile: str = "spec") -> list[Any]:
     """``validate_file`` for a remote source: every issue of its header (and of the whole file for the formats
     that are read whole); a failure to read is one issue with its rule (``remote.*``)."""
+    from .remote.budget import budgeted
+    from .remote.options import options
+
+    opts = budgeted(options())
     try:
         if scheme_of(source) == "ollama":
             from .remote.ollama import validate_ollama
 
-            return validate_ollama(source)
+            return validate_ollama(source, opts)
         from .remote.load import open_source
 
-        src = open_source(source)
+        src = open_source(source, opts)
         spec = FORMATS[detect_source(src)]
         profile = profile_for(spec, profile)
         if spec.validate_source is not None:

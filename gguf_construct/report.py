@@ -230,23 +230,24 @@ def _small(value: Any) -> bool:
 # -- JSON --------------------------------------------------------------------------------------------
 def info_json(f: Any, full: bool = False, path: str | None = None) -> dict[str, Any]:
     """``{"format", "version", "byte_order", "alignment", "data_offset", "metadata", "tensors", "summary"}``
-    (the header fields are null for formats that have no such thing)."""
-    metadata = []
+    (the header fields are null for formats that have no such thing). ``metadata`` and ``tensors`` are objects
+    keyed by name, in file order, as ``hash --json`` keys its tensors: ``.metadata["general.name"].value``."""
+    metadata: dict[str, dict[str, Any]] = {}
     for field in fields_of(f):
         if field.type != "arr":
-            metadata.append({"key": field.key, "type": field.type, "value": json_value(field.value)})
+            metadata[field.key] = {"type": field.type, "value": json_value(field.value)}
             continue
-        entry: dict[str, Any] = {"key": field.key, "type": "arr", "array_type": field.array_type, "n": len(field.value)}
+        entry: dict[str, Any] = {"type": "arr", "array_type": field.array_type, "n": len(field.value)}
         if field.array_type == "str":
             entry["first"], entry["last"] = first_last(field.value)
         if full:
             entry["values"] = json_value(field.value)
-        metadata.append(entry)
-    tensors = [
-        {"name": t.name, "type": type_name(t), "shape": [int(d) for d in t.shape], "offset": getattr(t, "offset", None), "nbytes": int(t.nbytes)}
+        metadata[field.key] = entry
+    tensors = {
+        t.name: {"type": type_name(t), "shape": [int(d) for d in t.shape], "offset": getattr(t, "offset", None), "nbytes": int(t.nbytes)}
         | ({"layout": t.layout} if getattr(t, "retired", False) else {})
         for t in f.tensors.values()
-    ]
+    }
     out: dict[str, Any] = {"format": getattr(f, "format", "gguf")}
     out.update({k: getattr(f, k, None) for k in HEADER_FIELDS})
     out.update(metadata=metadata, tensors=tensors, summary=summary(f, path))

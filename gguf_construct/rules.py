@@ -39,6 +39,9 @@ class Rule:
     spec_ref: str
     #: None when a breaker in ``gguf_construct.strategies`` breaks this rule; else why none does
     no_breaker: str | None = None
+    #: "request" when the refusal is about what was asked (arguments, paths, the environment, the network, a model
+    #: a conversion cannot map), "input" when a model file's bytes break the rule (the CLI exits 2 and 1)
+    fault: str = "input"
 
     def error(self, message: str, **where: Any) -> errors.FormatError:
         """The exception for an input breaking this rule (``where``: ``path``, ``offset``; ``url``/``status`` for
@@ -69,7 +72,9 @@ def catalogue() -> dict[str, Rule]:
     sources = table.sources
     out: dict[str, Rule] = {}
     for rule_id, row in table.rules.items():
-        out[rule_id] = Rule(rule_id, CLASSES[row.class_name], row.doc, sources[row.spec], row.breaker)
+        cls = CLASSES[row.class_name]
+        fault = "request" if issubclass(cls, errors.RemoteError) else row.fault  # a remote read failed: never the file's bytes
+        out[rule_id] = Rule(rule_id, cls, row.doc, sources[row.spec], row.breaker, fault)
     for lim in load_table("limits").limits:
         name = lim.name
         out[f"limit.{name}"] = Rule(f"limit.{name}", errors.LimitError, lim.doc, sources["gguf-construct"], table.limit_breaker.get(name))
@@ -91,6 +96,12 @@ def rule(rule_id: str) -> Rule:
 def lookup(rule_id: str) -> Rule | None:
     """The catalogue's rule ``rule_id``, or None for ids outside it (``internal.*``: a check is missing)."""
     return catalogue().get(rule_id)
+
+
+def is_request_fault(error: errors.FormatError) -> bool:
+    """Whether ``error`` refuses the request (a path, an argument, the network) rather than a model file's bytes."""
+    found = catalogue().get(error.rule)
+    return found is not None and found.fault == "request"
 
 
 def error_class(rule_id: str) -> type[errors.FormatError]:

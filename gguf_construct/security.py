@@ -29,7 +29,9 @@ def _jinja() -> Any:
         import jinja2.nodes
         import jinja2.sandbox
     except ImportError:
-        raise RuntimeError("chat template scanning needs Jinja2: pip install 'gguf-construct[security]'") from None
+        from .errors import MissingExtraError
+
+        raise MissingExtraError("chat template scanning", "security", "jinja2") from None
     return jinja2
 
 

@@ -285,6 +285,8 @@ class RuleRow:
     spec: str
     doc: str
     breaker: str | None = None
+    #: "request": the refusal is about what was asked (arguments, paths, environment, network), not a model's bytes
+    fault: str = "input"
 
 
 @dataclass(frozen=True)
@@ -347,7 +349,7 @@ _BUILDERS: dict[str, Any] = {
     "rules": lambda d: RulesTable(
         d["source"],
         d["sources"],
-        MappingProxyType({k: RuleRow(r["class"], r["spec"], r["doc"], r.get("breaker")) for k, r in d["rules"].items()}),
+        MappingProxyType({k: RuleRow(r["class"], r["spec"], r["doc"], r.get("breaker"), r.get("fault", "input")) for k, r in d["rules"].items()}),
         d["limit_breaker"],
         d["template_breaker"],
     ),

@@ -38,10 +38,12 @@ def shapeless(view):
 
 
 def llama_logits(model_path: str | Path, token_ids: Sequence[int], n_ctx: int = 64) -> numpy.ndarray:
-    """llama.cpp's logits (through llama-cpp-python) for the last of ``token_ids``: float32, shape (n_vocab,)."""
+    """llama.cpp's logits (through llama-cpp-python) for the last of ``token_ids``: float32, shape (n_vocab,).
+    One thread for both the prompt batch and single tokens (llama-cpp-python's ``n_threads_batch`` defaults to
+    the machine's CPU count), so that results do not depend on the machine."""
     from llama_cpp import Llama
 
-    llm = Llama(model_path=str(model_path), n_ctx=n_ctx, logits_all=True, n_threads=1, verbose=False)
+    llm = Llama(model_path=str(model_path), n_ctx=n_ctx, logits_all=True, n_threads=1, n_threads_batch=1, verbose=False)
     try:
         llm.eval(list(token_ids))
         return numpy.array(llm.scores[llm.n_tokens - 1], dtype=numpy.float32, copy=True)

@@ -79,10 +79,12 @@ def _norms(rng, d: int, prefix: str) -> list[tuple[str, list[int], np.ndarray]]:
     return [(f"{prefix}.weight", [d], 1 + _rand(rng, [d], 0.05)), (f"{prefix}.bias", [d], _rand(rng, [d], 0.05))]
 
 
-def synthetic_v7(dst: Path, *, d: int = 64, head_size: int = 32, n_layer: int = 2, ffn: int = 128, n_vocab: int = 256,
+def synthetic_v7(dst: Path, *, d: int = 64, head_size: int = 64, n_layer: int = 2, ffn: int = 128, n_vocab: int = 256,
                  ranks: tuple[int, int, int, int] = (32, 64, 16, 48), seed: int = 7, block0_v: int | None = None) -> Path:  # fmt: skip
     """A random RWKV v7 model (ranks: decay, ICLR, value-residual, gate) in rwkv.cpp's layout; ``block0_v``: give
-    block 0 dummy v0/v1/v2 of that rank, as some checkpoints have."""
+    block 0 dummy v0/v1/v2 of that rank, as some checkpoints have. For llama.cpp to run it on any CPU, ``head_size``
+    must be a multiple of 64: its SIMD wkv7 kernel steps through a head 64 floats at a time on AVX-512 (32 on
+    AVX2) and overruns shorter heads (tests/wkv7_kernel.py, docs/findings.md)."""
     rng = np.random.default_rng(seed)
     rw, ra, rv, rg = ranks
     p: list[tuple[str, list[int], np.ndarray]] = [("emb.weight", [d, n_vocab], _rand(rng, [d, n_vocab], 1.0))]

@@ -20,14 +20,14 @@ def test_info_json_shape(capsys):
     assert main(["info", "--json", str(corpus_file("generated/ggml-writer-kquants.gguf"))]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"format", "version", "byte_order", "alignment", "data_offset", "metadata", "tensors", "summary"}
-    arr = next(m for m in out["metadata"] if m["key"] == "test.arr_str")
+    arr = out["metadata"]["test.arr_str"]
     assert arr["type"] == "arr" and arr["array_type"] == "str" and arr["n"] == 4 and "values" not in arr
-    assert out["tensors"][0] == {"name": "blk.0.q2_K.weight", "type": "q2_K", "shape": [512, 4], "offset": 0, "nbytes": 672}
+    assert next(iter(out["tensors"].items())) == ("blk.0.q2_K.weight", {"type": "q2_K", "shape": [512, 4], "offset": 0, "nbytes": 672})
 
 
 def test_info_full_lists_values(capsys):
     assert main(["info", "--json", "--full", str(corpus_file("generated/ggml-writer-kquants.gguf"))]) == 0
-    arr = next(m for m in json.loads(capsys.readouterr().out)["metadata"] if m["key"] == "test.arr_str")
+    arr = json.loads(capsys.readouterr().out)["metadata"]["test.arr_str"]
     assert arr["values"][-1] == "<|endoftext|>"
 
 

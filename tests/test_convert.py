@@ -38,12 +38,12 @@ def test_to_numpy_shape_and_values():
 
 def test_dequant_cli_writes_npz_and_npy(tmp_path):
     src = str(corpus_file("generated/ggml-writer-kquants.gguf"))
-    assert main(["dequant", src, "-o", str(tmp_path / "all.npz")]) == 0
+    assert main(["dequant", src, str(tmp_path / "all.npz")]) == 0
     f = load(src)
     with np.load(tmp_path / "all.npz") as z:
         assert sorted(z.files) == sorted(f.tensors)
         assert np.array_equal(z["blk.2.q4_K.weight"], f.tensors["blk.2.q4_K.weight"].to_numpy())
-    assert main(["dequant", src, "--tensor", "blk.4.q6_K.weight", "-o", str(tmp_path / "one.npy")]) == 0
+    assert main(["dequant", src, "--tensor", "blk.4.q6_K.weight", str(tmp_path / "one.npy")]) == 0
     assert np.load(tmp_path / "one.npy").shape == (4, 512)
 
 

@@ -114,8 +114,8 @@ def test_info_json_agrees_with_ggml_reader(path, corpus_manifest):
     ours = info_json(load(path, profile="ggml"))
     for field in ("version", "alignment", "data_offset"):
         assert ours[field] == seen[field], field
-    assert [m["key"] for m in ours["metadata"]] == [k["key"] for k in seen["kv"]]
-    for m, k in zip(ours["metadata"], seen["kv"]):
+    assert list(ours["metadata"]) == [k["key"] for k in seen["kv"]]
+    for m, k in zip(ours["metadata"].values(), seen["kv"]):
         assert m["type"] == k["type"], k["key"]
         if k["type"] == "arr":
             assert (m["array_type"], m["n"]) == (k["array_type"], k["n"]), k["key"]
@@ -124,7 +124,7 @@ def test_info_json_agrees_with_ggml_reader(path, corpus_manifest):
                     assert _c_string(m[end]) == k[end], (k["key"], end)
         else:
             _agree(m["value"], k["value"], k["key"])
-    assert [{f: t[f] for f in ("name", "type", "shape", "offset", "nbytes")} for t in ours["tensors"]] == seen["tensors"]
+    assert [{"name": n} | {f: t[f] for f in ("type", "shape", "offset", "nbytes")} for n, t in ours["tensors"].items()] == seen["tensors"]
 
 
 def test_big_endian_twin_reads_the_same_values():

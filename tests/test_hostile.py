@@ -92,7 +92,7 @@ def commands(path: Path, out: Path) -> list[list[object]]:
         ["set", path, "general.name", "x", "-o", out / "s.gguf"], ["delete", path, "general.x", "--missing-ok", "-o", out / "d.gguf"],
         ["rename-tensor", path, "a", "b", "-o", out / "r.gguf"], ["diff", path, path], ["hash", path], ["split", path, "--max-tensors", "1", "--dry-run"],
         ["convert", path, out / "c.safetensors"], ["convert", path, out / "c.gguf", "--byte-order", "big"], ["migrate", path, out / "m.gguf"],
-        ["export", path, out / "e.bin", "--to", "ggjt"], ["export", path, out / "e.bin", "--to", "rwkv"], ["dequant", path, "-o", out / "o.npz"],
+        ["export", path, out / "e.bin", "--to", "ggjt"], ["export", path, out / "e.bin", "--to", "rwkv"], ["dequant", path, out / "o.npz"],
     ]  # fmt: skip
 
 
@@ -215,7 +215,7 @@ def test_gguf_zero_beside_huge_is_an_error_in_every_command(tmp_path):
     assert t.shape == (0, 2**64 - 1, 2**64 - 1)
     with pytest.raises(FormatError):
         t.to_numpy()
-    for args in (["info", path], ["convert", path, tmp_path / "o.safetensors"], ["dequant", path, "-o", tmp_path / "o.npz"]):
+    for args in (["info", path], ["convert", path, tmp_path / "o.safetensors"], ["dequant", path, tmp_path / "o.npz"]):
         rc, err, _ = run_main(*args)
         assert rc in (0, 1) and "Traceback" not in err
 

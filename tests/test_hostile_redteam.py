@@ -93,7 +93,7 @@ def test_block_index_rule_still_fires_for_short_indices(tmp_path):
         ["fuzz", "--against", "gguf-py", "--seconds", "1e99999"],
         ["fuzz", "--against", "gguf-py", "--count", "0"],
         ["fuzz", "--against", "gguf-py", "--count", "9" * 5000],
-        ["dequant", "{f}", "--tensor", "nope", "-o", "{d}/o.npz"],
+        ["dequant", "{f}", "--tensor", "nope", "{d}/o.npz"],
     ],
 )
 def test_numbers_and_names_on_the_command_line_are_usage_errors(tmp_path, argv):

@@ -128,14 +128,14 @@ def test_info_shows_the_tensors_own_types(path, capsys):
     assert code == 0
     info = json.loads(out)
     got: dict[str, int] = {}
-    for t in info["tensors"]:
+    for t in info["tensors"].values():
         got[t["type"].upper()] = got.get(t["type"].upper(), 0) + 1
     assert got == e["tensor_types"]
     assert info["summary"]["header_ftype"] == {"id": e["ftype"], "name": e["ftype_name"]}
     code, text = cli(capsys, "info", path)
     assert code == 0
     assert f"header ftype      {e['ftype']} ({e['ftype_name']})" in text
-    retired = {t["name"]: t["layout"] for t in info["tensors"] if "layout" in t}
+    retired = {name: t["layout"] for name, t in info["tensors"].items() if "layout" in t}
     expect_retired = e["format"] in ("ggml", "ggmf") or e["version"] == 1
     assert bool(retired) == (expect_retired and not set(e["tensor_types"]) <= {"F32", "F16"})
     for name, layout in retired.items():

@@ -50,7 +50,8 @@ def test_json_keeps_its_shape_and_adds_summary(capsys):
     out = json.loads(capsys.readouterr().out)
     assert {"format", "version", "byte_order", "alignment", "data_offset", "metadata", "tensors"} <= set(out)
     assert out["summary"]["parameters"] == 25_792
-    assert out["tensors"][0] == {"name": "token_embd.weight", "type": "f16", "shape": [64, 16], "offset": 0, "nbytes": 2048}
+    assert out["tensors"]["token_embd.weight"] == {"type": "f16", "shape": [64, 16], "offset": 0, "nbytes": 2048}
+    assert out["metadata"]["general.architecture"] == {"type": "str", "value": "llama"}
 
 
 def test_markdown_tables():
@@ -87,8 +88,8 @@ def test_any_file_object():
     f = _OtherFormat()
     j = info_json(f)
     assert j["format"] == "safetensors" and j["version"] is None
-    assert j["metadata"][0] == {"key": "format", "type": "str", "value": "pt"}
-    assert j["tensors"] == [{"name": "w", "type": "F32", "shape": [3, 2], "offset": None, "nbytes": 24}]
+    assert j["metadata"]["format"] == {"type": "str", "value": "pt"}
+    assert j["tensors"] == {"w": {"type": "F32", "shape": [3, 2], "offset": None, "nbytes": 24}}
     assert j["summary"]["parameters"] == 6
     assert "safetensors" in info_text(f, "model.safetensors") and "| 0 | w | F32 | 3 × 2 |" in info_markdown(f, "m")
 

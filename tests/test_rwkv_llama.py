@@ -172,17 +172,21 @@ def test_v4_v5_stay_on_the_spec_rwkv_architecture_and_say_so(rel, tmp_path):
 # -- synthetic models: no ../shared needed --------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", KINDS)
 def test_synthetic_v7_of_other_sizes(kind, tmp_path):
-    src = variant(synthetic_v7(tmp_path / "v7.bin", d=64, head_size=32, ranks=(32, 64, 16, 48)), tmp_path / f"v7-{kind}.bin", kind)
+    """Two heads of 64 (the corpus model has one), four unequal LoRA ranks and a feed-forward width of 3 d / 2.
+    Heads are multiples of 64, which every llama.cpp CPU kernel takes (shorter ones: test_wkv7_kernel.py)."""
+    src = variant(synthetic_v7(tmp_path / "v7.bin", d=128, head_size=64, ffn=192, ranks=(32, 64, 16, 48)), tmp_path / f"v7-{kind}.bin", kind)
     got = _migrate_run_export(src, tmp_path)
     md = load_gguf(tmp_path / f"v7-{kind}.gguf").metadata
-    assert (md["rwkv7.wkv.head_size"], md["rwkv7.attention.decay_lora_rank"], md["rwkv7.attention.iclr_lora_rank"]) == (32, 32, 64)
-    assert (md["rwkv7.attention.value_residual_mix_lora_rank"], md["rwkv7.attention.gate_lora_rank"], md["rwkv7.feed_forward_length"]) == (16, 48, 128)
+    assert (md["rwkv7.wkv.head_size"], md["rwkv7.attention.decay_lora_rank"], md["rwkv7.attention.iclr_lora_rank"]) == (64, 32, 64)
+    assert (md["rwkv7.attention.value_residual_mix_lora_rank"], md["rwkv7.attention.gate_lora_rank"], md["rwkv7.feed_forward_length"]) == (16, 48, 192)
+    assert md["rwkv7.embedding_length"] == 128
     assert md.type_of("rwkv7.wkv.head_size") == "u32" and md.type_of("rwkv7.attention.layer_norm_epsilon") == "f32"
     _check_logits(got, RwkvReference(src).logits(PROMPT), 1e-4 if kind == "FP32" else TOLERANCE.get(kind, 0.25), kind, near_ties=kind != "FP32")
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_synthetic_v6_of_other_sizes(kind, tmp_path):
+    """Heads of 16: llama.cpp's wkv6 kernel has a remainder loop, so any head size runs the same on every CPU."""
     src = variant(synthetic_v6(tmp_path / "v6.bin", d=64, head_size=16, tm=32, td=64, ffn=224), tmp_path / f"v6-{kind}.bin", kind)
     got = _migrate_run_export(src, tmp_path)
     g = load_gguf(tmp_path / f"v6-{kind}.gguf")
@@ -389,7 +393,7 @@ def test_world_vocabulary_in_llama_cpp_tokenizes_like_rwkv_cpp(tmp_path):
 
 @pytest.mark.parametrize("how", ["api, shipped vocabulary", "cli --vocab"])
 def test_world_model_migrates_with_the_world_vocabulary_and_runs(how, tmp_path):
-    src = synthetic_v7(tmp_path / "world.bin", d=32, head_size=32, n_layer=1, ffn=64, n_vocab=65536, ranks=(32, 32, 32, 32))
+    src = synthetic_v7(tmp_path / "world.bin", d=64, head_size=64, n_layer=1, ffn=64, n_vocab=65536, ranks=(32, 32, 32, 32))
     out = tmp_path / "world.gguf"
     if how.startswith("api"):
         report = migrate(src, out)

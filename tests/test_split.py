@@ -107,7 +107,7 @@ def test_cli_split_merge_and_usage(tmp_path):
     assert run("split", src).returncode == 2  # neither --max-size nor --max-tensors
     assert run("split", src, "--max-size", "lots").returncode == 2
     assert run("merge", src, tmp_path / "x.gguf").returncode == 2  # not a shard name
-    assert run("split", tmp_path / "model-00001-of-00002.gguf", "--max-tensors", "1").returncode == 1  # missing file: OSError
+    assert run("split", tmp_path / "model-00001-of-00002.gguf", "--max-tensors", "1").returncode == 2  # a missing file is trouble
 
 
 def test_parse_size():

@@ -84,12 +84,18 @@ def sha256_of(data: Any) -> str:
 
 
 def verify_blob(view: memoryview, layer: Layer, path: str = "") -> None:
-    """Raise unless the blob's length is the layer's size and its sha256 the layer's digest."""
-    if len(view) != layer.size:
-        raise rules.BLOB_SIZE.error(f"blob {path or layer.digest} has {len(view)} bytes; the manifest says {layer.size}", path=layer.name or "")
+    """Raise unless the blob's length is the layer's size and its sha256 the layer's digest (a local blob and a
+    registry's, ``remote.ollama``, go through this one check)."""
+    check_blob_size(len(view), layer, path)
     got = sha256_of(view)
     if got != layer.hex:
         raise rules.BLOB_DIGEST.error(f"blob {path or layer.digest} has sha256 {got}; the manifest says {layer.hex}", path=layer.name or "")
+
+
+def check_blob_size(size: int, layer: Layer, path: str = "") -> None:
+    """Raise unless a blob of ``size`` bytes has the layer's size (known before its bytes are read)."""
+    if size != layer.size:
+        raise rules.BLOB_SIZE.error(f"blob {path or layer.digest} has {size} bytes; the manifest says {layer.size}", path=layer.name or "")
 
 
 # -- the model -------------------------------------------------------------------------------------------

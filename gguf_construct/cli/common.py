@@ -10,8 +10,9 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-#: 0 the file is fine (or the command did its job), 1 the file is bad, 2 the command line is wrong.
-EXIT_OK, EXIT_BAD, EXIT_USAGE = 0, 1, 2
+#: grep's contract, for every command: 0 done (or the check passed); 1 a model file is invalid, or two files
+#: differ; 2 trouble: a usage error, a missing or unreadable path, a missing extra, the network, a refused output.
+EXIT_OK, EXIT_BAD, EXIT_TROUBLE = 0, 1, 2
 
 DIGITS = re.compile(r"[0-9]+\Z")  # ASCII only: int() also takes other scripts' digits and '1_000'
 
@@ -19,7 +20,20 @@ DIGITS = re.compile(r"[0-9]+\Z")  # ASCII only: int() also takes other scripts' 
 def usage(message: str) -> NoReturn:
     """Stop with a usage error: the message on stderr, exit code 2."""
     print(message, file=sys.stderr)
-    raise SystemExit(EXIT_USAGE)
+    raise SystemExit(EXIT_TROUBLE)
+
+
+def exit_code(error: BaseException) -> int:
+    """The exit code for an exception that ended a command: 1 when a model file's bytes break a rule, 2 for
+    trouble (a refused request, a path that cannot be read, a missing extra, the network)."""
+    from ..errors import FormatError, MissingExtraError
+    from ..rules import is_request_fault
+
+    if isinstance(error, FormatError):
+        return EXIT_TROUBLE if is_request_fault(error) else EXIT_BAD
+    if isinstance(error, (OSError, MissingExtraError)):
+        return EXIT_TROUBLE
+    raise error
 
 
 def whole(least: int = 0, most: int = 2**63 - 1) -> Callable[[str], int]:
@@ -68,9 +82,10 @@ def command(sub: argparse._SubParsersAction, name: str, run: Callable[[argparse.
     return p
 
 
-def add_in_out(p: argparse.ArgumentParser, output_help: str | None = None) -> None:
-    """``IN OUT``: the commands that write one file from another (each takes ``--sync``)."""
-    p.add_argument("input", metavar="IN")
+def add_in_out(p: argparse.ArgumentParser, output_help: str, input_help: str = "the model file to read (a path or a URL)") -> None:
+    """``IN OUT``: the commands that write one file from another (each takes ``--sync``). The CLI's convention: an
+    output a command must have is a positional ``OUT``; an optional one is ``-o/--output``."""
+    p.add_argument("input", metavar="IN", help=input_help)
     p.add_argument("output", metavar="OUT", help=output_help)
     add_sync(p)
 

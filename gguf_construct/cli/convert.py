@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import EXIT_BAD, EXIT_OK, EXIT_USAGE, add_in_out, command
+from .common import EXIT_OK, EXIT_TROUBLE, add_in_out, command
 
 DESCRIPTION = """\
 Convert a model file; the input kind is detected, the output kind comes from its name.
@@ -37,24 +37,21 @@ def _run(args: argparse.Namespace) -> int:
     if args.type:  # quantization is lossy: the quantize command's path, with its per-tensor RMSE instead of a check
         from .quantize import _run as quantize_run
 
-        return quantize_run(argparse.Namespace(input=args.input, output=args.output, type=args.type, imatrix=args.imatrix, keep=args.keep))
+        return quantize_run(args)
 
     def notice(line: str) -> None:
         print(f"notice: {line}", file=sys.stderr)
 
     try:
         report = convert(args.input, args.output, byte_order=args.byte_order, version=args.version, style=args.style, model=args.model, hint=args.quant_hint, log=notice)
-    except VerificationError as e:
+    except VerificationError as e:  # nothing was written: the conversion, not the input, failed
         print(f"{args.input}: error: {e}", file=sys.stderr)
-        return EXIT_BAD
-    except FormatError as e:
-        if e.rule == "migrate.paths":  # the same path twice is a mistake on the command line
-            print(f"gguf-construct convert: {e.message}", file=sys.stderr)
-            return EXIT_USAGE
-        raise
+        return EXIT_TROUBLE
+    except FormatError:
+        raise  # the input's fault (exit 1) or a refused request (2): main reports it with the file's name
     except ValueError as e:
         print(f"gguf-construct convert: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_TROUBLE
     if args.byte_order or args.version:
         print(f"{args.output}: {args.byte_order + '-endian' if args.byte_order else ''}{', ' if args.byte_order and args.version else ''}{f'GGUF v{args.version}' if args.version else ''}; {report.summary()}")
     else:

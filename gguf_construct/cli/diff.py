@@ -152,7 +152,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(diff_text(d, args.a, args.b))
-    return EXIT_BAD if args.exit_code and not d["same"] else EXIT_OK
+    return EXIT_OK if d["same"] else EXIT_BAD
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -164,11 +164,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Compare A and B: header fields, metadata keys (- only in A, + only in B, ~ changed type or value), tensor "
             "infos, and for tensors whose bytes differ the value differences after dequantization: max |A-B|, that "
-            "relative to max |A|, and RMS(A-B)/RMS(A)."
+            "relative to max |A|, and RMS(A-B)/RMS(A). Exit 0 when the files are the same, 1 when they differ."
         ),
     )
-    p.add_argument("a", metavar="A")
-    p.add_argument("b", metavar="B")
+    p.add_argument("a", metavar="A", help="a model file or URL (any format gguf-construct reads)")
+    p.add_argument("b", metavar="B", help="the model file or URL to compare it with")
     p.add_argument("--no-values", action="store_true", help="do not dequantize tensors to compare values")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--exit-code", action="store_true", help="exit 1 when the files differ (like git diff --exit-code)")
+

@@ -70,8 +70,14 @@ def parse_value(text: str, type_spec: str | None) -> tuple[Any, str]:
     if name.startswith(("u", "i")):
         if len(text.strip()) > limit("number_digits") + 3:  # Python refuses int() beyond 4,300 digits
             raise ValueError(f"a number of {len(text.strip())} characters is not a {name}")
-        return int(text, 0), name
-    value = float(text)
+        try:
+            return int(text, 0), name
+        except ValueError:
+            raise ValueError(f"{_shown(text)} is not an integer") from None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{_shown(text)} is not a number") from None
     if math.isinf(value) and "inf" not in text.lower():
         raise ValueError(f"{_shown(text)} is beyond the range of {name}")
     return value, name
@@ -106,8 +112,10 @@ def _output(args: argparse.Namespace) -> str:
 
 
 def _cmd_set(args: argparse.Namespace) -> int:
-    if (args.value is None) == (args.value_file is None):
+    if args.value is not None and args.value_file is not None:
         usage("gguf-construct set: give VALUE or --value-file, not both")
+    if args.value is None and args.value_file is None:
+        usage(f"gguf-construct set: give a VALUE for {args.key} (or --value-file PATH)")
     try:
         check_key(args.key)
     except ValueError as e:
@@ -133,6 +141,9 @@ def _cmd_set(args: argparse.Namespace) -> int:
         text = args.value
     try:
         value, type_spec = parse_value(text, type_spec)
+    except ValueError as e:
+        usage(f"gguf-construct set: {args.key} takes {_article(type_spec or 'value')}: {e}")
+    try:
         _check_standard(args.key, type_spec, f, args.force)
         if args.in_place:
             return _set_in_place(f, args, value, type_spec)
@@ -145,6 +156,11 @@ def _cmd_set(args: argparse.Namespace) -> int:
         usage(f"gguf-construct set: {args.key}: {e.message}")
     print(f"{_output(args)}: {args.key} = {_shown(meta[args.key])} ({meta.type_of(args.key)})")
     return EXIT_OK
+
+
+def _article(type_spec: str) -> str:
+    """``a u32``, ``an i8``, ``an f32``, ``an arr[str]``: the type named as it is read aloud."""
+    return ("an " if type_spec[:1] in "aifv" else "a ") + type_spec
 
 
 def _shown(value: Any) -> str:
@@ -242,23 +258,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="examples: set m.gguf general.name 'My model';  set m.gguf llama.context_length 8192;  "
         "set m.gguf tokenizer.chat_template --value-file t.jinja;  set m.gguf my.ids '[1,2,3]' --type 'arr[u16]'",
     )
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("key", metavar="KEY")
-    p.add_argument("value", metavar="VALUE", nargs="?")
+    p.add_argument("file", metavar="FILE", help="the GGUF file to edit")
+    p.add_argument("key", metavar="KEY", help="the metadata key, e.g. general.name")
+    p.add_argument("value", metavar="VALUE", nargs="?", help="the value as text (or give --value-file)")
     p.add_argument("--value-file", metavar="PATH", help="read a str value from a UTF-8 text file (e.g. a chat template)")
     p.add_argument("--type", metavar="T", help="u8 i8 u16 i16 u32 i32 u64 i64 f32 f64 bool str, or arr[T]")
     p.add_argument("--in-place", action="store_true", help="overwrite the value's bytes in FILE (same encoded size only)")
     p.add_argument("--force", action="store_true", help="allow a non-standard type for a standard key; open FILE under generous limits to repair it")
 
     d = command(sub, "delete", _cmd_delete, help="remove metadata keys (the file is rewritten atomically)", description="Remove KEYs from FILE's metadata.")
-    d.add_argument("file", metavar="FILE")
-    d.add_argument("keys", metavar="KEY", nargs="+")
+    d.add_argument("file", metavar="FILE", help="the GGUF file to edit")
+    d.add_argument("keys", metavar="KEY", nargs="+", help="the metadata keys to remove")
     d.add_argument("--missing-ok", action="store_true", help="ignore keys the file does not have")
 
     r = command(sub, "rename-tensor", _cmd_rename, help="rename a tensor (the file is rewritten atomically)", description="Rename tensor OLD to NEW; order and data are unchanged.")
-    r.add_argument("file", metavar="FILE")
-    r.add_argument("old", metavar="OLD")
-    r.add_argument("new", metavar="NEW")
+    r.add_argument("file", metavar="FILE", help="the GGUF file to edit")
+    r.add_argument("old", metavar="OLD", help="the tensor's name now")
+    r.add_argument("new", metavar="NEW", help="its new name")
 
     for edits in (p, d, r):
         edits.add_argument("-o", "--output", metavar="OUT", help="write the result here instead of replacing FILE (FILE is then left untouched)")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from .common import EXIT_BAD as EXIT_FOUND
-from .common import EXIT_OK, EXIT_USAGE, command, finite, whole
+from .common import EXIT_OK, EXIT_TROUBLE, command, finite, whole
 
 _MODULES = {"gguf-py": "gguf", "ggml": "ggml"}
 
@@ -28,10 +28,10 @@ def _run(args: argparse.Namespace) -> int:
                 f"gguf-construct fuzz: {against} is not installed (pip install {'gguf' if against == 'gguf-py' else 'ggml-python'})",
                 file=sys.stderr,
             )
-            return EXIT_USAGE
+            return EXIT_TROUBLE
     elif "{}" not in against:
         print("gguf-construct fuzz: --against takes gguf-py, ggml, or a command with {} for the file's path", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_TROUBLE
     report = run(
         against,
         count=args.count,

@@ -216,7 +216,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "missing)."
         ),
     )
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help="a model file or URL (any format gguf-construct reads)")
     p.add_argument("--against", metavar="OTHER", help="compare FILE's tensors with OTHER's by name")
     p.add_argument("--no-layer", action="store_true", help="only the whole-model hashes")
     p.add_argument("--all", action="store_true", help="also hash the buffers gguf_hash skips (*.attention.bias, ...)")

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import FormatError
 from ..progress import progress
-from .common import EXIT_BAD, EXIT_OK, command, whole
+from .common import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, whole
 
 
 # -- shared by the many-files commands ----------------------------------------------------------------
@@ -70,10 +70,14 @@ def _info_row(path: str) -> dict[str, Any]:
     from ..registry import load
     from ..report import summary_row
 
+    from ..rules import is_request_fault
+
     try:
         return {"ok": True, **summary_row(load(path, strict=False), path)}
-    except (FormatError, OSError) as e:
-        return {"ok": False, "file": path, "error": e.describe() if isinstance(e, FormatError) else str(e)}
+    except FormatError as e:
+        return {"ok": False, "file": path, "error": e.describe(), "unreadable": is_request_fault(e)}
+    except OSError as e:
+        return {"ok": False, "file": path, "error": str(e), "unreadable": True}
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
@@ -100,6 +104,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
     paths = expand(files, skip_later_shards=True)
     rows = run_pool(_info_row, paths, args.jobs, "info")
     print_rows(rows, args)
+    if any(r.get("unreadable") for r in rows):
+        return EXIT_TROUBLE
     return EXIT_OK if all(r["ok"] for r in rows) else EXIT_BAD
 
 

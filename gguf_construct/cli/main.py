@@ -1,6 +1,8 @@
 """``gguf-construct``: inspect, validate, convert and dequantize model files.
 
-Exit codes: 0 the file is fine, 1 the file is bad (one line per problem, no traceback), 2 usage error.
+Exit codes (grep's contract, every command): 0 done, or the check passed; 1 a model file is invalid (one line
+per problem, no traceback), or two files differ; 2 trouble: usage, a missing or unreadable path, a missing
+extra, the network, a refused request.
 """
 
 from __future__ import annotations
@@ -10,13 +12,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import FormatError
+from ..errors import FormatError, MissingExtraError
 from ..progress import progress
 from . import convert, diff, edit, info, quantize, scan, split, validate
 from . import fuzz as fuzz_cli
 from . import hash as hash_cli
 from . import migrate as migrate_cli
-from .common import EXIT_BAD, EXIT_OK, command, usage
+from .common import EXIT_OK, command, exit_code, usage
 
 
 def _cmd_dequant(args: argparse.Namespace) -> int:
@@ -51,6 +53,9 @@ def parser() -> argparse.ArgumentParser:
     from .remote_args import HELP
 
     p = argparse.ArgumentParser(prog="gguf-construct", description="Inspect and validate GGUF model files.", epilog=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from .. import __version__
+
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     info.register(sub)
@@ -73,9 +78,9 @@ def parser() -> argparse.ArgumentParser:
         help="write tensors as float32 numpy arrays",
         description="Dequantize tensors (bit-exact with ggml) into an .npz (any number of tensors) or .npy (one tensor), shaped in numpy order.",
     )
-    deq.add_argument("file")
+    deq.add_argument("file", metavar="FILE", help="a model file or URL (any format gguf-construct reads)")
+    deq.add_argument("output", metavar="OUT", help="OUT.npz (any number of tensors) or OUT.npy (one tensor)")
     deq.add_argument("--tensor", action="append", metavar="NAME", help="a tensor to write (repeatable; default: all)")
-    deq.add_argument("-o", "--output", required=True, help="OUT.npz or OUT.npy")
     command(sub, "example", _cmd_example, help="print the path of a small GGUF file shipped with the package")
     limit_help = "change a named resource limit (schema/limits.json: string_length, nesting, dimensions, ...); repeatable"
     p.add_argument("--limit", action="append", default=[], dest="limits_global", metavar="NAME=VALUE", help=limit_help)
@@ -108,13 +113,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return args.run(args)
         return args.run(args)
     except FormatError as e:
-        print(f"{getattr(args, 'file', '')}: error: {e.describe()}", file=sys.stderr)
-        return EXIT_BAD
+        print(f"{_subject(args)}: error: {e.describe()}", file=sys.stderr)
+        return exit_code(e)
     except BrokenPipeError:
         return EXIT_OK
-    except OSError as e:
-        print(f"gguf-construct: {e}", file=sys.stderr)
-        return EXIT_BAD
+    except (OSError, MissingExtraError) as e:
+        print(f"gguf-construct {args.command}: {e}", file=sys.stderr)
+        return exit_code(e)
+    finally:
+        if "gguf_construct.remote.options" in sys.modules:  # the command's remote budget ends with it
+            from ..remote.options import configure
+
+            configure(budget=None)
+
+
+def _subject(args: argparse.Namespace) -> str:
+    """What an error is about: the file the command was reading (``args.file``, kept current by commands that read
+    several), else its input, else the command."""
+    return str(getattr(args, "file", None) or getattr(args, "input", None) or f"gguf-construct {args.command}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_in_out, command, finite, whole
+from .common import EXIT_OK, add_in_out, command, finite, whole
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
@@ -16,14 +16,14 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     for notice in report.notices:
         print(f"notice: {notice}", file=sys.stderr)
     print(report.summary())
-    return 0
+    return EXIT_OK
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from ..migrate import export
 
     print(export(args.input, args.output, args.to).summary())
-    return 0
+    return EXIT_OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "re-encoded when no value changes, else written as F16/F32 (with a notice). The output is validated and every tensor compared "
         "with the input before it replaces OUT; IN is never modified.",
     )
-    add_in_out(m)
+    add_in_out(m, "the GGUF v3 file to write", "the legacy model file to read (GGML, GGMF, GGJT, whisper.cpp, rwkv.cpp, GGUF v1/v2)")
     m.add_argument("--context-length", type=whole(1, 2**32 - 1), help="llama.context_length / rwkv.context_length (default 2048 for llama, 1048576 for rwkv)")
     m.add_argument("--eps", type=finite(0, most=1.0), help="llama RMS-norm epsilon (default 1e-6, what llama.cpp used until July 2023; LLaMA-2 uses 1e-5)")
     m.add_argument("--gqa", type=whole(1, 2**32 - 1), help="llama grouped-query factor: head_count_kv = head_count / GQA (default 1; 70B: 8)")
@@ -54,5 +54,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write a GGUF file as GGJT v3 (llama) or rwkv.cpp v101 (rwkv, rwkv6, rwkv7) for old tools",
         description="Write a GGUF file in a legacy format where its types allow; migrating the result back gives the same GGUF file.",
     )
-    add_in_out(e)
+    add_in_out(e, "the GGJT v3 or rwkv.cpp file to write", "the GGUF file to read")
     e.add_argument("--to", choices=("ggjt", "rwkv"), required=True)

@@ -9,7 +9,13 @@ import sys
 
 import numpy as np
 
-from .common import EXIT_OK, EXIT_USAGE, add_in_out, command
+from .common import EXIT_OK, EXIT_TROUBLE, add_in_out, command
+
+DESCRIPTION = (
+    "Quantize a model (GGUF, safetensors or an Ollama blob, a legacy file) to a ggml type with numpy quantizers that "
+    "are bit-exact with ggml's, tensor by tensor, choosing which tensors keep their precision as llama-quantize does. "
+    "Each tensor's RMSE against its input is printed as llama-quantize prints it."
+)
 
 
 def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None, keep: list[str] | None = None,
@@ -88,15 +94,42 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
     return report
 
 
+#: llama-quantize's mixes name a file type, not a ggml type: a choice of type per tensor (src/llama-quant.cpp)
+_MIX_SUFFIXES = ("_XXS", "_XS", "_S", "_M", "_L")
+
+
+def quant_type(text: str) -> str:
+    """An argparse ``type``: a ggml type the quantizers write (any case), or a usage error that lists them."""
+    from ..errors import FormatError
+    from ..quants.blocks import resolve
+    from ..quants.quantize import supported
+
+    try:
+        name = resolve(text.strip()).name
+    except FormatError:
+        name = ""
+    if name in supported():
+        return name
+    listed = ", ".join(sorted(supported(), key=str.lower))
+    hint = ""
+    if text.upper().endswith(_MIX_SUFFIXES) and not name:
+        hint = f"; {text} is one of llama-quantize's mixes, which choose a type per tensor: name the ggml type itself"
+    raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a ggml type the quantizers write ({listed}){hint}")
+
+
 def _run(args: argparse.Namespace) -> int:
     def log(line: str) -> None:
         print(line, file=sys.stderr)
 
+    from ..errors import FormatError
+
     try:
         report = quantize_file(args.input, args.output, args.type, imatrix=args.imatrix, keep=args.keep, log=log)
+    except FormatError:
+        raise  # the input's fault (exit 1) or a refused request (2): main reports it with the file's name
     except ValueError as e:
-        print(f"gguf-construct quantize: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        print(f"gguf-construct {args.command}: {e}", file=sys.stderr)
+        return EXIT_TROUBLE
     changed = sum(1 for _, t, _ in report if t != "kept")
     print(f"{args.output}: {changed} of {len(report)} tensors quantized to {args.type} (others kept)")
     return EXIT_OK
@@ -108,7 +141,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "quantize",
         _run,
         help="quantize a model (GGUF, safetensors/Ollama blob, legacy) to a ggml type, bit-exact with ggml",
-        description=__doc__,
+        description=DESCRIPTION,
     )
     add_in_out(p, "the GGUF file to write")
     add_quantize_options(p, required=True)
@@ -119,6 +152,6 @@ def add_quantize_options(p: argparse.ArgumentParser, *, required: bool) -> None:
     others apply with it (convert hands them to this command)."""
     with_type = "" if required else "with --type: "
     type_help = "ggml type name, e.g. q4_K, q8_0, iq4_xs" if required else "quantize to this ggml type (as the quantize command: GGUF output, llama-quantize's tensor choices)"
-    p.add_argument("--type", metavar="TYPE", required=required, help=type_help)
+    p.add_argument("--type", metavar="TYPE", type=quant_type, required=required, help=type_help)
     p.add_argument("--imatrix", metavar="FILE", help=f"{with_type}importance matrix: llama.cpp's GGUF imatrix or legacy imatrix.dat")
     p.add_argument("--keep", metavar="PATTERN", nargs="+", default=[], help=f"{with_type}tensor names (glob) to keep as they are")

@@ -1,4 +1,4 @@
-"""``gguf-construct scan LIST|URL|PATH... [--concurrency N] [--dask SCHEDULER] [--out results.jsonl]``."""
+"""``gguf-construct scan LIST|URL|PATH... [--concurrency N] [--dask SCHEDULER] [-o RESULTS.jsonl]``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..remote.scan import DASK_TIMEOUT
 from ..validation.profiles import PROFILES
-from .common import EXIT_BAD, EXIT_OK, command, finite, whole
+from .common import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, finite, whole
 
 #: files with these endings list sources, one a line
 LIST_SUFFIXES = (".txt", ".list", ".lst", ".urls")
@@ -37,10 +37,10 @@ def _run(args: argparse.Namespace) -> int:
     from ..remote.scan import scan
 
     sources = sources_of(args.sources)
-    out = args.out or sys.stdout
+    out = args.output or sys.stdout
     counts = scan(sources, out, concurrency=args.concurrency, dask=args.dask, batch=args.batch, profile=args.profile, opts=options(), dask_timeout=args.dask_timeout)
-    print(f"scan: {counts['scanned']} scanned ({counts['ok']} ok, {counts['invalid']} invalid, {counts['unreadable']} unreadable), {counts['skipped']} already in {args.out or 'the output'}", file=sys.stderr)
-    return EXIT_OK if counts["invalid"] == 0 and counts["unreadable"] == 0 else EXIT_BAD
+    print(f"scan: {counts['scanned']} scanned ({counts['ok']} ok, {counts['invalid']} invalid, {counts['unreadable']} unreadable), {counts['skipped']} already in {args.output or 'the output'}", file=sys.stderr)
+    return EXIT_TROUBLE if counts["unreadable"] else EXIT_BAD if counts["invalid"] else EXIT_OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,11 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "For each source (a path, a directory, a URL, or a file listing one source a line): open it once, "
             "write one JSON line with its info (as info --json) and its validation issues. Sources already in "
-            "--out are skipped, so a killed scan resumes where it stopped. Exit 1 if any source is invalid or unreadable."
+            "--output are skipped, so a killed scan resumes where it stopped. Exit 1 if any source is invalid, 2 if any could not be read."
         ),
     )
     p.add_argument("sources", nargs="+", metavar="LIST|URL|PATH", help="URLs, paths, directories, or lists of them (- or *.txt, *.list, *.lst, *.urls: one a line)")
-    p.add_argument("--out", metavar="RESULTS.jsonl", help="append the lines here, skipping sources already in it (default: stdout)")
+    p.add_argument("-o", "--output", metavar="RESULTS.jsonl", help="append the lines here, skipping sources already in it (default: stdout)")
     p.add_argument("--concurrency", type=whole(1, 4096), default=16, metavar="N", help="sources in flight at once (default: %(default)s)")
     p.add_argument("--dask", metavar="SCHEDULER", help="run on a Dask cluster: its scheduler address (tcp://HOST:8786), or 'local' for a LocalCluster")
     p.add_argument("--batch", type=whole(1, 2**31), default=32, metavar="N", help="sources per Dask task (default: %(default)s)")

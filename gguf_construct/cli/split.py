@@ -56,16 +56,10 @@ def _cmd_split(args: argparse.Namespace) -> int:
 
 def _cmd_merge(args: argparse.Namespace) -> int:
     from ..api.shards import merge, shard_paths
-    from ..errors import FormatError
 
     if shard_paths(args.file) is None:
         usage(f"gguf-construct merge: {args.file} is not a shard name (<prefix>-00001-of-00003.gguf)")
-    try:
-        merged = merge(args.file, args.output)
-    except FormatError as e:
-        if e.rule != "merge.paths":
-            raise
-        usage(f"gguf-construct merge: {e.message}")
+    merged = merge(args.file, args.output)
     print(f"{args.output}: {len(merged.shards)} shards, {len(merged.tensors)} tensors")
     return EXIT_OK
 
@@ -81,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "all metadata; every shard holds split.no (u16, 0-based), split.count (u16) and split.tensors.count (i32)."
         ),
     )
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help="the GGUF file to split")
     p.add_argument("prefix", metavar="PREFIX", nargs="?", help="output name before -0000N-of-0000M.gguf (default: FILE less .gguf)")
     p.add_argument("--max-size", metavar="S", help="at most S of tensor data per shard: 500M, 2G, 1.5GiB, bytes")
     p.add_argument("--max-tensors", type=whole(1, 2**31), metavar="N", help="at most N tensors per shard")
@@ -96,6 +90,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="merge a gguf-split shard set into one file",
         description="Merge the set FIRST_SHARD belongs to (every shard in the same folder) into OUT, dropping the split.* keys.",
     )
-    m.add_argument("file", metavar="FIRST_SHARD")
-    m.add_argument("output", metavar="OUT")
+    m.add_argument("file", metavar="FIRST_SHARD", help="a shard of the set, e.g. m-00001-of-00003.gguf (the others are found beside it by name)")
+    m.add_argument("output", metavar="OUT", help="the merged GGUF file to write")
     add_sync(m)

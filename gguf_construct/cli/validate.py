@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any
 
 from ..validation.profiles import PROFILES
-from .common import EXIT_BAD, EXIT_OK, command, usage, whole
+from .common import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, whole
 from .info import default_jobs, expand, run_pool
 
 
@@ -35,8 +35,11 @@ def validate_one(path: str, profile: str = "spec", keys: bool = False, security:
                 issues += scan_templates(f)
         except (FormatError, OSError):
             pass  # the structural issues above already say why the file cannot be read
+    from ..rules import lookup
+
     errors = sum(i.severity == "error" for i in issues)
-    return {"file": path, "ok": errors == 0, "errors": errors, "warnings": len(issues) - errors, "issues": [asdict(i) for i in issues]}
+    unreadable = any(i.severity == "error" and (r := lookup(i.rule)) is not None and r.fault == "request" for i in issues)
+    return {"file": path, "ok": errors == 0, "unreadable": unreadable, "errors": errors, "warnings": len(issues) - errors, "issues": [asdict(i) for i in issues]}
 
 
 def _line(issue: dict[str, Any]) -> str:
@@ -49,14 +52,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     paths = expand(args.files)
     if not paths:
         print("gguf-construct validate: no model files found", file=sys.stderr)
-        return EXIT_BAD
-    if args.security:
-        try:
-            from ..security import _jinja
+        return EXIT_TROUBLE
+    if args.security:  # before any file is read: a missing extra is trouble (exit 2), whatever the files hold
+        from ..security import _jinja
 
-            _jinja()
-        except RuntimeError as e:
-            usage(f"gguf-construct validate --security: {e}")
+        _jinja()
     results = run_pool(partial(validate_one, profile=args.profile, keys=args.keys, security=args.security), paths, args.jobs, "validating")
     if args.json:
         json.dump(results, sys.stdout, ensure_ascii=False, indent=1)
@@ -76,6 +76,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             print()
             print(table(rows, ["FILE", "STATUS", "ERRORS", "WARNINGS"], right={2, 3}))
             print(f"\n{len(results)} files: {len(results) - bad} valid, {bad} invalid ({what})")
+    if any(r["unreadable"] for r in results):  # a path or URL that could not be read: trouble, as grep's 2
+        return EXIT_TROUBLE
     return EXIT_OK if all(r["ok"] for r in results) else EXIT_BAD
 
 

@@ -218,13 +218,13 @@ def _ggml_open(ggml: Any, path: str) -> tuple[Any, str]:
 def info_view(info: dict[str, Any]) -> dict[str, Any]:
     """``gguf-construct info --json`` output (or a command imitating it) as a view (no dequantized values)."""
     kvs = []
-    for m in info.get("metadata", []):
+    for key, m in (info.get("metadata") or {}).items():
         if m.get("type") == "arr":
-            kvs.append([m["key"], f"arr[{m.get('array_type')}]", {"n": m.get("n"), "first": m.get("first"), "last": m.get("last")}])
+            kvs.append([key, f"arr[{m.get('array_type')}]", {"n": m.get("n"), "first": m.get("first"), "last": m.get("last")}])
         else:
-            kvs.append([m["key"], m["type"], m.get("value")])
+            kvs.append([key, m["type"], m.get("value")])
     tensors = [
-        [t["name"], str(t["type"]).lower(), list(t.get("shape") or []), t.get("offset"), t.get("nbytes")] for t in info.get("tensors", [])
+        [name, str(t["type"]).lower(), list(t.get("shape") or []), t.get("offset"), t.get("nbytes")] for name, t in (info.get("tensors") or {}).items()
     ]
     return {
         "version": info.get("version"),

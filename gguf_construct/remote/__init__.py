@@ -7,8 +7,9 @@ the tensors that are read.
 
 from __future__ import annotations
 
+from .budget import Budget
 from .errors import RangeNotSupportedError, RemoteChangedError, RemoteError, RemoteLimitError
 from .options import RemoteOptions, configure, options
 from .urls import is_remote
 
-__all__ = ["RemoteError", "RangeNotSupportedError", "RemoteChangedError", "RemoteLimitError", "RemoteOptions", "configure", "options", "is_remote"]
+__all__ = ["Budget", "RemoteError", "RangeNotSupportedError", "RemoteChangedError", "RemoteLimitError", "RemoteOptions", "configure", "options", "is_remote"]

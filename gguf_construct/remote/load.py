@@ -1,7 +1,7 @@
 """Byte sources for any path or URL (``open_source``), and the file objects of each format over one: the same
 schemas and file objects as for local files. GGUF (``api.file.gguf_from_source``) and safetensors read only their
 header; tensors are fetched when read. Legacy formats interleave headers and data, so they are fetched whole
-(within ``max_bytes``). Which format a source holds, and so which of these opens it: ``registry.load_url``."""
+(within the byte budgets: ``remote.budget``). Which format a source holds, and so which of these opens it: ``registry.load_url``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 from .. import rules
 from ..api.file import gguf_from_source  # noqa: F401 - GGUF's opener over a source, re-exported beside the others
 from ..errors import FormatError, LayoutError
-from .options import RemoteOptions
-from .source import ByteSource, MappedSource, RangedSource
+from .budget import budgeted
+from .options import RemoteOptions, options
+from .source import MAX_SIZE, ByteSource, MappedSource, RangedSource
 from .urls import hf_url, local_path, scheme_of
 
 if TYPE_CHECKING:
@@ -22,8 +23,10 @@ if TYPE_CHECKING:
 SHARD_CONCURRENCY = 16
 
 
-def open_source(source: Any, opts: RemoteOptions | None = None, *, headers: dict[str, str] | None = None, digest: str | None = None, expected_size: int | None = None) -> ByteSource:
-    """A ``ByteSource`` for a path (memory map) or an http(s)://, hf:// or fsspec URL (ranged reads)."""
+def open_source(source: Any, opts: RemoteOptions | None = None, *, headers: dict[str, str] | None = None, first_read: int | None = None) -> ByteSource:
+    """A ``ByteSource`` for a path (memory map) or an http(s)://, hf:// or fsspec URL (ranged reads, under the
+    budget of ``opts``: see ``budget``); ``first_read``: the first request's size over HTTP, when not
+    ``opts.first_chunk``."""
     scheme = scheme_of(source)
     if scheme is None:
         return MappedSource(source)
@@ -32,36 +35,45 @@ def open_source(source: Any, opts: RemoteOptions | None = None, *, headers: dict
     from .http import open_http
 
     if scheme in ("http", "https"):
-        return open_http(source, opts, headers, digest=digest, expected_size=expected_size)
+        return open_http(source, opts, headers, first_read=first_read)
     if scheme == "hf":
         url, auth = hf_url(source)
-        return open_http(url, opts, {**auth, **(headers or {})}, digest=digest)
+        return open_http(url, opts, {**auth, **(headers or {})}, first_read=first_read)
     if scheme == "ollama":
         raise rules.REMOTE_URL.error("an ollama:// name is a model, not one file: open it with load()", url=source)
     return open_fsspec(source, opts)
 
 
 def open_fsspec(url: str, opts: RemoteOptions | None = None) -> RangedSource:
-    """Any URL fsspec knows (s3://, gs://, memory://, ...), read by ranges through ``fs.cat_file``."""
+    """Any URL fsspec knows (s3://, gs://, memory://, ...), read by ranges through ``fs.cat_file``; each call
+    counts as a request of the command's budget. fsspec's own errors (any exception class a backend raises)
+    become ``remote.open`` / ``remote.read``."""
     try:
         import fsspec
     except ImportError:
         raise rules.REMOTE_SCHEME.error(f"no reader for {scheme_of(url)}:// URLs (install fsspec for them)", url=url) from None
+    opts = budgeted(opts or options())
+    budget = opts.budget
+    budget.request(url)
     try:
         fs, path = fsspec.core.url_to_fs(url)
-        size = int(fs.size(path))
     except (ImportError, ValueError) as e:
         raise rules.REMOTE_SCHEME.error(f"fsspec cannot open it: {e}", url=url) from None
-    except OSError as e:
+    try:
+        size = fs.size(path)
+    except Exception as e:  # noqa: BLE001 - a backend may raise anything; it is the source's failure, named
         raise rules.REMOTE_OPEN.error(f"{type(e).__name__}: {e}", url=url) from None
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_SIZE:
+        raise rules.REMOTE_SIZE.error(f"fsspec gives its size as {str(size)[:40]!r}: not a number of bytes up to {MAX_SIZE}", url=url)
 
     def fetch(start: int, into: memoryview) -> None:
+        budget.request(url)
         try:
             data = fs.cat_file(path, start=start, end=start + len(into))
-        except OSError as e:
+        except Exception as e:  # noqa: BLE001 - as above
             raise rules.REMOTE_READ.error(f"{type(e).__name__}: {e}", url=url) from None
-        if len(data) != len(into):
-            raise rules.REMOTE_READ.error(f"asked for {len(into)} bytes at {start}, got {len(data)}", url=url)
+        if not isinstance(data, (bytes, bytearray, memoryview)) or len(data) != len(into):
+            raise rules.REMOTE_READ.error(f"asked for {len(into)} bytes at {start}, got {len(data) if isinstance(data, (bytes, bytearray, memoryview)) else type(data).__name__}", url=url)
         into[:] = data
 
     return RangedSource(url, size, fetch, opts)

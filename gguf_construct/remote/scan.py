@@ -25,9 +25,13 @@ if TYPE_CHECKING:
 
 def scan_one(source: str, profile: str = "spec", opts: RemoteOptions | None = None) -> dict[str, Any]:
     """One source's line: ``{"source", "ok", "format", "issues", "info", "error", "seconds"}``; the source is
-    opened once, its header read once, for both the summary and the validation."""
+    opened once, its header read once, for both the summary and the validation. A source that could not be read
+    (the network, a path; not the file's bytes) has ``"unreadable": true``."""
     from ..report import info_json
+    from .budget import budgeted
+    from .options import options
 
+    opts = budgeted(opts or options(), fresh=True)  # each source its own budget: a scan is many commands in one
     started = time.perf_counter()
     line: dict[str, Any] = {"source": source, "ok": False, "format": None, "errors": 0, "warnings": 0, "issues": [], "info": None, "error": None}
     try:
@@ -42,8 +46,10 @@ def scan_one(source: str, profile: str = "spec", opts: RemoteOptions | None = No
         line["error"] = e.describe()
         line["rule"] = e.rule
         line["status"] = getattr(e, "status", None)
+        line["unreadable"] = rules.is_request_fault(e)  # the network, the path: not a verdict on the file's bytes
     except OSError as e:
         line["error"] = f"{type(e).__name__}: {e}"
+        line["unreadable"] = True
     except Exception as e:  # a bug, not the file's fault: recorded (and reported) without stopping a long scan
         line["error"] = f"internal error {type(e).__name__}: {e}"
         line["rule"] = f"internal.{type(e).__name__}"
@@ -167,7 +173,9 @@ def run_dask(sources: list[str], emit: Callable[[dict[str, Any]], None], schedul
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
-        raise SystemExit("gguf-construct scan --dask needs dask.distributed: pip install 'gguf-construct[cluster]'") from None
+        from ..errors import MissingExtraError
+
+        raise MissingExtraError("scan --dask", "cluster", "dask.distributed") from None
 
     preload()  # before the worker threads start, in this process (LocalCluster) and for the results' unpickling
     cluster = None
@@ -220,7 +228,7 @@ def scan(sources: Iterable[str], out: TextIO | str | os.PathLike[str], *, concur
         stream.write(json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str) + "\n")
         stream.flush()
         counts["scanned"] += 1
-        counts["ok" if line["ok"] else "unreadable" if line["error"] else "invalid"] += 1
+        counts["ok" if line["ok"] else "unreadable" if line.get("unreadable", bool(line["error"])) else "invalid"] += 1
         if bar is not None:
             bar.update(1)
 

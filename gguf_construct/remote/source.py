@@ -10,12 +10,12 @@ tensor's bytes are fetched when its data is first read (``LazyRange``, ``LazyReg
 from __future__ import annotations
 
 import bisect
-import hashlib
 import mmap
 import os
 import re
 import tempfile
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -24,11 +24,14 @@ import numpy as np
 from .. import rules
 from ..errors import FormatError, LimitError, TruncatedError
 from ..formats.base import map_file
-from .errors import RemoteChangedError
+from .budget import budgeted
 from .options import RemoteOptions, options
 
-#: Sparse buffers up to this size are anonymous maps; larger ones are a deleted temporary file (no overcommit).
+#: Sparse buffers up to this size are anonymous maps (while the command's memory budget has room); larger ones
+#: are a deleted temporary file (no overcommit).
 ANONYMOUS_LIMIT = 256 << 20
+#: The largest remote file the reader maps (16 TiB, ext4's largest file): a larger size is refused, not mapped.
+MAX_SIZE = 1 << 44
 
 
 class ByteSource(Protocol):
@@ -115,11 +118,13 @@ class _Intervals:
         return sum(e - s for s, e in zip(self.starts, self.ends))
 
 
-def sparse_buffer(size: int) -> Any:
-    """A zero-filled, writable buffer of ``size`` bytes whose untouched pages cost no memory."""
+def sparse_buffer(size: int, *, in_memory: bool = True) -> Any:
+    """A zero-filled, writable buffer of ``size`` bytes whose untouched pages cost nothing: an anonymous map when
+    ``in_memory`` and ``size`` is at most ``ANONYMOUS_LIMIT``, else a map of a deleted temporary file. OSError
+    when the system cannot make it."""
     if size == 0:
         return bytearray()
-    if size <= ANONYMOUS_LIMIT:
+    if in_memory and size <= ANONYMOUS_LIMIT:
         return mmap.mmap(-1, size)
     with tempfile.TemporaryFile(prefix="gguf-construct-") as f:  # deleted at once; the map keeps it alive
         f.truncate(size)
@@ -134,21 +139,25 @@ class RangedSource:
     """A remote file read by ranges into a sparse buffer; each byte is fetched at most once, and a read shorter
     than ``first_chunk`` fetches that much (so a run of small tensors costs one request, not one each).
 
-    ``digest`` (``sha256:<hex>``), when given, is checked as soon as every byte has been fetched.
+    Every fetch counts against the per-file limit (``max_file_bytes``) and the command's budget (``opts.budget``:
+    bytes, and the buffer's memory). ``on_complete(view)``, when given, runs once every byte has been fetched (an
+    Ollama blob's size and digest check); its FormatError fails that read and every later one.
     Counts ``requests`` and ``fetched`` bytes (the benchmarks and tests read them).
     """
 
-    def __init__(self, name: str, size: int, fetch: Fetch, opts: RemoteOptions | None = None, *, first: Any = b"", digest: str | None = None):
+    def __init__(self, name: str, size: int, fetch: Fetch, opts: RemoteOptions | None = None, *, first: Any = b"", on_complete: Callable[[memoryview], None] | None = None):
+        if not 0 <= size <= MAX_SIZE:
+            raise rules.REMOTE_SIZE.error(f"the file has {size} bytes, more than the {MAX_SIZE} the reader maps", url=name)
         self.name = name
         self.size = size
-        self.opts = opts or options()
+        self.opts = budgeted(opts or options())
         self._fetch = fetch
-        self._buffer = sparse_buffer(size)
+        self._buffer = self._make_buffer(size)
         self._view = memoryview(self._buffer)
         self._have = _Intervals()
         self._lock = threading.Lock()
-        self.digest = digest
-        self._failed: RemoteChangedError | None = None
+        self.on_complete = on_complete
+        self._failed: FormatError | None = None
         self.requests = 0
         self.fetched = 0
         if len(first):  # what the first request (which told the size) brought
@@ -157,8 +166,27 @@ class RangedSource:
             self._have.add(0, n)
             self.fetched, self.requests = n, 1
 
+    def _make_buffer(self, size: int) -> Any:
+        """The sparse buffer, in memory while the command's memory budget has room for all of it, else on disk;
+        its reservation is given back when the source is collected."""
+        budget = self.opts.budget
+        in_memory = size <= ANONYMOUS_LIMIT and budget.reserve_memory(size)
+        if in_memory:
+            weakref.finalize(self, budget.release_memory, size)
+        try:
+            return sparse_buffer(size, in_memory=in_memory)
+        except (OSError, OverflowError, ValueError) as e:
+            raise rules.REMOTE_SIZE.error(f"no buffer of {size} bytes can be made for it ({type(e).__name__}: {e})", url=self.name) from None
+
     def view(self) -> memoryview:
         return self._view
+
+    def filled(self, n: int) -> None:
+        """Record that one request wrote the file's first ``n`` bytes into ``view()`` (a whole download)."""
+        with self._lock:
+            self._have.add(0, n)
+            self.fetched += n
+            self.requests += 1
 
     def ensure(self, start: int, end: int) -> memoryview:
         start, end = max(0, start), min(self.size, end)
@@ -168,28 +196,30 @@ class RangedSource:
             for s, e in self._have.missing(start, end):
                 if e - s < self.opts.first_chunk:  # read ahead to one small chunk: the small tensors that follow come along
                     e = max(e, self._have.missing(s, min(self.size, s + self.opts.first_chunk))[0][1])
-                if self.opts.max_bytes is not None and self.fetched + (e - s) > self.opts.max_bytes:
-                    raise rules.REMOTE_MAX_BYTES.error(f"reading bytes {s}..{e} would pass the limit of {self.opts.max_bytes} bytes fetched", url=self.name, offset=s)
+                limit = self.opts.max_file_bytes
+                if limit is not None and self.fetched + (e - s) > limit:
+                    raise rules.REMOTE_MAX_BYTES.error(f"reading bytes {s}..{e} would pass the limit of {limit} bytes fetched per file", url=self.name, offset=s)
+                self.opts.budget.take_bytes(e - s, self.name, s)
                 self._fetch(s, self._view[s:e])  # written in place
                 self.requests += 1
                 self._have.add(s, e)
                 self.fetched += e - s
-            if self.digest and self.complete:
-                self._check_digest()
+            if self.on_complete is not None and self.complete:
+                self._run_on_complete()
         return self._view[start:end]
 
     @property
     def complete(self) -> bool:
         return self._have.covered() >= self.size
 
-    def _check_digest(self) -> None:
-        """Once every byte is in: hash them; a mismatch fails this read and every later one."""
-        algo, _, want = self.digest.partition(":")  # type: ignore[union-attr]
-        got = hashlib.new(algo, self._view).hexdigest()
-        digest, self.digest = self.digest, None  # checked once
-        if got != want.lower():
-            self._failed = RemoteChangedError("blob.digest", f"the bytes fetched hash to {algo}:{got}, not {digest}", url=self.name)
-            raise self._failed
+    def _run_on_complete(self) -> None:
+        """Once every byte is in: the check runs once; a failure fails this read and every later one."""
+        check, self.on_complete = self.on_complete, None
+        try:
+            check(self._view)  # type: ignore[misc]
+        except FormatError as e:
+            self._failed = e
+            raise
 
     def lazy(self, start: int, end: int) -> LazyRange:
         return LazyRange(self, start, end)
@@ -198,7 +228,8 @@ class RangedSource:
         """Parse growing prefixes until the header fits: a truncation (or a count larger than the bytes present)
         means 'fetch more'; any other error is the file's. Then ``tail`` is pointed at the whole file's rest."""
         o = self.opts
-        n = min(self.size, max(self._have.ends[0] if self._have.starts[:1] == [0] else 0, o.first_chunk))
+        have = self._have.ends[0] if self._have.starts[:1] == [0] else 0
+        n = min(self.size, have if have >= 4096 else max(have, o.first_chunk))  # what the first request brought
         chunk = max(n, 1)
         while True:
             prefix = self.ensure(0, n)

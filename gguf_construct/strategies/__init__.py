@@ -19,7 +19,9 @@ Each format has its own module; this package re-exports every module's public na
 try:
     import hypothesis  # noqa: F401
 except ImportError as e:  # pragma: no cover - depends on the environment
-    raise ImportError("gguf_construct.strategies needs hypothesis: pip install hypothesis") from e
+    from ..errors import MissingExtraError
+
+    raise MissingExtraError("gguf_construct.strategies", "fuzz", "hypothesis") from e
 
 from .common import *  # noqa: F403  (draw_examples)
 from .gguf import *  # noqa: F403  (GGUF v1-v3)

@@ -1,0 +1,109 @@
+"""The command line's exit codes, command by command: grep's contract.
+
+0: done, or the check passed; 1: a model file is invalid, or two files differ; 2: trouble (usage, a missing or
+unreadable path, a missing extra, the network, a refused request such as an output that is the input).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from gguf_construct.cli.main import main
+from gguf_construct.data import example_path
+
+EXAMPLE = str(example_path())
+
+
+def code(*argv: object) -> int:
+    """``main``'s exit code, argparse's own usage errors (SystemExit) included."""
+    try:
+        return main([str(a) for a in argv])
+    except SystemExit as e:
+        return int(e.code or 0)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    data = Path(EXAMPLE).read_bytes()
+    (tmp_path / "m.gguf").write_bytes(data)
+    (tmp_path / "cut.gguf").write_bytes(data[:200])  # ends inside the metadata
+    return {"ok": tmp_path / "m.gguf", "bad": tmp_path / "cut.gguf", "missing": tmp_path / "missing.gguf", "dir": tmp_path}
+
+
+#: command -> (argv with {f} for the model file and {o} for an output path)
+COMMANDS: dict[str, list[str]] = {
+    "info": ["info", "{f}"],
+    "validate": ["validate", "{f}"],
+    "set": ["set", "{f}", "general.name", "x", "-o", "{o}"],
+    "delete": ["delete", "{f}", "general.name", "-o", "{o}"],
+    "rename-tensor": ["rename-tensor", "{f}", "output_norm.weight", "out_norm.weight", "-o", "{o}"],
+    "diff": ["diff", "{f}", "{f}"],
+    "hash": ["hash", "{f}"],
+    "split": ["split", "{f}", "{o}", "--max-tensors", "4"],
+    "convert": ["convert", "{f}", "{o}", "--byte-order", "big"],
+    "quantize": ["quantize", "{f}", "{o}", "--type", "q8_0"],
+    "dequant": ["dequant", "{f}", "{o}.npz"],
+    "export": ["export", "{f}", "{o}", "--to", "ggjt"],
+    "scan": ["scan", "{f}"],
+}
+
+
+def argv(command: str, f: Path, out: Path) -> list[str]:
+    return [a.format(f=f, o=out) for a in COMMANDS[command]]
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c != "export"])  # export: see test_a_refused_request_is_2
+def test_done_is_0(command: str, files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert code(*argv(command, files["ok"], files["dir"] / "out.gguf")) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_invalid_model_is_1(command: str, files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert code(*argv(command, files["bad"], files["dir"] / "out.gguf")) == 1
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_missing_path_is_2(command: str, files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert code(*argv(command, files["missing"], files["dir"] / "out.gguf")) == 2
+    out, err = capsys.readouterr()
+    assert "missing.gguf" in out + err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, "migrate", "merge", "fuzz"])
+def test_usage_is_2(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert code(command, "--no-such-option") == 2
+
+
+def test_files_that_differ_are_1(files: dict[str, Path]) -> None:
+    assert code("set", files["ok"], "general.name", "other", "-o", files["dir"] / "other.gguf") == 0
+    assert code("diff", files["ok"], files["dir"] / "other.gguf") == 1
+    assert code("hash", files["ok"], "--against", files["dir"] / "other.gguf") == 0  # the tensors are the same
+    assert code("rename-tensor", files["ok"], "output_norm.weight", "x.weight", "-o", files["dir"] / "renamed.gguf") == 0
+    assert code("hash", files["ok"], "--against", files["dir"] / "renamed.gguf") == 1
+
+
+def test_a_refused_request_is_2(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert code("convert", files["ok"], files["ok"], "--byte-order", "big") == 2  # the output is the input
+    assert code("quantize", files["ok"], files["dir"] / "q.gguf", "--type", "Q4_K_M_X") == 2  # no such type
+    assert code("set", files["ok"], "llama.context_length", "hello") == 2
+    assert code("export", files["ok"], files["dir"] / "e.bin", "--to", "ggjt") == 2  # no legacy layout holds it
+    (files["dir"] / "empty").mkdir()
+    assert code("validate", files["dir"] / "empty") == 2  # no model file to check
+    capsys.readouterr()
+
+
+def test_a_missing_extra_is_2(files: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "jinja2", None)  # import jinja2 fails as when it is not installed
+    assert code("validate", "--security", files["ok"]) == 2
+    assert "pip install 'gguf-construct[security]'" in capsys.readouterr().err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from gguf_construct import __version__
+
+    assert code("--version") == 0
+    assert capsys.readouterr().out.strip() == f"gguf-construct {__version__}"
