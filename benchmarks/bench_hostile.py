@@ -6,7 +6,7 @@
 Each input of ``gguf_construct.strategies.hostile.HOSTILE`` (default: the amplification and quadratic classes)
 is written to a file and loaded leniently in a fresh process under ``tracemalloc``. ``--before DIR`` also runs
 the reader of another checkout (e.g. ``git worktree add /tmp/before b25aa4f``) on the same bytes, so both
-columns come from one run. Prints the markdown table of README's "Hostile input" section.
+columns come from one run. Prints the markdown table of docs/security.md's "Figures" section.
 
 ``--remote``: the remote fan-out rows instead (``remote_rows``): ``info`` on a gguf-split URL served by the
 loopback test server, whose shards are made on demand and lie in the ways named in the table; per row the

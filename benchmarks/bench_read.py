@@ -8,7 +8,7 @@ the same N times, taking turns, after one warm-up run each (imports, caches); ea
 Ratios are what to compare across machines. Rows marked "lazy vs eager" compare our lazy operation (arrays left
 as views of the file) with a reference that materialises them: they show what laziness buys, not a faster
 decoder; the "like for like" rows do the same work on both sides. Prints a markdown table (the one in
-README.md) and the memory check: opening a file and touching every tensor view allocates the same whether the
+docs/speed.md) and the memory check: opening a file and touching every tensor view allocates the same whether the
 file holds 16 MiB or 256 MiB of tensor data. ``--quick`` is a smoke run (tiny vocabulary, one run, small files).
 """
 

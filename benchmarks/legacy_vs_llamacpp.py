@@ -6,7 +6,7 @@ For each file: our ``migrate`` → the largest |logit difference| and whether th
 converter in a subprocess → whether it runs, refuses (an error raised by the script itself) or crashes (an error
 from deeper down), whether the tensor shapes it wrote equal the source's, whether llama.cpp loads its output, and
 the logit difference when it does. llama.cpp is loaded in a subprocess for the converter's outputs, which may be
-malformed. Prints a Markdown table (``--json`` for the raw rows); README's legacy section has the table.
+malformed. Prints a Markdown table (``--json`` for the raw rows); docs/howto/migrate.md has the table.
 
 ``--llama-cpp DIR`` is a llama.cpp source tree holding ``convert_llama_ggml_to_gguf.py`` and ``gguf-py/`` (the
 script puts that gguf-py first on its path), e.g. from the mirror::

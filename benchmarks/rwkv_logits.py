@@ -1,4 +1,4 @@
-"""llama.cpp's logits on migrated rwkv.cpp v6/v7 files against rwkv.cpp's expected ones: README's RWKV table.
+"""llama.cpp's logits on migrated rwkv.cpp v6/v7 files against rwkv.cpp's expected ones: the RWKV tables of docs/howto/migrate.md.
 
 For every ``tiny-rwkv-*.bin`` (rwkv.cpp's test models, ``RWKV/rwkv.cpp`` ``tests/`` at 4358e70; found in
 ../shared/corpus/rwkv-v6-v7) and its variants in every data type rwkv.cpp writes

@@ -1,6 +1,6 @@
 """What every atheris harness shares: the reader's contract, checked on each input.
 
-The contract (README, "Coverage-guided fuzzing"): for any input, a reader entry point returns or raises a
+The contract (docs/howto/fuzz.md, "Coverage-guided fuzzing"): for any input, a reader entry point returns or raises a
 ``FormatError`` subclass, never another exception, never an ``internal.*`` rule (that is ``guarded`` catching
 a check the schema is missing), never a ``RecursionError``; it allocates at most twice the input's size (plus
 a fixed allowance for the interpreter's own bookkeeping) and finishes within a second. Any breach raises

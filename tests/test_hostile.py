@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from docs_pages import page
 
 import gguf_construct as gc
 from gguf_construct.cli.main import main
@@ -125,7 +126,7 @@ def test_large_crafted_inputs_are_refused_in_bounded_time(name, tmp_path):
 
 # -- amplification: Python memory per input byte ----------------------------------------------------------------------
 #: Peak Python memory (tracemalloc) per input byte while a crafted input is refused or read. Before the record
-#: budget, these inputs took 17-160x their size (README, "Hostile input"). A header of 60k ordinary entries is
+#: budget, these inputs took 17-160x their size (docs/security.md, "Figures"). A header of 60k ordinary entries is
 #: ordinary JSON: its objects cost what Python's json makes of them, about 20x.
 MEMORY_RATIO = {"gguf-empty-arrays": 12, "gguf-empty-keys": 12, "gguf-tensor-infos": 12, "st-braces": 12, "ggml-zeros": 12, "st-60k-bad-entries": 30}
 
@@ -469,9 +470,9 @@ def test_usage_mistakes_exit_2(tmp_path):
 
 # -- the limits table ------------------------------------------------------------------------------------------------
 def test_limits_table_is_documented_and_adjustable(tmp_path):
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    documented = page("reference/limits.md")
     for name, lim in TABLE.items():
-        assert f"`{name}`" in readme, f"README does not document limit {name}"
+        assert f"| `{name}` | {lim.value:,} |" in documented, f"the limits page does not document limit {name} = {lim.value}"
         assert limit(name) == lim.value
     path = tmp_path / "s.gguf"
     path.write_bytes(gguf_raw([kv_str("general.name", "x" * 100)]))

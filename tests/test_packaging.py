@@ -20,6 +20,7 @@ def test_wheel_contains_schema_and_example(tmp_path):
         assert f"gguf_construct/schema/{table}" in names
     assert "gguf_construct/data/example.gguf" in names
     assert "gguf_construct/py.typed" in names  # PEP 561: type checkers read the package's annotations
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), "the wheel carries the MIT licence text"
     # the installed package finds its tables without the source tree
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)], check=True, timeout=300)
@@ -39,6 +40,8 @@ def test_sdist_carries_the_tests_and_their_data(tmp_path):
         tar.extractall(tmp_path / "unpacked", filter="data")
     listed = {f"tests/data/{e['file']}" for e in shipped_manifest()}
     assert listed | {"tests/data/MANIFEST.json", "tests/data/README.md", "tests/conftest.py"} <= names
+    # the documentation sources, so the sdist's own tests of the docs run and the site builds from it
+    assert {"LICENSE", "CHANGELOG.md", "mkdocs.yml", "docs/index.md", "docs/hooks/generated.py"} <= names
     root = next((tmp_path / "unpacked").iterdir())
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_corpus.py", "-k", "sha256 or damaged_slice"],
                          cwd=root, env={**os.environ, "GGUF_CONSTRUCT_CORPUS": ""}, capture_output=True, text=True, timeout=300)  # fmt: skip

@@ -69,7 +69,6 @@ def _info_row(path: str) -> dict[str, Any]:
     from ..errors import FormatError
     from ..registry import load
     from ..report import summary_row
-
     from ..rules import is_request_fault
 
     try:
