@@ -1,0 +1,896 @@
+"""What a chat template can reach and what it can make a renderer do: a small abstract interpretation of
+Jinja2's syntax tree (parsed by Jinja2 itself; this module never renders).
+
+Soundness by construction: every value an expression can take is over-approximated by a ``Value`` (the string
+constants it may be or contain, whether it may hold render-context data or strings the template computed, and
+whether it may be an arbitrary attribute of an object), found by a flow-insensitive fixpoint over every way a
+name gets a value (``set``, ``set`` blocks, tuple targets, namespace fields, ``for`` targets, macro and
+``caller`` arguments, ``with``). Then every attribute name and every subscript key is checked against what it
+can be:
+
+* a constant: refused when private, a dunder, an introspection/process name or ``format``/``format_map``;
+* render-context data (messages, tools ...): a lookup keyed by it may fall back to ``getattr`` and reach one
+  attribute of its object, so the result is *reached*, and any attribute access, subscript, call or
+  attribute-taking filter on a reached value is refused (reading, printing, comparing and string filters are
+  not: they call nothing chosen by the template);
+* a string the template computed and the scanner cannot enumerate (``~``, ``replace``, ``join``, macro
+  output ...): refused as a key, unless it always holds a character no attribute name holds (``'<|' ~ x``).
+
+The cost pass bounds what a template can make the renderer do: constant loop trip counts (multiplied through
+nesting and macro calls), ``range`` sizes, string and list repetition and padding widths, number sizes, macro
+recursion (only structural recursion, descending into an argument, is allowed) and loops over a list the loop
+itself grows. Limits are named in ``schema/template_rules.json``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .tables import TemplateRules
+
+CAP = 10**18  # saturation of every size and number bound: "unbounded"
+MAX_STRS = 64  # constant strings tracked per value before a value counts as computed
+MAX_STR_LEN = 256
+WIDEN_AFTER = 8  # fixpoint rounds before growing bounds are widened
+MAX_ROUNDS = 40
+LOOP_NUMBERS = {"index", "index0", "revindex", "revindex0", "length", "depth", "depth0", "first", "last"}
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+NON_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
+PRINTF_WIDTH = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\d+)?(?:\.(\d+))?")
+#: methods and filters that turn a string into another made only of its own characters (data stays data);
+#: applied exactly to constant strings
+STRING_METHODS = {
+    "lower": str.lower, "upper": str.upper, "strip": str.strip, "lstrip": str.lstrip, "rstrip": str.rstrip,
+    "title": str.title, "capitalize": str.capitalize, "casefold": str.casefold, "swapcase": str.swapcase,
+}  # fmt: skip
+STRING_FILTERS = {"lower": str.lower, "upper": str.upper, "trim": str.strip, "title": str.title, "capitalize": str.capitalize, "reverse": lambda s: s[::-1]}
+#: methods whose result is made of the receiver's items (or the call's arguments): no new strings
+ITEM_METHODS = {"get", "items", "keys", "values", "pop", "copy", "setdefault", "split", "rsplit", "splitlines", "partition", "rpartition", "index", "count", "find", "rfind", "startswith", "endswith", "isdigit", "isalpha", "isspace", "isupper", "islower", "isalnum", "isnumeric", "isdecimal", "istitle", "append", "extend", "insert", "update", "remove", "sort", "reverse", "clear"}
+#: filters whose result is made of the input's items, or is a number or a boolean
+ITEM_FILTERS = {"first", "last", "list", "unique", "sort", "dictsort", "items", "select", "reject", "selectattr", "rejectattr", "batch", "slice", "groupby", "map", "min", "max", "random", "safe", "e", "escape", "forceescape", "string", "striptags", "default", "d", "sum"}
+NUMBER_FILTERS = {"length", "count", "int", "float", "abs", "round", "wordcount"}
+PART_FILTERS = {"items", "dictsort", "first", "last", "random", "min", "max"}  #: their result is made of parts of the input
+MUTATING_METHODS = {"append", "extend", "insert"}
+PADDING_METHODS = {"ljust", "rjust", "center", "zfill", "expandtabs"}
+PADDING_FILTERS = {"center", "indent", "wordwrap", "filesizeformat"}
+
+
+@dataclass(frozen=True)
+class Value:
+    """What an expression may evaluate to (and, for a container, hold): an over-approximation."""
+
+    strs: frozenset[str] = frozenset()  #: string constants it may be or hold
+    data: bool = False  #: may be or hold render-context data (chosen by the renderer's caller, not the template)
+    computed: bool = False  #: may be or hold a string the template built that is not enumerated in strs
+    reached: bool = False  #: may be an arbitrary attribute of an object (a data key fell back to getattr)
+    holds_reached: bool = False  #: may hold (as an item or field) a value that may be reached
+    noattr: bool = False  #: never names an attribute: not a string, or a string with a non-identifier character
+    special: frozenset[str] = frozenset()  #: global callables, 'self', 'loop', 'caller', 'macro:<name>'
+    num: int | None = None  #: a number made from constants: bound on its magnitude (None: data or none)
+    size: int | None = None  #: a length made from constants: bound (None: data-sized or unknown)
+    grows: bool = False  #: made by multiplying or raising a non-literal: grows when fed back
+
+    def join(self, other: Value) -> Value:
+        if self is other:
+            return self
+        return Value(self.strs | other.strs, self.data or other.data, self.computed or other.computed, self.reached or other.reached,
+                     self.holds_reached or other.holds_reached, self.noattr and other.noattr, self.special | other.special, _max(self.num, other.num), _max(self.size, other.size),
+                     self.grows or other.grows)  # fmt: skip
+
+    def widened(self) -> Value:
+        if len(self.strs) > MAX_STRS or any(len(s) > MAX_STR_LEN for s in self.strs):
+            return replace(self, strs=frozenset(s for s in self.strs if len(s) <= 8), computed=True)
+        return self
+
+    def contents(self) -> Value:
+        """What an item, attribute or element of this value may be (the flat model: a value stands for its
+        items too); may be a string whatever the container is."""
+        special = frozenset(s for s in self.special if s.startswith("macro:") or s in GLOBAL_VALUES or s == FORMAT)
+        inner = self.reached or self.holds_reached
+        return replace(self, special=special, reached=inner, holds_reached=inner)
+
+    def held(self) -> Value:
+        """This value as an item of a container or a namespace field."""
+        return replace(self, reached=False, holds_reached=self.reached or self.holds_reached)
+
+
+FORMAT = "\0format"  # special: may be a str.format or str.format_map method
+GLOBAL_VALUES: set[str] = set()  # filled from the table: the global callables an element may still be
+EMPTY = Value(noattr=True)
+DATA = Value(data=True)
+NUMBER = Value(noattr=True)
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _mul(a: int, b: int) -> int:
+    return min(a * b, CAP) if a and b else 0
+
+
+def const(v: Any) -> Value:
+    if isinstance(v, str):
+        return Value(strs=frozenset([v]), noattr=not IDENTIFIER.match(v), size=len(v))
+    if isinstance(v, bool) or v is None:
+        return NUMBER
+    if isinstance(v, int):
+        return Value(noattr=True, num=min(abs(v), CAP))
+    if isinstance(v, float):
+        return Value(noattr=True, num=min(int(abs(v)), CAP) if math.isfinite(v) else CAP)
+    if isinstance(v, (tuple, list)):
+        out = Value(noattr=True, size=len(v))
+        for item in v:
+            out = out.join(replace(const(item), size=None))
+        return replace(out, size=len(v))
+    return Value(computed=True)
+
+
+@dataclass
+class Finding:
+    line: int
+    rule: str
+    why: str
+
+
+@dataclass
+class MacroInfo:
+    name: str
+    params: list[str]
+    node: Any
+    #: call sites inside: (callee macro, loop factor at the site, structural?, line)
+    calls: list[tuple[str, int, bool, int]] = field(default_factory=list)
+    max_factor: int = 1
+
+
+class Analysis:
+    """One template's analysis: ``run()`` returns its findings (line, rule, why)."""
+
+    def __init__(self, tree: Any, nodes: Any, table: TemplateRules):
+        self.tree = tree
+        self.n = nodes
+        self.table = table
+        self.limits = table.limits
+        GLOBAL_VALUES.update(table.global_objects)
+        self.introspection = set(table.introspection_attributes)
+        self.format_methods = set(table.format_methods)
+        self.env: dict[str, Value] = {}
+        self.changed = False
+        self.round = 0
+        self.report = False
+        self.findings: dict[tuple[int, str, str], None] = {}
+        all_nodes = list(_all(tree))
+        self.assigned = {x.name for x in all_nodes if isinstance(x, nodes.Name) and x.ctx in ("store", "param")} | {x.name for x in all_nodes if isinstance(x, nodes.NSRef)}
+        self.blocks = {x.name for x in all_nodes if isinstance(x, nodes.Block)}
+        self.macros = {x.name: MacroInfo(x.name, [a.name for a in x.args], x) for x in all_nodes if isinstance(x, nodes.Macro)}
+        self.callblock_params = [a.name for x in all_nodes if isinstance(x, nodes.CallBlock) for a in x.args]
+        self.context_reads = _context_reads(tree, nodes)
+        self.parts = {name: _parts(info.node, nodes) for name, info in self.macros.items()}
+        # the dynamic scope of the walk in the report pass
+        self.macro_stack: list[MacroInfo] = []
+        self.factor = 1  # product of the constant trip counts of the enclosing loops (within the current macro)
+        self.loop_stack: list[tuple[Any, set[str]]] = []  # enclosing for loops: (node, names their iterable is rooted at)
+        self.top = MacroInfo("", [], tree)
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> list[tuple[int, str, str]]:
+        for self.round in range(MAX_ROUNDS):
+            self.changed = False
+            self.visit_all(self.tree.body)
+            if not self.changed:
+                break
+        self.report = True
+        self.visit_all(self.tree.body)
+        self.check_recursion_and_cost()
+        return sorted(((f[0], f[1], f[2]) for f in self.findings), key=lambda f: f[0])
+
+    def flag(self, node: Any, rule: str, why: str) -> None:
+        if self.report:
+            self.findings[(getattr(node, "lineno", 1) or 1, rule, why)] = None
+
+    def bind(self, name: str, value: Value) -> None:
+        old = self.env.get(name)
+        new = value.widened() if old is None else old.join(value).widened()
+        if old is not None and new != old and self.round >= WIDEN_AFTER:
+            if _grew(old.num, new.num):
+                new = replace(new, num=CAP if new.grows else None)
+            if _grew(old.size, new.size):
+                new = replace(new, size=CAP if new.grows else None)
+        if new != old:
+            self.env[name] = new
+            self.changed = True
+
+    def bind_target(self, target: Any, value: Value) -> None:
+        n = self.n
+        if isinstance(target, n.Name):
+            self.bind(target.name, value)
+        elif isinstance(target, n.NSRef):
+            self.bind(target.name, replace(value.held(), special=frozenset(), noattr=False))
+        elif isinstance(target, (n.Tuple, n.List)):
+            for item in target.items:
+                self.bind_target(item, value.contents())
+
+    # ------------------------------------------------------------------ statements
+    def visit_all(self, body: Iterable[Any]) -> None:
+        for node in body:
+            self.visit(node)
+
+    def visit(self, node: Any) -> None:
+        n = self.n
+        if isinstance(node, n.Output):
+            for child in node.nodes:
+                if not isinstance(child, n.TemplateData):
+                    self.ev(child)
+        elif isinstance(node, n.Assign):
+            self.bind_target(node.target, self.ev(node.node))
+        elif isinstance(node, n.AssignBlock):
+            value = self.body_value(node.body)
+            if node.filter is not None:
+                value = self.filter(node.filter, value)
+            self.bind_target(node.target, value)
+        elif isinstance(node, n.For):
+            self.visit_for(node)
+        elif isinstance(node, n.Macro):
+            self.visit_macro(node)
+        elif isinstance(node, n.CallBlock):
+            self.ev(node.call)
+            for arg, default in zip(node.args[len(node.args) - len(node.defaults) :], node.defaults, strict=True):
+                self.bind(arg.name, self.ev(default))
+            for arg in node.args:
+                self.bind(arg.name, DATA)
+            self.visit_all(node.body)
+        elif isinstance(node, n.FilterBlock):
+            self.filter(node.filter, self.body_value(node.body))
+        elif isinstance(node, n.With):
+            for target, value in zip(node.targets, node.values, strict=True):
+                self.bind_target(target, self.ev(value))
+            self.visit_all(node.body)
+        elif isinstance(node, n.If):
+            self.ev(node.test)
+            self.visit_all(node.body)
+            for elif_ in node.elif_:
+                self.visit(elif_)
+            self.visit_all(node.else_)
+        else:
+            for child in node.iter_child_nodes():
+                if isinstance(child, n.Expr):
+                    self.ev(child)
+                else:
+                    self.visit(child)
+
+    def body_value(self, body: list[Any]) -> Value:
+        """The string a ``{% set %}`` or ``{% filter %}`` block renders: its constant text, when all of it is
+        constant, else a computed string holding what its expressions may be."""
+        n = self.n
+        parts: list[Value] = []
+        for node in body:
+            if isinstance(node, n.Output):
+                for child in node.nodes:
+                    parts.append(const(child.data) if isinstance(child, n.TemplateData) else self.ev(child))
+            else:
+                self.visit(node)
+                parts.append(Value(computed=True))
+        return self.concat(parts)
+
+    def visit_for(self, node: Any) -> None:
+        n = self.n
+        iterable = self.ev(node.iter)
+        element = iterable.contents()
+        if node.recursive:
+            element = element.join(self.env.get("\0loop", EMPTY))
+        self.bind_target(node.target, element)
+        self.bind("\0items", element)
+        if node.test is not None:
+            self.ev(node.test)
+        trip = iterable.size  # None: as many as the render context holds (the caller's scale)
+        saved = self.factor
+        if trip is not None:
+            self.factor = _mul(self.factor, max(trip, 1))
+            if self.factor > self.limits["max_loop_iterations"]:
+                self.flag(node, "template.loop_bound", f"loops run {_count(self.factor)} times (more than {self.limits['max_loop_iterations']:,})")
+        macro = self.macro_stack[-1] if self.macro_stack else self.top
+        macro.max_factor = max(macro.max_factor, self.factor)
+        self.loop_stack.append((node, _roots(node.iter, n)))
+        self.visit_all(node.body)
+        self.loop_stack.pop()
+        self.factor = saved
+        self.visit_all(node.else_)
+
+    def visit_macro(self, node: Any) -> None:
+        info = self.macros[node.name]
+        params = node.args
+        for arg in params:
+            self.bind(arg.name, DATA)
+        for arg, default in zip(params[len(params) - len(node.defaults) :], node.defaults, strict=True):
+            self.bind(arg.name, self.ev(default))
+        saved = self.factor, self.loop_stack
+        self.factor, self.loop_stack = 1, []
+        self.macro_stack.append(info)
+        self.visit_all(node.body)
+        self.macro_stack.pop()
+        self.factor, self.loop_stack = saved
+
+    # ------------------------------------------------------------------ expressions
+    def ev(self, node: Any) -> Value:  # noqa: C901 - one case per node type
+        n = self.n
+        if isinstance(node, n.Const):
+            return const(node.value)
+        if isinstance(node, n.Name):
+            return self.name(node)
+        if isinstance(node, (n.List, n.Tuple)):
+            out = Value(noattr=True, size=len(node.items))
+            for item in node.items:
+                out = out.join(replace(self.ev(item).held(), size=None))
+            return replace(out, size=len(node.items))
+        if isinstance(node, n.Dict):
+            out = Value(noattr=True, size=len(node.items))
+            for pair in node.items:
+                out = out.join(self.ev(pair.key).held()).join(self.ev(pair.value).held())
+            return replace(out, size=len(node.items), num=None)
+        if isinstance(node, n.Getattr):
+            return self.getattr(node, self.ev(node.node), node.attr)
+        if isinstance(node, n.Getitem):
+            return self.getitem(node)
+        if isinstance(node, n.Call):
+            return self.call(node)
+        if isinstance(node, n.Filter):
+            return self.filter(node, self.ev(node.node) if node.node is not None else Value(computed=True))
+        if isinstance(node, n.Test):
+            self.ev(node.node)
+            self.args(node)
+            return NUMBER
+        if isinstance(node, n.CondExpr):
+            self.ev(node.test)
+            return self.ev(node.expr1).join(self.ev(node.expr2) if node.expr2 is not None else EMPTY)
+        if isinstance(node, (n.And, n.Or)):
+            return self.ev(node.left).join(self.ev(node.right))
+        if isinstance(node, n.Not):
+            self.ev(node.node)
+            return NUMBER
+        if isinstance(node, n.Compare):
+            self.ev(node.expr)
+            for op in node.ops:
+                self.ev(op.expr)
+            return NUMBER
+        if isinstance(node, n.Concat):
+            return self.concat([self.ev(x) for x in node.nodes], literal_parts=node.nodes)
+        if isinstance(node, n.Add):
+            return self.add(node)
+        if isinstance(node, n.Mul):
+            return self.mul(node)
+        if isinstance(node, n.Mod):
+            return self.mod(node)
+        if isinstance(node, n.Pow):
+            return self.pow(node)
+        if isinstance(node, (n.Sub, n.Div, n.FloorDiv)):
+            left, right = self.ev(node.left), self.ev(node.right)
+            num = _max(left.num, right.num) if isinstance(node, n.Sub) else left.num
+            return Value(noattr=True, num=None if num is None else min(num * (2 if isinstance(node, n.Sub) else 1), CAP), grows=left.grows or right.grows)
+        if isinstance(node, (n.Neg, n.Pos)):
+            return replace(self.ev(node.node), noattr=True)
+        if isinstance(node, n.Slice):
+            for part in (node.start, node.stop, node.step):
+                if part is not None:
+                    self.ev(part)
+            return NUMBER
+        if isinstance(node, (n.MarkSafe, n.MarkSafeIfAutoescape)):
+            return self.ev(node.expr)
+        # anything else (extension nodes): its parts are checked, its value is unknown
+        out = Value(data=True, computed=True)
+        for child in node.iter_child_nodes():
+            out = out.join(self.ev(child) if isinstance(child, n.Expr) else Value(computed=True))
+        return out
+
+    def name(self, node: Any) -> Value:
+        name = node.name
+        if name in self.macros:
+            base = Value(special=frozenset([f"macro:{name}"]), noattr=True)
+            return base.join(self.env[name]) if name in self.env else base
+        if name not in self.assigned:
+            if name in GLOBAL_VALUES:
+                return Value(special=frozenset([name]), noattr=True)
+            if name == "self":
+                return Value(special=frozenset(["self"]), noattr=True)
+            if name == "loop" and self.loop_stack:
+                return Value(special=frozenset(["loop"]), noattr=True)
+            if name == "caller":
+                return Value(special=frozenset(["caller"]), noattr=True)
+            if name in ("varargs", "kwargs"):
+                return DATA.join(self.env.get("\0args", EMPTY))
+        value = self.env.get(name)
+        if value is None or id(node) in self.context_reads:  # read where no assignment is certain: the render context's
+            return DATA if value is None else value.join(DATA)
+        return value
+
+    def check_name(self, node: Any, name: str, how: str) -> None:
+        if name.startswith("__"):
+            self.flag(node, "template.dunder", f"{how} {name}")
+        elif name.startswith("_"):
+            self.flag(node, "template.private", f"{how} {name}")
+        elif name in self.introspection:
+            self.flag(node, "template.introspection", f"{how} {name}")
+
+    def check_base(self, node: Any, base: Value, name: str | None, constant: bool = True) -> None:
+        """Access to an object: never on Jinja2's globals or self; on a value a data key may have reached, only
+        by a constant name (which check_name checks): one hop by a caller-chosen name, then public names only."""
+        if base.reached and not constant:
+            self.flag(node, "template.dynamic_attribute", "a computed key on a value a data key may have reached (any attribute of an object)")
+        for special in sorted(base.special & GLOBAL_VALUES):
+            self.flag(node, "template.global_object", f"access through the global {special}")
+        if "self" in base.special and name not in self.blocks:
+            self.flag(node, "template.self", "access through self, the template reference")
+
+    def getattr(self, node: Any, base: Value, name: str) -> Value:
+        self.check_name(node, name, "access to")
+        self.check_base(node, base, name)
+        if "loop" in base.special and name in LOOP_NUMBERS:
+            return NUMBER
+        if "loop" in base.special:  # previtem, nextitem, cycle, changed: the items of the loops
+            return self.env.get("\0items", EMPTY).join(DATA)
+        out = replace(base.contents(), num=None, size=None)
+        if any(s.startswith("macro:") for s in base.special):  # a macro's name, arguments ...: template strings
+            out = replace(out, computed=True, noattr=False)
+        return replace(out, special=out.special & {FORMAT} | ({FORMAT} if name in self.format_methods else set()))
+
+    def key_names(self, node: Any, key: Value, how: str, dotted: bool = False) -> None:
+        """Check every name a key or attribute argument may be; a computed one is refused."""
+        if key.noattr and not dotted:
+            return
+        for s in sorted(key.strs):
+            for segment in s.split(".") if dotted else [s]:
+                self.check_name(node, segment, how)
+        if key.computed:
+            self.flag(node, "template.dynamic_attribute", f"{how} a name the template computes at render time")
+        for special in key.special:
+            self.flag(node, "template.dynamic_attribute", f"{how} a name taken from {special.split(':')[-1]}")
+
+    def getitem(self, node: Any) -> Value:
+        n = self.n
+        base = self.ev(node.node)
+        if isinstance(node.arg, n.Slice):
+            self.ev(node.arg)
+            parts = [p.value if isinstance(p, n.Const) and isinstance(p.value, int) else None for p in (node.arg.start, node.arg.stop, node.arg.step)]
+            exact = all(p is not None or q is None for p, q in zip(parts, (node.arg.start, node.arg.stop, node.arg.step), strict=True))
+            if exact and 0 != (parts[2] or 1):
+                sliced = frozenset(s[slice(*parts)] for s in base.strs)
+                return replace(base, strs=base.strs | sliced, noattr=base.noattr and all(not IDENTIFIER.match(s) for s in sliced)).widened()
+            return replace(base, computed=base.computed or bool(base.strs), noattr=False)
+        key = self.ev(node.arg)
+        self.key_names(node, key, "subscript by")
+        self.check_base(node, base, None, constant=key.noattr or not (key.data or key.computed or key.reached or key.special))
+        out = replace(base.contents(), num=None, size=None)
+        out = replace(out, special=out.special & {FORMAT} | ({FORMAT} if key.strs & set(self.format_methods) or key.computed or key.data else set()))
+        if key.data and not key.noattr:  # the lookup may fall back to getattr(base, <data>)
+            out = replace(out, reached=True)
+        return out
+
+    def args(self, node: Any) -> list[Value]:
+        values = [self.ev(a) for a in node.args] + [self.ev(k.value) for k in node.kwargs]
+        for dyn in (node.dyn_args, node.dyn_kwargs):
+            if dyn is not None:
+                values.append(self.ev(dyn))
+        return values
+
+    def call(self, node: Any) -> Value:
+        n = self.n
+        args = self.args(node)
+        everything = EMPTY
+        for a in args:
+            everything = everything.join(a)
+        kwnames = frozenset(k.key for k in node.kwargs)
+        if isinstance(node.node, n.Getattr):
+            receiver = self.ev(node.node.node)
+            method = node.node.attr
+            self.getattr(node.node, receiver, method)
+            return self.method(node, receiver, method, args, everything)
+        callee = self.ev(node.node)
+        if isinstance(node.node, n.Name) and node.node.name in self.table.attribute_callables and node.node.name not in self.assigned:
+            self.flag(node, "template.dynamic_attribute", f"{node.node.name}() takes attribute names as strings")
+            for arg in node.args[1:2]:
+                key = self.ev(arg)
+                self.key_names(node, key, f"{node.node.name}() with", dotted=True)
+                if key.data and not key.noattr:
+                    self.flag(node, "template.dynamic_attribute", f"{node.node.name}() with an attribute name computed at render time")
+        if callee.reached:
+            self.flag(node, "template.dynamic_attribute", "a call of a value a computed key may have reached")
+        if FORMAT in callee.special:
+            self.flag(node, "template.format", "a call of what may be str.format or str.format_map: format fields reach attributes")
+        for name in (s for s in callee.special if s.startswith("macro:")):
+            self.bind_call(node, self.macros[name[6:]], args)
+        if "caller" in callee.special:
+            for pname in self.callblock_params:
+                self.bind(pname, everything)
+        if "loop" in callee.special:
+            self.bind("\0loop", everything.contents())
+            self.record_call(node, "\0loop", self.structural(node, loop=True))
+        if "range" in callee.special:
+            return self.range(node, args)
+        if callee.special & {"dict", "namespace", "cycler", "joiner"}:
+            return replace(everything, strs=everything.strs | kwnames, noattr=everything.noattr and not any(IDENTIFIER.match(k) for k in kwnames), special=frozenset(), num=None, size=None)
+        if "lipsum" in callee.special:
+            size = 1
+            for a in args:
+                size = _mul(size, max(a.num or 1, 1))
+            if size > self.limits["max_repeat_chars"]:
+                self.flag(node, "template.repetition", f"lipsum of about {_count(size)} words (more than {self.limits['max_repeat_chars']:,})")
+            return Value(computed=True)
+        if callee.special & {"caller", "loop"} or any(s.startswith("macro:") for s in callee.special):
+            return Value(computed=True, data=everything.data)  # what a macro renders
+        # a callable of the render context (raise_exception, strftime_now ...)
+        return replace(DATA.join(everything), special=frozenset(), noattr=False, num=None, size=None)
+
+    def bind_call(self, node: Any, info: MacroInfo, args: list[Value]) -> None:
+        positional = args[: len(node.args)]
+        for pname, value in zip(info.params, positional, strict=False):
+            self.bind(pname, value)
+        for kw in node.kwargs:
+            self.bind(kw.key if kw.key in info.params else "\0args", self.ev(kw.value))
+        for extra in positional[len(info.params) :]:
+            self.bind("\0args", extra)
+        if node.dyn_args is not None or node.dyn_kwargs is not None:
+            spread = args[-1]
+            for pname in info.params:
+                self.bind(pname, spread.contents())
+            self.bind("\0args", spread.contents())
+        self.record_call(node, info.name, self.structural(node, info=info))
+
+    def record_call(self, node: Any, callee: str, structural: bool) -> None:
+        if self.report:
+            site = self.macro_stack[-1] if self.macro_stack else self.top
+            site.calls.append((callee, self.factor, structural, getattr(node, "lineno", 1) or 1))
+
+    def structural(self, node: Any, info: MacroInfo | None = None, loop: bool = False) -> bool:
+        """Whether a call passes a part of what the caller was given: an item or attribute of a parameter,
+        or the variable of a loop over one (recursion that descends into its argument ends with the data)."""
+        n = self.n
+        if loop:
+            owners = {x.name for x in _all(self.loop_stack[-1][0].target) if isinstance(x, n.Name)} if self.loop_stack else set()
+        else:
+            current = self.macro_stack[-1] if self.macro_stack else None
+            owners = set(current.params) if current else set()
+        if not owners:
+            return False
+        parts = self.parts.get(current.name, set()) if not loop and current else set()
+        parts = parts | {name for loop_node, roots in self.loop_stack if roots & (owners | parts) for name in (x.name for x in _all(loop_node.target) if isinstance(x, n.Name))}
+        return any(_is_part(arg, owners, parts, n) for arg in [*node.args, *(k.value for k in node.kwargs)])
+
+    def method(self, node: Any, receiver: Value, method: str, args: list[Value], everything: Value) -> Value:
+        if method in self.format_methods:
+            self.flag(node, "template.format", f"a call of {method}: format fields reach attributes")
+        if method in MUTATING_METHODS:
+            root, _ = _root(node.node.node, self.n)
+            if root is not None and any(root in roots for _, roots in self.loop_stack):
+                self.flag(node, "template.loop_growth", f"{method}() grows the list a loop runs over")
+            if root is not None:
+                self.bind(root, everything)
+        if method in PADDING_METHODS:
+            self.check_width(node, args[:1], f"{method}()")
+        if method in STRING_METHODS and not args and not receiver.computed:
+            return replace(receiver, strs=receiver.strs | frozenset(STRING_METHODS[method](s) for s in receiver.strs)).widened()
+        if method in ITEM_METHODS:
+            out = receiver.contents().join(everything) if method in ("get", "pop", "setdefault") else receiver.contents()
+            return replace(out, special=frozenset(), noattr=False, num=None, size=None, data=out.data or not (out.strs or out.computed or out.reached))
+        built = receiver.join(everything)
+        return Value(strs=built.strs, data=built.data, computed=built.computed or bool(built.strs) or built.data and bool(everything.strs) or built.reached, reached=built.reached)
+
+    def range(self, node: Any, args: list[Value]) -> Value:
+        bounds = [a.num for a in args[:2]]
+        size = None if any(b is None for b in bounds) else sum(b or 0 for b in bounds)
+        if len(args) >= 3 and size is not None and isinstance(node.args[2], self.n.Const) and isinstance(node.args[2].value, int) and node.args[2].value:
+            size = size // abs(node.args[2].value) + 1
+        if any(a.grows and a.num == CAP for a in args) or (size is not None and size > self.limits["max_loop_iterations"]):
+            self.flag(node, "template.loop_bound", f"range of {_count(size or CAP)} items (more than {self.limits['max_loop_iterations']:,})")
+        return Value(noattr=True, size=size)
+
+    def filter(self, node: Any, value: Value) -> Value:  # noqa: C901 - one case per family of filters
+        n = self.n
+        name = node.name
+        args = self.args(node)
+        everything = EMPTY
+        for a in args:
+            everything = everything.join(a)
+        if name == "attr":
+            if node.args:
+                self.key_names(node, self.ev(node.args[0]), "the attr filter with", dotted=False)
+                if self.ev(node.args[0]).data and not self.ev(node.args[0]).noattr:
+                    self.flag(node, "template.dynamic_attribute", "the attr filter with a name computed at render time")
+            names = self.ev(node.args[0]).strs if node.args else frozenset()
+            self.check_base(node, value, None, constant=bool(node.args) and isinstance(node.args[0], n.Const))
+            return replace(value.contents(), special=frozenset([FORMAT]) if names & set(self.format_methods) else frozenset(), noattr=False, num=None, size=None)
+        attribute_args = self.attribute_arguments(node)
+        if attribute_args:
+            self.check_base(node, value, None)
+            for arg in attribute_args:
+                key = self.ev(arg)
+                if key.strs & set(self.format_methods):
+                    value = replace(value, special=value.special | {FORMAT})
+                self.key_names(node, key, f"the {name} filter with", dotted=True)
+                if key.data and not key.noattr:
+                    self.flag(node, "template.dynamic_attribute", f"the {name} filter with an attribute name computed at render time")
+        if name in PADDING_FILTERS:
+            self.check_width(node, args[:1], f"the {name} filter")
+        if name == "format":
+            self.check_printf(node, value)
+        if name in STRING_FILTERS:
+            return replace(value, strs=value.strs | frozenset(STRING_FILTERS[name](s) for s in value.strs), special=frozenset()).widened()
+        if name in NUMBER_FILTERS:
+            num = None
+            if name == "length" and value.size is not None and not value.data:
+                num = value.size
+            elif name in ("int", "float", "abs", "round") and value.num is not None:
+                num = value.num
+            elif name == "int":
+                ints = [int(s) for s in value.strs if s.strip().lstrip("+-").isdigit() and len(s) < 30]
+                num = max(map(abs, ints)) if ints else None
+            return Value(noattr=True, num=num, grows=value.grows)
+        if name == "tojson":
+            return Value(computed=True, noattr=True, data=value.data)  # a JSON text: quoted, bracketed or a number
+        if name in ITEM_FILTERS:
+            out = value.join(everything) if name in ("default", "d") else value
+            if name in ("first", "last", "random", "min", "max"):
+                out = out.contents()
+            strs = out.strs | (frozenset(c for s in out.strs for c in {s[:1], s[-1:]}) if name in ("first", "last") else frozenset())
+            if name == "reverse":
+                strs |= frozenset(s[::-1] for s in out.strs)
+            return replace(out, strs=strs, special=frozenset(x for x in out.special if name in ("default", "d", "first", "last", "list")), noattr=out.noattr and name not in ("first", "last")).widened()
+        # join, replace, format, indent, truncate, ... : a string the scanner does not enumerate
+        built = value.join(everything)
+        if name == "join" and not node.args and not node.kwargs and not built.strs:
+            return Value(data=built.data, reached=built.reached, computed=built.computed)
+        return Value(strs=built.strs, data=built.data, computed=built.computed or bool(built.strs) or built.data, reached=built.reached)
+
+    def attribute_arguments(self, node: Any) -> list[Any]:
+        """A filter's arguments that name attributes: ``attribute=``, the first positional argument of
+        selectattr/rejectattr/groupby, and, for ``map``, the arguments of the filter it applies when that
+        filter takes attribute names (``map('attr', name)``)."""
+        table = self.table.attribute_filters
+        name = node.name
+        out = [kw.value for kw in node.kwargs if kw.key == "attribute"]
+        position = table.get(name)
+        if name in table and position is not None and len(node.args) > position:
+            out.append(node.args[position])
+        if name == "map" and node.args:
+            applied = self.ev(node.args[0])
+            if applied.computed or applied.data or applied.reached:
+                self.flag(node, "template.dynamic_attribute", "map with a filter name computed at render time")
+            if applied.strs & ({"attr"} | set(table)):
+                out.extend(node.args[1:])
+                out.extend(kw.value for kw in node.kwargs if kw.key != "attribute")
+        return out
+
+    # ------------------------------------------------------------------ string building
+    def concat(self, parts: list[Value], literal_parts: list[Any] | None = None) -> Value:
+        """``~``: every product of the parts' constants when all parts are constants, else computed; never an
+        attribute name when a constant part holds a non-identifier character."""
+        n = self.n
+        noattr = any(isinstance(p, n.Const) and isinstance(p.value, str) and NON_IDENTIFIER.search(p.value) for p in literal_parts or [])
+        noattr = noattr or any(p.strs and not p.data and not p.computed and all(NON_IDENTIFIER.search(s) for s in p.strs) for p in parts)
+        exact = all(not p.data and not p.computed and not p.reached and p.strs and not (p.num is not None) for p in parts)
+        out = EMPTY
+        for p in parts:
+            out = out.join(p)
+        strs = out.strs
+        products: frozenset[str] = frozenset([""])
+        if exact:
+            for p in parts:
+                products = frozenset(a + b for a in products for b in p.strs)
+                if len(products) > MAX_STRS:
+                    exact = False
+                    break
+        if exact:
+            strs = products
+        size = None if any(p.size is None and (p.data or p.computed) for p in parts) else sum(p.size or 0 for p in parts)
+        return Value(strs=strs, data=out.data, computed=not exact and bool(out.strs or out.computed or out.num is not None or out.data and len(parts) > 1) or out.computed,
+                     reached=out.reached, noattr=bool(noattr), size=size).widened()  # fmt: skip
+
+    def add(self, node: Any) -> Value:
+        left, right = self.ev(node.left), self.ev(node.right)
+        both_numbers = left.noattr and right.noattr and not left.strs and not right.strs and not left.data and not right.data and left.size is None and right.size is None
+        if both_numbers:
+            num = None if left.num is None or right.num is None else min(left.num + right.num, CAP)
+            return Value(noattr=True, num=num if num is not None else _max(left.num, right.num), grows=left.grows or right.grows)
+        if left.size is not None and right.size is not None and not (left.strs or right.strs):  # list + list
+            return replace(left.join(right), size=min(left.size + right.size, CAP))
+        return self.concat([left, right], [node.left, node.right])
+
+    def mul(self, node: Any) -> Value:
+        n = self.n
+        left, right = self.ev(node.left), self.ev(node.right)
+        literal = isinstance(node.left, n.Const) and isinstance(node.right, n.Const)
+        grows = not literal and (left.num is not None and right.num is not None) or left.grows or right.grows
+        for seq, count in ((left, right), (right, left)):
+            if (seq.strs or seq.size is not None or seq.data or seq.computed) and not (seq.noattr and seq.num is not None and seq.size is None and not seq.strs):
+                if count.num is not None and count.num > 1:
+                    size = _mul(max(seq.size or 1, 1), count.num)
+                    if size > self.limits["max_repeat_chars"] or count.num == CAP:
+                        self.flag(node, "template.repetition", f"repeats a string or list {_count(count.num)} times (more than {self.limits['max_repeat_chars']:,} items)")
+                    exact = [s * count.num for s in seq.strs if len(s) * count.num <= MAX_STR_LEN] if not seq.data and not seq.computed else []
+                    return Value(strs=seq.strs | frozenset(exact), data=seq.data, computed=seq.computed or len(exact) < len(seq.strs), reached=seq.reached, size=size).widened()
+                return replace(seq, computed=seq.computed or bool(seq.strs), size=None)
+        num = None if left.num is None or right.num is None else _mul(left.num, right.num)
+        return Value(noattr=True, num=num if num is not None else _max(left.num, right.num), grows=grows)
+
+    def mod(self, node: Any) -> Value:
+        left, right = self.ev(node.left), self.ev(node.right)
+        if left.strs or left.data or left.computed:
+            self.check_printf(node, left)
+            return Value(strs=left.strs | right.strs, data=left.data or right.data, computed=True, reached=left.reached or right.reached)
+        return Value(noattr=True, num=left.num if left.num is None or right.num is None else min(left.num, right.num))
+
+    def pow(self, node: Any) -> Value:
+        left, right = self.ev(node.left), self.ev(node.right)
+        if left.num is not None and right.num is not None:
+            bits = right.num * math.log2(max(left.num, 2))
+            if bits > self.limits["max_number_bits"]:
+                self.flag(node, "template.number", f"a power of about {_count(int(bits))} bits (more than {self.limits['max_number_bits']:,})")
+            return Value(noattr=True, num=CAP if bits > 60 else left.num**right.num, grows=True)
+        if left.grows or right.grows:
+            self.flag(node, "template.number", "a power whose operands grow at render time")
+        return Value(noattr=True, grows=True)
+
+    def check_width(self, node: Any, args: list[Value], what: str) -> None:
+        for a in args:
+            if a.num is not None and a.num > self.limits["max_repeat_chars"]:
+                self.flag(node, "template.repetition", f"{what} pads to {_count(a.num)} characters (more than {self.limits['max_repeat_chars']:,})")
+
+    def check_printf(self, node: Any, fmt: Value) -> None:
+        for s in fmt.strs:
+            for width, precision in PRINTF_WIDTH.findall(s):
+                for digits in (width, precision):
+                    if digits and (len(digits) > 18 or int(digits) > self.limits["max_repeat_chars"]):
+                        self.flag(node, "template.repetition", f"a printf field of {_count(min(int(digits[:19]), CAP))} characters (more than {self.limits['max_repeat_chars']:,})")
+
+    # ------------------------------------------------------------------ recursion and total cost
+    def check_recursion_and_cost(self) -> None:
+        graph = {info.name: info for info in [self.top, *self.macros.values()]}
+        for info in graph.values():
+            for callee, _, structural, line in info.calls:
+                if callee == "\0loop":
+                    if not structural:
+                        self.findings[(line, "template.recursion", "a recursive loop called with something other than a part of its item")] = None
+                elif callee in graph and _reaches(graph, callee, info.name) and not structural:
+                    self.findings[(line, "template.recursion", f"macro {callee} is called back without descending into an argument (recursion unbounded by the data)")] = None
+        cost: dict[str, int] = {}
+
+        def total(name: str, path: frozenset[str]) -> int:
+            if name in cost:
+                return cost[name]
+            info = graph[name]
+            best = info.max_factor
+            for callee, factor, _, _ in info.calls:
+                if callee in graph and callee not in path:
+                    best = max(best, _mul(factor, total(callee, path | {callee})))
+            cost[name] = best
+            return best
+
+        limit = self.limits["max_loop_iterations"]
+        for info in graph.values():
+            for callee, factor, _, line in info.calls:
+                if callee in graph and callee != info.name and factor > 1:
+                    whole = _mul(factor, total(callee, frozenset([info.name, callee])))
+                    if whole > limit:
+                        self.findings[(line, "template.loop_bound", f"a call of {callee} in loops runs its loops {_count(whole)} times (more than {limit:,})")] = None
+
+
+def _grew(old: int | None, new: int | None) -> bool:
+    return new is not None and (old is None or new > old)
+
+
+def _count(n: int) -> str:
+    return "unbounded" if n >= CAP else f"{n:,}"
+
+
+def _all(node: Any) -> Iterator[Any]:
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(x.iter_child_nodes())
+
+
+def _root(expr: Any, n: Any) -> tuple[str | None, bool]:
+    """The variable an expression reads through (``a`` of ``a.b[0]|items``) and whether it descends into it."""
+    descends = False
+    while True:
+        if isinstance(expr, n.Name):
+            return expr.name, descends
+        if isinstance(expr, (n.Getattr, n.Getitem)):
+            descends = True
+            expr = expr.node
+        elif isinstance(expr, n.Filter) and expr.node is not None:
+            descends = descends or expr.name in PART_FILTERS
+            expr = expr.node
+        elif isinstance(expr, n.Call) and isinstance(expr.node, n.Getattr) and expr.node.attr in ("items", "values", "keys", "get"):
+            descends = True
+            expr = expr.node.node
+        else:
+            return None, False
+
+
+def _is_part(expr: Any, owners: set[str], parts: set[str], n: Any) -> bool:
+    """Whether an expression is a strict part of an owner (a parameter): an item or attribute of it, a
+    variable holding one, or a container literal of such parts and constants (one level of wrapping)."""
+    if isinstance(expr, (n.Dict, n.List, n.Tuple)):
+        items = [x for pair in expr.items for x in (pair.key, pair.value)] if isinstance(expr, n.Dict) else expr.items
+        leaves = [x for x in items if not isinstance(x, n.Const)]
+        return bool(leaves) and all(_is_part(x, owners, parts, n) and not isinstance(x, (n.Dict, n.List, n.Tuple)) for x in leaves)
+    root, descends = _root(expr, n)
+    return root is not None and (root in parts or (root in owners and descends))
+
+
+def _parts(macro: Any, n: Any) -> set[str]:
+    """The variables of a macro that hold a strict part of a parameter (set from one, or a loop over one)."""
+    owners = {a.name for a in macro.args}
+    parts: set[str] = set()
+    for _ in range(8):
+        before = len(parts)
+        for x in _all(macro):
+            if isinstance(x, n.Assign) and isinstance(x.target, n.Name) and _is_part(x.node, owners, parts, n):
+                parts.add(x.target.name)
+            elif isinstance(x, n.For):
+                root, _ = _root(x.iter, n)
+                if root in owners or root in parts:
+                    parts.update(t.name for t in _all(x.target) if isinstance(t, n.Name))
+        if len(parts) == before:
+            break
+    return parts
+
+
+def _context_reads(tree: Any, n: Any) -> set[int]:
+    """The ``Name`` loads where no assignment is certain (a definite-assignment pass in source order: a name
+    set in a statement list counts from there on in that list and its nested bodies; loop targets and macro
+    arguments count in their bodies). Those reads may take a value from the render context."""
+    out: set[int] = set()
+    stack: list[tuple[Any, frozenset[str]]] = [(tree, frozenset())]
+    while stack:
+        node, known = stack.pop()
+        if isinstance(node, n.Name):
+            if node.ctx == "load" and node.name not in known:
+                out.add(id(node))
+            continue
+        bodies: dict[str, frozenset[str]] = {}
+        if isinstance(node, n.For):
+            bodies["body"] = known | {t.name for t in _all(node.target) if isinstance(t, n.Name)}
+        elif isinstance(node, (n.Macro, n.CallBlock)):
+            bodies["body"] = known | {a.name for a in node.args} | ({node.name} if isinstance(node, n.Macro) else set())
+        elif isinstance(node, n.With):
+            bodies["body"] = known | {t.name for target in node.targets for t in _all(target) if isinstance(t, n.Name)}
+        for field_name, value in node.iter_fields():
+            if isinstance(value, list) and value and isinstance(value[0], n.Stmt):
+                current = bodies.get(field_name, known)
+                pending: list[tuple[Any, frozenset[str]]] = []
+                for stmt in value:
+                    pending.append((stmt, current))
+                    if isinstance(stmt, (n.Assign, n.AssignBlock)):
+                        current = current | {t.name for t in _all(stmt.target) if isinstance(t, n.Name)}
+                    elif isinstance(stmt, n.Macro):
+                        current = current | {stmt.name}
+                stack.extend(pending)
+            elif isinstance(value, list):
+                stack.extend((x, bodies.get(field_name, known)) for x in value if isinstance(x, n.Node))
+            elif isinstance(value, n.Node):
+                stack.append((value, known))
+    return out
+
+
+def _roots(expr: Any, n: Any) -> set[str]:
+    root, _ = _root(expr, n)
+    return {root} if root else set()
+
+
+def _reaches(graph: dict[str, MacroInfo], start: str, goal: str) -> bool:
+    seen = {start}
+    stack = [start]
+    while stack:
+        name = stack.pop()
+        if name == goal:
+            return True
+        for callee, _, _, _ in graph[name].calls:
+            if callee in graph and callee not in seen:
+                seen.add(callee)
+                stack.append(callee)
+    return False
