@@ -73,13 +73,15 @@ class Value:
     num: int | None = None  #: a number made from constants: bound on its magnitude (None: data or none)
     size: int | None = None  #: a length made from constants: bound (None: data-sized or unknown)
     grows: bool = False  #: made by multiplying or raising a non-literal: grows when fed back
+    sources: frozenset[str] = frozenset()  #: the variables whose values make up this one (its size)
+    doubled: frozenset[str] = frozenset()  #: variables this value holds twice (x ~ x, x * 2): exponential if fed back
 
     def join(self, other: Value) -> Value:
         if self is other:
             return self
         return Value(self.strs | other.strs, self.data or other.data, self.computed or other.computed, self.reached or other.reached,
                      self.holds_reached or other.holds_reached, self.noattr and other.noattr, self.special | other.special, _max(self.num, other.num), _max(self.size, other.size),
-                     self.grows or other.grows)  # fmt: skip
+                     self.grows or other.grows, self.sources | other.sources, self.doubled | other.doubled)  # fmt: skip
 
     def widened(self) -> Value:
         if len(self.strs) > MAX_STRS or any(len(s) > MAX_STR_LEN for s in self.strs):
@@ -91,7 +93,7 @@ class Value:
         items too); may be a string whatever the container is."""
         special = frozenset(s for s in self.special if s.startswith("macro:") or s in GLOBAL_VALUES or s == FORMAT)
         inner = self.reached or self.holds_reached
-        return replace(self, special=special, reached=inner, holds_reached=inner)
+        return replace(self, special=special, reached=inner, holds_reached=inner, sources=frozenset(), doubled=frozenset())
 
     def held(self) -> Value:
         """This value as an item of a container or a namespace field."""
@@ -206,6 +208,9 @@ class Analysis:
 
     def bind_target(self, target: Any, value: Value) -> None:
         n = self.n
+        name = target.name if isinstance(target, (n.Name, n.NSRef)) else None
+        if name in value.doubled and (self.loop_stack or self.macro_stack):
+            self.flag(target, "template.repetition", f"{name} is built from itself twice in a loop or macro: it grows exponentially")
         if isinstance(target, n.Name):
             self.bind(target.name, value)
         elif isinstance(target, n.NSRef):
@@ -402,6 +407,8 @@ class Analysis:
             if name in ("varargs", "kwargs"):
                 return DATA.join(self.env.get("\0args", EMPTY))
         value = self.env.get(name)
+        if value is not None:
+            value = replace(value, sources=value.sources | {name}, doubled=frozenset())
         if value is None or id(node) in self.context_reads:  # read where no assignment is certain: the render context's
             return DATA if value is None else value.join(DATA)
         return value
@@ -431,7 +438,7 @@ class Analysis:
             return NUMBER
         if "loop" in base.special:  # previtem, nextitem, cycle, changed: the items of the loops
             return self.env.get("\0items", EMPTY).join(DATA)
-        out = replace(base.contents(), num=None, size=None)
+        out = replace(base.contents(), num=None, size=None, sources=base.sources)  # a namespace field: the namespace's size
         if any(s.startswith("macro:") for s in base.special):  # a macro's name, arguments ...: template strings
             out = replace(out, computed=True, noattr=False)
         return replace(out, special=out.special & {FORMAT} | ({FORMAT} if name in self.format_methods else set()))
@@ -570,7 +577,8 @@ class Analysis:
         if method in PADDING_METHODS:
             self.check_width(node, args[:1], f"{method}()")
         if method in STRING_METHODS and not args and not receiver.computed:
-            return replace(receiver, strs=receiver.strs | frozenset(STRING_METHODS[method](s) for s in receiver.strs)).widened()
+            made = frozenset(STRING_METHODS[method](s) for s in receiver.strs)
+            return replace(receiver, strs=receiver.strs | made, noattr=receiver.noattr and not any(IDENTIFIER.match(s) for s in made)).widened()
         if method in ITEM_METHODS:
             out = receiver.contents().join(everything) if method in ("get", "pop", "setdefault") else receiver.contents()
             return replace(out, special=frozenset(), noattr=False, num=None, size=None, data=out.data or not (out.strs or out.computed or out.reached))
@@ -616,7 +624,8 @@ class Analysis:
         if name == "format":
             self.check_printf(node, value)
         if name in STRING_FILTERS:
-            return replace(value, strs=value.strs | frozenset(STRING_FILTERS[name](s) for s in value.strs), special=frozenset()).widened()
+            made = frozenset(STRING_FILTERS[name](s) for s in value.strs)
+            return replace(value, strs=value.strs | made, special=frozenset(), noattr=value.noattr and not any(IDENTIFIER.match(s) for s in made)).widened()
         if name in NUMBER_FILTERS:
             num = None
             if name == "length" and value.size is not None and not value.data:
@@ -684,7 +693,12 @@ class Analysis:
         if exact:
             strs = products
         size = None if any(p.size is None and (p.data or p.computed) for p in parts) else sum(p.size or 0 for p in parts)
-        return Value(strs=strs, data=out.data, computed=not exact and bool(out.strs or out.computed or out.num is not None or out.data and len(parts) > 1) or out.computed,
+        seen: set[str] = set()
+        doubled: set[str] = set()
+        for p in parts:
+            doubled |= seen & p.sources
+            seen |= p.sources
+        return Value(sources=frozenset(seen), doubled=frozenset(doubled) | out.doubled, strs=strs, data=out.data, computed=not exact and bool(out.strs or out.computed or out.num is not None or out.data and len(parts) > 1) or out.computed,
                      reached=out.reached, noattr=bool(noattr), size=size).widened()  # fmt: skip
 
     def add(self, node: Any) -> Value:
@@ -692,9 +706,10 @@ class Analysis:
         both_numbers = left.noattr and right.noattr and not left.strs and not right.strs and not left.data and not right.data and left.size is None and right.size is None
         if both_numbers:
             num = None if left.num is None or right.num is None else min(left.num + right.num, CAP)
-            return Value(noattr=True, num=num if num is not None else _max(left.num, right.num), grows=left.grows or right.grows)
+            return Value(noattr=True, num=num if num is not None else _max(left.num, right.num), grows=left.grows or right.grows,
+                         sources=left.sources | right.sources, doubled=left.doubled | right.doubled | (left.sources & right.sources))  # fmt: skip
         if left.size is not None and right.size is not None and not (left.strs or right.strs):  # list + list
-            return replace(left.join(right), size=min(left.size + right.size, CAP))
+            return replace(left.join(right), size=min(left.size + right.size, CAP), doubled=left.doubled | right.doubled | (left.sources & right.sources))
         return self.concat([left, right], [node.left, node.right])
 
     def mul(self, node: Any) -> Value:
@@ -709,10 +724,13 @@ class Analysis:
                     if size > self.limits["max_repeat_chars"] or count.num == CAP:
                         self.flag(node, "template.repetition", f"repeats a string or list {_count(count.num)} times (more than {self.limits['max_repeat_chars']:,} items)")
                     exact = [s * count.num for s in seq.strs if len(s) * count.num <= MAX_STR_LEN] if not seq.data and not seq.computed else []
-                    return Value(strs=seq.strs | frozenset(exact), data=seq.data, computed=seq.computed or len(exact) < len(seq.strs), reached=seq.reached, size=size).widened()
-                return replace(seq, computed=seq.computed or bool(seq.strs), size=None)
+                    return Value(strs=seq.strs | frozenset(exact), data=seq.data, computed=seq.computed or len(exact) < len(seq.strs), reached=seq.reached, size=size,
+                                 sources=seq.sources | count.sources, doubled=seq.sources | seq.doubled).widened()  # fmt: skip
+                return replace(seq, computed=seq.computed or bool(seq.strs), size=None, sources=seq.sources | count.sources, doubled=seq.sources | count.sources)
         num = None if left.num is None or right.num is None else _mul(left.num, right.num)
-        return Value(noattr=True, num=num if num is not None else _max(left.num, right.num), grows=grows)
+        literal_factor = isinstance(node.left, n.Const) or isinstance(node.right, n.Const)
+        doubled = left.sources | right.sources if (left.num is None or left.num > 1 or right.num is None or right.num > 1) and not (literal_factor and (left.num or right.num or 0) <= 1) else frozenset()
+        return Value(noattr=True, num=num if num is not None else _max(left.num, right.num), grows=grows, sources=left.sources | right.sources, doubled=doubled | left.doubled | right.doubled)
 
     def mod(self, node: Any) -> Value:
         left, right = self.ev(node.left), self.ev(node.right)
