@@ -177,7 +177,7 @@ SAFE = [
     "{% for k in tool.parameters %}{{ tool.parameters[k].description }}{% endfor %}",
     "{% for i in range(messages|length - 1, -1, -1) %}{{ messages[i].get('content') }}{% endfor %}",
     "{% set ns = namespace(i=0) %}{% for m in messages %}{% set ns.i = ns.i + 1 %}{% endfor %}{{ messages[ns.i - 1]['role'] }}",
-    "{% macro walk(v, depth) %}{% if v is mapping %}{% for k, x in v|dictsort %}{{ " " * depth }}{{ k }}{{ walk(x, depth + 1) }}{% endfor %}{% endif %}{% endmacro %}{{ walk(tools, 0) }}",
+    "{% macro walk(v, depth) %}{% if v is mapping %}{% for k, x in v|dictsort %}{{ '  ' * depth }}{{ k }}{{ walk(x, depth + 1) }}{% endfor %}{% endif %}{% endmacro %}{{ walk(tools, 0) }}",
     "{% for item in tree recursive %}{{ item.name }}{{ loop(item.children) }}{% endfor %}",
     "{{ param['format'] }}{{ item.get('_private_key') }}{{ m.content.split('</think>')[-1].strip() }}",
     "{% for i in range(1000) %}{{ i }}{% endfor %}{{ '=' * 80 }}{{ '<image>' * num_img_tokens }}",
