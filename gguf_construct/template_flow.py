@@ -41,17 +41,16 @@ LOOP_NUMBERS = {"index", "index0", "revindex", "revindex0", "length", "depth", "
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 NON_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
 PRINTF_WIDTH = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\d+)?(?:\.(\d+))?")
-#: methods and filters that turn a string into another made only of its own characters (data stays data);
-#: applied exactly to constant strings
-STRING_METHODS = {
-    "lower": str.lower, "upper": str.upper, "strip": str.strip, "lstrip": str.lstrip, "rstrip": str.rstrip,
-    "title": str.title, "capitalize": str.capitalize, "casefold": str.casefold, "swapcase": str.swapcase,
-}  # fmt: skip
-STRING_FILTERS = {"lower": str.lower, "upper": str.upper, "trim": str.strip, "title": str.title, "capitalize": str.capitalize, "reverse": lambda s: s[::-1]}
+#: str methods computed exactly on constant strings with constant arguments (else: data stays data when the
+#: method only takes parts of its receiver, anything else is computed)
+PURE_METHODS = {"lower", "upper", "strip", "lstrip", "rstrip", "title", "capitalize", "casefold", "swapcase", "split", "rsplit", "splitlines",
+                "partition", "rpartition", "replace", "removeprefix", "removesuffix"}  # fmt: skip
+DATA_PRESERVING = {"lower", "upper", "strip", "lstrip", "rstrip", "title", "capitalize", "casefold", "swapcase", "split", "rsplit", "splitlines", "partition", "rpartition", "removeprefix", "removesuffix"}
+STRING_FILTERS = {"lower": "lower", "upper": "upper", "trim": "strip", "title": "title", "capitalize": "capitalize"}
 #: methods whose result is made of the receiver's items (or the call's arguments): no new strings
-ITEM_METHODS = {"get", "items", "keys", "values", "pop", "copy", "setdefault", "split", "rsplit", "splitlines", "partition", "rpartition", "index", "count", "find", "rfind", "startswith", "endswith", "isdigit", "isalpha", "isspace", "isupper", "islower", "isalnum", "isnumeric", "isdecimal", "istitle", "append", "extend", "insert", "update", "remove", "sort", "reverse", "clear"}
+ITEM_METHODS = {"get", "items", "keys", "values", "pop", "copy", "setdefault", "index", "count", "find", "rfind", "startswith", "endswith", "isdigit", "isalpha", "isspace", "isupper", "islower", "isalnum", "isnumeric", "isdecimal", "istitle", "append", "extend", "insert", "update", "remove", "sort", "reverse", "clear"}
 #: filters whose result is made of the input's items, or is a number or a boolean
-ITEM_FILTERS = {"first", "last", "list", "unique", "sort", "dictsort", "items", "select", "reject", "selectattr", "rejectattr", "batch", "slice", "groupby", "map", "min", "max", "random", "safe", "e", "escape", "forceescape", "string", "striptags", "default", "d", "sum"}
+ITEM_FILTERS = {"first", "last", "list", "unique", "sort", "dictsort", "items", "select", "reject", "selectattr", "rejectattr", "batch", "slice", "groupby", "map", "min", "max", "random", "safe", "e", "escape", "forceescape", "string", "default", "d", "sum"}
 NUMBER_FILTERS = {"length", "count", "int", "float", "abs", "round", "wordcount"}
 PART_FILTERS = {"items", "dictsort", "first", "last", "random", "min", "max"}  #: their result is made of parts of the input
 MUTATING_METHODS = {"append", "extend", "insert"}
@@ -527,8 +526,9 @@ class Analysis:
             return Value(computed=True)
         if callee.special & {"caller", "loop"} or any(s.startswith("macro:") for s in callee.special):
             return Value(computed=True, data=everything.data)  # what a macro renders
-        # a callable of the render context (raise_exception, strftime_now ...)
-        return replace(DATA.join(everything), special=frozenset(), noattr=False, num=None, size=None)
+        # a callable of the render context (raise_exception, strftime_now ...) or a value (a method taken earlier)
+        made = DATA.join(everything).join(callee.contents())
+        return replace(made, special=frozenset(), noattr=False, num=None, size=None, computed=made.computed or bool(made.strs), sources=frozenset(), doubled=frozenset())
 
     def bind_call(self, node: Any, info: MacroInfo, args: list[Value]) -> None:
         positional = args[: len(node.args)]
@@ -576,14 +576,32 @@ class Analysis:
                 self.bind(root, everything)
         if method in PADDING_METHODS:
             self.check_width(node, args[:1], f"{method}()")
-        if method in STRING_METHODS and not args and not receiver.computed:
-            made = frozenset(STRING_METHODS[method](s) for s in receiver.strs)
-            return replace(receiver, strs=receiver.strs | made, noattr=receiver.noattr and not any(IDENTIFIER.match(s) for s in made)).widened()
+        if method in PURE_METHODS:
+            return self.string_op(receiver, method, node.args, args, bool(node.kwargs or node.dyn_args or node.dyn_kwargs))
         if method in ITEM_METHODS:
             out = receiver.contents().join(everything) if method in ("get", "pop", "setdefault") else receiver.contents()
             return replace(out, special=frozenset(), noattr=False, num=None, size=None, data=out.data or not (out.strs or out.computed or out.reached))
         built = receiver.join(everything)
         return Value(strs=built.strs, data=built.data, computed=built.computed or bool(built.strs) or built.data and bool(everything.strs) or built.reached, reached=built.reached)
+
+    def string_op(self, receiver: Value, method: str, arg_nodes: list[Any], args: list[Value], keywords: bool) -> Value:
+        """A str method on a value: exact on constant strings with constant arguments; on data, data (when the
+        method only takes parts of it); else a computed string. Items of a container keep their strings."""
+        n = self.n
+        constant_args = not keywords and all(isinstance(a, n.Const) and isinstance(a.value, (str, int)) and not isinstance(a.value, bool) for a in arg_nodes)
+        made: set[str] = set()
+        exact = constant_args and not receiver.computed and not receiver.reached
+        if exact:
+            for s in receiver.strs:
+                try:
+                    result = getattr(s, method)(*[a.value for a in arg_nodes])
+                except (TypeError, ValueError):
+                    continue
+                made.update([result] if isinstance(result, str) else [x for x in result if isinstance(x, str)])
+        preserving = method in DATA_PRESERVING and not any(a.strs or a.computed for a in args if method in ("replace",))
+        computed = receiver.computed or (not exact and bool(receiver.strs)) or (receiver.data and not preserving)
+        out = replace(receiver.contents(), num=None, size=None, sources=frozenset(), doubled=frozenset())
+        return replace(out, strs=out.strs | frozenset(made), computed=computed, noattr=out.noattr and not any(IDENTIFIER.match(s) for s in made) and not computed).widened()
 
     def range(self, node: Any, args: list[Value]) -> Value:
         bounds = [a.num for a in args[:2]]
@@ -601,6 +619,13 @@ class Analysis:
         everything = EMPTY
         for a in args:
             everything = everything.join(a)
+        if name == "attr" or (node.dyn_args is not None or node.dyn_kwargs is not None) and (name == "map" or name in self.table.attribute_filters):
+            for dyn in (node.dyn_args, node.dyn_kwargs):  # names spread from a list or dict: each may be one
+                if dyn is not None:
+                    spread = self.ev(dyn).contents()
+                    self.key_names(node, spread, f"the {name} filter with", dotted=True)
+                    if spread.data and not spread.noattr:
+                        self.flag(node, "template.dynamic_attribute", f"the {name} filter with names computed at render time")
         if name == "attr":
             if node.args:
                 self.key_names(node, self.ev(node.args[0]), "the attr filter with", dotted=False)
@@ -624,7 +649,9 @@ class Analysis:
         if name == "format":
             self.check_printf(node, value)
         if name in STRING_FILTERS:
-            made = frozenset(STRING_FILTERS[name](s) for s in value.strs)
+            return self.string_op(replace(value, special=frozenset()), STRING_FILTERS[name], node.args, args, bool(node.kwargs or node.dyn_args or node.dyn_kwargs))
+        if name == "reverse":
+            made = frozenset(s[::-1] for s in value.strs)
             return replace(value, strs=value.strs | made, special=frozenset(), noattr=value.noattr and not any(IDENTIFIER.match(s) for s in made)).widened()
         if name in NUMBER_FILTERS:
             num = None
@@ -637,7 +664,9 @@ class Analysis:
                 num = max(map(abs, ints)) if ints else None
             return Value(noattr=True, num=num, grows=value.grows)
         if name == "tojson":
-            return Value(computed=True, noattr=True, data=value.data)  # a JSON text: quoted, bracketed or a number
+            return Value(strs=frozenset(["true", "false", "null"]), data=value.data or value.computed or bool(value.strs))  # quoted, bracketed, a number or a JSON name
+        if name == "map" and node.args:  # applies a filter by name: its result is not enumerated
+            return replace(value, computed=value.computed or bool(value.strs) or value.data, noattr=False, special=frozenset(), num=None, size=None)
         if name in ITEM_FILTERS:
             out = value.join(everything) if name in ("default", "d") else value
             if name in ("first", "last", "random", "min", "max"):
