@@ -461,7 +461,7 @@ class Analysis:
             self.ev(node.arg)
             parts = [p.value if isinstance(p, n.Const) and isinstance(p.value, int) else None for p in (node.arg.start, node.arg.stop, node.arg.step)]
             exact = all(p is not None or q is None for p, q in zip(parts, (node.arg.start, node.arg.stop, node.arg.step), strict=True))
-            if exact and 0 != (parts[2] or 1):
+            if exact and (parts[2] or 1) != 0:
                 sliced = frozenset(s[slice(*parts)] for s in base.strs)
                 return replace(base, strs=base.strs | sliced, noattr=base.noattr and all(not IDENTIFIER.match(s) for s in sliced)).widened()
             return replace(base, computed=base.computed or bool(base.strs), noattr=False)
