@@ -35,8 +35,7 @@ from .tables import TemplateRules
 CAP = 10**18  # saturation of every size and number bound: "unbounded"
 MAX_STRS = 64  # constant strings tracked per value before a value counts as computed
 MAX_STR_LEN = 256
-WIDEN_AFTER = 8  # fixpoint rounds before growing bounds are widened
-MAX_ROUNDS = 40
+WIDEN_AFTER = 3  # fixpoint rounds before growing bounds are widened
 LOOP_NUMBERS = {"index", "index0", "revindex", "revindex0", "length", "depth", "depth0", "first", "last"}
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 NON_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
@@ -179,11 +178,14 @@ class Analysis:
 
     # ------------------------------------------------------------------ driver
     def run(self) -> list[tuple[int, str, str]]:
-        for self.round in range(MAX_ROUNDS):
+        rounds = self.limits["max_flow_rounds"]
+        for self.round in range(rounds):
             self.changed = False
             self.visit_all(self.tree.body)
             if not self.changed:
                 break
+        else:  # what the names may hold is not known in full: nothing can be proven
+            return [(1, "template.flow_limit", f"the data-flow analysis did not settle in {rounds} rounds")]
         self.report = True
         self.visit_all(self.tree.body)
         self.check_recursion_and_cost()

@@ -166,12 +166,21 @@ def test_each_exhaustion_form_is_flagged_quickly(name):
 
 def test_limits_are_named_in_the_table():
     limits = template_rules().limits
-    assert set(limits) == {"max_loop_iterations", "max_repeat_chars", "max_number_bits"}
+    assert set(limits) == {"max_loop_iterations", "max_repeat_chars", "max_number_bits", "max_flow_rounds"}
     bound = limits["max_loop_iterations"]
     assert scan_template(f"{{% for i in range({bound}) %}}{{% endfor %}}") == []
     assert "template.loop_bound" in {f.rule for f in scan_template(f"{{% for i in range({bound + 1}) %}}{{% endfor %}}")}
     assert scan_template(f"{{{{ 'x' * {limits['max_repeat_chars']} }}}}") == []
     assert "template.repetition" in {f.rule for f in scan_template(f"{{{{ 'x' * {limits['max_repeat_chars'] + 1} }}}}")}
+
+
+def test_an_analysis_that_does_not_settle_is_a_finding():
+    """A chain of assignments written backwards takes one round per link; past the limit nothing is proven."""
+    rounds = template_rules().limits["max_flow_rounds"]
+    chain = "".join(f"{{% set a{i} = a{i + 1} %}}" for i in range(rounds + 5)) + f"{{% set a{rounds + 5} = 'x' %}}"
+    assert [f.rule for f in scan_template(chain + "{{ ''[a0] }}")] == ["template.flow_limit"]
+    short = "".join(f"{{% set a{i} = a{i + 1} %}}" for i in range(rounds // 2)) + f"{{% set a{rounds // 2} = 'x' %}}"
+    assert scan_template(short + "{{ a0 }}") == []
 
 
 def test_llama_cpp_templates_are_all_here():
