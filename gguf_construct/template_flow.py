@@ -144,7 +144,8 @@ class MacroInfo:
     node: Any
     #: call sites inside: (callee macro, loop factor at the site, structural?, line)
     calls: list[tuple[str, int, bool, int]] = field(default_factory=list)
-    max_factor: int = 1
+    loops: int = 0  #: loop iterations its own loops run, summed (constant trip counts, per call)
+    chars: int = 0  #: characters or items its own repetitions and paddings make, summed (per call)
 
 
 class Analysis:
@@ -299,7 +300,8 @@ class Analysis:
             if self.factor > self.limits["max_loop_iterations"]:
                 self.flag(node, "template.loop_bound", f"loops run {_count(self.factor)} times (more than {self.limits['max_loop_iterations']:,})")
         macro = self.macro_stack[-1] if self.macro_stack else self.top
-        macro.max_factor = max(macro.max_factor, self.factor)
+        if self.report:
+            macro.loops = min(macro.loops + self.factor, CAP)
         self.loop_stack.append((node, _roots(node.iter, n)))
         self.visit_all(node.body)
         self.loop_stack.pop()
@@ -453,6 +455,8 @@ class Analysis:
                 self.check_name(node, segment, how)
         if key.computed:
             self.flag(node, "template.dynamic_attribute", f"{how} a name the template computes at render time")
+        if key.reached:
+            self.flag(node, "template.dynamic_attribute", f"{how} a value a data key may have reached")
         for special in key.special:
             self.flag(node, "template.dynamic_attribute", f"{how} a name taken from {special.split(':')[-1]}")
 
@@ -752,6 +756,7 @@ class Analysis:
             if (seq.strs or seq.size is not None or seq.data or seq.computed) and not (seq.noattr and seq.num is not None and seq.size is None and not seq.strs):
                 if count.num is not None and count.num > 1:
                     size = _mul(max(seq.size or 1, 1), count.num)
+                    self.made(size)
                     if size > self.limits["max_repeat_chars"] or count.num == CAP:
                         self.flag(node, "template.repetition", f"repeats a string or list {_count(count.num)} times (more than {self.limits['max_repeat_chars']:,} items)")
                     exact = [s * count.num for s in seq.strs if len(s) * count.num <= MAX_STR_LEN] if not seq.data and not seq.computed else []
@@ -781,8 +786,16 @@ class Analysis:
             self.flag(node, "template.number", "a power whose operands grow at render time")
         return Value(noattr=True, grows=True)
 
+    def made(self, size: int) -> None:
+        """Count what a repetition or padding makes, times the loops around it, against the whole template."""
+        if self.report:
+            macro = self.macro_stack[-1] if self.macro_stack else self.top
+            macro.chars = min(macro.chars + _mul(self.factor, size), CAP)
+
     def check_width(self, node: Any, args: list[Value], what: str) -> None:
         for a in args:
+            if a.num is not None:
+                self.made(a.num)
             if a.num is not None and a.num > self.limits["max_repeat_chars"]:
                 self.flag(node, "template.repetition", f"{what} pads to {_count(a.num)} characters (more than {self.limits['max_repeat_chars']:,})")
 
@@ -796,33 +809,49 @@ class Analysis:
     # ------------------------------------------------------------------ recursion and total cost
     def check_recursion_and_cost(self) -> None:
         graph = {info.name: info for info in [self.top, *self.macros.values()]}
+        component = _components(graph)
         for info in graph.values():
             for callee, _, structural, line in info.calls:
                 if callee == "\0loop":
                     if not structural:
                         self.findings[(line, "template.recursion", "a recursive loop called with something other than a part of its item")] = None
-                elif callee in graph and _reaches(graph, callee, info.name) and not structural:
+                elif callee in graph and component[callee] == component[info.name] and not structural:
                     self.findings[(line, "template.recursion", f"macro {callee} is called back without descending into an argument (recursion unbounded by the data)")] = None
-        cost: dict[str, int] = {}
+        self.check_totals(graph)
 
-        def total(name: str, path: frozenset[str]) -> int:
-            if name in cost:
-                return cost[name]
+    def check_totals(self, graph: dict[str, MacroInfo]) -> None:
+        """The whole template's loop iterations and made characters: each macro's own, plus each call's callee
+        total times the loops around the call (recursion cycles are counted once: template.recursion bounds
+        them). Many calls of a macro with a loop add up, as do many repetitions."""
+        totals: dict[str, tuple[int, int]] = {}
+        order: list[str] = []
+        state: dict[str, int] = {}
+        for root in graph:  # post-order over the call graph, without recursion
+            stack = [(root, iter(graph[root].calls))]
+            state.setdefault(root, 1)
+            while stack:
+                name, calls = stack[-1]
+                for callee, _, _, _ in calls:
+                    if callee in graph and callee not in state:
+                        state[callee] = 1
+                        stack.append((callee, iter(graph[callee].calls)))
+                        break
+                else:
+                    stack.pop()
+                    order.append(name)
+        for name in order:
             info = graph[name]
-            best = info.max_factor
+            loops, chars = info.loops, info.chars
             for callee, factor, _, _ in info.calls:
-                if callee in graph and callee not in path:
-                    best = max(best, _mul(factor, total(callee, path | {callee})))
-            cost[name] = best
-            return best
-
-        limit = self.limits["max_loop_iterations"]
-        for info in graph.values():
-            for callee, factor, _, line in info.calls:
-                if callee in graph and callee != info.name and factor > 1:
-                    whole = _mul(factor, total(callee, frozenset([info.name, callee])))
-                    if whole > limit:
-                        self.findings[(line, "template.loop_bound", f"a call of {callee} in loops runs its loops {_count(whole)} times (more than {limit:,})")] = None
+                if callee in totals:
+                    loops = min(loops + _mul(max(factor, 1), totals[callee][0]), CAP)
+                    chars = min(chars + _mul(max(factor, 1), totals[callee][1]), CAP)
+            totals[name] = (loops, chars)
+        loops, chars = totals.get("", (0, 0))
+        if loops > self.limits["max_loop_iterations"]:
+            self.findings[(1, "template.loop_bound", f"the template's loops run {_count(loops)} times in all (more than {self.limits['max_loop_iterations']:,})")] = None
+        if chars > self.limits["max_repeat_chars"]:
+            self.findings[(1, "template.repetition", f"the template's repetitions make {_count(chars)} characters or items in all (more than {self.limits['max_repeat_chars']:,})")] = None
 
 
 def _grew(old: int | None, new: int | None) -> bool:
@@ -892,37 +921,54 @@ def _parts(macro: Any, n: Any) -> set[str]:
 def _context_reads(tree: Any, n: Any) -> set[int]:
     """The ``Name`` loads where no assignment is certain (a definite-assignment pass in source order: a name
     set in a statement list counts from there on in that list and its nested bodies; loop targets and macro
-    arguments count in their bodies). Those reads may take a value from the render context."""
+    arguments count in their bodies). Those reads may take a value from the render context.
+
+    A scope is a chain of frames ``(names, before, parent)``: a name is known in a frame when its first
+    assignment in the frame's statement list comes before index ``before`` (binders use ``before`` = inf)."""
     out: set[int] = set()
-    stack: list[tuple[Any, frozenset[str]]] = [(tree, frozenset())]
+    Frame = tuple[dict[str, float], float, Any]
+
+    def known(name: str, frame: Frame | None) -> bool:
+        while frame is not None:
+            names, before, parent = frame
+            if names.get(name, math.inf) < before:
+                return True
+            frame = parent
+        return False
+
+    def targets(node: Any) -> list[str]:
+        return [t.name for t in _all(node) if isinstance(t, n.Name)]
+
+    stack: list[tuple[Any, Frame | None]] = [(tree, None)]
     while stack:
-        node, known = stack.pop()
+        node, frame = stack.pop()
         if isinstance(node, n.Name):
-            if node.ctx == "load" and node.name not in known:
+            if node.ctx == "load" and not known(node.name, frame):
                 out.add(id(node))
             continue
-        bodies: dict[str, frozenset[str]] = {}
+        body_frame = frame
         if isinstance(node, n.For):
-            bodies["body"] = known | {t.name for t in _all(node.target) if isinstance(t, n.Name)}
+            body_frame = (dict.fromkeys(targets(node.target), -1.0), math.inf, frame)
         elif isinstance(node, (n.Macro, n.CallBlock)):
-            bodies["body"] = known | {a.name for a in node.args} | ({node.name} if isinstance(node, n.Macro) else set())
+            bound = [a.name for a in node.args] + ([node.name] if isinstance(node, n.Macro) else [])
+            body_frame = (dict.fromkeys(bound, -1.0), math.inf, frame)
         elif isinstance(node, n.With):
-            bodies["body"] = known | {t.name for target in node.targets for t in _all(target) if isinstance(t, n.Name)}
+            body_frame = (dict.fromkeys([x for target in node.targets for x in targets(target)], -1.0), math.inf, frame)
         for field_name, value in node.iter_fields():
+            inner = body_frame if field_name == "body" else frame
             if isinstance(value, list) and value and isinstance(value[0], n.Stmt):
-                current = bodies.get(field_name, known)
-                pending: list[tuple[Any, frozenset[str]]] = []
-                for stmt in value:
-                    pending.append((stmt, current))
+                first: dict[str, float] = {}
+                for index, stmt in enumerate(value):
                     if isinstance(stmt, (n.Assign, n.AssignBlock)):
-                        current = current | {t.name for t in _all(stmt.target) if isinstance(t, n.Name)}
+                        for name in targets(stmt.target):
+                            first.setdefault(name, index)
                     elif isinstance(stmt, n.Macro):
-                        current = current | {stmt.name}
-                stack.extend(pending)
+                        first.setdefault(stmt.name, index)
+                stack.extend((stmt, (first, index, inner)) for index, stmt in enumerate(value))
             elif isinstance(value, list):
-                stack.extend((x, bodies.get(field_name, known)) for x in value if isinstance(x, n.Node))
+                stack.extend((x, inner) for x in value if isinstance(x, n.Node))
             elif isinstance(value, n.Node):
-                stack.append((value, known))
+                stack.append((value, inner))
     return out
 
 
@@ -931,15 +977,42 @@ def _roots(expr: Any, n: Any) -> set[str]:
     return {root} if root else set()
 
 
-def _reaches(graph: dict[str, MacroInfo], start: str, goal: str) -> bool:
-    seen = {start}
-    stack = [start]
-    while stack:
-        name = stack.pop()
-        if name == goal:
-            return True
-        for callee, _, _, _ in graph[name].calls:
-            if callee in graph and callee not in seen:
-                seen.add(callee)
-                stack.append(callee)
-    return False
+def _components(graph: dict[str, MacroInfo]) -> dict[str, int]:
+    """Strongly connected components of the call graph (Kosaraju, without recursion): two macros in one
+    component call each other, a macro calling its own component recurses."""
+    edges = {name: [c for c, _, _, _ in info.calls if c in graph] for name, info in graph.items()}
+    reverse: dict[str, list[str]] = {name: [] for name in graph}
+    for name, callees in edges.items():
+        for callee in callees:
+            reverse[callee].append(name)
+    order: list[str] = []
+    seen: set[str] = set()
+    for root in graph:
+        if root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(edges[root]))]
+        while stack:
+            name, it = stack[-1]
+            for callee in it:
+                if callee not in seen:
+                    seen.add(callee)
+                    stack.append((callee, iter(edges[callee])))
+                    break
+            else:
+                stack.pop()
+                order.append(name)
+    component: dict[str, int] = {}
+    for root in reversed(order):
+        if root in component:
+            continue
+        component[root] = len(component)
+        label = component[root]
+        todo = [root]
+        while todo:
+            name = todo.pop()
+            for caller in reverse[name]:
+                if caller not in component:
+                    component[caller] = label
+                    todo.append(caller)
+    return component
