@@ -146,6 +146,7 @@ EXHAUSTION = {
     "caller-recursion": ("{% macro g() %}{{ caller() }}{{ caller() }}{% endmacro %}{% macro f(n) %}{% if n %}{% call g() %}{{ f(n - 1) }}{% endcall %}{% endif %}{% endmacro %}{{ f(60) }}", "template.recursion", "sandbox"),
     "loop-growing-its-list": ("{% set l = [1] %}{% for x in l %}{% set _ = l.append(x) %}{% endfor %}", "template.loop_growth", "sandbox"),
     "lipsum": ("{{ lipsum(10**7) }}", "template.repetition", "sandbox"),
+    "repetition-in-a-macro-in-a-loop": ("{% macro f() %}{{ 'x' * 900000 }}{% endmacro %}{% for i in range(1000) %}{{ f() }}{% endfor %}", "template.repetition", "sandbox"),
 }
 
 
@@ -172,6 +173,31 @@ def test_limits_are_named_in_the_table():
     assert "template.loop_bound" in {f.rule for f in scan_template(f"{{% for i in range({bound + 1}) %}}{{% endfor %}}")}
     assert scan_template(f"{{{{ 'x' * {limits['max_repeat_chars']} }}}}") == []
     assert "template.repetition" in {f.rule for f in scan_template(f"{{{{ 'x' * {limits['max_repeat_chars'] + 1} }}}}")}
+
+
+def test_work_adds_up_over_calls_and_repetitions():
+    """Each loop or repetition under the limit, the whole template over it: the totals go through the call
+    graph (a macro's loops times the loops around each call, summed over calls)."""
+    loop = "{% macro f() %}{% for i in range(90000) %}{% endfor %}{% endmacro %}"
+    assert scan_template(loop + "{{ f() }}") == []
+    assert "template.loop_bound" in {f.rule for f in scan_template(loop + "{{ f() }}" * 50)}
+    assert scan_template("{{ 'x' * 900000 }}") == []
+    assert "template.repetition" in {f.rule for f in scan_template("{{ 'x' * 900000 }}" * 5)}
+
+
+def test_deep_call_chains_are_analysed_in_linear_time():
+    chain = "".join(f"{{% macro f{i}() %}}{{{{ f{i + 1}() }}}}{{% endmacro %}}" for i in range(2000)) + "{{ f0() }}"
+    start = time.process_time()
+    assert scan_template(chain) == []
+    assert time.process_time() - start < 20
+    cycle = chain.replace("{{ f2000() }}", "{{ f0() }}{{ f0() }}")
+    assert "template.recursion" in {f.rule for f in scan_template(cycle)}
+
+
+def test_a_reached_value_is_never_a_key_or_called():
+    for text in ("{{ x[d[m.a]] }}", "{{ d[m.a]() }}", "{{ d[m.a][m.b] }}", "{{ d[m.a]|attr(m.b) }}"):
+        assert "template.dynamic_attribute" in {f.rule for f in scan_template(text)}, text
+    assert scan_template("{{ d[m.a].b }}{{ d[m.a]['b'] }}{{ d[m.a]|trim }}{{ d[m.a] ~ '' }}") == []
 
 
 def test_an_analysis_that_does_not_settle_is_a_finding():
