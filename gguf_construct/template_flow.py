@@ -54,7 +54,7 @@ NUMBER_FILTERS = {"length", "count", "int", "float", "abs", "round", "wordcount"
 PART_FILTERS = {"items", "dictsort", "first", "last", "random", "min", "max"}  #: their result is made of parts of the input
 MUTATING_METHODS = {"append", "extend", "insert"}
 PADDING_METHODS = {"ljust", "rjust", "center", "zfill", "expandtabs"}
-PADDING_FILTERS = {"center", "indent", "wordwrap", "filesizeformat"}
+PADDING_FILTERS = {"center", "indent", "tojson", "batch", "slice"}  #: their numbers are sizes they allocate
 
 
 @dataclass(frozen=True)
@@ -581,7 +581,7 @@ class Analysis:
             if root is not None:
                 self.bind(root, everything)
         if method in PADDING_METHODS:
-            self.check_width(node, args[:1], f"{method}()")
+            self.check_width(node, args, f"{method}()")
         if method in PURE_METHODS:
             return self.string_op(receiver, method, node.args, args, bool(node.kwargs or node.dyn_args or node.dyn_kwargs))
         if method in ITEM_METHODS:
@@ -651,7 +651,7 @@ class Analysis:
                 if key.data and not key.noattr:
                     self.flag(node, "template.dynamic_attribute", f"the {name} filter with an attribute name computed at render time")
         if name in PADDING_FILTERS:
-            self.check_width(node, args[:1], f"the {name} filter")
+            self.check_width(node, args, f"the {name} filter")
         if name == "format":
             self.check_printf(node, value)
         if name in STRING_FILTERS:
@@ -772,13 +772,14 @@ class Analysis:
         left, right = self.ev(node.left), self.ev(node.right)
         if left.strs or left.data or left.computed:
             self.check_printf(node, left)
+            self.check_width(node, [right], "a printf '*' width")
             return Value(strs=left.strs | right.strs, data=left.data or right.data, computed=True, reached=left.reached or right.reached)
         return Value(noattr=True, num=left.num if left.num is None or right.num is None else min(left.num, right.num))
 
     def pow(self, node: Any) -> Value:
         left, right = self.ev(node.left), self.ev(node.right)
         if left.num is not None and right.num is not None:
-            bits = right.num * math.log2(max(left.num, 2))
+            bits = CAP if left.num >= CAP and right.num > 1 else right.num * math.log2(max(left.num, 2))
             if bits > self.limits["max_number_bits"]:
                 self.flag(node, "template.number", f"a power of about {_count(int(bits))} bits (more than {self.limits['max_number_bits']:,})")
             return Value(noattr=True, num=CAP if bits > 60 else left.num**right.num, grows=True)

@@ -185,6 +185,20 @@ def test_work_adds_up_over_calls_and_repetitions():
     assert "template.repetition" in {f.rule for f in scan_template("{{ 'x' * 900000 }}" * 5)}
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["{{ [1]|tojson(indent=10**9) }}", "{{ [1]|batch(10**9, 0)|list }}", "{{ '%*d' % (10**9, 1) }}", "{{ 'x'|indent(width=10**9, first=true) }}",
+     "{% filter indent(10**9) %}x{% endfilter %}", "{{ 'x'.zfill(10**9) }}", "{{ lipsum(n=10**9) }}", "{{ range(messages|length * 1000000)|list }}"],
+)  # fmt: skip
+def test_sizes_given_as_arguments_are_bounded(text):
+    assert {"template.repetition", "template.loop_bound"} & {f.rule for f in scan_template(text)}, text
+
+
+def test_a_power_of_a_huge_number_is_flagged():
+    assert "template.number" in {f.rule for f in scan_template("{{ (10 ** 1000) ** 1000 }}")}
+    assert scan_template("{{ 2 ** 10 }}{{ x ** 2 }}") == []
+
+
 def test_deep_call_chains_are_analysed_in_linear_time():
     chain = "".join(f"{{% macro f{i}() %}}{{{{ f{i + 1}() }}}}{{% endmacro %}}" for i in range(2000)) + "{{ f0() }}"
     start = time.process_time()
