@@ -89,9 +89,8 @@ class Value:
     def contents(self) -> Value:
         """What an item, attribute or element of this value may be (the flat model: a value stands for its
         items too); may be a string whatever the container is."""
-        special = frozenset(s for s in self.special if s.startswith("macro:") or s in GLOBAL_VALUES or s == FORMAT)
-        inner = self.reached or self.holds_reached
-        return replace(self, special=special, reached=inner, holds_reached=inner, sources=frozenset(), doubled=frozenset())
+        inner = self.reached or self.holds_reached  # an item keeps its specials: a macro or caller kept in a list is one
+        return replace(self, reached=inner, holds_reached=inner, sources=frozenset(), doubled=frozenset())
 
     def held(self) -> Value:
         """This value as an item of a container or a namespace field."""
@@ -216,7 +215,7 @@ class Analysis:
         if isinstance(target, n.Name):
             self.bind(target.name, value)
         elif isinstance(target, n.NSRef):
-            self.bind(target.name, replace(value.held(), special=frozenset(), noattr=False))
+            self.bind(target.name, replace(value.held(), noattr=False))
         elif isinstance(target, (n.Tuple, n.List)):
             for item in target.items:
                 self.bind_target(item, value.contents())
@@ -444,7 +443,8 @@ class Analysis:
         out = replace(base.contents(), num=None, size=None, sources=base.sources)  # a namespace field: the namespace's size
         if any(s.startswith("macro:") for s in base.special):  # a macro's name, arguments ...: template strings
             out = replace(out, computed=True, noattr=False)
-        return replace(out, special=out.special & {FORMAT} | ({FORMAT} if name in self.format_methods else set()))
+        kept = out.special - {"self", "loop"} if not base.special & GLOBAL_VALUES else out.special  # a namespace field may hold a macro
+        return replace(out, special=kept | ({FORMAT} if name in self.format_methods else set()))
 
     def key_names(self, node: Any, key: Value, how: str, dotted: bool = False) -> None:
         """Check every name a key or attribute argument may be; a computed one is refused."""
@@ -497,7 +497,8 @@ class Analysis:
         if isinstance(node.node, n.Getattr):
             receiver = self.ev(node.node.node)
             method = node.node.attr
-            self.getattr(node.node, receiver, method)
+            held = self.getattr(node.node, receiver, method)
+            self.call_callables(node, held, args, everything)  # a namespace field or item may hold a macro or caller
             return self.method(node, receiver, method, args, everything)
         callee = self.ev(node.node)
         if isinstance(node.node, n.Name) and node.node.name in self.table.attribute_callables and node.node.name not in self.assigned:
@@ -509,20 +510,11 @@ class Analysis:
                     self.flag(node, "template.dynamic_attribute", f"{node.node.name}() with an attribute name computed at render time")
         if callee.reached:
             self.flag(node, "template.dynamic_attribute", "a call of a value a computed key may have reached")
-        if FORMAT in callee.special:
-            self.flag(node, "template.format", "a call of what may be str.format or str.format_map: format fields reach attributes")
-        for name in (s for s in callee.special if s.startswith("macro:")):
-            self.bind_call(node, self.macros[name[6:]], args)
-        if "caller" in callee.special:
-            for pname in self.callblock_params:
-                self.bind(pname, everything)
-        if "loop" in callee.special:
-            self.bind("\0loop", everything.contents())
-            self.record_call(node, "\0loop", self.structural(node, loop=True))
+        self.call_callables(node, callee, args, everything)
         if "range" in callee.special:
             return self.range(node, args)
         if callee.special & {"dict", "namespace", "cycler", "joiner"}:
-            return replace(everything, strs=everything.strs | kwnames, noattr=everything.noattr and not any(IDENTIFIER.match(k) for k in kwnames), special=frozenset(), num=None, size=None)
+            return replace(everything.held(), strs=everything.strs | kwnames, noattr=everything.noattr and not any(IDENTIFIER.match(k) for k in kwnames), num=None, size=None)
         if "lipsum" in callee.special:
             size = 1
             for a in args:
@@ -533,8 +525,28 @@ class Analysis:
         if callee.special & {"caller", "loop"} or any(s.startswith("macro:") for s in callee.special):
             return Value(computed=True, data=everything.data)  # what a macro renders
         # a callable of the render context (raise_exception, strftime_now ...) or a value (a method taken earlier)
+        if not (isinstance(node.node, n.Name) and node.node.name not in self.assigned):  # it may be any macro or caller
+            for info in self.macros.values():
+                for pname in info.params:
+                    self.bind(pname, everything.contents())
+            for pname in self.callblock_params:
+                self.bind(pname, everything.contents())
+            self.bind("\0args", everything.contents())
         made = DATA.join(everything).join(callee.contents())
         return replace(made, special=frozenset(), noattr=False, num=None, size=None, computed=made.computed or bool(made.strs), sources=frozenset(), doubled=frozenset())
+
+    def call_callables(self, node: Any, callee: Value, args: list[Value], everything: Value) -> None:
+        """Bind a call's arguments to every macro, caller or recursive loop the callee may be."""
+        if FORMAT in callee.special:
+            self.flag(node, "template.format", "a call of str.format or str.format_map (or of what may be one): format fields reach attributes")
+        for name in (s for s in callee.special if s.startswith("macro:")):
+            self.bind_call(node, self.macros[name[6:]], args)
+        if "caller" in callee.special:
+            for pname in self.callblock_params:
+                self.bind(pname, everything)
+        if "loop" in callee.special:
+            self.bind("\0loop", everything.contents())
+            self.record_call(node, "\0loop", self.structural(node, loop=True))
 
     def bind_call(self, node: Any, info: MacroInfo, args: list[Value]) -> None:
         positional = args[: len(node.args)]
@@ -572,8 +584,6 @@ class Analysis:
         return any(_is_part(arg, owners, parts, n) for arg in [*node.args, *(k.value for k in node.kwargs)])
 
     def method(self, node: Any, receiver: Value, method: str, args: list[Value], everything: Value) -> Value:
-        if method in self.format_methods:
-            self.flag(node, "template.format", f"a call of {method}: format fields reach attributes")
         if method in MUTATING_METHODS:
             root, _ = _root(node.node.node, self.n)
             if root is not None and any(root in roots for _, roots in self.loop_stack):
@@ -680,7 +690,7 @@ class Analysis:
             strs = out.strs | (frozenset(c for s in out.strs for c in {s[:1], s[-1:]}) if name in ("first", "last") else frozenset())
             if name == "reverse":
                 strs |= frozenset(s[::-1] for s in out.strs)
-            return replace(out, strs=strs, special=frozenset(x for x in out.special if name in ("default", "d", "first", "last", "list")), noattr=out.noattr and name not in ("first", "last")).widened()
+            return replace(out, strs=strs, noattr=out.noattr and name not in ("first", "last")).widened()
         # join, replace, format, indent, truncate, ... : a string the scanner does not enumerate
         built = value.join(everything)
         if name == "join" and not node.args and not node.kwargs and not built.strs:

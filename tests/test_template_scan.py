@@ -98,6 +98,10 @@ BYPASSES = {
     "center-filter": ("{{ ''['__class__'|center(9)] }}", {}, "<class 'str'>"),
     "spread-attribute-keyword": ("{{ ['']|map(**{'attribute': '__class__'})|list }}", {}, "[<class 'str'>]"),
     "spread-attr-argument": ("{{ ''|attr(*['__class__']) }}", {}, "<class 'str'>"),
+    "caller-kept-in-a-list": ("{% macro f() %}{% set c = [caller]|first %}{{ c('__class__') }}{% endmacro %}{% call(k) f() %}{{ ''[k] }}{% endcall %}", {}, "<class 'str'>"),
+    "caller-kept-in-a-namespace": ("{% macro f() %}{% set ns = namespace(c=caller) %}{{ ns.c('__class__') }}{% endmacro %}{% call(k) f() %}{{ ''[k] }}{% endcall %}", {}, "<class 'str'>"),
+    "macro-kept-in-a-namespace": ("{% macro g(k) %}{{ ''[k] }}{% endmacro %}{% set ns = namespace(f=g) %}{{ ns.f('__class__') }}", {}, "<class 'str'>"),
+    "macro-kept-in-a-sorted-list": ("{% macro g(k) %}{{ ''[k] }}{% endmacro %}{{ ([g]|sort|first)('__class__') }}", {}, "<class 'str'>"),
     "format-method-alias": ("{% set f = '{0.__class__}'.format %}{{ f('') }}", {}, "<class 'str'>"),
 }
 
@@ -146,6 +150,7 @@ EXHAUSTION = {
     "caller-recursion": ("{% macro g() %}{{ caller() }}{{ caller() }}{% endmacro %}{% macro f(n) %}{% if n %}{% call g() %}{{ f(n - 1) }}{% endcall %}{% endif %}{% endmacro %}{{ f(60) }}", "template.recursion", "sandbox"),
     "loop-growing-its-list": ("{% set l = [1] %}{% for x in l %}{% set _ = l.append(x) %}{% endfor %}", "template.loop_growth", "sandbox"),
     "lipsum": ("{{ lipsum(10**7) }}", "template.repetition", "sandbox"),
+    "recursion-through-a-namespace": ("{% macro f(n) %}{% set ns = namespace(g=f) %}{% if n %}{{ ns.g(n - 1) }}{{ ns.g(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}", "template.recursion", "sandbox"),
     "repetition-in-a-macro-in-a-loop": ("{% macro f() %}{{ 'x' * 900000 }}{% endmacro %}{% for i in range(1000) %}{{ f() }}{% endfor %}", "template.repetition", "sandbox"),
 }
 
