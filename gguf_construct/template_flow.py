@@ -53,6 +53,7 @@ ITEM_FILTERS = {"first", "last", "list", "unique", "sort", "dictsort", "items", 
 NUMBER_FILTERS = {"length", "count", "int", "float", "abs", "round", "wordcount"}
 PART_FILTERS = {"items", "dictsort", "first", "last", "random", "min", "max"}  #: their result is made of parts of the input
 MUTATING_METHODS = {"append", "extend", "insert"}
+ADDING_METHODS = {"append", "extend", "insert", "update", "setdefault", "add"}  #: they put their arguments in the receiver
 PADDING_METHODS = {"ljust", "rjust", "center", "zfill", "expandtabs"}
 PADDING_FILTERS = {"center", "indent", "tojson", "batch", "slice"}  #: their numbers are sizes they allocate
 
@@ -73,13 +74,14 @@ class Value:
     grows: bool = False  #: made by multiplying or raising a non-literal: grows when fed back
     sources: frozenset[str] = frozenset()  #: the variables whose values make up this one (its size)
     doubled: frozenset[str] = frozenset()  #: variables this value holds twice (x ~ x, x * 2): exponential if fed back
+    container: bool = False  #: may be (or hold) a list, dict or namespace the template built: a mutator may fill it
 
     def join(self, other: Value) -> Value:
         if self is other:
             return self
         return Value(self.strs | other.strs, self.data or other.data, self.computed or other.computed, self.reached or other.reached,
                      self.holds_reached or other.holds_reached, self.noattr and other.noattr, self.special | other.special, _max(self.num, other.num), _max(self.size, other.size),
-                     self.grows or other.grows, self.sources | other.sources, self.doubled | other.doubled)  # fmt: skip
+                     self.grows or other.grows, self.sources | other.sources, self.doubled | other.doubled, self.container or other.container)  # fmt: skip
 
     def widened(self) -> Value:
         if len(self.strs) > MAX_STRS or any(len(s) > MAX_STR_LEN for s in self.strs):
@@ -329,12 +331,12 @@ class Analysis:
         if isinstance(node, n.Name):
             return self.name(node)
         if isinstance(node, (n.List, n.Tuple)):
-            out = Value(noattr=True, size=len(node.items))
+            out = Value(noattr=True, size=len(node.items), container=True)
             for item in node.items:
                 out = out.join(replace(self.ev(item).held(), size=None))
             return replace(out, size=len(node.items))
         if isinstance(node, n.Dict):
-            out = Value(noattr=True, size=len(node.items))
+            out = Value(noattr=True, size=len(node.items), container=True)
             for pair in node.items:
                 out = out.join(self.ev(pair.key).held()).join(self.ev(pair.value).held())
             return replace(out, size=len(node.items), num=None)
@@ -514,7 +516,7 @@ class Analysis:
         if "range" in callee.special:
             return self.range(node, args)
         if callee.special & {"dict", "namespace", "cycler", "joiner"}:
-            return replace(everything.held(), strs=everything.strs | kwnames, noattr=everything.noattr and not any(IDENTIFIER.match(k) for k in kwnames), num=None, size=None)
+            return replace(everything.held(), strs=everything.strs | kwnames, noattr=everything.noattr and not any(IDENTIFIER.match(k) for k in kwnames), num=None, size=None, container=True)
         if "lipsum" in callee.special:
             size = 1
             for a in args:
@@ -588,14 +590,21 @@ class Analysis:
             root, _ = _root(node.node.node, self.n)
             if root is not None and any(root in roots for _, roots in self.loop_stack):
                 self.flag(node, "template.loop_growth", f"{method}() grows the list a loop runs over")
+        if method in ADDING_METHODS:  # the container may be held by any variable (aliases): each may now hold these
+            added = replace(everything, strs=everything.strs | frozenset(k.key for k in node.kwargs)).held()
+            for name, held in list(self.env.items()):
+                if held.container or held.data:
+                    self.bind(name, added)
+            root, _ = _root(node.node.node, self.n)
             if root is not None:
-                self.bind(root, everything)
+                self.bind(root, added)
         if method in PADDING_METHODS:
             self.check_width(node, args, f"{method}()")
         if method in PURE_METHODS:
             return self.string_op(receiver, method, node.args, args, bool(node.kwargs or node.dyn_args or node.dyn_kwargs))
         if method in ITEM_METHODS:
             out = receiver.contents().join(everything) if method in ("get", "pop", "setdefault") else receiver.contents()
+            out = replace(out, container=out.container or method in ("items", "keys", "values", "copy"))
             return replace(out, special=frozenset(), noattr=False, num=None, size=None, data=out.data or not (out.strs or out.computed or out.reached))
         built = receiver.join(everything)
         return Value(strs=built.strs, data=built.data, computed=built.computed or bool(built.strs) or built.data and bool(everything.strs) or built.reached, reached=built.reached)
@@ -617,7 +626,9 @@ class Analysis:
         preserving = method in DATA_PRESERVING and not any(a.strs or a.computed for a in args if method in ("replace",))
         computed = receiver.computed or (not exact and bool(receiver.strs)) or (receiver.data and not preserving)
         out = replace(receiver.contents(), num=None, size=None, sources=frozenset(), doubled=frozenset())
-        return replace(out, strs=out.strs | frozenset(made), computed=computed, noattr=out.noattr and not any(IDENTIFIER.match(s) for s in made) and not computed).widened()
+        makes_list = method in ("split", "rsplit", "splitlines", "partition", "rpartition")
+        return replace(out, strs=out.strs | frozenset(made), computed=computed, noattr=out.noattr and not any(IDENTIFIER.match(s) for s in made) and not computed,
+                       container=out.container or makes_list).widened()  # fmt: skip
 
     def range(self, node: Any, args: list[Value]) -> Value:
         bounds = [a.num for a in args[:2]]
@@ -690,7 +701,8 @@ class Analysis:
             strs = out.strs | (frozenset(c for s in out.strs for c in {s[:1], s[-1:]}) if name in ("first", "last") else frozenset())
             if name == "reverse":
                 strs |= frozenset(s[::-1] for s in out.strs)
-            return replace(out, strs=strs, noattr=out.noattr and name not in ("first", "last")).widened()
+            makes_list = name not in ("first", "last", "random", "min", "max", "safe", "e", "escape", "forceescape", "string", "default", "d", "sum")
+            return replace(out, strs=strs, noattr=out.noattr and name not in ("first", "last"), container=out.container or makes_list).widened()
         # join, replace, format, indent, truncate, ... : a string the scanner does not enumerate
         built = value.join(everything)
         if name == "join" and not node.args and not node.kwargs and not built.strs:

@@ -102,6 +102,10 @@ BYPASSES = {
     "caller-kept-in-a-namespace": ("{% macro f() %}{% set ns = namespace(c=caller) %}{{ ns.c('__class__') }}{% endmacro %}{% call(k) f() %}{{ ''[k] }}{% endcall %}", {}, "<class 'str'>"),
     "macro-kept-in-a-namespace": ("{% macro g(k) %}{{ ''[k] }}{% endmacro %}{% set ns = namespace(f=g) %}{{ ns.f('__class__') }}", {}, "<class 'str'>"),
     "macro-kept-in-a-sorted-list": ("{% macro g(k) %}{{ ''[k] }}{% endmacro %}{{ ([g]|sort|first)('__class__') }}", {}, "<class 'str'>"),
+    "dict-update": ("{% set d = {} %}{% set _ = d.update({'k': '__class__'}) %}{{ ''[d.k] }}", {}, "<class 'str'>"),
+    "dict-update-through-an-alias": ("{% set d = {} %}{% set e = d %}{% set _ = e.update(k='__class__') %}{{ ''[d.k] }}", {}, "<class 'str'>"),
+    "dict-setdefault": ("{% set d = {} %}{% set _ = d.setdefault('k', '__class__') %}{{ ''[d.k] }}", {}, "<class 'str'>"),
+    "list-append-through-an-alias": ("{% set l = range(3)|list %}{% set m = l %}{% set _ = m.append('__class__') %}{{ ''[l|last] }}", {}, "<class 'str'>"),
     "format-method-alias": ("{% set f = '{0.__class__}'.format %}{{ f('') }}", {}, "<class 'str'>"),
 }
 
