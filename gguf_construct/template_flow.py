@@ -28,6 +28,7 @@ import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Any
 
 from .tables import TemplateRules
@@ -679,7 +680,8 @@ class Analysis:
             return self.string_op(replace(value, special=frozenset()), STRING_FILTERS[name], node.args, args, bool(node.kwargs or node.dyn_args or node.dyn_kwargs))
         if name == "reverse":
             made = frozenset(s[::-1] for s in value.strs)
-            return replace(value, strs=value.strs | made, special=frozenset(), noattr=value.noattr and not any(IDENTIFIER.match(s) for s in made)).widened()
+            proven = value.noattr and not value.computed and not value.data  # a proof by prefix does not survive reversal
+            return replace(value, strs=value.strs | made, special=frozenset(), noattr=proven and not any(IDENTIFIER.match(s) for s in made)).widened()
         if name in NUMBER_FILTERS:
             num = None
             if name == "length" and value.size is not None and not value.data:
@@ -735,6 +737,7 @@ class Analysis:
         n = self.n
         noattr = any(isinstance(p, n.Const) and isinstance(p.value, str) and NON_IDENTIFIER.search(p.value) for p in literal_parts or [])
         noattr = noattr or any(p.strs and not p.data and not p.computed and all(NON_IDENTIFIER.search(s) for s in p.strs) for p in parts)
+        noattr = noattr or _names_no_attribute(_affixes(parts), _affixes(parts[::-1], reverse=True))
         exact = all(not p.data and not p.computed and not p.reached and p.strs and not (p.num is not None) for p in parts)
         out = EMPTY
         for p in parts:
@@ -875,6 +878,42 @@ class Analysis:
             self.findings[(1, "template.loop_bound", f"the template's loops run {_count(loops)} times in all (more than {self.limits['max_loop_iterations']:,})")] = None
         if chars > self.limits["max_repeat_chars"]:
             self.findings[(1, "template.repetition", f"the template's repetitions make {_count(chars)} characters or items in all (more than {self.limits['max_repeat_chars']:,})")] = None
+
+
+def _affixes(parts: list[Value], reverse: bool = False) -> list[str]:
+    """The constant strings a concatenation may start with (or end with): the products of its leading exact
+    parts, up to the first part that is not."""
+    out = [""]
+    for p in parts:
+        if p.data or p.computed or p.reached or not p.strs or p.num is not None:
+            break
+        out = [a + b if not reverse else b + a for a in out for b in p.strs]
+        if len(out) > MAX_STRS:
+            return [""]
+    return out
+
+
+@cache
+def _attribute_universe() -> frozenset[str]:
+    """Every attribute name of what a template can hold without a finding: JSON-like data and the template's
+    own values, Jinja2's runtime objects, and what one attribute of those may be (types, functions, methods)."""
+    import jinja2.runtime
+    import jinja2.utils
+    import markupsafe
+
+    kinds: list[Any] = [str, dict, list, tuple, int, float, bool, type(None), set, range, slice, type, type(len), type(_affixes), type("".join),
+                        type(str.join), type(dict.__dict__["fromkeys"]), type([].__init__), type(object.__init__), markupsafe.Markup,
+                        jinja2.runtime.LoopContext, jinja2.runtime.Macro, jinja2.runtime.Undefined, jinja2.utils.Namespace,
+                        jinja2.utils.Cycler, jinja2.utils.Joiner, jinja2.runtime.TemplateReference]  # fmt: skip
+    return frozenset(name for kind in kinds for name in dir(kind))
+
+
+def _names_no_attribute(prefixes: list[str], suffixes: list[str]) -> bool:
+    """Whether no string starting with one of ``prefixes`` and ending with one of ``suffixes`` names an
+    attribute of anything a template can hold (unconstrained ends prove nothing)."""
+    if prefixes == [""] and suffixes == [""]:
+        return False
+    return not any(name.startswith(p) and name.endswith(x) for name in _attribute_universe() for p in prefixes for x in suffixes)
 
 
 def _grew(old: int | None, new: int | None) -> bool:

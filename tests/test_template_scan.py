@@ -106,6 +106,8 @@ BYPASSES = {
     "dict-update-through-an-alias": ("{% set d = {} %}{% set e = d %}{% set _ = e.update(k='__class__') %}{{ ''[d.k] }}", {}, "<class 'str'>"),
     "dict-setdefault": ("{% set d = {} %}{% set _ = d.setdefault('k', '__class__') %}{{ ''[d.k] }}", {}, "<class 'str'>"),
     "list-append-through-an-alias": ("{% set l = range(3)|list %}{% set m = l %}{% set _ = m.append('__class__') %}{{ ''[l|last] }}", {}, "<class 'str'>"),
+    "data-completes-a-name": ("{{ ''['f' ~ messages[0]] }}", {"messages": ["ormat"]}, "<built-in method format of str object"),
+    "reversed-suffix": ("{{ ''[(messages[0] ~ 'ssalc__')|reverse] }}", {"messages": ["__"]}, "<class 'str'>"),
     "format-method-alias": ("{% set f = '{0.__class__}'.format %}{{ f('') }}", {}, "<class 'str'>"),
 }
 
@@ -257,6 +259,7 @@ SAFE = [
     "{% for item in tree recursive %}{{ item.name }}{{ loop(item.children) }}{% endfor %}",
     "{{ param['format'] }}{{ item.get('_private_key') }}{{ m.content.split('</think>')[-1].strip() }}",
     "{% for i in range(1000) %}{{ i }}{% endfor %}{{ '=' * 80 }}{{ '<image>' * num_img_tokens }}",
+    "{% set d = {'user_token': 'U'} %}{% for m in messages %}{{ d[m.role ~ '_token'] }}{{ d['tok_' ~ m.role] }}{% endfor %}",
 ]
 
 
