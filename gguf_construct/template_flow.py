@@ -902,7 +902,7 @@ def _attribute_universe() -> frozenset[str]:
     import markupsafe
 
     kinds: list[Any] = [str, dict, list, tuple, int, float, bool, type(None), set, range, slice, type, type(len), type(_affixes), type("".join),
-                        type(str.join), type(dict.__dict__["fromkeys"]), type([].__init__), type(object.__init__), markupsafe.Markup,
+                        type(str.join), type(dict.__dict__["fromkeys"]), type(list.__init__), type(object().__str__), markupsafe.Markup,
                         jinja2.runtime.LoopContext, jinja2.runtime.Macro, jinja2.runtime.Undefined, jinja2.utils.Namespace,
                         jinja2.utils.Cycler, jinja2.utils.Joiner, jinja2.runtime.TemplateReference]  # fmt: skip
     return frozenset(name for kind in kinds for name in dir(kind))
