@@ -1,4 +1,4 @@
-"""Crafted inputs (issue 12) against the reader: peak Python allocation per input byte and CPU seconds.
+"""Crafted inputs against the reader: peak Python allocation per input byte and CPU seconds.
 
     python benchmarks/bench_hostile.py [--before DIR] [--timeout S] [NAME ...]
     python benchmarks/bench_hostile.py --remote [--before DIR] [--timeout S]
@@ -11,6 +11,13 @@ columns come from one run. Prints the markdown table of docs/security.md's "Figu
 ``--remote``: the remote fan-out rows instead (``remote_rows``): ``info`` on a gguf-split URL served by the
 loopback test server, whose shards are made on demand and lie in the ways named in the table; per row the
 requests and bytes the server saw, the child's peak RSS and wall time, and how it ended.
+
+    python benchmarks/bench_hostile.py --templates [--quick]
+
+Chat templates that exhaust a renderer (``TEMPLATE_EXHAUSTION``): the scan's CPU time on each (best of 5) and
+its finding, beside what Jinja2's SandboxedEnvironment does with the same template in a child process limited
+to ``--render-cpu`` CPU seconds and 512 MiB (killed at the limit, or MemoryError): the scan flags in
+milliseconds what the renderer cannot finish.
 """
 
 from __future__ import annotations
@@ -152,9 +159,14 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--quick", action="store_true", help="the two smallest inputs: checks the script")
     ap.add_argument("--remote", action="store_true", help="the remote fan-out rows instead")
+    ap.add_argument("--templates", action="store_true", help="the chat template exhaustion rows instead")
+    ap.add_argument("--render-cpu", type=int, default=2, help="CPU seconds a template render may take (--templates)")
     args = ap.parse_args()
     if args.remote:
-        return remote_rows(args.before, 15.0 if args.timeout == 300 else args.timeout)  # before: about 8 s is the issue's window
+        return remote_rows(args.before, 15.0 if args.timeout == 300 else args.timeout)
+    if args.templates:
+        template_rows(args.render_cpu if not args.quick else 1, quick=args.quick)
+        return
     if args.quick:
         args.names = sorted(DEFAULT, key=lambda n: len(next(h for h in HOSTILE if h.name == n).make()))[:2]
     by_name = {h.name: h for h in HOSTILE}
@@ -171,6 +183,65 @@ def main() -> None:
                 cells.append(probe(args.before, path, args.timeout))
             cells.append(probe(ROOT, path, args.timeout))
             print("| " + " | ".join(cells) + " |", flush=True)
+
+
+# ---- chat templates that exhaust a renderer: the scanner's time and finding against a bounded render
+
+TEMPLATE_EXHAUSTION = {
+    "nested range(100000) loops": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+    "loops through a macro": "{% macro f() %}{% for i in range(100000) %}{% endfor %}{% endmacro %}{% for i in range(100000) %}{{ f() }}{% endfor %}",
+    "'x' * 10**10": "{{ 'x' * 10**10 }}",
+    "[0] * 10**9": "{{ ([0] * 10**9)|length }}",
+    "'x'|center(10**10)": "{{ 'x'|center(10**10) }}",
+    "printf width 10**9": "{{ '%01000000000d' % 1 }}",
+    "10 ** (10 ** 10)": "{{ 10 ** (10 ** 10) }}",
+    "string doubling in a loop": "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}",
+    "exponential macro recursion": "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}",
+    "caller recursion": "{% macro g() %}{{ caller() }}{{ caller() }}{% endmacro %}{% macro f(n) %}{% if n %}{% call g() %}{{ f(n - 1) }}{% endcall %}{% endif %}{% endmacro %}{{ f(60) }}",
+    "loop appending to its list": "{% set l = [1] %}{% for x in l %}{% set _ = l.append(x) %}{% endfor %}",
+    "lipsum(10**7)": "{{ lipsum(10**7) }}",
+}
+
+RENDER = """
+import resource, sys, time
+cpu = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+resource.setrlimit(resource.RLIMIT_AS, (512 << 20, 512 << 20))
+import jinja2.sandbox
+env = jinja2.sandbox.SandboxedEnvironment(extensions=["jinja2.ext.loopcontrols"])
+start = time.process_time()
+try:
+    env.from_string(sys.stdin.read()).render()
+    print("rendered in %.2f s" % (time.process_time() - start))
+except MemoryError:
+    print("MemoryError after %.2f s" % (time.process_time() - start))
+except Exception as e:
+    print("%s after %.2f s" % (type(e).__name__, time.process_time() - start))
+"""
+
+
+def template_rows(render_cpu: int, quick: bool = False) -> None:
+    """One row per exhaustion form: scan time and finding, and the bounded sandboxed render's fate."""
+    import time
+
+    from gguf_construct.security import scan_template
+
+    forms = list(TEMPLATE_EXHAUSTION.items())[: 2 if quick else None]
+    print(f"| template | scan (best of 5) | finding | sandboxed render (limit {render_cpu} s CPU, 512 MiB) |")
+    print("|---|---:|---|---|")
+    for label, text in forms:
+        times = []
+        for _ in range(5):
+            start = time.process_time()
+            findings = scan_template(text)
+            times.append(time.process_time() - start)
+        rules = ", ".join(sorted({f.rule for f in findings})) or "none"
+        try:
+            child = subprocess.run([sys.executable, "-c", RENDER, str(render_cpu)], input=text, capture_output=True, text=True, timeout=render_cpu * 10 + 30)
+            fate = child.stdout.strip() or f"killed at the CPU limit (signal {-child.returncode})"
+        except subprocess.TimeoutExpired:
+            fate = "over the wall-clock timeout"
+        print(f"| `{label}` | {min(times) * 1e3:.2f} ms | {rules} | {fate} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """Time chat template scanning (gguf_construct.security.scan_template) against Jinja2 itself.
 
-On the real templates of tests/data/chat_templates (all of them, one after the other) and on a synthetic
+On the real templates of tests/data/chat_templates (all of them, llama.cpp's included, one after the other) and on a synthetic
 template at the size limit (``max_template_bytes`` of schema/template_rules.json, made of one real template
 repeated), times, best of ``--repeat``: Jinja2's sandboxed ``parse`` alone, our whole scan (the same parse
-plus the tree walk), and Jinja2's ``from_string`` (parse and compile to Python: what a renderer does before it
+plus the data-flow analysis), and Jinja2's ``from_string`` (parse and compile to Python: what a renderer does before it
 renders). Prints a markdown table.
 
     PYTHONPATH=. python benchmarks/bench_template_scan.py [--repeat 5]
@@ -20,7 +20,7 @@ from pathlib import Path
 from gguf_construct.security import _environment, scan_template
 from gguf_construct.tables import template_rules
 
-TEMPLATES = sorted((Path(__file__).resolve().parent.parent / "tests" / "data" / "chat_templates").glob("*.jinja"))
+TEMPLATES = sorted((Path(__file__).resolve().parent.parent / "tests" / "data" / "chat_templates").rglob("*.jinja"))
 
 
 def best(fn: Callable[[str], object], texts: list[str], repeat: int) -> float:
@@ -45,10 +45,10 @@ def main() -> None:
     env = _environment()
     real = [p.read_text(encoding="utf-8") for p in TEMPLATES]
     limit = template_rules().max_template_bytes
-    unit = (TEMPLATES[0].parent / "meta-llama-Llama-3.1-8B-Instruct.jinja").read_text(encoding="utf-8")
+    unit = next(p for p in TEMPLATES if p.name == "meta-llama-Llama-3.1-8B-Instruct.jinja").read_text(encoding="utf-8")
     big = unit * (limit // len(unit.encode("utf-8")))  # whole copies, just under the limit
     cases = [(f"{len(real)} real templates", real), (f"one template of {len(big.encode('utf-8')) // 1024} KiB (near the limit)", [big])]
-    print("| input | bytes | Jinja2 parse | our scan (parse + walk) | Jinja2 from_string (compile) | scan / compile |")
+    print("| input | bytes | Jinja2 parse | our scan (parse + analysis) | Jinja2 from_string (compile) | scan / compile |")
     print("|---|---:|---:|---:|---:|---:|")
     for label, texts in cases:
         size = sum(len(t.encode("utf-8")) for t in texts)

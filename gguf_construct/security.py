@@ -2,17 +2,17 @@
 
 CVE-2024-34359 showed it: llama-cpp-python rendered a GGUF file's ``tokenizer.chat_template`` with a plain
 Jinja2 ``Environment``, and ``().__class__.__base__.__subclasses__()`` reached ``os.popen``. A scanner cannot
-run the template (that is the danger), so it parses it with Jinja2's ``SandboxedEnvironment`` and walks the
-syntax tree for what no chat template needs: underscored and introspection attributes, attribute access on
-Jinja2's global callables or on ``self``, and attribute names built at render time. The rules and the names
-they look for are data: ``schema/template_rules.json``. Needs the ``security`` extra (``jinja2>=3.1``).
+run the template (that is the danger), so it parses it with Jinja2's own parser and proves, by a data-flow
+analysis of the syntax tree (``gguf_construct.template_flow``), that every attribute name and subscript key is
+safe, and that the renderer's work is bounded; whatever it cannot prove is a finding. The rules, names and
+limits are data: ``schema/template_rules.json``. Threat model: docs/howto/templates.md. Needs the ``security``
+extra (``jinja2>=3.1``).
 """
 
 from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from . import rules
@@ -111,117 +111,12 @@ def _short(message: str | None, width: int = 200) -> str:
     return message if len(message) <= width else message[: width - 3] + "..."
 
 
-def _children(node: Any) -> Iterator[Any]:
-    return node.iter_child_nodes()
-
-
 def _walk(tree: Any, nodes: Any, table: TemplateRules) -> list[tuple[str, str, int]]:
-    """The findings of one parsed template, in source order (an explicit stack: no recursion limit)."""
-    introspection = set(table.introspection_attributes)
-    global_objects = set(table.global_objects)
-    builders = table.string_builders
-    attr_callables = set(table.attribute_callables)
-    attr_filters = table.attribute_filters
-    all_nodes = []
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        all_nodes.append(node)
-        stack.extend(_children(node))
-    assigned = {n.name for n in all_nodes if isinstance(n, nodes.Name) and n.ctx == "store"}
-    built_names = _string_built_names(all_nodes, nodes, builders)
-    blocks = {n.name for n in all_nodes if isinstance(n, nodes.Block)}
-    out: list[tuple[int, str, str]] = []  # (line, rule, why), sorted by line below
+    """The findings of one parsed template, in source order: ``gguf_construct.template_flow``'s analysis."""
+    from .template_flow import Analysis
 
-    def name_rule(name: str) -> tuple[str, str] | None:
-        if name.startswith("__"):
-            return "template.dunder", f"access to {name}"
-        if name.startswith("_"):
-            return "template.private", f"access to {name}"
-        if name in introspection:
-            return "template.introspection", f"access to {name}"
-        return None
-
-    for node in all_nodes:
-        line = getattr(node, "lineno", 1) or 1
-        target = None
-        if isinstance(node, nodes.Getattr):
-            target, name = node.node, node.attr
-        elif isinstance(node, nodes.Getitem):
-            target = node.node
-            key = node.arg
-            name = key.value if isinstance(key, nodes.Const) and isinstance(key.value, str) else None
-            if name is None and _builds_string(key, nodes, builders, built_names):
-                out.append((line, "template.dynamic_attribute", "a subscript whose key is built from strings"))
-        elif isinstance(node, nodes.Filter) and node.name == "attr":
-            arg = node.args[0] if node.args else None
-            name = arg.value if isinstance(arg, nodes.Const) and isinstance(arg.value, str) else None
-            if name is None:
-                out.append((line, "template.dynamic_attribute", "the attr filter with a name computed at render time"))
-        elif isinstance(node, nodes.Filter) and node.name in attr_filters:
-            for arg in _attribute_arguments(node, attr_filters[node.name]):
-                if not (isinstance(arg, nodes.Const) and isinstance(arg.value, str)):
-                    out.append((line, "template.dynamic_attribute", f"the {node.name} filter with an attribute name computed at render time"))
-                    continue
-                for segment in arg.value.split("."):  # Jinja2 follows dotted attribute paths
-                    hit = name_rule(segment)
-                    if hit:
-                        out.append((line, hit[0], f"{hit[1]} through the {node.name} filter"))
-            continue
-        elif isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name) and node.node.name in attr_callables and node.node.name not in assigned:
-            out.append((line, "template.dynamic_attribute", f"{node.node.name}() takes attribute names as strings"))
-            continue
-        else:
-            continue
-        if name is not None:
-            hit = name_rule(name)
-            if hit:
-                out.append((line, *hit))
-        if isinstance(target, nodes.Name) and target.ctx == "load" and target.name not in assigned:
-            if target.name in global_objects:
-                out.append((line, "template.global_object", f"access through the global {target.name}"))
-            elif target.name == "self" and name not in blocks:
-                out.append((line, "template.self", "access through self, the template reference"))
-    out.sort(key=lambda f: f[0])
-    return [(rule, why, line) for line, rule, why in out]
-
-
-def _attribute_arguments(node: Any, position: int | None) -> list[Any]:
-    """The arguments of a filter call that name attributes: ``attribute=`` and, for selectattr, rejectattr and
-    groupby, the first positional one."""
-    args = [kw.value for kw in node.kwargs if kw.key == "attribute"]
-    if position is not None and len(node.args) > position:
-        args.append(node.args[position])
-    return args
-
-
-def _builds_string(expr: Any, nodes: Any, builders: Mapping[str, Sequence[str]], built_names: set[str]) -> bool:
-    """Whether ``expr`` makes a string out of pieces: ``~``, ``+`` or ``%`` with a string constant, a
-    string-building filter or method, or a variable assigned from one of those."""
-    if isinstance(expr, nodes.Concat):
-        return True
-    if isinstance(expr, (nodes.Add, nodes.Mod, nodes.Mul)):
-        return any(isinstance(side, nodes.Const) and isinstance(side.value, str) for side in (expr.left, expr.right)) or any(
-            _builds_string(side, nodes, builders, built_names) for side in (expr.left, expr.right)
-        )
-    if isinstance(expr, nodes.Filter):
-        return expr.name in builders["filters"]
-    if isinstance(expr, nodes.Call) and isinstance(expr.node, nodes.Getattr):
-        return expr.node.attr in builders["methods"]
-    if isinstance(expr, nodes.Name):
-        return expr.name in built_names
-    return False
-
-
-def _string_built_names(all_nodes: list[Any], nodes: Any, builders: Mapping[str, Sequence[str]]) -> set[str]:
-    """Variables a ``{% set %}`` gives a string built from pieces (followed through chains of such sets)."""
-    sets = [(n.target.name, n.node) for n in all_nodes if isinstance(n, nodes.Assign) and isinstance(n.target, nodes.Name)]
-    built: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, value in sets:
-            if name not in built and _builds_string(value, nodes, builders, built):
-                built.add(name)
-                changed = True
-    return built
+    try:
+        found = Analysis(tree, nodes, table).run()
+    except RecursionError:  # a call chain or expression deeper than Python's stack: nothing is proven
+        found = [(1, "template.flow_limit", "the template nests deeper than the analysis follows")]
+    return [(rule, why, line) for line, rule, why in found]

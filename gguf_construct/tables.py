@@ -270,7 +270,10 @@ class TemplateRules:
     rules: Mapping[str, str]
     introspection_attributes: tuple[str, ...]
     global_objects: tuple[str, ...]
-    string_builders: Mapping[str, tuple[str, ...]]
+    #: str methods whose format fields reach attributes
+    format_methods: tuple[str, ...]
+    #: what a template may make a renderer do: max_loop_iterations, max_repeat_chars, max_number_bits
+    limits: Mapping[str, int]
     attribute_callables: tuple[str, ...]
     #: filter name → position of its attribute argument (None: only by keyword)
     attribute_filters: Mapping[str, int | None]

@@ -62,15 +62,15 @@ HOSTILE = {
     "attr-hex-escapes": ("{{ request|attr('application')|attr('\\x5f\\x5fglobals\\x5f\\x5f')|attr('\\x5f\\x5fgetitem\\x5f\\x5f')('\\x5f\\x5fbuiltins\\x5f\\x5f') }}", {"template.dunder"}),
     "attr-join": ("{{ ()|attr(['_'*2,'class','_'*2]|join) }}", {"template.dynamic_attribute"}),
     "attr-variable": ("{% set n = request.args.n %}{{ ()|attr(n) }}", {"template.dynamic_attribute"}),
-    "item-concat": ("{{ ''['__cla' ~ 'ss__'] }}", {"template.dynamic_attribute"}),
-    "item-plus": ("{{ ''['_' * 2 + 'class' + '_' * 2] }}", {"template.dynamic_attribute"}),
+    "item-concat": ("{{ ''['__cla' ~ 'ss__'] }}", {"template.dunder"}),
+    "item-plus": ("{{ ''['_' * 2 + 'class' + '_' * 2] }}", {"template.dunder"}),
     "item-printf": ("{{ ''['%c%c%s%c%c' % (95, 95, 'class', 95, 95)] }}", {"template.dynamic_attribute"}),
     "item-format": ("{{ ''['{0}{0}class{0}{0}'.format('_')] }}", {"template.dynamic_attribute"}),
-    "item-via-set": ("{% set a = '__cla' %}{% set b = a ~ 'ss__' %}{{ ''[b] }}", {"template.dynamic_attribute"}),
+    "item-via-set": ("{% set a = '__cla' %}{% set b = a ~ 'ss__' %}{{ ''[b] }}", {"template.dunder"}),
     "item-join-filter": ("{{ ''[('_','_','class','_','_')|join] }}", {"template.dynamic_attribute"}),
     "map-attribute": ("{{ ()|map(attribute='__class__')|list }}", {"template.dunder"}),
     "selectattr-dotted": ("{{ messages|selectattr('0.__class__.__mro__') }}", {"template.dunder"}),
-    "sort-attribute-variable": ("{% set k = '__cla' ~ 'ss__' %}{{ messages|sort(attribute=k) }}", {"template.dynamic_attribute"}),
+    "sort-attribute-variable": ("{% set k = '__cla' ~ 'ss__' %}{{ messages|sort(attribute=k) }}", {"template.dunder"}),
     "getattr-call": ("{{ getattr(messages, '__class__') }}", {"template.dynamic_attribute"}),
     "func-globals": ("{{ x.func_globals }}", {"template.introspection"}),
     "frame-walk": ("{{ g.gi_frame.f_back.f_globals }}", {"template.introspection"}),
@@ -223,8 +223,8 @@ def test_what_the_sandbox_refuses_is_flagged(payload):
     """The oracle for the underscore rules: Jinja2's sandbox refuses these when rendering (it hands back an
     undefined for the unsafe attribute, which raises SecurityError once used; harmless ends only: nothing here
     calls anything even outside a sandbox), and the scanner flags each one without rendering."""
-    from jinja2.exceptions import SecurityError
+    from jinja_probe import render  # hostile input: rendered in a child bounded in CPU time and memory
 
-    with pytest.raises(SecurityError):
-        sandbox().from_string(payload).render()
+    [result] = render([(payload, {})], kind="sandbox")
+    assert result.status == "error" and result.output.startswith("SecurityError"), result
     assert {"template.dunder", "template.private"} & {f.rule for f in scan_template(payload)}

@@ -189,6 +189,13 @@ RULE_BREAKERS: list[RuleBreaker] = [
     B("template.self", "template-self", lambda: "{{ self.x }}", "template"),
     B("template.dynamic_attribute", "template-attr", lambda: "{{ x | attr(y) }}", "template"),
     B("template.size", "template-size", lambda: "x" * 1_100_000, "template"),
+    B("template.format", "template-format", lambda: "{{ '{0.__class__}'.format(x) }}", "template"),
+    B("template.loop_bound", "template-loop-bound", lambda: "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "template"),
+    B("template.repetition", "template-repetition", lambda: "{{ 'x' * 10**10 }}", "template"),
+    B("template.number", "template-number", lambda: "{{ 10 ** (10 ** 10) }}", "template"),
+    B("template.recursion", "template-recursion", lambda: "{% macro f(n) %}{{ f(n) }}{{ f(n) }}{% endmacro %}{{ f(1) }}", "template"),
+    B("template.loop_growth", "template-loop-growth", lambda: "{% set l = [1] %}{% for x in l %}{% set _ = l.append(x) %}{% endfor %}", "template"),
+    B("template.flow_limit", "template-flow-limit", lambda: "".join(f"{{% set a{i} = a{i + 1} %}}" for i in range(64)) + "{{ a0 }}", "template"),
     # limits, at a lowered value
     B("limit.kv_count", "gguf-kv-count-over-limit", lambda: gguf_raw([kv_u32(f"general.k{i}", 1) for i in range(3)]), limits={"kv_count": 2}),
     B("limit.tensor_count", "gguf-tensor-count-over-limit", lambda: gguf_raw([], [f32_tensor("a", (8,)), f32_tensor("b", (8,))], bytes(64)), limits={"tensor_count": 1}),
