@@ -47,10 +47,7 @@ def _run(args: argparse.Namespace) -> int:
     except VerificationError as e:
         print(f"{args.input}: error: {e}", file=sys.stderr)
         return EXIT_BAD
-    except FormatError as e:
-        if e.rule == "migrate.paths":  # the same path twice is a mistake on the command line
-            print(f"gguf-construct convert: {e.message}", file=sys.stderr)
-            return EXIT_USAGE
+    except FormatError:  # a bad file is 1 (an output that is an input: 2), never the ValueError below
         raise
     except ValueError as e:
         print(f"gguf-construct convert: {e}", file=sys.stderr)

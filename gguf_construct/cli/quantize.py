@@ -29,6 +29,9 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
     from ..quants.quantize.policy import tensor_type
     from ..registry import load
 
+    from ..fileio import check_output, files_of, reading
+
+    check_output(dst, [src, imatrix])  # before any work: refused at once, the input never replaced
     target = resolve(target).name
     if target not in supported():
         raise ValueError(f"quantizing to {target} is not implemented (supported: {', '.join(sorted(supported()))})")
@@ -84,7 +87,8 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
         n_quantized += 1
         out.tensors.add(name, produce(name, new_type, shape), new_type, shape)
     bar[0] = iter(progress(range(n_quantized), n_quantized, "quantize", unit="tensor"))
-    out.save(dst)
+    with reading([*files_of(model), imatrix]):
+        out.save(dst)
     return report
 
 

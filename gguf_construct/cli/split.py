@@ -56,16 +56,10 @@ def _cmd_split(args: argparse.Namespace) -> int:
 
 def _cmd_merge(args: argparse.Namespace) -> int:
     from ..api.shards import merge, shard_paths
-    from ..errors import FormatError
 
     if shard_paths(args.file) is None:
         usage(f"gguf-construct merge: {args.file} is not a shard name (<prefix>-00001-of-00003.gguf)")
-    try:
-        merged = merge(args.file, args.output)
-    except FormatError as e:
-        if e.rule != "merge.paths":
-            raise
-        usage(f"gguf-construct merge: {e.message}")
+    merged = merge(args.file, args.output)  # an output that is a shard: output.input, exit 2
     print(f"{args.output}: {len(merged.shards)} shards, {len(merged.tensors)} tensors")
     return EXIT_OK
 

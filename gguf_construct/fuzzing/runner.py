@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..fileio import check_output, files_under, write_atomic
 from .mutators import mutate
 
 #: Corpus files larger than this are left out of a run (the other readers can take seconds on a big vocabulary).
@@ -337,7 +338,9 @@ def run(against: str, *, count: int = 200, seconds: float | None = None, seed: i
                     explanation = final.explanation if final is not None else found.explanation
                     finding.explanation = explanation
                     finding.reproducer = f"{len(report.findings):03d}-{_slug(found.signature)}.gguf"
-                    (out / finding.reproducer).write_bytes(small)
+                    corpus_files_now = files_under(corpus)  # the output guard: no corpus file is replaced or appended to
+                    write_atomic(out / finding.reproducer, lambda f, b=small: f.write(b), inputs=corpus_files_now)
+                    check_output(out / "findings.tsv", corpus_files_now)
                     with open(out / "findings.tsv", "a", encoding="utf-8") as f:
                         f.write(f"{finding.reproducer}\t{len(small)}\t{explanation}\t(from {name})\n")
                 if log:
