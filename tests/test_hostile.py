@@ -127,7 +127,7 @@ def test_large_crafted_inputs_are_refused_in_bounded_time(name, tmp_path):
 #: Peak Python memory (tracemalloc) per input byte while a crafted input is refused or read. Before the record
 #: budget, these inputs took 17-160x their size (README, "Hostile input"). A header of 60k ordinary entries is
 #: ordinary JSON: its objects cost what Python's json makes of them, about 20x.
-MEMORY_RATIO = {"gguf-empty-arrays": 12, "gguf-empty-keys": 12, "gguf-tensor-infos": 12, "st-braces": 12, "ggml-zeros": 12, "st-60k-bad-entries": 30}
+MEMORY_RATIO = {"gguf-empty-arrays": 12, "gguf-empty-keys": 12, "gguf-tensor-infos": 12, "st-braces": 12, "st-short-strings": 12, "ggml-zeros": 12, "st-60k-bad-entries": 30}
 
 
 @pytest.mark.parametrize("name", list(MEMORY_RATIO))
