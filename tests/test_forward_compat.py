@@ -268,8 +268,11 @@ print(json.dumps([t.type.name, t.type.origin, t.nbytes, raised, [i.rule for i in
     assert cli("validate", good).returncode == 1  # without the table: unknown
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps({"types": [{**MADE_UP, "id": 0}]}))
-    r = cli("info", good, env={**os.environ, "GGUF_CONSTRUCT_TYPES": str(broken)})
-    assert r.returncode != 0 and "types.user" in r.stderr
+    for table in (broken, tmp_path / "missing.json"):  # a table that cannot be used: a warning, then the built-in table
+        r = cli("info", good, env={**os.environ, "GGUF_CONSTRUCT_TYPES": str(table)})
+        assert r.returncode == 0 and "types.user" in r.stderr and "built-in type table" in r.stderr and "Traceback" not in r.stderr
+        assert "type 200 (unknown)" in r.stdout
+        assert cli("validate", good, env={**os.environ, "GGUF_CONSTRUCT_TYPES": str(table)}).returncode == 1
 
 
 # -- GGUF v1 with v2's 64-bit value types -----------------------------------------------------------------
