@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from . import rules
-from .errors import FormatError
 from .api.metadata import MetadataField, first_last, infer_type, json_value
 from .api.protocol import Tensor
+from .errors import FormatError
 from .tables import FILE_TYPES, GGMLType
 from .validation import Issue, parameter_issue
 

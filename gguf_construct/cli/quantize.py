@@ -21,6 +21,7 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
     one tensor's values.
     """
     from ..api.file import GGUFFile, new
+    from ..fileio import check_output, files_of, reading
     from ..imatrix import read_imatrix
     from ..progress import progress
     from ..quants import dequantize, swap_byte_order
@@ -28,8 +29,6 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
     from ..quants.quantize import REQUIRES_IMATRIX, quantize, supported
     from ..quants.quantize.policy import tensor_type
     from ..registry import load
-
-    from ..fileio import check_output, files_of, reading
 
     check_output(dst, [src, imatrix])  # before any work: refused at once, the input never replaced
     target = resolve(target).name
