@@ -227,3 +227,21 @@ def test_scan_resumes_from_its_own_cut_off_line_and_reads_lines_safely(tmp_path,
     assert code(["scan", str(src), "--out", str(deep)]) == 2
     err = capsys.readouterr().err
     assert "output.foreign" in err and "nests deeper" in err and "Traceback" not in err
+
+
+def test_save_safetensors_refuses_the_file_its_tensors_are_views_of(tmp_path):
+    from gguf_construct.api.safetensors import load_safetensors, save_safetensors
+
+    src = tmp_path / "m.safetensors"
+    save_safetensors(src, {"a": np.arange(64, dtype=np.float32), "b": np.ones((4, 4), np.float16)})
+    before = digest(src)
+    f = load_safetensors(src)
+    views = {n: f.tensors[n].array() for n in f.tensors}
+    hard = tmp_path / "hard.safetensors"
+    os.link(src, hard)
+    for target in (src, hard):
+        with pytest.raises(InvalidValueError, match=r"output\.input"):
+            save_safetensors(target, views)
+    assert digest(src) == before
+    save_safetensors(tmp_path / "copy.safetensors", views)
+    assert load_safetensors(tmp_path / "copy.safetensors").tensors["b"].array().shape == (4, 4)
