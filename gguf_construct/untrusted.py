@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +78,14 @@ def loads_counted(data: str | bytes | bytearray | memoryview, *, what: str = "JS
         raise rules.JSON_SYNTAX.error(f"{what} is not JSON: {e.msg}", path=path, offset=offset + len(text[: e.pos].encode())) from None
     except RecursionError:  # not reached when the depth check above holds; kept as the last guard
         raise breach("nesting", f"{what} nests deeper than Python's recursion limit", path=path, offset=offset) from None
+
+
+def json_lines(data: bytes, *, what: str = "JSON lines") -> Iterator[tuple[int, Any]]:
+    """(line number, value) of every non-blank line of a JSON-lines text (a resume file: ``scan --out``'s, a
+    fuzzer's), each through ``loads``: a line too deep or too large is a LimitError, never a RecursionError."""
+    for n, raw in enumerate(data.splitlines(), 1):
+        if raw.strip():
+            yield n, loads(raw, what=f"line {n} of {what}")
 
 
 #: A JSON string (escapes included): blanked before brackets are counted when the text has escapes.

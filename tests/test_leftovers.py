@@ -54,6 +54,9 @@ def test_the_strings_budget_leaves_real_documents_alone():
     merges = [f"\u0120 t{i % 50}" for i in range(100_000)]
     doc = json.dumps({"model": {"vocab": vocab, "merges": merges}}, separators=(",", ":"), ensure_ascii=False)
     assert len(loads(doc)["model"]["merges"]) == 100_000
+    pairs = [[f"\u0120{chr(97 + i % 26)}", f"{chr(97 + i % 7)}{i % 10}"] for i in range(200_000)]  # tokenizers >= 0.20: merges as pairs, the short ones
+    doc = json.dumps({"model": {"vocab": vocab, "merges": pairs}}, separators=(",", ":"), ensure_ascii=False)
+    assert len(loads(doc)["model"]["merges"]) == 200_000
 
 
 def test_the_hostile_catalogue_holds_the_short_strings_case():

@@ -113,7 +113,7 @@ def done_sources(path: str | os.PathLike[str]) -> set[str]:
     ``output.foreign`` and the file is left as it is. A last line cut short by a kill (it begins as scan's
     lines do) is cut off; nothing else is ever cut."""
     from ..formats.base import open_regular
-    from ..untrusted import loads
+    from ..untrusted import json_lines
 
     if not os.path.lexists(path):
         return set()
@@ -124,13 +124,14 @@ def done_sources(path: str | os.PathLike[str]) -> set[str]:
     if tail and not (tail.startswith(LINE_START) or LINE_START.startswith(tail)):
         raise rules.OUTPUT_FOREIGN.error(f"{os.fspath(path)} does not end with a newline and its last line is not a scan result: it is not a results file of scan; give another --out")
     done = set()
-    for n, raw in enumerate(data[:end].splitlines(), 1):
-        if not raw.strip():
-            continue
+    lines = json_lines(data[:end], what=os.fspath(path))
+    while True:
         try:
-            line = loads(raw, what=f"line {n} of {os.fspath(path)}")
+            n, line = next(lines)
+        except StopIteration:
+            break
         except FormatError as e:
-            raise rules.OUTPUT_FOREIGN.error(f"{os.fspath(path)} is not a results file of scan: line {n}: {e.message}; give another --out") from None
+            raise rules.OUTPUT_FOREIGN.error(f"{os.fspath(path)} is not a results file of scan: {e.message}; give another --out") from None
         if not isinstance(line, dict) or not isinstance(line.get("source"), str):
             raise rules.OUTPUT_FOREIGN.error(f"{os.fspath(path)} is not a results file of scan: line {n} names no source; give another --out")
         done.add(line["source"])
