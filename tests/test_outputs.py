@@ -72,7 +72,8 @@ COMMANDS = {
     "dequant": ("m.npz", KQUANTS, lambda i, o: ["dequant", i, "-o", o]),
     "quantize": ("m.gguf", KQUANTS, lambda i, o: ["quantize", i, o, "--type", "q8_0"]),
     "convert": ("m.gguf", KQUANTS, lambda i, o: ["convert", i, o, "--byte-order", "big"]),
-    "convert-st": ("m.gguf", KQUANTS, lambda i, o: ["convert", i, o, "--type", "q8_0"]),
+    "convert-quantize": ("m.gguf", KQUANTS, lambda i, o: ["convert", i, o, "--type", "q8_0"]),
+    "convert-safetensors": ("m.safetensors", KQUANTS, lambda i, o: ["convert", i, o]),  # a GGUF file named as the output kind
     "migrate": ("m.gguf", LEGACY, lambda i, o: ["migrate", i, o]),
     "export": ("m.gguf", KQUANTS, lambda i, o: ["export", i, o, "--to", "ggjt"]),
     "set": ("m.gguf", KQUANTS, lambda i, o: ["set", i, "general.name", "x", "-o", o]),
