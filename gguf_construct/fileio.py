@@ -72,7 +72,11 @@ def _identities(paths: Iterable[Any]) -> list[tuple[int, int, str]]:
                 st = os.fstat(p)
             except OSError:
                 continue
-            out.append((st.st_dev, st.st_ino, f"descriptor {p}"))
+            try:
+                name = os.readlink(f"/proc/self/fd/{p}")  # Linux: the mapped file's name, for the message
+            except OSError:
+                name = f"descriptor {p}"
+            out.append((st.st_dev, st.st_ino, name))
             continue
         ident = identity(p)
         if ident is not None:
