@@ -114,8 +114,14 @@ def truncation_issue(f: Any) -> Issue | None:
         return None
     first, present = short[0]
     missing = sum(int(t.nbytes) - p for t, p in short)
-    return Issue(rules.TENSOR_BOUNDS, f"the file is cut short: {len(short)} of {len(f.tensors)} tensors point past its end, {missing:,} bytes of tensor data missing "
-                 f"(first: {first.name!r}, {present:,} of {int(first.nbytes):,} bytes present)", severity="error")  # fmt: skip
+    return Issue(rules.TENSOR_BOUNDS, f"the file is cut short: {len(short)} of {len(f.tensors)} tensors point past its end, {_count(missing)} bytes of tensor data missing "
+                 f"(first: {first.name!r}, {present:,} of {_count(int(first.nbytes))} bytes present)", severity="error")  # fmt: skip
+
+
+def _count(n: int) -> str:
+    """A byte count for a message: with thousands separators, or its order of magnitude when a crafted shape
+    makes it absurd (messages never print an unbounded integer)."""
+    return f"{n:,}" if n < ABSURD_COUNT else human_bytes(n).removesuffix(" B (implausible)").removeprefix("~") + " (implausible)"
 
 
 def n_elements(t: Any) -> int:

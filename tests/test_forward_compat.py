@@ -331,7 +331,8 @@ def test_a_crafted_parameter_claim_is_an_error_and_info_warns(tmp_path):
     path.write_bytes(raw)
     r = cli("info", path)
     assert "[model.parameters]" in r.stderr, r.stderr
-    assert r.returncode == 0 and "parameters        ~10^48 (implausible)" in r.stdout, r.stdout
+    assert r.returncode == 1 and "parameters        ~10^48 (implausible)" in r.stdout, r.stdout  # 1: its tensor points past the end
+    assert "[tensor.bounds] the file is cut short: 1 of 1 tensors point past its end, 2^162 (implausible) bytes" in r.stderr
     doc = json.loads(cli("info", "--json", path).stdout)
     assert doc["summary"]["parameters_plausible"] is False and doc["summary"]["parameters"] == 2**160
     assert cli("validate", path).returncode == 1
