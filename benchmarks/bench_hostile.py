@@ -2,6 +2,7 @@
 
     python benchmarks/bench_hostile.py [--before DIR] [--timeout S] [NAME ...]
     python benchmarks/bench_hostile.py --remote [--before DIR] [--timeout S]
+    python benchmarks/bench_hostile.py --leftovers [DIR]
 
 Each input of ``gguf_construct.strategies.hostile.HOSTILE`` (default: the amplification and quadratic classes)
 is written to a file and loaded leniently in a fresh process under ``tracemalloc``. ``--before DIR`` also runs
@@ -242,7 +243,52 @@ def template_rows(render_cpu: int, quick: bool = False) -> None:
         except subprocess.TimeoutExpired:
             fate = "over the wall-clock timeout"
         print(f"| `{label}` | {min(times) * 1e3:.2f} ms | {rules} | {fate} |", flush=True)
+# -- strings, truncated files, outputs onto inputs ----------------------------------------------------------------
+#: ``--leftovers``: the short-strings amplification (as the table above) and what the commands make of a file cut
+#: inside its tensor data and of an output that is the input. One line each, from fresh processes.
+LEFTOVER_COMMANDS = {
+    "info of a file cut in its tensor data": ["info", "{cut}"],
+    "hash of a file cut in its tensor data": ["hash", "{cut}"],
+    "dequant onto a hard link of the input": ["dequant", "{model}", "{hard}"],
+    "scan --output naming the scanned model": ["scan", "{model}", "--output", "{model}"],
+}
+
+
+def leftover_rows(source: Path, timeout: float) -> None:
+    """Markdown rows: the ``st-short-strings`` input through ``probe``, then each of ``LEFTOVER_COMMANDS``' exit
+    code, first line of stderr and whether the input survived (sha256 before and after)."""
+    import hashlib
+    import os
+
+    from gguf_construct.data import example_path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        h = next(h for h in HOSTILE if h.name == "st-short-strings")
+        path = Path(tmp) / "st-short-strings.safetensors"
+        path.write_bytes(h.make())
+        print(f"| st-short-strings | {path.stat().st_size / 1e6:.1f} MB | {probe(source, path, timeout)} |")
+        model = Path(tmp) / "m.npz"  # a GGUF named so that dequant's suffix rule lets the guard speak
+        data = Path(example_path()).read_bytes()
+        cut = Path(tmp) / "cut.gguf"
+        cut.write_bytes(data[: len(data) - len(data) // 4])
+        for what, argv in LEFTOVER_COMMANDS.items():
+            model.write_bytes(data)
+            hard = Path(tmp) / "hard.npz"
+            hard.unlink(missing_ok=True)
+            os.link(model, hard)
+            before = hashlib.sha256(model.read_bytes()).hexdigest()
+            args = [a.format(cut=cut, model=model, hard=hard) for a in argv]
+            r = subprocess.run([sys.executable, "-m", "gguf_construct.cli.main", *args], capture_output=True, text=True, timeout=timeout, cwd=source,
+                               env={"PYTHONPATH": str(source), "PATH": "/usr/bin:/bin"})  # fmt: skip
+            err = (r.stderr.strip().splitlines() or [""])[-1][:110].replace("|", "\\|").replace(tmp, "")
+            kept = hashlib.sha256(model.read_bytes()).hexdigest() == before if model.stat().st_size else False
+            print(f"| {what} | exit {r.returncode} | {err} | input {'intact' if kept else 'DESTROYED'} |", flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    if "--leftovers" in sys.argv:
+        at = sys.argv.index("--leftovers")
+        other = Path(sys.argv[at + 1]) if len(sys.argv) > at + 1 else ROOT
+        leftover_rows(other, 300)
+    else:
+        main()

@@ -2,7 +2,14 @@
 and renames it into place (``write_atomic``), so a failure or a kill never leaves a partial file and the input
 is never modified. Here too: the temporaries' naming (which lets the next write remove those of a killed
 writer, ``clean_stale_temporaries``), the durability policy (``durability``: when a write is fsynced) and the
-check every GGUF writer runs before its rename (``verify_gguf_output``).
+check every GGUF writer runs before its rename (``verify_gguf_output``), and the output guard (``reading``,
+``check_output``): no write replaces or truncates a file the command reads.
+
+The output guard: a command names the files it reads (``with reading(paths):``, or ``inputs=`` of
+``check_output``); every ``write_atomic`` in the block refuses a target that is one of them, compared by device
+and inode after links are resolved (the same name, ``./x`` for ``x``, a symlink, a hard link, a shard of the
+set), with ``output.input`` (an ``InvalidValueError``). Writers check early too (before any work) with
+``check_output``. Only an edit without ``-o`` replaces its own input, on purpose and atomically.
 
 Durability: the rename makes every write atomic for the running system, whatever the policy. Surviving a power
 loss or a kernel crash needs more: the new file's data on disk before the rename. So by default (``durable=None``,
@@ -21,13 +28,14 @@ import os
 import re
 import struct
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import construct
+import numpy as np
 
 from . import rules
 from .errors import FormatError
@@ -38,6 +46,99 @@ from .formats.gguf import GGUF
 #: write to the folder remove the ones whose writer is gone (killed mid-write), and only ours.
 TEMP_TAG = "gcx"
 _TEMP_NAME = re.compile(r"\..+\." + TEMP_TAG + r"(?P<pid>[0-9]{1,10})\.[^./]+\.tmp\Z")
+
+
+#: The files the running command reads, as (device, inode, name): ``reading`` adds to it, ``write_atomic`` refuses them.
+_INPUTS: contextvars.ContextVar[tuple[tuple[int, int, str], ...]] = contextvars.ContextVar("gguf_construct_inputs", default=())
+
+
+def identity(path: str | os.PathLike[str] | int) -> tuple[int, int] | None:
+    """(device, inode) of what ``path`` (or an open descriptor) names once every link is followed, or None when
+    nothing is there (a URL, a missing file, a dangling link)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError, TypeError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _identities(paths: Iterable[Any]) -> list[tuple[int, int, str]]:
+    out = []
+    for p in paths:
+        if p is None:
+            continue
+        if isinstance(p, int):  # an open descriptor (a memory map's)
+            try:
+                st = os.fstat(p)
+            except OSError:
+                continue
+            try:
+                name = os.readlink(f"/proc/self/fd/{p}")  # Linux: the mapped file's name, for the message
+            except OSError:
+                name = f"descriptor {p}"
+            out.append((st.st_dev, st.st_ino, name))
+            continue
+        ident = identity(p)
+        if ident is not None:
+            out.append((*ident, os.fspath(p)))
+    return out
+
+
+@contextmanager
+def reading(paths: Iterable[Any]) -> Iterator[None]:
+    """Within the block, every ``write_atomic`` (and ``check_output``) refuses a target that is one of ``paths``
+    (files, or open descriptors; URLs and missing paths are skipped): the files the running command reads."""
+    token = _INPUTS.set(_INPUTS.get() + tuple(_identities(paths)))
+    try:
+        yield
+    finally:
+        _INPUTS.reset(token)
+
+
+def check_output(target: str | os.PathLike[str], inputs: Iterable[Any] = (), *, what: str = "the output") -> None:
+    """Refuse (``output.input``, an ``InvalidValueError``) a ``target`` that is one of ``inputs`` or of the files
+    the running command reads (``reading``): same device and inode once links are followed. A target that does
+    not exist yet is no input."""
+    ident = identity(target)
+    if ident is None:
+        return
+    for dev, ino, name in (*_INPUTS.get(), *_identities(inputs)):
+        if (dev, ino) == ident:
+            same = "" if os.path.abspath(name) == os.path.abspath(target) else f" (the same file as {name})"
+            raise rules.OUTPUT_INPUT.error(f"{what} {os.fspath(target)} is an input of this command{same}: writing it would replace what is being read; give another output path")
+
+
+def files_of(model: Any) -> list[str]:
+    """The local files a loaded model reads: its path, a shard set's shards, an Ollama model's blobs (URLs and
+    in-memory models give nothing to compare)."""
+    out: list[Any] = [getattr(model, "path", None), *(getattr(model, "shard_paths", None) or [])]
+    blobs = getattr(model, "blobs", None)
+    if isinstance(blobs, dict):
+        out += [getattr(b, "path", None) for b in blobs.values()]
+    return [os.fspath(p) for p in out if isinstance(p, (str, os.PathLike))]
+
+
+def files_under(folder: str | os.PathLike[str] | None) -> list[str]:
+    """Every regular file under ``folder`` (an input folder, such as a fuzzing corpus); nothing for None."""
+    if folder is None or not os.path.isdir(folder):
+        return []
+    return [os.path.join(root, name) for root, _, names in os.walk(folder) for name in names]
+
+
+def mapped_files(sources: Iterable[Any]) -> list[int]:
+    """The descriptors of the memory-mapped files under data sources (views of a ``FileMap``): what a writer
+    copies from, so what its target must not be."""
+    from .formats.filedata import _owner
+
+    fds = []
+    for s in sources:
+        try:
+            owner = _owner(s if isinstance(s, np.ndarray) else memoryview(s))
+        except TypeError:  # a callable or a remote range: not a view of a local file
+            continue
+        if owner is not None and not owner.closed:
+            fds.append(owner.fd)
+    return fds
 
 
 #: The policy of the writes that name none (``durable=None``): None is "auto" (see the module's docstring).
@@ -63,13 +164,15 @@ def fsyncs(path: str | os.PathLike[str], durable: bool | None = None) -> bool:
     return os.path.lexists(path) if policy is None else policy
 
 
-def write_atomic(path: str | os.PathLike[str], write: Any, verify: Any = None, *, durable: bool | None = None) -> None:
+def write_atomic(path: str | os.PathLike[str], write: Any, verify: Any = None, *, durable: bool | None = None, inputs: Iterable[Any] = ()) -> None:
     """Call ``write(fileobj)`` on a temporary file in ``path``'s folder, then ``verify(temp_path)`` (which
     raises when the result must not replace ``path``), then rename it to ``path``. Any failure leaves ``path``
     untouched and removes the temporary file; stale temporary files of ours in the folder are removed first.
     ``durable`` is the durability policy (None: the active :func:`durability`, by default auto: fsync only when
-    replacing an existing file; True: always, the folder too; False: never)."""
+    replacing an existing file; True: always, the folder too; False: never). A target that is a file the running
+    command reads (:func:`reading`) or one of ``inputs`` is refused before anything is written."""
     target = Path(path)
+    check_output(target, inputs)
     folder = target.parent if str(target.parent) else Path(".")
     clean_stale_temporaries(folder)
     sync = fsyncs(target, durable)

@@ -64,10 +64,12 @@ def _read_gguf(path: str | os.PathLike[str]) -> tuple[Stats, dict[str, object]]:
 
 
 def read_imatrix(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """Per tensor, the importance weights llama-quantize uses: ``(n_mat, n_per_row)`` float32."""
+    """Per tensor, the importance weights llama-quantize uses: ``(n_mat, n_per_row)`` float32. Statistics with a
+    NaN, an infinity or a negative number are refused (``imatrix.finite``)."""
     stats, meta = read_stats(path)
     out = {}
     for name, (sums, counts) in stats.items():
+        _check_finite(name, sums, counts, path)
         if meta["format"] == "gguf":
             c = counts.reshape(-1, 1)
             out[name] = np.where(c > 0, sums / np.where(c > 0, c, 1), sums).astype(np.float32)
@@ -75,6 +77,17 @@ def read_imatrix(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
             ncall = counts[0]
             out[name] = (sums / ncall if ncall > 0 else sums).astype(np.float32)
     return out
+
+
+def _check_finite(name: str, sums: np.ndarray, counts: np.ndarray, path: str | os.PathLike[str]) -> None:
+    """Refuse (``imatrix.finite``) a tensor's statistics holding a NaN, an infinity or a negative number: sums of
+    squares and counts never do, and one such value makes the weights of a whole row meaningless (the quantizer
+    then picks its scales from NaN and the output is noise, silently)."""
+    for what, values in (("sums", sums), ("counts", counts)):
+        bad = ~np.isfinite(values) | (values < 0)
+        if bad.any():
+            first = np.unravel_index(int(np.argmax(bad)), values.shape)
+            raise rules.IMATRIX_FINITE.error(f"{os.fspath(path)}: {name}: {int(bad.sum())} {what} are NaN, infinite or negative (first: {values[first]!r} at {tuple(int(i) for i in first)})", path=name)
 
 
 def write_dat(path: str | os.PathLike[str], stats: Stats, *, chunk_count: int | None = None, dataset: str = "", durable: bool | None = None) -> None:

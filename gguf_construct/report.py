@@ -20,6 +20,7 @@ import numpy as np
 from . import rules
 from .api.metadata import MetadataField, first_last, infer_type, json_value
 from .api.protocol import Tensor
+from .errors import FormatError
 from .tables import FILE_TYPES, GGMLType
 from .validation import Issue, parameter_issue
 
@@ -58,7 +59,8 @@ def type_name(t: Tensor) -> str:
 def reading_warnings(f: Any, path: str | None = None) -> list[Issue]:
     """What a lenient load let through that a reader of the summary must know: tensors of a type without
     sizes (their bytes are the range up to the next tensor; ``to_numpy`` cannot decode them) and a parameter
-    count the files' size cannot hold (rule ``model.parameters``). Warnings only: ``validate`` judges."""
+    count the files' size cannot hold (rule ``model.parameters``): warnings, ``validate`` judges. One error: a
+    file cut short, whose tensors point past its end (``truncation_issue``), which ``info`` flags (exit 1)."""
     out: list[Issue] = []
     unsized: dict[str, list[Any]] = {}
     for t in f.tensors.values():
@@ -69,6 +71,9 @@ def reading_warnings(f: Any, path: str | None = None) -> list[Issue]:
         removed = isinstance(first.type, GGMLType) and first.type.removed
         what = "removed from ggml" if removed else "unknown to this version's tables (GGUF_CONSTRUCT_TYPES can declare it)"
         out.append(Issue(rules.TENSOR_TYPE, f"{len(ts)} tensor(s) of {kind}, {what}: listed with the bytes up to the next tensor, not decodable (first: {first.name!r} at offset {first.offset}, {int(first.nbytes):,} bytes)", severity="warning"))
+    cut = truncation_issue(f)
+    if cut is not None:
+        out.append(cut)
     paths = [str(p) for p in getattr(f, "shard_paths", None) or [path or getattr(f, "path", None)] if p]
     try:
         size = sum(os.path.getsize(p) for p in paths)
@@ -82,6 +87,41 @@ def reading_warnings(f: Any, path: str | None = None) -> list[Issue]:
         if issue is not None:
             out.append(Issue(issue.rule, issue.message, issue.path, issue.offset, "warning"))
     return out
+
+
+def short_tensors(f: Any) -> list[tuple[Any, int]]:
+    """(tensor, bytes present) for every tensor whose data ends past the end of its file: a file cut short. Known
+    without reading any tensor data (the lengths of the views or remote ranges); formats whose loaders already
+    refuse such a file (legacy, rwkv.cpp, safetensors: ``tensor.data``, ``tensor.bounds``) give nothing here."""
+    out = []
+    for t in f.tensors.values():
+        present = getattr(t, "bytes_present", None)
+        if present is None or not t.type.sized:
+            continue
+        try:
+            need = int(t.nbytes)
+        except FormatError:  # an impossible shape: validate's to report
+            continue
+        if present < need:
+            out.append((t, present))
+    return out
+
+
+def truncation_issue(f: Any) -> Issue | None:
+    """An error naming the tensors whose data points past the end of the file (``tensor.bounds``), or None."""
+    short = short_tensors(f)
+    if not short:
+        return None
+    first, present = short[0]
+    missing = sum(int(t.nbytes) - p for t, p in short)
+    return Issue(rules.TENSOR_BOUNDS, f"the file is cut short: {len(short)} of {len(f.tensors)} tensors point past its end, {_count(missing)} bytes of tensor data missing "
+                 f"(first: {first.name!r}, {present:,} of {_count(int(first.nbytes))} bytes present)", severity="error")  # fmt: skip
+
+
+def _count(n: int) -> str:
+    """A byte count for a message: with thousands separators, or its order of magnitude when a crafted shape
+    makes it absurd (messages never print an unbounded integer)."""
+    return f"{n:,}" if n < ABSURD_COUNT else human_bytes(n).removesuffix(" B (implausible)").removeprefix("~") + " (implausible)"
 
 
 def n_elements(t: Any) -> int:
@@ -191,7 +231,8 @@ def summary(f: Any, path: str | None = None) -> dict[str, Any]:
         out["rwkv_version"] = f.metadata["architecture"]
         out["migrates_to"] = migration_target(f.metadata["architecture"])
     warnings = reading_warnings(f, path)
-    out["warnings"] = [i.line() for i in warnings]
+    out["warnings"] = [i.line() for i in warnings if i.severity != "error"]
+    out["errors"] = [i.line() for i in warnings if i.severity == "error"]  # a truncated file
     if any(i.rule == "model.parameters" for i in warnings):
         out["parameters_plausible"] = False
         out["name_warnings"] = []  # comparing the name's size label with an absurd count says nothing
@@ -295,6 +336,7 @@ def summary_text(s: dict[str, Any]) -> list[str]:
     if "header_ftype" in s:
         lines.append(f"  header ftype      {s['header_ftype']['id']} ({s['header_ftype']['name']}): a hint; the tensors' own types follow")
     lines.append(f"  tensor data       {human_bytes(s['tensor_bytes'])} ({s['tensor_bytes']:,} bytes)")
+    lines += [f"  {e}" for e in s.get("errors", [])]  # "error: [tensor.bounds] the file is cut short ..."
     for g in s["size_by_type"]:
         share = 100 * g["nbytes"] / s["tensor_bytes"] if s["tensor_bytes"] else 0.0
         lines.append(f"    {g['type']:10s} {g['tensors']:5d} tensors {human_count(g['elements']):>22s} elements {human_bytes(g['nbytes']):>12s} {share:5.1f}%")
@@ -430,6 +472,7 @@ def summary_row(f: Any, path: str) -> dict[str, Any]:
         "main_type": s["size_by_type"][0]["type"] if s["size_by_type"] else None,
         "name_warnings": len(s.get("name_warnings", [])),
         "warnings": s["warnings"],
+        "errors": s["errors"],
     }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache, partial
@@ -486,11 +487,25 @@ def user_types(path: str | os.PathLike[str], known: list[GGMLType]) -> list[GGML
     return out
 
 
+class UserTypesWarning(UserWarning):
+    """The ``GGUF_CONSTRUCT_TYPES`` file cannot be used: the built-in table is used alone."""
+
+
 def _ggml_types() -> list[GGMLType]:
-    """ggml's table, plus the user's (``GGUF_CONSTRUCT_TYPES``) when set."""
+    """ggml's table, plus the user's (``GGUF_CONSTRUCT_TYPES``) when set. A user table that cannot be used (not
+    readable, not JSON, a record that clashes) is a ``UserTypesWarning`` naming the rule, the file and the record,
+    and the built-in table alone is used: an environment variable must not stop every import of the package."""
+    from .errors import InvalidValueError
+
     known = list(load_table("ggml_types").types)
     path = os.environ.get(USER_TYPES_ENV)
-    return known + user_types(path, known) if path else known
+    if not path:
+        return known
+    try:
+        return known + user_types(path, known)
+    except InvalidValueError as e:
+        warnings.warn(f"{e.describe()}; using the built-in type table only", UserTypesWarning, stacklevel=2)
+        return known
 
 
 GGML_TYPES: _Table[GGMLType] = _Table(_ggml_types())

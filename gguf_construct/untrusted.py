@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,17 +36,19 @@ def decimal(text: str) -> int | None:
 @dataclass(frozen=True)
 class Structure:
     """What a JSON text holds outside its strings, counted on the bytes: ``objects`` (``{``), ``arrays``
-    (``[``) and ``pairs`` (``:``, one per key of every object, duplicates included)."""
+    (``[``), ``pairs`` (``:``, one per key of every object, duplicates included) and ``strings`` (keys and
+    values)."""
 
     objects: int
     arrays: int
     pairs: int
+    strings: int = 0
 
 
 def loads(data: str | bytes | bytearray | memoryview, *, what: str = "JSON", path: str = "", offset: int = 0,
           object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:  # fmt: skip
     """Parse untrusted JSON. LimitError ``limit.header_bytes`` / ``limit.number_digits`` / ``limit.nesting`` /
-    ``limit.objects_per_kib`` for a document beyond the named limits; InvalidValueError ``json.syntax`` /
+    ``limit.objects_per_kib`` / ``limit.strings_per_kib`` for a document beyond the named limits; InvalidValueError ``json.syntax`` /
     ``json.utf8`` for one that is not JSON. ``offset`` is where the text starts in its file (for messages).
 
     Size, nesting, the number of objects and the longest run of digits are measured on the bytes before the
@@ -78,6 +80,14 @@ def loads_counted(data: str | bytes | bytearray | memoryview, *, what: str = "JS
         raise breach("nesting", f"{what} nests deeper than Python's recursion limit", path=path, offset=offset) from None
 
 
+def json_lines(data: bytes, *, what: str = "JSON lines") -> Iterator[tuple[int, Any]]:
+    """(line number, value) of every non-blank line of a JSON-lines text (a resume file: ``scan --output``'s, a
+    fuzzer's), each through ``loads``: a line too deep or too large is a LimitError, never a RecursionError."""
+    for n, raw in enumerate(data.splitlines(), 1):
+        if raw.strip():
+            yield n, loads(raw, what=f"line {n} of {what}")
+
+
 #: A JSON string (escapes included): blanked before brackets are counted when the text has escapes.
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
@@ -99,8 +109,9 @@ _DIGIT_RUNS = bytes(ord("d") if chr(b).isdigit() and b < 128 else ord(".") for b
 
 
 def _check_structure(raw: bytes, what: str, path: str, offset: int) -> tuple[Structure, bool]:
-    """Refuse nesting deeper than ``nesting`` and more objects and arrays than ``objects_free`` +
-    ``objects_per_kib`` per KiB, outside strings; return the counts, and whether a run of more than
+    """Refuse nesting deeper than ``nesting``, more objects and arrays than ``objects_free`` +
+    ``objects_per_kib`` per KiB outside strings, and more strings than ``objects_free`` + ``strings_per_kib`` per
+    KiB (a string is a Python object too: 500k short ones would cost far more than their bytes); return the counts, and whether a run of more than
     ``number_digits`` digits occurs anywhere (strings included).
 
     Strings are found by quote parity: without backslashes every quote opens or closes one (the decoder sees
@@ -109,7 +120,7 @@ def _check_structure(raw: bytes, what: str, path: str, offset: int) -> tuple[Str
     speed, then numpy runs over what is left, per ``CHUNK``."""
     bare = _STRING.sub(b'""', raw) if b"\\" in raw else raw
     most = limit("nesting")
-    depth, quotes, objects, arrays, pairs = 0, 0, 0, 0, 0
+    depth, quotes, objects, arrays, pairs, all_quotes = 0, 0, 0, 0, 0, 0
     for start in range(0, len(bare), CHUNK):
         piece = bare[start : start + CHUNK]
         marks = np.frombuffer(piece.translate(None, _NOT_STRUCTURAL), dtype=np.uint8)  # C-speed: only "[]{}: in order
@@ -126,12 +137,17 @@ def _check_structure(raw: bytes, what: str, path: str, offset: int) -> tuple[Str
         objects += int(np.count_nonzero(kept == ord("{")))
         arrays += int(np.count_nonzero(kept == ord("[")))
         pairs += int(np.count_nonzero(kept == ord(":")))
-        quotes = (quotes + int(np.count_nonzero(quote))) % 2
+        n_quotes = int(np.count_nonzero(quote))
+        all_quotes += n_quotes
+        quotes = (quotes + n_quotes) % 2
     budget = limit("objects_free") + limit("objects_per_kib") * len(raw) // 1024
     if objects + arrays > budget:
         raise breach("objects_per_kib", f"{what} holds {objects + arrays} objects and arrays in {len(raw)} bytes", path=path, offset=offset)
+    strings = all_quotes // 2  # escaped quotes were blanked with their strings: two quotes per string
+    if strings > limit("objects_free") + limit("strings_per_kib") * len(raw) // 1024:
+        raise breach("strings_per_kib", f"{what} holds {strings} strings in {len(raw)} bytes", path=path, offset=offset)
     long_digits = b"d" * (limit("number_digits") + 1) in raw.translate(_DIGIT_RUNS)
-    return Structure(objects, arrays, pairs), long_digits
+    return Structure(objects, arrays, pairs, strings), long_digits
 
 
 def _bounded_int(what: str, path: str, offset: int) -> Callable[[str], int]:

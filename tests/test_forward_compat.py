@@ -268,8 +268,11 @@ print(json.dumps([t.type.name, t.type.origin, t.nbytes, raised, [i.rule for i in
     assert cli("validate", good).returncode == 1  # without the table: unknown
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps({"types": [{**MADE_UP, "id": 0}]}))
-    r = cli("info", good, env={**os.environ, "GGUF_CONSTRUCT_TYPES": str(broken)})
-    assert r.returncode != 0 and "types.user" in r.stderr
+    for table in (broken, tmp_path / "missing.json"):  # a table that cannot be used: a warning, then the built-in table
+        r = cli("info", good, env={**os.environ, "GGUF_CONSTRUCT_TYPES": str(table)})
+        assert r.returncode == 0 and "types.user" in r.stderr and "built-in type table" in r.stderr and "Traceback" not in r.stderr
+        assert "type 200 (unknown)" in r.stdout
+        assert cli("validate", good, env={**os.environ, "GGUF_CONSTRUCT_TYPES": str(table)}).returncode == 1
 
 
 # -- GGUF v1 with v2's 64-bit value types -----------------------------------------------------------------
@@ -328,7 +331,8 @@ def test_a_crafted_parameter_claim_is_an_error_and_info_warns(tmp_path):
     path.write_bytes(raw)
     r = cli("info", path)
     assert "[model.parameters]" in r.stderr, r.stderr
-    assert r.returncode == 0 and "parameters        ~10^48 (implausible)" in r.stdout, r.stdout
+    assert r.returncode == 1 and "parameters        ~10^48 (implausible)" in r.stdout, r.stdout  # 1: its tensor points past the end
+    assert "[tensor.bounds] the file is cut short: 1 of 1 tensors point past its end, 2^162 (implausible) bytes" in r.stderr
     doc = json.loads(cli("info", "--json", path).stdout)
     assert doc["summary"]["parameters_plausible"] is False and doc["summary"]["parameters"] == 2**160
     assert cli("validate", path).returncode == 1

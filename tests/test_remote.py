@@ -63,8 +63,9 @@ def big_gguf(path: Path, *, vocab: int = 20000, rows: int = 256) -> Path:
 
 def info_of(source: str) -> dict:
     code, out, err = cli("info", "--json", source)
-    assert code == 0, err
-    return json.loads(out)
+    doc = json.loads(out)
+    assert code == (1 if doc["summary"]["errors"] else 0), err  # 1: a file cut short (ggml-writer-align64-inconsistent)
+    return doc
 
 
 # -- the same answers as for local files ------------------------------------------------------------------

@@ -19,7 +19,7 @@ import numpy as np
 from construct import Container
 
 from ..errors import FormatError, UnsupportedTypeError
-from ..fileio import TEMP_TAG, clean_stale_temporaries, verify_gguf_output, write_atomic  # noqa: F401 - their old home, kept for one release
+from ..fileio import TEMP_TAG, clean_stale_temporaries, identity, mapped_files, reading, verify_gguf_output, write_atomic  # noqa: F401 - their old home, kept for one release
 from ..formats.gguf import DEFAULT_ALIGNMENT, GGUF, ORDERS, data_extents, detect_byte_order
 from .metadata import Metadata, StandardKeys
 from .tensors import Tensors
@@ -103,7 +103,14 @@ class GGUFFile:
             if verify is not None:
                 verify(tmp)
 
-        write_atomic(path, lambda f: GGUF.build_stream(obj, f), check, durable=durable)
+        with reading(self._copied_files()):  # the files tensors are copied from; its own file may be replaced (an edit)
+            write_atomic(path, lambda f: GGUF.build_stream(obj, f), check, durable=durable)
+
+    def _copied_files(self) -> list[int]:
+        """Descriptors of the mapped files this file's tensors are read from, other than its own: a ``save``
+        over one of them would replace a file being copied (``new()`` with another file's tensors)."""
+        own = {identity(fd) for fd in mapped_files([self._view])} if self._view is not None else set()
+        return [fd for fd in mapped_files(self.tensors._sources) if identity(fd) not in own]
 
     def broken_rules(self, *, edited: bool = False) -> set[str]:
         """The spec rules the file as opened (``edited``: with the metadata as edited since, for a same-size

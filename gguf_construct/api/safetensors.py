@@ -485,15 +485,17 @@ def save_safetensors(path: str | os.PathLike[str], tensors: Any, metadata: Mappi
                      durable: bool | None = None) -> None:  # fmt: skip
     """Write a safetensors file atomically, laid out as ``style``'s writer does ('safetensors', 'mlx',
     'ollama'); ``tensors`` maps names to numpy arrays or ``{dtype, shape, data}`` (see ``formats.safetensors.header_and_sources``).
-    Before the rename the file must load strictly (and pass ``verify(temp_path)`` when given). ``durable``: see
-    ``fileio.durability``."""
-    from ..fileio import write_atomic
+    Before the rename the file must load strictly (and pass ``verify(temp_path)`` when given); a target that is
+    the file of a tensor view given (``output.input``) is refused. ``durable``: see ``fileio.durability``."""
+    from ..fileio import mapped_files, reading, write_atomic
 
     obj = Container(tensors=tensors, metadata=metadata, style=style)
+    sources = [v.get("data") if isinstance(v, Mapping) else v for v in (tensors.values() if isinstance(tensors, Mapping) else [])]
 
     def check(tmp: str) -> None:
         load_safetensors(tmp, strict=True)
         if verify is not None:
             verify(tmp)
 
-    write_atomic(path, lambda f: SAFETENSORS.build_stream(obj, f), check, durable=durable)
+    with reading(mapped_files(sources)):  # never over a file the tensors are copied from
+        write_atomic(path, lambda f: SAFETENSORS.build_stream(obj, f), check, durable=durable)

@@ -16,8 +16,7 @@ from typing import Any
 from construct import Container
 
 from .. import rules
-from ..fileio import verify_gguf_output, write_atomic
-from ..formats.base import real_path
+from ..fileio import check_output, files_of, reading, verify_gguf_output, write_atomic
 from ..formats.gguf import DEFAULT_ALIGNMENT, GGUF, align_offset
 from ..naming import shard_of, shard_suffix
 from .file import GGUFFile, load_gguf
@@ -162,25 +161,25 @@ def split(f: GGUFFile, prefix: str | os.PathLike[str], *, max_size: int | None =
         raise ValueError(f"{len(groups)} shards: split.count is a u16")
     whole = f.to_container()
     by_name = {ti["name"]: ti for ti in whole["tensor_infos"]}
-    paths = []
+    paths = [Path(f"{os.fspath(prefix)}-{shard_suffix(i + 1, len(groups))}.gguf") for i in range(len(groups))]
+    for path in paths:  # all of them before the first is written
+        check_output(path, files_of(f), what="the shard")
     for i, names in enumerate(groups):
         keys = Metadata([Container(kv) for kv in whole["metadata_kv"]] if i == 0 else [])
         keys.set("split.no", i, type="u16")
         keys.set("split.count", len(groups), type="u16")
         keys.set("split.tensors.count", len(f.tensors), type="i32")
         shard = Container(version=whole["version"], byte_order=whole["byte_order"], metadata_kv=[keys.record(k) for k in keys], tensor_infos=[by_name[n] for n in names], tensor_data=None)
-        path = Path(f"{os.fspath(prefix)}-{shard_suffix(i + 1, len(groups))}.gguf")
-        write_atomic(path, lambda out, shard=shard: GGUF.build_stream(shard, out), verify_gguf_output, durable=durable)
-        paths.append(path)
+        with reading(files_of(f)):
+            write_atomic(paths[i], lambda out, shard=shard: GGUF.build_stream(shard, out), verify_gguf_output, durable=durable)
     return paths
 
 
 def merge(first_shard: str | os.PathLike[str], output: str | os.PathLike[str]) -> ShardedGGUF:
     """Write the set ``first_shard`` belongs to as one file (atomically); the opened set."""
     paths = shard_paths(first_shard) or [Path(first_shard)]
-    out = real_path(output)
-    if any(real_path(p) == out for p in paths):
-        raise rules.MERGE_PATHS.error(f"the output {output} is one of the shards it would read: give another output path")
+    check_output(output, paths)  # any shard, by any name (a symlink, a hard link)
     merged = load_shards(first_shard, strict=False)
-    merged.save(output)
+    with reading(paths):
+        merged.save(output)
     return merged

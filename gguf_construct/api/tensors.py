@@ -74,9 +74,35 @@ class TensorInfo:
         return tensor_nbytes(list(self.shape), self._info["type"])
 
     @property
+    def bytes_present(self) -> int | None:
+        """Bytes of data the file holds for this tensor, known without reading them (a view of the map, a remote
+        range); None when only reading tells (data made on demand). Fewer than ``nbytes``: the file is cut short."""
+        if isinstance(self._data, np.ndarray):
+            return int(self._data.nbytes)
+        try:
+            return memoryview(self._data).nbytes
+        except TypeError:
+            pass
+        try:
+            return len(self._data)
+        except TypeError:
+            return None
+
+    def _short(self, present: int) -> Exception:
+        return rules.TENSOR_BOUNDS.error(f"only {present:,} of its {self.nbytes:,} bytes of data are in the file (the file is cut short)", path=self._path, offset=self._info.get("_offset"))
+
+    @property
     def data(self) -> np.ndarray:
-        """The tensor's bytes as a read-only uint8 numpy array (a view of the memory map: nothing is copied)."""
+        """The tensor's bytes as a read-only uint8 numpy array (a view of the memory map: nothing is copied).
+        A tensor whose bytes end past the end of the file raises ``tensor.bounds`` (a ``LayoutError``): no reader
+        of ``data`` (a hash, a copy, a dequantization) ever sees fewer bytes than the tensor has."""
+        sized = self.type.sized
+        present = self.bytes_present
+        if sized and present is not None and present < self.nbytes:  # before a remote range is fetched
+            raise self._short(present)
         out = np.frombuffer(tensor_bytes(self._data), dtype=np.uint8)
+        if sized and len(out) != self.nbytes:
+            raise self._short(len(out))
         out.flags.writeable = False
         return out
 
@@ -86,9 +112,7 @@ class TensorInfo:
         from ..validation import raise_first, tensor_issues
 
         raise_first(tensor_issues(self._info, self._path))  # a leniently loaded file may hold any shape
-        data = self.data
-        if len(data) != self.nbytes:
-            raise rules.TENSOR_BOUNDS.error(f"{len(data)} bytes of data in the file; the tensor needs {self.nbytes}", path=self._path, offset=self._info.get("_offset"))
+        data = self.data  # whole, or tensor.bounds
         values = dequantize(data, self.type, byte_order=self.byte_order, dtype=dtype)
         return values.reshape(self.shape[::-1])
 

@@ -108,6 +108,12 @@ def _check_standard(key: str, type_spec: str, f: GGUFFile, force: bool) -> None:
 
 
 def _output(args: argparse.Namespace) -> str:
+    """Where an edit writes: ``-o OUT``, which must not be FILE by any name (``output.input``), else FILE itself,
+    replaced atomically (the edit's purpose)."""
+    if args.output:
+        from ..fileio import check_output
+
+        check_output(args.output, [args.file], what="-o")
     return args.output or args.file
 
 
@@ -120,6 +126,7 @@ def _cmd_set(args: argparse.Namespace) -> int:
         check_key(args.key)
     except ValueError as e:
         usage(f"gguf-construct set: {e}")
+    _output(args)
     f = _open_for_edit(args.file, repair=args.force)
     meta = f.metadata
     type_spec = args.type
@@ -214,6 +221,7 @@ def _set_in_place(f: GGUFFile, args: argparse.Namespace, value: Any, type_spec: 
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:
+    _output(args)
     f = _open_for_edit(args.file, repair=True)
     missing = [k for k in args.keys if k not in f.metadata]
     if missing and not args.missing_ok:
@@ -233,6 +241,7 @@ def rename_tensor(f: GGUFFile, old: str, new: str) -> None:
 
 
 def _cmd_rename(args: argparse.Namespace) -> int:
+    _output(args)
     f = load_gguf(args.file, strict=False)
     try:
         rename_tensor(f, args.old, args.new)

@@ -90,7 +90,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
             f = load(files[0], strict=False)
         except FormatError as e:
             return _show_partial(files[0], e, args)
-        for issue in reading_warnings(f, files[0]):
+        issues = reading_warnings(f, files[0])
+        for issue in issues:
             print(f"{files[0]}: {issue.line()}", file=sys.stderr)
         if args.json:
             json.dump(info_json(f, full=args.full, path=files[0]), sys.stdout, ensure_ascii=False, indent=1)
@@ -99,13 +100,13 @@ def _cmd_info(args: argparse.Namespace) -> int:
             sys.stdout.write(info_markdown(f, files[0]))
         else:
             print(info_text(f, files[0], full=args.full))
-        return EXIT_OK
+        return EXIT_BAD if any(i.severity == "error" for i in issues) else EXIT_OK  # a file cut short
     paths = expand(files, skip_later_shards=True)
     rows = run_pool(_info_row, paths, args.jobs, "info")
     print_rows(rows, args)
     if any(r.get("unreadable") for r in rows):
         return EXIT_TROUBLE
-    return EXIT_OK if all(r["ok"] for r in rows) else EXIT_BAD
+    return EXIT_OK if all(r["ok"] and not r.get("errors") for r in rows) else EXIT_BAD
 
 
 def _show_partial(path: str, error: FormatError, args: argparse.Namespace) -> int:
@@ -146,7 +147,8 @@ def print_rows(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         if r["ok"]:
             from ..naming import size_label
 
-            notes = [f"{len(r['warnings'])} reading warnings"] if r.get("warnings") else []
+            notes = [f"TRUNCATED: {e.split('the file is cut short: ', 1)[-1]}" for e in r.get("errors", [])]
+            notes += [f"{len(r['warnings'])} reading warnings"] if r.get("warnings") else []
             notes += [f"{r['name_warnings']} name warnings"] if r["name_warnings"] else []
             status = ", ".join(notes) or "ok"
             body.append([r["file"], r["format"], r["architecture"] or "-", (size_label(r["parameters"]) if r["parameters"] < ABSURD_COUNT else "implausible") if r["parameters"] else "0", r["tensors"], human_bytes(r["tensor_bytes"]), r["main_type"] or "-", status])
@@ -160,7 +162,8 @@ def print_rows(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     else:
         print(table(body, header, right={3, 4, 5}))
     bad = sum(not r["ok"] for r in rows)
-    print(f"\n{len(rows)} files, {len(rows) - bad} read, {bad} unreadable", file=sys.stderr if args.markdown else sys.stdout)
+    cut = sum(bool(r.get("errors")) for r in rows)
+    print(f"\n{len(rows)} files, {len(rows) - bad} read, {bad} unreadable" + (f", {cut} truncated" if cut else ""), file=sys.stderr if args.markdown else sys.stdout)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

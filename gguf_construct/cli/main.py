@@ -8,6 +8,7 @@ extra, the network, a refused request.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -22,24 +23,46 @@ from .common import EXIT_OK, command, exit_code, usage
 
 
 def _cmd_dequant(args: argparse.Namespace) -> int:
-    import numpy as np
-
+    from .. import rules
+    from ..fileio import check_output, files_of, reading
     from ..registry import load
 
+    kind = os.path.splitext(args.output)[1].lower()
+    if kind not in (".npy", ".npz"):  # np.save/np.savez would add their suffix: the file written is the one named
+        raise rules.OUTPUT_SUFFIX.error(f"{args.output}: name an .npz file (any number of tensors) or an .npy file (one tensor)")
+    check_output(args.output, [args.file])
     f = load(args.file)
     names = args.tensor or list(f.tensors)
     missing = [n for n in names if n not in f.tensors]
     if missing:
         usage(f"gguf-construct dequant: no tensor {missing[0]!r} in {args.file}")
-    if args.output.endswith(".npy"):
-        if len(names) != 1:
-            usage("gguf-construct dequant: .npy holds one tensor: name it with --tensor")
-        np.save(args.output, f.tensors[names[0]].to_numpy())
-    else:
-        arrays: dict[str, Any] = {n: f.tensors[n].to_numpy() for n in progress(names, len(names), "dequantizing", unit="tensor", minimum=8)}
-        np.savez(args.output, **arrays)
+    if kind == ".npy" and len(names) != 1:
+        usage("gguf-construct dequant: .npy holds one tensor: name it with --tensor")
+    with reading(files_of(f)):
+        write_arrays(args.output, f, names)
     print(f"{args.output}: {len(names)} tensors as float32")
     return EXIT_OK
+
+
+def write_arrays(path: str, f: Any, names: list[str]) -> None:
+    """Dequantize ``names`` of ``f`` into ``path`` (.npy: the one tensor; else an .npz), atomically and at exactly
+    that path: numpy writes into the temporary file object, so it adds no suffix of its own."""
+    import numpy as np
+
+    from ..fileio import write_atomic
+
+    def write(out: Any) -> None:
+        import zipfile
+
+        if path.lower().endswith(".npy"):
+            np.save(out, f.tensors[names[0]].to_numpy())
+            return
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED, allowZip64=True) as z:  # np.savez's layout, one array at a time
+            for n in progress(names, len(names), "dequantizing", unit="tensor", minimum=8):
+                with z.open(n + ".npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, f.tensors[n].to_numpy(), allow_pickle=False)
+
+    write_atomic(path, write)
 
 
 def _cmd_example(args: argparse.Namespace) -> int:

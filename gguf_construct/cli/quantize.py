@@ -27,6 +27,7 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
     one tensor's values.
     """
     from ..api.file import GGUFFile, new
+    from ..fileio import check_output, files_of, reading
     from ..imatrix import read_imatrix
     from ..progress import progress
     from ..quants import dequantize, swap_byte_order
@@ -35,6 +36,7 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
     from ..quants.quantize.policy import tensor_type
     from ..registry import load
 
+    check_output(dst, [src, imatrix])  # before any work: refused at once, the input never replaced
     target = resolve(target).name
     if target not in supported():
         raise ValueError(f"quantizing to {target} is not implemented (supported: {', '.join(sorted(supported()))})")
@@ -90,7 +92,8 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
         n_quantized += 1
         out.tensors.add(name, produce(name, new_type, shape), new_type, shape)
     bar[0] = iter(progress(range(n_quantized), n_quantized, "quantize", unit="tensor"))
-    out.save(dst)
+    with reading([*files_of(model), imatrix]):
+        out.save(dst)
     return report
 
 

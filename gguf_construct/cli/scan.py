@@ -38,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
 
     sources = sources_of(args.sources)
     out = args.output or sys.stdout
-    counts = scan(sources, out, concurrency=args.concurrency, dask=args.dask, batch=args.batch, profile=args.profile, opts=options(), dask_timeout=args.dask_timeout)
+    counts = scan(sources, out, inputs=args.sources, concurrency=args.concurrency, dask=args.dask, batch=args.batch, profile=args.profile, opts=options(), dask_timeout=args.dask_timeout)
     print(f"scan: {counts['scanned']} scanned ({counts['ok']} ok, {counts['invalid']} invalid, {counts['unreadable']} unreadable), {counts['skipped']} already in {args.output or 'the output'}", file=sys.stderr)
     return EXIT_TROUBLE if counts["unreadable"] else EXIT_BAD if counts["invalid"] else EXIT_OK
 

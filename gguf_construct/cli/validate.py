@@ -1,6 +1,7 @@
 """``validate``: check files and directories against a profile, on a process pool; ``--keys`` adds the spec's
-standard-key rules (required keys present, standard keys with their types). One line per problem, then a
-summary table when there are several files. Exit 1 when any file has an error."""
+standard-key rules (required keys present, standard keys with their types). One line per problem (at most
+``--max-issues`` per file, then a count of the rest; ``--json`` lists all), then a summary table when there are
+several files. Exit 1 when any file has an error."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from typing import Any
 from ..validation.profiles import PROFILES
 from .common import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, whole
 from .info import default_jobs, expand, run_pool
+
+#: Issues printed per file by default: a file broken 60,000 ways is known to be broken after a screenful.
+MAX_ISSUES = 50
 
 
 def validate_one(path: str, profile: str = "spec", keys: bool = False, security: bool = False) -> dict[str, Any]:
@@ -64,8 +68,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     else:
         what = f"{args.profile} profile" + (", standard keys" if args.keys else "") + (", chat templates" if args.security else "")
         for r in results:
-            for issue in r["issues"]:
+            shown = r["issues"] if not args.max_issues else r["issues"][: args.max_issues]
+            for issue in shown:
                 print(f"{r['file']}: {_line(issue)}")
+            if len(shown) < len(r["issues"]):
+                rest = r["issues"][len(shown) :]
+                errors = sum(i["severity"] == "error" for i in rest)
+                print(f"{r['file']}: ... and {len(rest)} more issues ({errors} errors, {len(rest) - errors} warnings; --max-issues 0 shows all, --json lists all)")
             if r["ok"]:
                 print(f"{r['file']}: ok ({what})")
         if len(results) > 1:
@@ -106,5 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also scan every tokenizer.chat_template* with Jinja2's sandboxed parser for sandbox escapes (needs the 'security' extra)",
     )
-    p.add_argument("--json", action="store_true", help="print the issues as JSON")
+    p.add_argument("--max-issues", type=whole(0, 2**31), default=MAX_ISSUES, metavar="N",
+                   help="print at most N issues per file, then a count of the rest (default: %(default)s; 0: all). --json always lists every issue")
+    p.add_argument("--json", action="store_true", help="print the issues as JSON (every issue, whatever --max-issues)")
     p.add_argument("-j", "--jobs", type=whole(1, 4096), default=default_jobs(), metavar="N", help="worker processes (default: %(default)s)")

@@ -71,10 +71,17 @@ def convert(
     log: Callable[[str], None] | None = None,
 ) -> Report:
     """Convert ``src`` to ``dst`` (kinds detected), verify the values, return the report (notices also go to ``log``)."""
-    from ..migrate.common import check_distinct_paths
+    from ..fileio import check_output, files_of, reading
 
-    check_distinct_paths(src, dst)
+    check_output(dst, [src])
     kind, f = open_input(src, hint=hint)
+    with reading(files_of(f)):  # an Ollama manifest's blobs too
+        check_output(dst)
+        return _convert(kind, f, dst, byte_order=byte_order, version=version, style=style, model=model, log=log)
+
+
+def _convert(kind: str, f: Any, dst: str | os.PathLike[str], *, byte_order: str | None, version: int | None, style: str | None, model: str,
+             log: Callable[[str], None] | None) -> Report:  # fmt: skip
     out = output_kind(dst)
     if kind == "gguf" and out == "gguf":
         if byte_order is None and version is None:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..fileio import check_output, files_under, write_atomic
 from .mutators import mutate
 from .protocol import Answer, LineTarget, OneShotTarget
 from .triage import CLASSES, Finding, findings
@@ -318,7 +319,7 @@ def run(against: str, *, count: int | None = 200, seconds: float | None = None, 
                     kind = report.kinds[f.signature] = Kind(f.cls, f.signature, f.explanation, name)
                     kind.known = any(f.signature == p or fnmatch.fnmatchcase(f.signature, p) for p in patterns)
                     if out is not None and not kind.known:
-                        save(kind, data, judge, out, len(report.kinds), suffix, minimize_budget, minimize_seconds)
+                        save(kind, data, judge, out, len(report.kinds), suffix, minimize_budget, minimize_seconds, files_under(corpus))
                     if log and not kind.known:
                         log(f"new {kind.cls}: {kind.reproducer or kind.signature}: {kind.explanation}")
                 kind.count += 1
@@ -337,9 +338,10 @@ def run(against: str, *, count: int | None = 200, seconds: float | None = None, 
     return report
 
 
-def save(kind: Kind, data: bytes, judge: Callable[[bytes], list[Finding]], out: Path, number: int, suffix: str, budget: int, seconds: float) -> None:
+def save(kind: Kind, data: bytes, judge: Callable[[bytes], list[Finding]], out: Path, number: int, suffix: str, budget: int, seconds: float,
+         corpus: list[str]) -> None:  # fmt: skip
     """Minimize the file of a new kind, write it and its line of findings.tsv (reproducer, size, class, signature,
-    explanation, origin)."""
+    explanation, origin). The output guard: neither may be a ``corpus`` file (the reproducer is written atomically)."""
 
     def keeps(candidate: bytes) -> bool:
         return any(f.signature == kind.signature for f in judge(candidate))
@@ -352,6 +354,7 @@ def save(kind: Kind, data: bytes, judge: Callable[[bytes], list[Finding]], out: 
         else:
             kind.explanation = final.explanation
     kind.reproducer = f"{number:03d}-{_slug(kind.signature)}{suffix}"
-    (out / kind.reproducer).write_bytes(small)
+    write_atomic(out / kind.reproducer, lambda f: f.write(small), inputs=corpus)
+    check_output(out / "findings.tsv", corpus)
     with open(out / "findings.tsv", "a", encoding="utf-8") as f:
         f.write("\t".join((kind.reproducer, str(len(small)), kind.cls, kind.signature, kind.explanation.replace("\t", " "), f"from {kind.origin}")) + "\n")

@@ -22,12 +22,20 @@ def migrate(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, hparams
     ``vocab`` (rwkv.cpp v6/v7: a World vocabulary file; default: bytes for 256-token models, else the shipped one).
     ``hparams`` names the hyper-parameter profile of an unversioned 'ggml' file (detected otherwise).
     """
+    from ..fileio import reading
+    from .common import check_distinct_paths
+
+    check_distinct_paths(src, dst, options.get("vocab"))
+    with reading([src, options.get("vocab")]):
+        return _migrate(src, dst, hparams=hparams, progress=progress, **options)
+
+
+def _migrate(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, hparams: str | None, progress: bool, **options: Any) -> Report:
     from ..api.file import load_gguf
     from ..api.legacy import load_legacy, load_rwkv
     from ..registry import detect
-    from .common import Report, check_distinct_paths
+    from .common import Report
 
-    check_distinct_paths(src, dst)
     fmt = detect(src)
     if fmt == "gguf":
         g = load_gguf(src, strict=True)
@@ -54,10 +62,15 @@ def migrate(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, hparams
 def export(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str) -> Report:
     """Write a GGUF file as GGJT v3 (``to='ggjt'``) or rwkv.cpp v101 (``to='rwkv'``: architectures rwkv, rwkv6, rwkv7)."""
     from ..api.file import load_gguf
+    from ..fileio import reading
     from .common import check_distinct_paths
 
     check_distinct_paths(src, dst)
-    g = load_gguf(src, strict=True)
+    with reading([src]):
+        return _export(load_gguf(src, strict=True), dst, to)
+
+
+def _export(g: Any, dst: str | os.PathLike[str], to: str) -> Report:
     if to == "ggjt":
         from .ggjt import export_ggjt
 

@@ -28,7 +28,6 @@ from ..errors import (
     MigrationError,  # noqa: F401 - its import path before it moved to errors.py
 )
 from ..fileio import write_atomic
-from ..formats.base import real_path
 from ..formats.gguf import GGUF
 from ..progress import progress as show_progress
 from ..tables import MigrateTable, load_table
@@ -202,6 +201,8 @@ def required_int(md: Any, key: str, lo: int, hi: int, rule: rules.Rule, target: 
     return int(value)
 
 
-def check_distinct_paths(src: Any, dst: Any) -> None:
-    if real_path(src) == real_path(dst):
-        raise rules.MIGRATE_PATHS.error("the output would replace the input: give another output path")
+def check_distinct_paths(src: Any, dst: Any, *more: Any) -> None:
+    """Refuse an output that is the input (or any of ``more``: a vocabulary file, ...): ``fileio.check_output``."""
+    from ..fileio import check_output
+
+    check_output(dst, [src, *more])

@@ -1,7 +1,7 @@
 """``scan``: ``info --json`` and ``validate`` over many sources (paths or URLs), one JSON line each.
 
 Resumable: sources already in the output are skipped, and a last line cut short by a kill is dropped before
-appending. On one machine a bounded thread pool does the work (remote reads wait on the network, not the
+appending. The output is never a source, and never a file scan did not write (``done_sources``). On one machine a bounded thread pool does the work (remote reads wait on the network, not the
 CPU); with Dask, batches of sources go to a ``dask.distributed`` cluster through ``Client.map``.
 Lines are written by the calling process only, one whole line at a time, so no line is lost or doubled.
 """
@@ -108,21 +108,43 @@ def preload() -> None:
 
 
 # -- the output file --------------------------------------------------------------------------------------
+#: How every line ``scan`` writes begins (``scan_one``'s first key): a file whose cut-off last line does not begin
+#: so is not one of ours, and is never truncated.
+LINE_START = b'{"source":'
+
+
 def done_sources(path: str | os.PathLike[str]) -> set[str]:
-    """Sources already in a results file; a last line cut short (a killed scan) is cut off the file."""
-    if not os.path.exists(path):
+    """Sources already in a results file (nothing when there is none). The file must be one ``scan`` wrote:
+    every whole line a JSON object naming its source, read with the untrusted-JSON reader, else
+    ``output.foreign`` and the file is left as it is. A last line cut short by a kill (it begins as scan's
+    lines do) is cut off; nothing else is ever cut."""
+    from ..formats.base import open_regular
+    from ..untrusted import json_lines
+
+    if not os.path.lexists(path):
         return set()
-    with open(path, "rb+") as f:
+    with open_regular(path) as f:  # a FIFO or a directory is refused before it is read
         data = f.read()
-        end = data.rfind(b"\n") + 1
-        if end < len(data):
-            f.truncate(end)
+    end = data.rfind(b"\n") + 1
+    tail = data[end:]
+    if tail and not (tail.startswith(LINE_START) or LINE_START.startswith(tail)):
+        raise rules.OUTPUT_FOREIGN.error(f"{os.fspath(path)} does not end with a newline and its last line is not a scan result: it is not a results file of scan; give another --output")
     done = set()
-    for raw in data[:end].splitlines():
+    lines = json_lines(data[:end], what=os.fspath(path))
+    while True:
         try:
-            done.add(json.loads(raw)["source"])
-        except (ValueError, KeyError, TypeError):
-            continue
+            n, line = next(lines)
+        except StopIteration:
+            break
+        except FormatError as e:
+            raise rules.OUTPUT_FOREIGN.error(f"{os.fspath(path)} is not a results file of scan: {e.message}; give another --output") from None
+        if not isinstance(line, dict) or not isinstance(line.get("source"), str):
+            raise rules.OUTPUT_FOREIGN.error(f"{os.fspath(path)} is not a results file of scan: line {n} names no source; give another --output")
+        done.add(line["source"])
+    if tail:
+        with open(path, "rb+") as f:  # the same file: only our own cut-off line goes
+            if os.fstat(f.fileno()).st_size == len(data):
+                f.truncate(end)
     return done
 
 
@@ -211,10 +233,17 @@ def run_dask(sources: list[str], emit: Callable[[dict[str, Any]], None], schedul
                 cluster.close(timeout=10)
 
 
-def scan(sources: Iterable[str], out: TextIO | str | os.PathLike[str], *, concurrency: int = 16, dask: Any = None, batch: int = 32, profile: str = "spec", opts: RemoteOptions | None = None, dask_timeout: float = DASK_TIMEOUT) -> dict[str, int]:
-    """Scan ``sources`` into ``out`` (a path: resumed, appended; or an open text stream); returns counts."""
+def scan(sources: Iterable[str], out: TextIO | str | os.PathLike[str], *, concurrency: int = 16, dask: Any = None, batch: int = 32, profile: str = "spec", opts: RemoteOptions | None = None, dask_timeout: float = DASK_TIMEOUT,
+         inputs: Iterable[str] = ()) -> dict[str, int]:  # fmt: skip
+    """Scan ``sources`` into ``out`` (a path: resumed, appended; or an open text stream); returns counts. A path
+    that is a source or one of ``inputs`` (the lists the sources came from) is refused (``output.input``); so is
+    a file that is not a results file of scan (``output.foreign``, see ``done_sources``)."""
     counts = {"skipped": 0, "scanned": 0, "ok": 0, "invalid": 0, "unreadable": 0}
+    sources = list(sources)
     if isinstance(out, (str, os.PathLike)):
+        from ..fileio import check_output
+
+        check_output(out, [*inputs, *sources], what="--output")  # a model or a list being scanned is never appended to
         done = done_sources(out)
         stream: TextIO = open(out, "a", encoding="utf-8")  # noqa: SIM115 - closed below, after the run
     else:

@@ -138,6 +138,7 @@ HOSTILE: list[Hostile] = [
     Hostile("gguf-empty-keys", "amplification", "gguf", lambda: gguf_raw([_s("") + struct.pack("<IB", 0, 0)] * 150_000), ("limit.objects_per_kib",)),
     Hostile("gguf-tensor-infos", "amplification", "gguf", lambda: gguf_raw([], [(b"", [], 0)] * 100_000), ("limit.objects_per_kib",)),
     Hostile("st-braces", "amplification", "safetensors", lambda: safetensors_raw('{"__metadata__":{},"x":[' + ",".join(["{}"] * 1_000_000) + "]}"), ("limit.objects_per_kib",)),
+    Hostile("st-short-strings", "amplification", "safetensors", lambda: safetensors_raw('{"__metadata__":{' + ",".join(f'"{i:x}":""' for i in range(500_000)) + "}}"), ("limit.strings_per_kib",)),
     # degenerate shapes
     Hostile("mlx-0d-quantized", "shapes", "safetensors", lambda: _mlx([], []), ("quant.shape",)),
     Hostile("mlx-zero-rows", "shapes", "safetensors", lambda: _mlx([0, 8], [0, 1]), ("quant.shape",)),
