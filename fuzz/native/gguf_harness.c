@@ -75,10 +75,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 }
 
 #ifdef HARNESS_STANDALONE
-/* Without libFuzzer: load each file named on the command line (AFL++ runs it as `gguf_harness @@`). */
+/* Without libFuzzer: load each file named on the command line; with none, read one path per line on stdin and
+ * answer "ok" after each (a crash ends the process: the caller sees it die on that path). */
 int main(int argc, char **argv) {
     LLVMFuzzerInitialize(&argc, &argv);
     for (int i = 1; i < argc; ++i) load(argv[i]);
+    if (argc > 1) return 0;
+    char line[4096];
+    while (fgets(line, sizeof line, stdin)) {
+        line[strcspn(line, "\n")] = 0;
+        load(line);
+        printf("ok\n");
+        fflush(stdout);
+    }
     return 0;
 }
 #endif

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .minimize import minimize
 from .mutators import mutate
 
 #: Corpus files larger than this are left out of a run (the other readers can take seconds on a big vocabulary).
@@ -332,7 +333,7 @@ def run(against: str, *, count: int = 200, seconds: float | None = None, seed: i
                         x = judge(d)
                         return x is not None and x.signature == sig
 
-                    small = ddmin(data, same, minimize_budget)
+                    small = minimize(data, same, max_calls=minimize_budget)
                     final = judge(small)
                     explanation = final.explanation if final is not None else found.explanation
                     finding.explanation = explanation

@@ -1,0 +1,211 @@
+"""Minutes to a known CVE: CVE-2025-53630, an integer overflow in ggml's GGUF reader's data-section size.
+
+ggml-org/llama.cpp commit 26a48ad69 (2025-07-09; synced to ggml-org/ggml as 19356a42, "llama/14595") added the
+check; at its parent, tensor sizes whose padded sum wraps past 2**64 give a small data section while the tensors
+point far beyond it, and a program reading the tensors reads out of bounds. This script builds the harness
+(fuzz/native/gguf_harness.c) with ASan+UBSan at the parent and at the fix, and times each arm to its first
+sanitizer crash, capped at ``--cap`` seconds:
+
+- ``generators``: our generators straight to the harness (reader-breaker classes, broken files, structure-aware
+  mutations of the seeds), through a persistent process;
+- ``afl-structured``: AFL++ with gguf-construct's structure-aware custom mutator (fuzz/native/afl_gguf_mutator.py);
+- ``libfuzzer-blind`` and ``afl-blind``: the engines' own mutations only.
+
+Every arm starts from the same seeds (the GGUF files under 64 KiB in tests/data). A crash counts as the CVE when
+the fixed build loads the crashing input cleanly. Not run in CI: it compiles C code (needs clang; afl++ for the
+AFL++ arms). Run from the repository root:
+
+    python benchmarks/bench_cve.py /path/to/llama.cpp/.git            # or a ggml-org/ggml git directory
+    python benchmarks/bench_cve.py GITDIR --cap 600 --arms generators,afl-structured,libfuzzer-blind
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=0:allocator_may_return_null=1:abort_on_error=1:symbolize=1", "UBSAN_OPTIONS": "print_stacktrace=1"}
+ARMS = ("generators", "afl-structured", "libfuzzer-blind", "afl-blind")
+
+
+def git(gitdir: str, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", gitdir, *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def fix_commit(gitdir: str, rev: str | None) -> str:
+    """The fixing commit: ``rev``, else llama.cpp's 26a48ad69, else ggml's sync of it (subject ends in llama/14595)."""
+    for candidate in [rev] if rev else ["26a48ad69"]:
+        try:
+            return git(gitdir, "rev-parse", "--verify", f"{candidate}^{{commit}}")
+        except subprocess.CalledProcessError:
+            if rev:
+                raise SystemExit(f"{rev} is not in {gitdir}") from None
+    found = git(gitdir, "log", "--all", "--format=%H", "--grep=prevent integer overflow in gguf tensor size calculation")
+    if not found:
+        raise SystemExit(f"{gitdir} does not reach 26a48ad69 (nor ggml's sync of it): fetch more history")
+    return found.splitlines()[-1]
+
+
+def build(gitdir: str, rev: str, out: Path) -> Path:
+    if all((out / name).exists() for name in ("gguf_load", "gguf_libfuzzer")):  # a rerun in the same --work
+        return out
+    subprocess.run([str(ROOT / "fuzz/native/build.sh"), f"{gitdir}:{rev}", str(out)], check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def seeds(folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, f in enumerate(sorted((ROOT / "tests/data").rglob("*.gguf"))):
+        if f.stat().st_size <= 64 * 1024:
+            shutil.copy(f, folder / f"{i:02d}-{f.name}")
+    return sorted(folder.iterdir())
+
+
+def is_sanitizer_report(text: str) -> bool:
+    return "ERROR: AddressSanitizer" in text or "runtime error:" in text or "ERROR: UndefinedBehaviorSanitizer" in text
+
+
+def crashes_fixed(fixed: Path, data: bytes) -> bool:
+    with tempfile.NamedTemporaryFile(suffix=".gguf") as f:
+        f.write(data)
+        f.flush()
+        r = subprocess.run([str(fixed / "gguf_load"), f.name], capture_output=True, text=True, env={**os.environ, **SAN_ENV}, timeout=60)
+    return r.returncode != 0
+
+
+# -- arms ---------------------------------------------------------------------------------------------------------
+def arm_generators(vuln: Path, seed_files: list[Path], cap: float, work: Path) -> tuple[float | None, bytes | None, int, str]:
+    """Our generators to a persistent harness; returns (seconds to crash, input, files tried, report head)."""
+    sys.path.insert(0, str(ROOT))
+    from gguf_construct.fuzzing.structured import mutate_structured
+    from gguf_construct.strategies import draw_examples, invalid_gguf
+    from gguf_construct.strategies.reader_breakers import READER_BREAKERS
+
+    rng = random.Random(0)
+    pool = [p.read_bytes() for p in seed_files] + [x.data for x in draw_examples(invalid_gguf(), 50, seed_value=0)]
+    path = work / "input.gguf"
+    start, n = time.monotonic(), 0
+    proc = None
+    while time.monotonic() - start < cap:
+        if proc is None or proc.poll() is not None:
+            proc = subprocess.Popen([str(vuln / "gguf_load")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env={**os.environ, **SAN_ENV}, text=True)  # fmt: skip
+        kind = rng.random()
+        if kind < 0.3:
+            data = READER_BREAKERS[rng.choice(list(READER_BREAKERS))].make(rng)
+        elif kind < 0.4:
+            data = rng.choice(pool)
+        else:
+            data, _ = mutate_structured(rng.choice(pool), rng, 65536)
+        path.write_bytes(data)
+        n += 1
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        proc.stdin.write(f"{path}\n")
+        proc.stdin.flush()
+        if proc.stdout.readline().strip() != "ok":
+            proc.wait(timeout=30)
+            report = proc.stderr.read()
+            if is_sanitizer_report(report):
+                return time.monotonic() - start, data, n, _head(report)
+    if proc is not None:
+        proc.kill()
+    return None, None, n, ""
+
+
+def _head(report: str) -> str:
+    lines = [x for x in report.splitlines() if "ERROR:" in x or "runtime error" in x or x.strip().startswith("#0") or "SUMMARY" in x]
+    return " | ".join(x.strip() for x in lines[:3])
+
+
+def arm_libfuzzer(vuln: Path, seed_dir: Path, cap: float, work: Path) -> tuple[float | None, bytes | None, int, str]:
+    corpus = work / "corpus"
+    shutil.copytree(seed_dir, corpus)
+    start = time.monotonic()
+    r = subprocess.run([str(vuln / "gguf_libfuzzer"), f"-max_total_time={int(cap)}", "-timeout=10", "-rss_limit_mb=4096", "-max_len=65536",
+                        f"-artifact_prefix={work}/", "-print_final_stats=1", str(corpus)],  # fmt: skip
+                       capture_output=True, text=True, env={**os.environ, **SAN_ENV})  # fmt: skip
+    took = time.monotonic() - start
+    runs = next((int(x.split(":")[1]) for x in r.stderr.splitlines() if x.startswith("stat::number_of_executed_units")), 0)
+    found = sorted(work.glob("crash-*")) + sorted(work.glob("timeout-*")) + sorted(work.glob("oom-*"))
+    if not found or not is_sanitizer_report(r.stderr):
+        return None, None, runs, ""
+    return took, found[0].read_bytes(), runs, _head(r.stderr)
+
+
+def arm_afl(vuln: Path, seed_dir: Path, cap: float, work: Path, structured: bool) -> tuple[float | None, bytes | None, int, str]:
+    env = {**os.environ, **SAN_ENV, "AFL_NO_UI": "1", "AFL_SKIP_CPUFREQ": "1", "AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES": "1",
+           "AFL_NO_AFFINITY": "1", "AFL_SKIP_BIN_CHECK": "1", "AFL_BENCH_UNTIL_CRASH": "1"}  # fmt: skip
+    if structured:
+        env["AFL_PYTHON_MODULE"] = "afl_gguf_mutator"
+        # AFL++ embeds the system's libpython: give it this environment's packages, not its standard library
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "fuzz/native"), str(ROOT), *(p for p in sys.path if p.endswith("site-packages"))])
+    start = time.monotonic()
+    cmd = ["afl-fuzz", "-i", str(seed_dir), "-o", str(work / "afl"), "-m", "none", "-t", "10000", "-V", str(int(cap)), "--", str(vuln / "gguf_afl")]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    crashes = sorted((work / "afl").glob("*/crashes/id:*"))
+    if not crashes:
+        (work / "afl-log.txt").write_text(r.stdout[-5000:] + r.stderr[-5000:])
+        return None, None, 0, ""
+    took = min(p.stat().st_mtime for p in crashes) - (time.time() - (time.monotonic() - start))
+    data = crashes[0].read_bytes()
+    with tempfile.NamedTemporaryFile(suffix=".gguf") as f:
+        f.write(data)
+        f.flush()
+        rep = subprocess.run([str(vuln / "gguf_load"), f.name], capture_output=True, text=True, env={**os.environ, **SAN_ENV}).stderr
+    return took, data, 0, _head(rep)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("gitdir", help="a llama.cpp or ggml git directory (a bare mirror is fine)")
+    p.add_argument("--rev", help="the fixing commit (default: 26a48ad69, or ggml's sync of it)")
+    p.add_argument("--cap", type=float, default=600, help="seconds per arm (default 600)")
+    p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
+    p.add_argument("--work", type=Path, help="build and run folder (default: a temporary one, kept)")
+    a = p.parse_args()
+    work = a.work or Path(tempfile.mkdtemp(prefix="bench-cve-"))
+    fix = fix_commit(a.gitdir, a.rev)
+    print(f"fix {fix[:10]}; building the parent and the fix in {work}", flush=True)
+    vuln, fixed = build(a.gitdir, f"{fix}^", work / "vuln"), build(a.gitdir, fix, work / "fixed")
+    seed_dir = work / "seeds"
+    seed_files = seeds(seed_dir)
+    print(f"{len(seed_files)} seeds; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; cap {a.cap:.0f} s per arm", flush=True)
+    rows = []
+    for arm in a.arms.split(","):
+        arm_dir = work / arm
+        shutil.rmtree(arm_dir, ignore_errors=True)
+        arm_dir.mkdir()
+        load = os.getloadavg()[0]
+        if arm == "generators":
+            took, data, n, head = arm_generators(vuln, seed_files, a.cap, arm_dir)
+        elif arm == "libfuzzer-blind":
+            took, data, n, head = arm_libfuzzer(vuln, seed_dir, a.cap, arm_dir)
+        elif arm in ("afl-structured", "afl-blind"):
+            if not shutil.which("afl-fuzz"):
+                print(f"{arm}: skipped (afl-fuzz not installed)")
+                continue
+            took, data, n, head = arm_afl(vuln, seed_dir, a.cap, arm_dir, structured=arm == "afl-structured")
+        else:
+            raise SystemExit(f"unknown arm {arm}")
+        cve = data is not None and not crashes_fixed(fixed, data)
+        if data is not None:
+            (arm_dir / "first-crash.gguf").write_bytes(data)
+        minutes = f"{took / 60:.2f}" if took is not None else f"> {a.cap / 60:.0f} (none)"
+        rows.append((arm, minutes, "yes" if cve else ("no" if data else "-"), n, f"{load:.1f}", head[:160]))
+        print(f"{arm}: {minutes} min, the CVE: {rows[-1][2]}, inputs {n or '-'}, load {load:.1f}; {head[:160]}", flush=True)
+    print("\n| arm | minutes to first sanitizer crash | the CVE (fixed build loads it) | inputs run | load at start | report |")
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(str(x) for x in row) + " |")
+
+
+if __name__ == "__main__":
+    main()
