@@ -148,7 +148,21 @@ def arm_afl(vuln: Path, seed_dir: Path, cap: float, work: Path, structured: bool
         # AFL++ embeds the system's libpython: give it this environment's packages, not its standard library
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "fuzz/native"), str(ROOT), *(p for p in sys.path if p.endswith("site-packages"))])
     start = time.monotonic()
-    cmd = ["afl-fuzz", "-i", str(seed_dir), "-o", str(work / "afl"), "-m", "none", "-t", "10000", "-V", str(int(cap)), "--", str(vuln / "gguf_afl")]
+    cmd = [
+        "afl-fuzz",
+        "-i",
+        str(seed_dir),
+        "-o",
+        str(work / "afl"),
+        "-m",
+        "none",
+        "-t",
+        "10000",
+        "-V",
+        str(int(cap)),
+        "--",
+        str(vuln / "gguf_afl"),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     crashes = sorted((work / "afl").glob("*/crashes/id:*"))
     if not crashes:

@@ -47,8 +47,10 @@ build() {  # build FLAVOUR CC CXX EXTRA_COMPILE EXTRA_LINK HARNESS_DEFINES
   echo "built $out/$name"
 }
 
-build gguf_libfuzzer "$CC" "$CXX" "-fsanitize=fuzzer-no-link" "-fsanitize=fuzzer" ""
-build gguf_load "$CC" "$CXX" "" "" "-DHARNESS_STANDALONE"
-if command -v afl-clang-fast >/dev/null; then
+flavours="${HARNESS_FLAVOURS:-gguf_libfuzzer gguf_load gguf_afl}"  # e.g. HARNESS_FLAVOURS=gguf_load for one
+[[ " $flavours " == *" gguf_libfuzzer "* ]] && build gguf_libfuzzer "$CC" "$CXX" "-fsanitize=fuzzer-no-link" "-fsanitize=fuzzer" ""
+[[ " $flavours " == *" gguf_load "* ]] && build gguf_load "$CC" "$CXX" "" "" "-DHARNESS_STANDALONE"
+if [[ " $flavours " == *" gguf_afl "* ]] && command -v afl-clang-fast >/dev/null; then
   AFL_QUIET=1 build gguf_afl afl-clang-fast afl-clang-fast++ "" "-fsanitize=fuzzer" ""
 fi
+exit 0

@@ -5,7 +5,7 @@ differently and the cut is refused) and leaves whole corpus files as reproducers
 parsed file, where each step keeps the file well-formed:
 
 1. drop metadata key-value pairs and tensors (halves first, then one at a time);
-2. shorten arrays and strings (to half, then to one element or character);
+2. shorten arrays and strings (to one element or character, else to half, again while it holds);
 3. zero the tensor data, then cut it after the last byte a tensor claims;
 
 each candidate laid out again by the schema and kept only when ``still_fails`` holds. Then, if time and calls are
@@ -80,11 +80,11 @@ def _shorter(value: Any, value_type: str) -> list[Any]:
     """Smaller versions of a value: half and one element (arrays), half and one character (strings)."""
     if value_type == "str":
         text = str(value)
-        return [text[: len(text) // 2], text[:1]] if len(text) > 1 else []
+        return [text[:1], text[: len(text) // 2]] if len(text) > 1 else []
     if value_type == "arr" and int(value.len) > 1:
         n = int(value.len)
         out = []
-        for keep in (n // 2, 1):
+        for keep in (1, n // 2):
             items = value.array[:keep]
             out.append(Container(type=str(value.type), len=keep, array=items if not isinstance(items, np.ndarray) else items.copy()))
         return out
@@ -116,15 +116,16 @@ def _schema_pass(data: bytes, budget: _Budget) -> bytes:
     c = with_(metadata_kv=kvs)
     infos = _shrink_list(c.tensor_infos, lambda items: keeps(with_(tensor_infos=items)), budget)
     c = with_(tensor_infos=infos)
-    for i, kv in enumerate(c.metadata_kv):
-        for smaller in _shorter(kv.value, kv.value_type):
-            if not budget.left:
-                break
-            kvs = list(c.metadata_kv)
-            kvs[i] = Container(key=kv.key, value_type=kv.value_type, value=smaller)
-            if keeps(with_(metadata_kv=kvs)):
-                c = with_(metadata_kv=kvs)
-                break
+    for i in range(len(c.metadata_kv)):
+        shrunk = True
+        while shrunk and budget.left:  # the shortest first, then halves until nothing shorter holds
+            kv, shrunk = c.metadata_kv[i], False
+            for smaller in _shorter(kv.value, kv.value_type):
+                kvs = list(c.metadata_kv)
+                kvs[i] = Container(key=kv.key, value_type=kv.value_type, value=smaller)
+                if budget.left and keeps(with_(metadata_kv=kvs)):
+                    c, shrunk = with_(metadata_kv=kvs), True
+                    break
     tensor_data = c.tensor_data
     if any(tensor_data) and budget.left and keeps(with_(tensor_data=bytes(len(tensor_data)))):
         c = with_(tensor_data=bytes(len(tensor_data)))

@@ -26,7 +26,8 @@ from ..errors import FormatError
 from ..formats.gguf import GGUF
 from ..strategies.reader_breakers import READER_BREAKERS, build, ggml_nbytes
 from ..tables import GGML_TYPES
-from .mutators import INTERESTING_64, mutate as mutate_bytes
+from .mutators import INTERESTING_64
+from .mutators import mutate as mutate_bytes
 
 __all__ = ["crossover", "mutate", "mutate_structured"]
 
@@ -213,8 +214,7 @@ def crossover(data1: bytes, data2: bytes, max_size: int, seed: int) -> bytes:
     if rng.random() < 0.5:
         a, b = b, a
     kvs, tensors = _kvs(a), _tensors(b)
-    names: set[Any] = set()
-    tensors = [t for t in tensors if not (t[0] in names or names.add(t[0]))]
+    tensors = list({t[0]: t for t in reversed(tensors)}.values())[::-1]  # one tensor per name, the first kept
     try:
         alignment = _alignment(a)
         return build(kvs, tensors, alignment=alignment, data_size=_data_size(tensors, alignment, max_size))[:max_size]

@@ -251,7 +251,10 @@ def _huge_array(rng: random.Random) -> bytes:
     element = rng.choice(("u8", "f32", "i32", "str", "u64"))
     items = ["a", "b"] if element == "str" else [1, 2]
     kvs = _base_kvs(rng)
-    kvs.insert(rng.randrange(1, len(kvs) + 1), _kv("tokenizer.ggml.tokens" if element == "str" else "llama.some_array", "arr", _array(element, items)))
+    kvs.insert(
+        rng.randrange(1, len(kvs) + 1),
+        _kv("tokenizer.ggml.tokens" if element == "str" else "llama.some_array", "arr", _array(element, items)),
+    )
     data = build(kvs, _small_tensors(rng))
     i = next(j for j, kv in enumerate(kvs) if kv.value_type == "arr")
     return _patched(data, lambda b: (b.kv(i)["array_count"], "Q"), rng.choice((2**64 - 1, 2**62, 2**32, 10**9, 2**61 + 1)))
@@ -360,4 +363,3 @@ def reader_breaking_gguf(names: Sequence[str] | None = None) -> st.SearchStrateg
     """``(class name, file bytes)`` drawn from ``names`` (default: every class)."""
     chosen = list(names or READER_BREAKERS)
     return st.tuples(st.sampled_from(chosen), st.randoms(use_true_random=False)).map(lambda p: (p[0], reader_breaker(p[0], p[1])))
-
