@@ -9,6 +9,7 @@
 #   CHECKOUT: a llama.cpp or ggml source tree (ggml/src/gguf.cpp or src/gguf.cpp), or a git directory followed by
 #             :REV (e.g. /path/llama.cpp/.git:26a48ad69^), which is exported to a temporary tree first.
 #   OUT:      where the binaries go (default: build/gguf-harness under the current directory).
+# HARNESS_EXTRA_FLAGS is added to every compile and link (e.g. -fno-sanitize=enum); HARNESS_FLAVOURS picks flavours.
 # Needs clang (Debian: apt-get install clang; afl++ for the AFL++ flavour). Nothing of the checkout is copied
 # into this repository.
 set -euo pipefail
@@ -27,10 +28,10 @@ if [[ -f "$src_arg/ggml/src/gguf.cpp" ]]; then ggml="$src_arg/ggml"; elif [[ -f 
 
 # ggml's base library (ggml-base in its CMakeLists): the reader and what it links to; no compute backend
 sources=()
-for f in ggml.c ggml.cpp ggml-alloc.c ggml-backend.cpp ggml-opt.cpp ggml-threading.cpp ggml-quants.c gguf.cpp; do
+for f in ggml.c ggml.cpp ggml-alloc.c ggml-backend.cpp ggml-backend-meta.cpp ggml-opt.cpp ggml-threading.cpp ggml-quants.c gguf.cpp; do
   [[ -f "$ggml/src/$f" ]] && sources+=("$ggml/src/$f")
 done
-san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1"
+san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1 ${HARNESS_EXTRA_FLAGS:-}"
 inc="-I$ggml/include -I$ggml/src -DNDEBUG -D_GNU_SOURCE -DGGML_VERSION=\"harness\" -DGGML_COMMIT=\"harness\""
 
 build() {  # build FLAVOUR CC CXX EXTRA_COMPILE EXTRA_LINK HARNESS_DEFINES

@@ -4,7 +4,8 @@ Byte-chunk deletion alone is slow on a GGUF file (most cuts break a count or an 
 differently and the cut is refused) and leaves whole corpus files as reproducers. ``minimize`` first works on the
 parsed file, where each step keeps the file well-formed:
 
-1. drop metadata key-value pairs and tensors (halves first, then one at a time);
+1. drop metadata key-value pairs and tensors (halves first, then one at a time); when the offsets were the running
+   sum of padded sizes (wrapping as ggml's do), a drop also moves the later tensors up, keeping that sum;
 2. shorten arrays and strings (to one element or character, else to half, again while it holds);
 3. zero the tensor data, then cut it after the last byte a tensor claims;
 
@@ -114,8 +115,9 @@ def _schema_pass(data: bytes, budget: _Budget) -> bytes:
 
     kvs = _shrink_list(c.metadata_kv, lambda items: keeps(with_(metadata_kv=items)), budget)
     c = with_(metadata_kv=kvs)
-    infos = _shrink_list(c.tensor_infos, lambda items: keeps(with_(tensor_infos=items)), budget)
-    c = with_(tensor_infos=infos)
+    relay = _laid_out_as_running_sum(c)
+    infos = _shrink_list(c.tensor_infos, lambda items: keeps(with_(tensor_infos=items)) or (relay and keeps(_relaid(c, items))), budget)
+    c = _reparsed(best, with_(tensor_infos=infos))  # what was kept, with the offsets it was kept with
     for i in range(len(c.metadata_kv)):
         shrunk = True
         while shrunk and budget.left:  # the shortest first, then halves until nothing shorter holds
@@ -135,6 +137,34 @@ def _schema_pass(data: bytes, budget: _Budget) -> bytes:
         if keeps(with_(tensor_data=c.tensor_data[:cut])):
             c = with_(tensor_data=c.tensor_data[:cut])
     return best
+
+
+def _reparsed(data: bytes, fallback: Container) -> Container:
+    try:
+        return _fresh(GGUF.parse(data))
+    except (FormatError, ValueError, OverflowError):
+        return fallback
+
+
+def _running_sum(c: Container, infos: Sequence[Container]) -> tuple[list[int], int]:
+    from ..strategies.reader_breakers import padded_offsets  # ggml's wrapping arithmetic
+
+    alignment = next((int(kv.value) for kv in c.metadata_kv if kv.key == "general.alignment" and kv.value_type == "u32"), 32)
+    return padded_offsets([(t.name, list(t.dimensions), str(t.type)) for t in infos], alignment if alignment > 0 else 32)
+
+
+def _laid_out_as_running_sum(c: Container) -> bool:
+    """Whether the offsets are the running sum of padded sizes: then a dropped tensor moves the later ones up."""
+    try:
+        return [int(t.offset) for t in c.tensor_infos] == _running_sum(c, c.tensor_infos)[0]
+    except (KeyError, ValueError, TypeError):
+        return False
+
+
+def _relaid(c: Container, infos: list[Container]) -> Container:
+    offsets, total = _running_sum(c, infos)
+    moved = [Container(t, offset=o) for t, o in zip(infos, offsets)]
+    return Container({**c, "tensor_infos": moved, "tensor_data": bytes(c.tensor_data[: min(total, len(c.tensor_data))])})
 
 
 def _data_cuts(c: Container) -> Sequence[int]:

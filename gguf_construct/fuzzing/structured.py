@@ -16,6 +16,7 @@ input does not parse.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +37,7 @@ _DIM_VALUES = (*INTERESTING_64, 3, 32, 256, 2**31 - 1, 2**61, 2**62, 2**63 + 1)
 _TYPES = tuple(t.name for t in GGML_TYPES.values() if not t.removed and t.type_size)
 
 
+@functools.lru_cache(maxsize=64)  # an engine mutates the same queue entry many times in a row
 def _parse(data: bytes) -> Container | None:
     try:
         c = GGUF.parse(data)
@@ -98,14 +100,16 @@ def _add_tensor(rng: random.Random, kvs: list[Container], tensors: list[Any]) ->
 
 
 def _fill_wrap(rng: random.Random, kvs: list[Container], tensors: list[Any]) -> str:
-    """A tensor sized so that the padded sizes so far add up to exactly 2**64: the data section size wraps."""
+    """Two tensors sized so that the padded sizes so far add up to exactly 2**64: the data section size wraps,
+    and the first one ends far past the small section the reader allocates."""
     from ..strategies.reader_breakers import padded_offsets
 
     at = rng.randrange(len(tensors) + 1)
     _, total = padded_offsets(tensors[:at])
     rest = (2**64 - total) % 2**64 or 2**64
-    tensors.insert(at, (f"blk.0.wrap{at}", [rest // 32, 8], "f32"))
-    return f"insert wrapping tensor at {at}"
+    first = rng.randrange(1, rest // 32) * 32
+    tensors[at:at] = [(f"blk.0.wrap{at}a", [first // 32, 8], "f32"), (f"blk.0.wrap{at}b", [(rest - first) // 32, 8], "f32")]
+    return f"insert wrapping tensors at {at}"
 
 
 def _drop(rng: random.Random, kvs: list[Container], tensors: list[Any]) -> str:
