@@ -54,13 +54,15 @@ def fix_commit(gitdir: str, rev: str | None) -> str:
     return found.splitlines()[-1]
 
 
-def build(gitdir: str, rev: str, out: Path) -> Path:
-    if all((out / name).exists() for name in ("gguf_load", "gguf_libfuzzer")):  # a rerun in the same --work
+def build(gitdir: str, rev: str, out: Path, flavours: str = "gguf_libfuzzer gguf_load gguf_afl") -> Path:
+    """The harness at ``rev`` in ``out`` (flavours already there are kept: a rerun in the same --work)."""
+    missing = [f for f in flavours.split() if not (out / f).exists() and (f != "gguf_afl" or shutil.which("afl-clang-fast"))]
+    if not missing:
         return out
     # ggml's reader reads type fields into enum variables before it range-checks them: UBSan's enum check stops
     # every arm on the first file with an unknown type, at both commits (a finding of its own, docs/findings.md),
     # so the arms are built without that one check and timed to the CVE
-    env = {**os.environ, "HARNESS_EXTRA_FLAGS": "-fno-sanitize=enum"}
+    env = {**os.environ, "HARNESS_EXTRA_FLAGS": "-fno-sanitize=enum", "HARNESS_FLAVOURS": " ".join(missing)}
     subprocess.run([str(ROOT / "fuzz/native/build.sh"), f"{gitdir}:{rev}", str(out)], check=True, stdout=subprocess.DEVNULL, env=env)
     return out
 
@@ -193,7 +195,7 @@ def main() -> None:
     work = a.work or Path(tempfile.mkdtemp(prefix="bench-cve-"))
     fix = fix_commit(a.gitdir, a.rev)
     print(f"fix {fix[:10]}; building the parent and the fix in {work}", flush=True)
-    vuln, fixed = build(a.gitdir, f"{fix}^", work / "vuln"), build(a.gitdir, fix, work / "fixed")
+    vuln, fixed = build(a.gitdir, f"{fix}^", work / "vuln"), build(a.gitdir, fix, work / "fixed", "gguf_load")  # fixed: the check only
     seed_dir = work / "seeds"
     seed_files = seeds(seed_dir)
     print(f"{len(seed_files)} seeds; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; cap {a.cap:.0f} s per arm", flush=True)
