@@ -197,3 +197,17 @@ def test_unknown_class_names_the_known_ones():
 def test_strategy_draws_named_classes(case):
     name, data = case
     assert name in READER_BREAKERS and data[:4] == b"GGUF"
+
+
+def test_our_reader_rejects_the_ggml_finding_reproducers():
+    from conftest import DATA
+
+    expected = {"ggml-cve-2025-53630-size-wrap.gguf": "tensor.bounds", "ggml-nelements-signed-overflow.gguf": "tensor.ne_overflow",
+                "ggml-ubsan-invalid-type-enum.gguf": None}  # fmt: skip
+    for name, rule in expected.items():
+        data = (DATA.parent / "reproducers" / name).read_bytes()
+        with pytest.raises(FormatError) as e:
+            from_bytes(data, profile="ggml")
+        if rule:
+            assert rule in {i.rule for i in validate_gguf_bytes(data, "ggml")}, name
+        assert e.value.rule
