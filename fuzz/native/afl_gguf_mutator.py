@@ -32,9 +32,9 @@ def fuzz(buf: bytearray, add_buf: bytearray | None, max_size: int) -> bytearray:
     return bytearray(out[:max_size])
 
 
-def describe(max_description_length: int) -> str:
-    """A short name for the queue entry made by the last ``fuzz`` call."""
-    return "".join(c if c.isalnum() else "_" for c in _last)[:max_description_length]
+def describe(max_description_length: int) -> bytes:
+    """A short name for the queue entry made by the last ``fuzz`` call (AFL++ takes bytes)."""
+    return "".join(c if c.isalnum() else "_" for c in _last)[:max_description_length].encode()
 
 
 def deinit() -> None:
