@@ -162,5 +162,15 @@ def main(test_one: Callable[[bytes], int | None]) -> None:
                 seen.add(sig)
                 save_known(sig, data)
 
-    atheris.Setup(sys.argv, entry)
+    atheris.Setup(sys.argv, entry, **structured_mutator())
     atheris.Fuzz()
+
+
+def structured_mutator() -> dict[str, Any]:
+    """With FUZZ_STRUCTURED=1, libFuzzer mutates through gguf-construct's structure-aware mutator (parsed-file
+    edits laid out with consistent offsets, reader-breaker classes) instead of its own byte mutations."""
+    if os.environ.get("FUZZ_STRUCTURED") != "1":
+        return {}
+    from gguf_construct.fuzzing.structured import crossover, mutate
+
+    return {"custom_mutator": mutate, "custom_crossover": crossover}

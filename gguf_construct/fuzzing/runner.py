@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..fileio import check_output, files_under, write_atomic
+from .minimize import ddmin
+from .minimize import minimize as schema_minimize
 from .mutators import mutate
 from .protocol import Answer, LineTarget, OneShotTarget
 from .triage import CLASSES, Finding, findings
@@ -37,49 +39,10 @@ GENERATED_SHARE = 0.02
 
 
 # -- minimization ----------------------------------------------------------------------------------------
-def ddmin(data: bytes, still_fails: Callable[[bytes], bool], budget: int = 200, deadline: float | None = None) -> bytes:
-    """Delta debugging (Zeller): remove chunks of ``data`` while ``still_fails`` holds, halving the chunk size
-    when no chunk can go; at most ``budget`` calls of the predicate (and none past ``deadline``, a monotonic
-    time). Then the shortest failing prefix is tried."""
-    calls = 0
-
-    def spent() -> bool:
-        return calls >= budget or (deadline is not None and time.monotonic() > deadline)
-
-    def check(candidate: bytes) -> bool:
-        nonlocal calls
-        calls += 1
-        return still_fails(candidate)
-
-    n = 2
-    while len(data) >= 2 and not spent():
-        chunk = max(1, len(data) // n)
-        removed = False
-        for start in range(0, len(data), chunk):
-            if spent():
-                break
-            candidate = data[:start] + data[start + chunk :]
-            if candidate and check(candidate):
-                data, n, removed = candidate, max(n - 1, 2), True
-                break
-        if not removed:
-            if chunk == 1:
-                break
-            n = min(len(data), n * 2)
-    lo, hi = 1, len(data)  # the shortest prefix that still fails (binary search, assuming monotony)
-    while lo < hi and not spent():
-        mid = (lo + hi) // 2
-        if check(data[:mid]):
-            hi = mid
-        else:
-            lo = mid + 1
-    return data[:hi] if hi < len(data) and not spent() and check(data[:hi]) else data
-
-
 def minimize(data: bytes, keeps_finding: Callable[[bytes], bool], budget: int, seconds: float) -> bytes:
-    """The smallest file found that still shows the finding, in at most ``budget`` reader calls and ``seconds``.
-    The one place the campaign minimizes: a schema-aware minimizer replaces this function's body."""
-    return ddmin(data, keeps_finding, budget, deadline=time.monotonic() + seconds)
+    """The smallest file found that still shows the finding, in at most ``budget`` reader calls and ``seconds``:
+    the schema's steps first, then byte-chunk deletion (``fuzzing.minimize``)."""
+    return schema_minimize(data, keeps_finding, seconds=seconds, max_calls=budget)
 
 
 # -- the report ------------------------------------------------------------------------------------------

@@ -1,0 +1,93 @@
+/* A libFuzzer / AFL++ harness for ggml's GGUF reader (gguf_init_from_file), as a program that loads a model
+ * would use it: parse the file, load its tensor data (no_alloc = false) and read every tensor's bytes.
+ *
+ * The reader allocates its whole data section in one piece. To keep a fuzzing run inside its memory, the harness
+ * first parses the metadata only and skips a file whose data section, summed as the reader sums it (padded sizes
+ * added in size_t), exceeds HARNESS_MAX_DATA bytes; everything else goes through the full load.
+ *
+ * Build: fuzz/native/build.sh LLAMA_OR_GGML_CHECKOUT (compiles this file against that checkout's ggml sources).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ggml.h"
+#include "gguf.h"
+
+#ifndef HARNESS_MAX_DATA
+#define HARNESS_MAX_DATA (64u << 20)
+#endif
+
+static void quiet_log(enum ggml_log_level level, const char *text, void *user) {
+    (void) level; (void) text; (void) user;
+}
+
+static size_t pad(size_t x, size_t n) { return (x + n - 1) & ~(n - 1); }
+
+/* The data-section size the reader will allocate, computed with the reader's own (wrapping) arithmetic. */
+static int data_section_fits(const char *path) {
+    struct gguf_init_params meta = { /*no_alloc =*/ true, /*ctx =*/ NULL };
+    struct gguf_context *g = gguf_init_from_file(path, meta);
+    if (!g) return 0;
+    size_t total = 0, align = gguf_get_alignment(g);
+    for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) total += pad(gguf_get_tensor_size(g, i), align);
+    gguf_free(g);
+    return total <= HARNESS_MAX_DATA;
+}
+
+static volatile uint8_t sink;
+static char input_path[64];
+
+static void load(const char *path) {
+    if (!data_section_fits(path)) return;
+    struct ggml_context *tensors = NULL;
+    struct gguf_init_params params = { /*no_alloc =*/ false, /*ctx =*/ &tensors };
+    struct gguf_context *g = gguf_init_from_file(path, params);
+    if (!g) return;
+    for (int64_t i = 0; i < gguf_get_n_kv(g); ++i) {
+        if (gguf_get_kv_type(g, i) == GGUF_TYPE_STRING) sink ^= (uint8_t) strlen(gguf_get_val_str(g, i));
+    }
+    for (struct ggml_tensor *t = ggml_get_first_tensor(tensors); t; t = ggml_get_next_tensor(tensors, t)) {
+        const uint8_t *bytes = (const uint8_t *) t->data;
+        size_t n = ggml_nbytes(t);
+        if (bytes && n) sink ^= bytes[0] ^ bytes[n - 1]; /* first and last byte, as a copy or dequantization reads */
+    }
+    ggml_free(tensors);
+    gguf_free(g);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void) argc; (void) argv;
+    if (!getenv("GGUF_HARNESS_LOG")) ggml_log_set(quiet_log, NULL); /* set it to see the reader's messages */
+    snprintf(input_path, sizeof input_path, "/dev/shm/gguf-harness-%d", (int) getpid());
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    FILE *f = fopen(input_path, "wb");
+    if (!f) return 0;
+    fwrite(data, 1, size, f);
+    fclose(f);
+    load(input_path);
+    return 0;
+}
+
+#ifdef HARNESS_STANDALONE
+/* Without libFuzzer: load each file named on the command line; with none, read one path per line on stdin and
+ * answer "ok" after each (a crash ends the process: the caller sees it die on that path). */
+int main(int argc, char **argv) {
+    LLVMFuzzerInitialize(&argc, &argv);
+    for (int i = 1; i < argc; ++i) load(argv[i]);
+    if (argc > 1) return 0;
+    char line[4096];
+    while (fgets(line, sizeof line, stdin)) {
+        line[strcspn(line, "\n")] = 0;
+        load(line);
+        printf("ok\n");
+        fflush(stdout);
+    }
+    return 0;
+}
+#endif
