@@ -281,7 +281,7 @@ def test_a_fifo_is_refused_before_it_is_opened(tmp_path):
     os.mkfifo(fifo)
     for args in (["info", fifo], ["validate", fifo], ["hash", fifo], ["set", fifo, "general.name", "x"], ["convert", fifo, tmp_path / "o.safetensors"]):
         out = run_cli(*args, timeout=60)  # before the fix: blocked in open() until the timeout
-        assert out.returncode == 1, (args[0], out.stderr)
+        assert out.returncode == 2, (args[0], out.stderr)  # not a regular file: trouble, as grep says of a directory
         assert "not a regular file" in out.stderr or "file.not_regular" in out.stdout + out.stderr
     with pytest.raises(FormatError) as e:
         gc.load(fifo)
@@ -413,7 +413,7 @@ def _llama(tmp_path: Path, **keys: int) -> Path:
 def test_export_checks_what_ggjt_needs_up_front(tmp_path, keys, rule):
     path = _llama(tmp_path, **keys)
     rc, err, _ = run_main("export", path, tmp_path / "o.bin", "--to", "ggjt")
-    assert rc == 1 and rule in err, err
+    assert rc == 2 and rule in err, err  # a refused export: trouble, not an invalid file
     assert not (tmp_path / "o.bin").exists()
 
 
@@ -428,7 +428,7 @@ def test_export_rwkv_needs_a_2d_embedding(tmp_path):
     path = tmp_path / "r.gguf"
     f.save(path)
     rc, err, _ = run_main("export", path, tmp_path / "o.bin", "--to", "rwkv")
-    assert rc == 1 and "export." in err, err
+    assert rc == 2 and "export." in err, err
 
 
 # -- diff, info, small ones --------------------------------------------------------------------------------------------
