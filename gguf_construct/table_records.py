@@ -102,6 +102,17 @@ class QuantizeTable:
     output_type: QuantizeOutputType
     fallback: Mapping[str, str]
     last_resort_type: str
+    #: GGML_QNT_VERSION: what llama-quantize writes as general.quantization_version
+    quantization_version: int
+    quantization_version_source: str
+    #: plain type name → the llama_ftype name written as general.file_type ('_note' explains the choice)
+    type_file_types: Mapping[str, str]
+    #: llama-quantize's mix name → [llama_ftype name, default type] ('_source' cites them)
+    mixes: Mapping[str, Any]
+    mix_aliases: Mapping[str, str]
+    #: llama_tensor_get_type's per-tensor choices as data (see '_semantics' in the JSON)
+    mix_rules: Mapping[str, Any]
+    requires_imatrix: Mapping[str, Any]
 
 
 @dataclass(frozen=True)

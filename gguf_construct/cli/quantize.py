@@ -16,6 +16,13 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
                   log=print) -> list[tuple[str, str, float | None]]:  # fmt: skip
     """Quantize every tensor of ``src`` (GGUF, safetensors/Ollama blob, legacy) into the GGUF ``dst``.
 
+    ``target`` is a ggml type (``q4_K``: every quantizable tensor gets it, the output tensor llama-quantize's
+    choice) or one of llama-quantize's mixes (``Q4_K_M``, ``IQ2_M``: :func:`..quants.quantize.policy.mixes`), whose
+    per-tensor choices follow ``llama_tensor_get_type``. The output carries the keys llama-quantize writes:
+    ``general.file_type`` (the mix's, or the type's llama_ftype; removed when no llama_ftype describes the type) and
+    ``general.quantization_version``; split keys are dropped. A legacy input is migrated to GGUF first (its
+    metadata becomes GGUF keys), a safetensors input gets the keys ``convert`` writes.
+
     Returns ``(name, type written, rmse or None when kept)`` per tensor. The input stays memory-mapped; each
     quantized tensor is made when the (atomic) writer reaches it and dropped once written, so memory stays at about
     one tensor's values.
@@ -26,22 +33,42 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
     from ..quants import dequantize, swap_byte_order
     from ..quants.blocks import resolve
     from ..quants.quantize import REQUIRES_IMATRIX, quantize, supported
-    from ..quants.quantize.policy import tensor_type
-    from ..registry import load
+    from ..quants.quantize import policy
+    from ..registry import detect, load
 
-    target = resolve(target).name
-    if target not in supported():
-        raise ValueError(f"quantizing to {target} is not implemented (supported: {', '.join(sorted(supported()))})")
+    mix = target if policy.is_mix(target) else None
+    if mix is None:
+        target = resolve(target).name
+        if target not in supported():
+            raise ValueError(f"quantizing to {target} is not implemented (supported: {', '.join(sorted(supported()))})")
     weights = read_imatrix(imatrix) if imatrix else {}
-    if target in REQUIRES_IMATRIX and not weights:
+    if mix is None and target in REQUIRES_IMATRIX and not weights:
         raise ValueError(f"{target} needs --imatrix")
+    if detect(src) not in ("gguf", "safetensors", "ollama"):
+        return _quantize_migrated(src, dst, target, imatrix=imatrix, keep=keep, log=log)
     model = load(src)
     out = new()
     if isinstance(model, GGUFFile):
         for key in model.metadata:
-            out.metadata.set(key, model.metadata[key], type=model.metadata.type_of(key))
+            if not key.startswith("split."):
+                out.metadata.set(key, model.metadata[key], type=model.metadata.type_of(key))
+    else:
+        from ..convert.gguf import metadata_keys
+
+        out.metadata.set("general.architecture", "unknown")
+        for key, value in metadata_keys({k: v for k, v in getattr(model, "metadata", {}).items() if isinstance(v, str)}, model.tensors).items():
+            out.metadata.set(key, value)
     names = list(model.tensors)
-    has_output = "output.weight" in names
+    shapes = {name: tuple(int(d) for d in model.tensors[name].shape) for name in names}  # ggml order for every format
+    if mix is not None:
+        facts = policy.ModelFacts.from_metadata(out.metadata)
+        chosen = policy.plan([(n, shapes[n]) for n in names], mix, facts, has_imatrix=bool(weights), keep=keep)
+        lacking = [n for n, t in chosen.items() if t is not None and policy.needs_imatrix(n, t, mix) and n not in weights]
+        if lacking:
+            raise ValueError(f"{mix} quantizes {lacking[0]} to {chosen[lacking[0]]}, which needs an importance matrix: give --imatrix")
+    else:
+        has_output = "output.weight" in names
+        chosen = {n: policy.tensor_type(n, shapes[n], target, has_output=has_output, keep=keep) for n in names}
     report: list[tuple[str, str, float | None]] = []
 
     def produce(name: str, new_type: str, shape: tuple[int, ...]):
@@ -69,8 +96,8 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
     n_quantized = 0
     for name in names:
         t = model.tensors[name]
-        shape = tuple(int(d) for d in t.shape)  # ggml order for every format
-        new_type = tensor_type(name, shape, target, has_output=has_output, keep=keep)
+        shape = shapes[name]
+        new_type = chosen[name]
         if new_type is None:
             if isinstance(model, GGUFFile) and model.byte_order == "little":
                 out.tensors.add(name, t.data, t.type.name, shape)  # the mapped bytes, as they are
@@ -83,9 +110,32 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
             continue
         n_quantized += 1
         out.tensors.add(name, produce(name, new_type, shape), new_type, shape)
+    file_type = policy.file_type_of(mix or target)
+    if file_type is None:
+        out.metadata.pop("general.file_type", None)
+    else:
+        out.metadata.set("general.file_type", file_type, type="u32")
+    out.metadata.set("general.quantization_version", policy.quantization_version(), type="u32")
     bar[0] = iter(progress(range(n_quantized), n_quantized, "quantize", unit="tensor"))
     out.save(dst)
     return report
+
+
+def _quantize_migrated(src: str, dst: str, target: str, **options) -> list[tuple[str, str, float | None]]:
+    """A legacy file quantized: migrated to GGUF v3 in a temporary file beside ``dst`` (its hyper-parameters and
+    vocabulary become GGUF keys, its tensors GGUF names), which is then quantized and removed."""
+    import os
+    import tempfile
+
+    from ..migrate import migrate
+
+    fd, tmp = tempfile.mkstemp(suffix=".gguf", prefix=".migrated-", dir=os.path.dirname(os.path.abspath(dst)))
+    os.close(fd)
+    try:
+        migrate(src, tmp)
+        return quantize_file(tmp, dst, target, **options)
+    finally:
+        os.unlink(tmp)
 
 
 def _run(args: argparse.Namespace) -> int:
