@@ -126,7 +126,27 @@ def to_gguf(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = Non
             got = dequantize(raw, enc.ggml_type).reshape(tuple(reversed(enc.shape)))
             verify(name, t.to_numpy().reshape(got.shape), got)
             report.verified += 1
+    describe_types(out)
     return out, report
+
+
+def describe_types(out: GGUFFile) -> None:
+    """The keys llama.cpp's converters write about the tensors' types: ``general.file_type`` for the most common
+    type (llama.cpp's loader guesses a file's type the same way; none for a type no llama_ftype names) and
+    ``general.quantization_version`` when a tensor is quantized."""
+    from ..quants.quantize.policy import file_type_of, quantization_version
+
+    counts: dict[str, int] = {}
+    for name in out.tensors:
+        t = out.tensors[name].type
+        counts[t.name] = counts.get(t.name, 0) + 1
+    if not counts:
+        return
+    ftype = file_type_of(max(counts, key=counts.__getitem__))
+    if ftype is not None:
+        out.metadata.set("general.file_type", ftype, type="u32")
+    if any(out.tensors[name].type.block_size > 1 for name in out.tensors):
+        out.metadata.set("general.quantization_version", quantization_version(), type="u32")
 
 
 # -- GGUF → safetensors ----------------------------------------------------------------------------------
