@@ -4,11 +4,10 @@ through llama-cpp-python's ``llama_model_quantize`` on tiny llama models; and th
 from __future__ import annotations
 
 import pytest
+from tiny_llama import llama_model
 
 from gguf_construct.api.file import load_gguf
 from gguf_construct.quants.quantize import policy
-
-from tiny_llama import llama_model
 
 #: (n_layer, n_head, n_head_kv): 16 layers make n/8 and n/16 differ; 4 heads per KV head turn on the n_gqa() >= 4 rules
 MODELS = [(16, 4, 4), (8, 4, 1)]

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tiny_llama import llama_model
 
 from gguf_construct.api.file import load_gguf
 from gguf_construct.cli.main import main
 from gguf_construct.cli.validate import validate_one
 from gguf_construct.data import example_path
-from tiny_llama import llama_model
 
 DATA = Path(__file__).parent / "data"
 LEGACY = [

@@ -32,8 +32,7 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
     from ..progress import progress
     from ..quants import dequantize, swap_byte_order
     from ..quants.blocks import resolve
-    from ..quants.quantize import REQUIRES_IMATRIX, quantize, supported
-    from ..quants.quantize import policy
+    from ..quants.quantize import REQUIRES_IMATRIX, policy, quantize, supported
     from ..registry import detect, load
 
     mix = target if policy.is_mix(target) else None

@@ -153,7 +153,6 @@ def verify_gguf(path: str | os.PathLike[str], metadata: Metadata, tensors: list[
     tensor's values."""
     from ..api.file import load_gguf
     from ..registry import validate_file
-
     from ..validation import check_keys
 
     errors = [i for i in validate_file(path, "ggml") if i.severity == "error"]
