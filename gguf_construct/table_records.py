@@ -9,7 +9,7 @@ about a millisecond at import). Import them from ``tables``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -39,6 +39,8 @@ class MigrateExample:
     arch: str
     tokenizer: str | None
     keys: Mapping[str, Any]
+    #: required keys the legacy header has no field for: the value the example's code hard-codes
+    defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -179,3 +179,22 @@ def test_new_model_with_its_keys_validates(n_layer, f32, tmp_path_factory):
     d = tmp_path_factory.mktemp("n")
     llama_model(n_layer=n_layer, dtype=np.float32 if f32 else np.float16, n_embd=64, n_ff=128).save(d / "m.gguf")
     assert_valid(d / "m.gguf")
+
+
+@FAST
+@given(data=st.data(), profile=st.sampled_from(["gpt2", "gptj", "gptneox", "mpt", "starcoder", "whisper"]))
+def test_migrate_drawn_example_files(data, profile, tmp_path_factory):
+    """ggml-example and whisper.cpp files drawn from their schemas migrate to files with their architecture's keys."""
+    from gguf_construct.migrate import migrate
+    from gguf_construct.strategies import legacy_bytes
+
+    d = tmp_path_factory.mktemp("x")
+    (d / "in.bin").write_bytes(data.draw(legacy_bytes(fmt="ggml", profile=profile)))
+    try:
+        migrate(d / "in.bin", d / "out.gguf")
+    except Exception as e:  # a drawn file may be one migration refuses by a named rule (a tensor it has no name for)
+        from gguf_construct.errors import FormatError
+
+        assert isinstance(e, FormatError) and e.rule != "migrate.verify", e
+        return
+    assert_valid(d / "out.gguf")

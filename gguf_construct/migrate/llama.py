@@ -219,7 +219,13 @@ def example_metadata(f: LegacyFile, name: str | None) -> Metadata:
             continue
         key = spec.keys.get(k, f"{arch}.{k}")
         std = standard_key(key, arch)
+        if std is not None and std.type == "bool":
+            v = bool(v)
         out.set(key, v, type=std.type if std else ("f32" if isinstance(v, float) else "i32"))
+    for key, v in spec.defaults.items():
+        if key not in out:
+            std = standard_key(key, arch)
+            out.set(key, v, type=std.type if std else None)
     if "model_type" in md:
         out.set(f"{arch}.model_type", md["model_type"])
     if "tdt_durations" in md:
