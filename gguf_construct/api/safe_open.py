@@ -36,10 +36,11 @@ class safe_open:  # noqa: N801 - the safetensors library's name, so that code wr
         from ..registry import load
 
         self._framework = "pt" if framework in ("pt", "torch") else "numpy"
-        self._file: Any = load(filename)
-        if self._file.format not in ("safetensors", "gguf"):
-            raise ValueError(f"{filename}: safe_open reads safetensors and GGUF files, not {self._file.format}")
-        self._tensors = self._file.entries if self._file.format == "safetensors" else self._file.tensors
+        opened: Any = load(filename)
+        if opened.format not in ("safetensors", "gguf"):
+            raise ValueError(f"{filename}: safe_open reads safetensors and GGUF files, not {opened.format}")
+        self._file: Any = opened
+        self._tensors: Any = opened.entries if opened.format == "safetensors" else opened.tensors
 
     def __enter__(self) -> safe_open:
         return self
@@ -78,7 +79,7 @@ class safe_open:  # noqa: N801 - the safetensors library's name, so that code wr
             return self._bf16(array.reshape(shape))
         out = np.array(array, dtype=array.dtype.newbyteorder("="), copy=True).reshape(shape)
         if self._framework == "pt":
-            import torch
+            import torch  # type: ignore[import-not-found]  # optional: only with framework "pt"
 
             return torch.from_numpy(out)
         return out
@@ -86,7 +87,7 @@ class safe_open:  # noqa: N801 - the safetensors library's name, so that code wr
     def _bf16(self, bits: np.ndarray) -> Any:
         if self._framework != "pt":
             raise TypeError("BF16 has no numpy dtype: open the file with framework='pt', or read float32 values with gguf_construct.load(...).tensors[name].to_numpy()")
-        import torch
+        import torch  # optional: only with framework "pt"
 
         return torch.from_numpy(np.array(bits, dtype=np.int16, copy=True)).view(torch.bfloat16)
 
