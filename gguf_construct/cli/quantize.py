@@ -43,8 +43,19 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
     weights = read_imatrix(imatrix) if imatrix else {}
     if mix is None and target in REQUIRES_IMATRIX and not weights:
         raise ValueError(f"{target} needs --imatrix")
-    if detect(src) not in ("gguf", "safetensors", "ollama"):
-        return _quantize_migrated(src, dst, target, imatrix=imatrix, keep=keep, log=log)
+    if detect(src) not in ("gguf", "safetensors", "ollama"):  # legacy: migrated to GGUF v3 beside dst, then quantized
+        import os
+        import tempfile
+
+        from ..migrate import migrate
+
+        fd, migrated = tempfile.mkstemp(suffix=".gguf", prefix=".migrated-", dir=os.path.dirname(os.path.abspath(dst)))
+        os.close(fd)
+        try:
+            migrate(src, migrated)
+            return quantize_file(migrated, dst, mix or target, imatrix=imatrix, keep=keep, log=log)
+        finally:
+            os.unlink(migrated)
     model = load(src)
     out = new()
     if isinstance(model, GGUFFile):
@@ -118,23 +129,6 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
     bar[0] = iter(progress(range(n_quantized), n_quantized, "quantize", unit="tensor"))
     out.save(dst)
     return report
-
-
-def _quantize_migrated(src: str, dst: str, target: str, **options) -> list[tuple[str, str, float | None]]:
-    """A legacy file quantized: migrated to GGUF v3 in a temporary file beside ``dst`` (its hyper-parameters and
-    vocabulary become GGUF keys, its tensors GGUF names), which is then quantized and removed."""
-    import os
-    import tempfile
-
-    from ..migrate import migrate
-
-    fd, tmp = tempfile.mkstemp(suffix=".gguf", prefix=".migrated-", dir=os.path.dirname(os.path.abspath(dst)))
-    os.close(fd)
-    try:
-        migrate(src, tmp)
-        return quantize_file(tmp, dst, target, **options)
-    finally:
-        os.unlink(tmp)
 
 
 def _run(args: argparse.Namespace) -> int:
