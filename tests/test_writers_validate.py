@@ -182,7 +182,7 @@ def test_new_model_with_its_keys_validates(n_layer, f32, tmp_path_factory):
 
 
 @FAST
-@given(data=st.data(), profile=st.sampled_from(["gpt2", "gptj", "gptneox", "mpt", "starcoder", "whisper"]))
+@given(data=st.data(), profile=st.sampled_from(["llama", "gpt2", "gptj", "gptneox", "mpt", "starcoder", "whisper"]))
 def test_migrate_drawn_example_files(data, profile, tmp_path_factory):
     """ggml-example and whisper.cpp files drawn from their schemas migrate to files with their architecture's keys."""
     from gguf_construct.migrate import migrate
