@@ -33,12 +33,15 @@ class safe_open:  # noqa: N801 - the safetensors library's name, so that code wr
             raise ValueError(f"framework must be one of {FRAMEWORKS}, not {framework!r}")
         if device != "cpu":
             raise ValueError("only device='cpu' is supported")
-        from ..registry import load
+        from ..formats.gguf import MAGIC
+        from .file import load_gguf
+        from .safetensors import load_safetensors
 
         self._framework = "pt" if framework in ("pt", "torch") else "numpy"
-        opened: Any = load(filename)
-        if opened.format not in ("safetensors", "gguf"):
-            raise ValueError(f"{filename}: safe_open reads safetensors and GGUF files, not {opened.format}")
+        with open(filename, "rb") as f:
+            magic = f.read(4)
+        # a GGUF file starts with its magic (in either byte order); anything else is read as safetensors, strictly
+        opened: Any = load_gguf(filename) if magic == MAGIC else load_safetensors(filename)
         self._file: Any = opened
         self._tensors: Any = opened.entries if opened.format == "safetensors" else opened.tensors
 
