@@ -91,7 +91,7 @@ def test_quantize_of_a_legacy_and_a_safetensors_file(tmp_path):
 
 @FAST
 @given(
-    target=st.sampled_from(["q8_0", "q4_1", "q5_K", "Q4_K_S", "Q6_K", "IQ4_XS"]),
+    target=st.sampled_from(["q8_0", "q4_1", "q5_K", "Q4_K_S", "Q6_K", "Q3_K_M"]),
     n_layer=st.integers(1, 3),
     n_head_kv=st.sampled_from([1, 4]),
     f32=st.booleans(),
