@@ -198,3 +198,20 @@ def test_migrate_drawn_example_files(data, profile, tmp_path_factory):
         assert isinstance(e, FormatError) and e.rule != "migrate.verify", e
         return
     assert_valid(d / "out.gguf")
+
+
+def test_quantize_then_validate_as_a_user_does(tmp_path):
+    """``quantize EXAMPLE q8.gguf --type q8_0``, then ``validate --keys --profile ggml`` and ``info``, as commands."""
+    import subprocess
+    import sys
+
+    def run(*args: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "gguf_construct.cli.main", *map(str, args)], capture_output=True, text=True, timeout=300)
+
+    out = tmp_path / "q8.gguf"
+    assert run("quantize", example_path(), out, "--type", "q8_0").returncode == 0
+    checked = run("validate", "--keys", "--profile", "ggml", out)
+    assert checked.returncode == 0, checked.stdout
+    assert "MOSTLY_Q8_0" in run("info", out).stdout
+    assert run("quantize", example_path(), tmp_path / "m.gguf", "--type", "Q4_K_M").returncode == 0
+    assert run("validate", "--keys", "--profile", "ggml", tmp_path / "m.gguf").returncode == 0
