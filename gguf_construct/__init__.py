@@ -44,11 +44,13 @@ _LAZY: dict[str, str] = {
     "Issue": "validation", "check": "validation",
     "dequantize": "quants", "swap_byte_order": "quants", "quantize": "quants.quantize",
     "RemoteError": "remote.errors",  # a remote read failed (gguf_construct.remote): URL and HTTP status
+    "safe_open": "api.safe_open",  # the safetensors library's access: native dtypes, numpy order
 }  # fmt: skip
 
 if TYPE_CHECKING:
     from .api.file import GGUFFile, from_bytes, new
     from .api.metadata import MetadataField
+    from .api.safe_open import safe_open
     from .api.tensors import TensorInfo
     from .formats.ggml import GGML
     from .formats.gguf import GGUF
@@ -84,4 +86,5 @@ __all__ = [
     "LayoutError", "LimitError", "TruncatedError", "UnknownFormatError", "UnsupportedTypeError", "check", "dequantize", "detect", "export", "migrate", "quantize", "swap_byte_order",
     "from_bytes", "load", "new", "schema_for", "validate_bytes", "validate_file",
 ]  # fmt: skip
+__all__ += ["safe_open"]  # safetensors-style access (gguf_construct.api.safe_open)
 __all__ += ["RemoteError"]  # a remote read failed (gguf_construct.remote): URL and HTTP status

@@ -9,7 +9,7 @@ about a millisecond at import). Import them from ``tables``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -39,6 +39,8 @@ class MigrateExample:
     arch: str
     tokenizer: str | None
     keys: Mapping[str, Any]
+    #: required keys the legacy header has no field for: the value the example's code hard-codes
+    defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,17 @@ class QuantizeTable:
     output_type: QuantizeOutputType
     fallback: Mapping[str, str]
     last_resort_type: str
+    #: GGML_QNT_VERSION: what llama-quantize writes as general.quantization_version
+    quantization_version: int
+    quantization_version_source: str
+    #: plain type name → the llama_ftype name written as general.file_type ('_note' explains the choice)
+    type_file_types: Mapping[str, str]
+    #: llama-quantize's mix name → [llama_ftype name, default type] ('_source' cites them)
+    mixes: Mapping[str, Any]
+    mix_aliases: Mapping[str, str]
+    #: llama_tensor_get_type's per-tensor choices as data (see '_semantics' in the JSON)
+    mix_rules: Mapping[str, Any]
+    requires_imatrix: Mapping[str, Any]
 
 
 @dataclass(frozen=True)

@@ -332,34 +332,38 @@ def test_imatrix_gguf_round_trip_and_gguf_py(tmp_path):
 
 
 def test_quantize_command(tmp_path):
-    """A real file (an rwkv.cpp float model) quantized by the CLI; every quantized tensor equals ggml's bytes."""
+    """A real file (an rwkv.cpp float model) quantized by the CLI: migrated to GGUF first (GGUF names and keys),
+    then every quantized tensor equals ggml's bytes."""
     import subprocess
     import sys
 
     import gguf_construct as gc
     from gguf_construct.imatrix import write_gguf
+    from gguf_construct.migrate import migrate
 
     src = float_rwkv()
+    migrate(src, tmp_path / "migrated.gguf")
+    model = gc.load(tmp_path / "migrated.gguf")
     imatrix = tmp_path / "m.gguf"
-    model = gc.load(src)
-    write_gguf(imatrix, {"blocks.0.ffn.value.weight": (np.linspace(0.1, 3, 256, dtype=np.float32)[None], np.array([1], np.float32))})
+    write_gguf(imatrix, {"blk.0.channel_mix_value.weight": (np.linspace(0.1, 3, 256, dtype=np.float32)[None], np.array([1], np.float32))})
     out = tmp_path / "q.gguf"
     cmd = [sys.executable, "-m", "gguf_construct.cli.main", "quantize", str(src), str(out), "--type", "q4_K",
-           "--imatrix", str(imatrix), "--keep", "emb.*"]  # fmt: skip
+           "--imatrix", str(imatrix), "--keep", "token_embd.*"]  # fmt: skip
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert "rmse" in run.stderr
     q = gc.load(out)
     assert set(q.tensors) == set(model.tensors)
+    assert q.metadata["general.architecture"] == model.metadata["general.architecture"]
     types = {n: q.tensors[n].type.name for n in q.tensors}
-    assert types["emb.weight"] == "f32"  # --keep
-    assert types["blocks.0.ln1.weight"] == "f32"  # 1-D
-    assert types["blocks.0.ffn.value.weight"] == "q4_K"  # rows of 256
-    assert types["blocks.0.att.key.weight"] == "q5_0"  # rows of 64: llama.cpp's fallback for Q4_K
-    for name in ("blocks.0.ffn.value.weight", "blocks.0.att.key.weight"):
+    assert types["token_embd.weight"] == model.tensors["token_embd.weight"].type.name  # --keep
+    assert types["blk.0.attn_norm.weight"] == model.tensors["blk.0.attn_norm.weight"].type.name  # 1-D
+    assert types["blk.0.channel_mix_value.weight"] == "q4_K"  # rows of 256
+    assert types["blk.0.time_mix_key.weight"] == "q5_0"  # rows of 64: llama.cpp's fallback for Q4_K
+    for name in ("blk.0.channel_mix_value.weight", "blk.0.time_mix_key.weight"):
         x = model.tensors[name].to_numpy()
         x = x.reshape(-1, x.shape[-1])
-        qw = np.linspace(0.1, 3, 256, dtype=np.float32) if name == "blocks.0.ffn.value.weight" else None
+        qw = np.linspace(0.1, 3, 256, dtype=np.float32) if name == "blk.0.channel_mix_value.weight" else None
         assert bytes(q.tensors[name].data) == ggml_quantize(x, resolve(types[name]).id, qw)
 
 

@@ -30,7 +30,9 @@ def test_summary_counts_parameters_and_sizes():
     assert s["tensor_bytes"] == sum(t.nbytes for t in f.tensors.values())
     assert s["tokenizer"]["tokens"] == 16 and s["tokenizer"]["bos"] == {"id": 1, "text": "<s>"}
     assert s["file_type"] == "MOSTLY_F16" and s["general"]["general.name"] == "gguf-construct example"
-    assert s["name"] is None  # example.gguf does not follow the naming convention
+    # the shipped file's name follows the naming convention and agrees with its metadata
+    assert {k: s["name"][k] for k in ("BaseName", "SizeLabel", "Version", "Encoding")} == {"BaseName": "gguf-construct-example", "SizeLabel": "26K", "Version": "v1.0", "Encoding": "F16"}
+    assert s["name_warnings"] == []
 
 
 def test_text_report_has_every_section(tmp_path):
@@ -55,12 +57,13 @@ def test_json_keeps_its_shape_and_adds_summary(capsys):
 
 
 def test_markdown_tables():
-    md = info_markdown(gc.load(example_path()), "example.gguf")
-    assert md.startswith("# example.gguf\n")
+    name = example_path().name
+    md = info_markdown(gc.load(example_path()), name)
+    assert md.startswith(f"# {name}\n") and "- File name: BaseName `gguf-construct-example`" in md
     assert "| POS | TYPE | Count | Key | Value |" in md and "| 1 | str | 1 | general.architecture | `llama` |" in md
     assert "| 0 | token_embd.weight | f16 | 64 × 16 | 1,024 | 2,048 | 0x0 |" in md
     r = run("info", "--markdown", example_path())
-    assert r.returncode == 0 and r.stdout == md.replace("# example.gguf", f"# {example_path().name}")
+    assert r.returncode == 0 and r.stdout == md
 
 
 class _Tensor:

@@ -242,5 +242,13 @@ def from_bytes(data: Any, *, strict: bool = True, profile: str = "spec", limits:
 
 
 def new(*, version: int = 3, byte_order: str = "little") -> GGUFFile:
-    """An empty GGUF file to fill with ``metadata`` and ``tensors`` and ``save``."""
+    """An empty GGUF file to fill with ``metadata`` and ``tensors`` and ``save``.
+
+    What is whose: ``save`` never writes a file that breaks a structural rule of the spec (it checks the file it
+    built before renaming it into place, and raises naming the rule); the keys are the caller's. A model file needs
+    ``general.architecture``, the keys the spec requires of that architecture and, once a tensor is quantized,
+    ``general.quantization_version`` (``validate --keys``, ``validation.check_keys``): ``save`` does not invent them,
+    since only the caller knows the values. Every command of this package that writes through ``new`` (quantize,
+    convert) supplies the keys llama.cpp's tools would write.
+    """
     return GGUFFile(Container(version=version, byte_order=byte_order, metadata_kv=[], tensor_infos=[], tensor_data=None, alignment=DEFAULT_ALIGNMENT))

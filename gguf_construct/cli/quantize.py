@@ -22,6 +22,13 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
                   log=print) -> list[tuple[str, str, float | None]]:  # fmt: skip
     """Quantize every tensor of ``src`` (GGUF, safetensors/Ollama blob, legacy) into the GGUF ``dst``.
 
+    ``target`` is a ggml type (``q4_K``: every quantizable tensor gets it, the output tensor llama-quantize's
+    choice) or one of llama-quantize's mixes (``Q4_K_M``, ``IQ2_M``: :func:`..quants.quantize.policy.mixes`), whose
+    per-tensor choices follow ``llama_tensor_get_type``. The output carries the keys llama-quantize writes:
+    ``general.file_type`` (the mix's, or the type's llama_ftype; removed when no llama_ftype describes the type) and
+    ``general.quantization_version``; split keys are dropped. A legacy input is migrated to GGUF first (its
+    metadata becomes GGUF keys), a safetensors input gets the keys ``convert`` writes.
+
     Returns ``(name, type written, rmse or None when kept)`` per tensor. The input stays memory-mapped; each
     quantized tensor is made when the (atomic) writer reaches it and dropped once written, so memory stays at about
     one tensor's values.
@@ -32,24 +39,54 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
     from ..progress import progress
     from ..quants import dequantize, swap_byte_order
     from ..quants.blocks import resolve
-    from ..quants.quantize import REQUIRES_IMATRIX, quantize, supported
-    from ..quants.quantize.policy import tensor_type
-    from ..registry import load
+    from ..quants.quantize import REQUIRES_IMATRIX, policy, quantize, supported
+    from ..registry import detect, load
 
     check_output(dst, [src, imatrix])  # before any work: refused at once, the input never replaced
-    target = resolve(target).name
-    if target not in supported():
-        raise ValueError(f"quantizing to {target} is not implemented (supported: {', '.join(sorted(supported()))})")
+    mix = target if policy.is_mix(target) else None
+    if mix is None:
+        target = resolve(target).name
+        if target not in supported():
+            raise ValueError(f"quantizing to {target} is not implemented (supported: {', '.join(sorted(supported()))})")
     weights = read_imatrix(imatrix) if imatrix else {}
-    if target in REQUIRES_IMATRIX and not weights:
+    if mix is None and target in REQUIRES_IMATRIX and not weights:
         raise ValueError(f"{target} needs --imatrix")
+    if detect(src) not in ("gguf", "safetensors", "ollama"):  # legacy: migrated to GGUF v3 beside dst, then quantized
+        import os
+        import tempfile
+
+        from ..migrate import migrate
+
+        fd, migrated = tempfile.mkstemp(suffix=".gguf", prefix=".migrated-", dir=os.path.dirname(os.path.abspath(dst)))
+        os.close(fd)
+        try:
+            migrate(src, migrated)
+            return quantize_file(migrated, dst, mix or target, imatrix=imatrix, keep=keep, log=log)
+        finally:
+            os.unlink(migrated)
     model = load(src)
     out = new()
     if isinstance(model, GGUFFile):
         for key in model.metadata:
-            out.metadata.set(key, model.metadata[key], type=model.metadata.type_of(key))
+            if not key.startswith("split."):
+                out.metadata.set(key, model.metadata[key], type=model.metadata.type_of(key))
+    else:
+        from ..convert.gguf import metadata_keys
+
+        out.metadata.set("general.architecture", "unknown")
+        for key, value in metadata_keys({k: v for k, v in getattr(model, "metadata", {}).items() if isinstance(v, str)}, model.tensors).items():
+            out.metadata.set(key, value)
     names = list(model.tensors)
-    has_output = "output.weight" in names
+    shapes = {name: tuple(int(d) for d in model.tensors[name].shape) for name in names}  # ggml order for every format
+    if mix is not None:
+        facts = policy.ModelFacts.from_metadata(out.metadata)
+        chosen = policy.plan([(n, shapes[n]) for n in names], mix, facts, has_imatrix=bool(weights), keep=keep)
+        lacking = [n for n, t in chosen.items() if t is not None and policy.needs_imatrix(n, t, mix) and n not in weights]
+        if lacking:
+            raise ValueError(f"{mix} quantizes {lacking[0]} to {chosen[lacking[0]]}, which needs an importance matrix: give --imatrix")
+    else:
+        has_output = "output.weight" in names
+        chosen = {n: policy.tensor_type(n, shapes[n], target, has_output=has_output, keep=keep) for n in names}
     report: list[tuple[str, str, float | None]] = []
 
     def produce(name: str, new_type: str, shape: tuple[int, ...]):
@@ -77,8 +114,8 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
     n_quantized = 0
     for name in names:
         t = model.tensors[name]
-        shape = tuple(int(d) for d in t.shape)  # ggml order for every format
-        new_type = tensor_type(name, shape, target, has_output=has_output, keep=keep)
+        shape = shapes[name]
+        new_type = chosen[name]
         if new_type is None:
             if isinstance(model, GGUFFile) and model.byte_order == "little":
                 out.tensors.add(name, t.data, t.type.name, shape)  # the mapped bytes, as they are
@@ -91,33 +128,38 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
             continue
         n_quantized += 1
         out.tensors.add(name, produce(name, new_type, shape), new_type, shape)
+    file_type = policy.file_type_of(mix or target)
+    if file_type is None:
+        out.metadata.pop("general.file_type", None)
+    else:
+        out.metadata.set("general.file_type", file_type, type="u32")
+    out.metadata.set("general.quantization_version", policy.quantization_version(), type="u32")
     bar[0] = iter(progress(range(n_quantized), n_quantized, "quantize", unit="tensor"))
     with reading([*files_of(model), imatrix]):
         out.save(dst)
     return report
 
 
-#: llama-quantize's mixes name a file type, not a ggml type: a choice of type per tensor (src/llama-quant.cpp)
-_MIX_SUFFIXES = ("_XXS", "_XS", "_S", "_M", "_L")
-
-
 def quant_type(text: str) -> str:
-    """An argparse ``type``: a ggml type the quantizers write (any case), or a usage error that lists them."""
+    """An argparse ``type``: a llama-quantize mix as llama-quantize spells it (``Q4_K_M``, ``IQ4_XS``: a type per
+    tensor), or a ggml type the quantizers write in ggml's spelling (``q4_K``: every tensor); else a usage error
+    that lists both."""
     from ..errors import FormatError
     from ..quants.blocks import resolve
-    from ..quants.quantize import supported
+    from ..quants.quantize import mixes, supported
 
+    text = text.strip()
+    if text in mixes():
+        return text
     try:
-        name = resolve(text.strip()).name
+        name = resolve(text).name
     except FormatError:
         name = ""
     if name in supported():
         return name
     listed = ", ".join(sorted(supported(), key=str.lower))
-    hint = ""
-    if text.upper().endswith(_MIX_SUFFIXES) and not name:
-        hint = f"; {text} is one of llama-quantize's mixes, which choose a type per tensor: name the ggml type itself"
-    raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a ggml type the quantizers write ({listed}){hint}")
+    mix_names = ", ".join(sorted(mixes()))
+    raise argparse.ArgumentTypeError(f"{text[:40]!r} is neither a llama-quantize mix ({mix_names}) nor a ggml type the quantizers write ({listed})")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -154,7 +196,7 @@ def add_quantize_options(p: argparse.ArgumentParser, *, required: bool) -> None:
     """``--type``, ``--imatrix``, ``--keep``: this command's, and convert's, where ``--type`` is optional and the
     others apply with it (convert hands them to this command)."""
     with_type = "" if required else "with --type: "
-    type_help = "ggml type name, e.g. q4_K, q8_0, iq4_xs" if required else "quantize to this ggml type (as the quantize command: GGUF output, llama-quantize's tensor choices)"
+    type_help = "a llama-quantize mix (Q4_K_M, Q5_K_S, IQ4_XS, ...: a type per tensor) or a ggml type (q4_K, q8_0: every tensor)" if required else "quantize to this ggml type (as the quantize command: GGUF output, llama-quantize's tensor choices)"
     p.add_argument("--type", metavar="TYPE", type=quant_type, required=required, help=type_help)
     p.add_argument("--imatrix", metavar="FILE", help=f"{with_type}importance matrix: llama.cpp's GGUF imatrix or legacy imatrix.dat")
     p.add_argument("--keep", metavar="PATTERN", nargs="+", default=[], help=f"{with_type}tensor names (glob) to keep as they are")

@@ -5,7 +5,8 @@ holds it losslessly — mxfp4 → MXFP4, nvfp4 → NVFP4, int4 affine → Q4_1 w
 (``encode``), plain F32/F16/BF16/F64/I8–I64 as they are — and otherwise to the smallest of BF16 and F32 (F16
 and F32 for a plain F16 input) that holds every dequantized value exactly, with a notice. ``from_gguf`` goes
 back: MXFP4 → mxfp4, NVFP4 → nvfp4, Q4_1 → int4 (F16 scales and biases), plain types as they are, the rest
-dequantized to BF16 or F32 with a notice.
+dequantized to BF16 or F32 with a notice. The file's ``__metadata__`` travels as ``safetensors.metadata`` (exact
+JSON, beside one readable ``safetensors.<key>`` per entry) and is written back.
 
 Every conversion is verified: the input is dequantized (``to_numpy``, exact float32) and compared with the
 dequantized output (ggml's decoder for GGUF, MLX's for blobs), NaN-aware; a difference raises
@@ -91,17 +92,55 @@ def encode_tensor(t: Any) -> tuple[encode.Encoded, str | None]:
     return encode.Encoded(kind, shape, data), f"{t.name}: {dtype} has no GGUF type → {kind.upper()}"
 
 
-def metadata_keys(metadata: Mapping[str, str], tensor_names: Any = ()) -> dict[str, str]:
-    """``__metadata__`` entries as GGUF keys ``safetensors.<key>`` (lower_snake_case); per-tensor keys dropped."""
+#: the GGUF key holding a safetensors file's ``__metadata__`` exactly (a JSON object of strings, in file order)
+METADATA_KEY = "safetensors.metadata"
+#: ``__metadata__`` keys that describe the tensors' quantization: rewritten from the tensors on the way back
+QUANT_KEYS = ("quant_type", "group_size")
+
+
+def model_metadata(metadata: Mapping[str, str], tensors: Any = ()) -> dict[str, str]:
+    """The ``__metadata__`` entries about the model: those describing the quantization of the quantized tensors in
+    ``tensors`` (a mapping of name to tensor, or names) left out, as they follow the tensors, which a conversion may
+    change; every other entry as it is."""
+    from ..api.safetensors import QuantizedTensor
+
+    items = tensors.items() if isinstance(tensors, Mapping) else ((n, None) for n in tensors)
+    quantized = [n for n, t in items if t is None or isinstance(t, QuantizedTensor)]
+    describing = {f"{n}.{k}" for n in quantized for k in QUANT_KEYS} | (set(QUANT_KEYS) if quantized else set())
+    return {k: str(v) for k, v in metadata.items() if k not in describing}
+
+
+def metadata_keys(metadata: Mapping[str, str], tensors: Any = ()) -> dict[str, str]:
+    """``__metadata__`` entries as GGUF keys: each as ``safetensors.<key>`` (lower_snake_case, for reading in any
+    GGUF tool) and all of them exactly as ``safetensors.metadata`` (JSON), which ``from_gguf`` writes back."""
+    import json
+
     out = {}
-    names = tuple(tensor_names)
-    for k, v in metadata.items():
-        if any(k.startswith(n + ".") for n in names):
-            continue
+    kept = model_metadata(metadata, tensors)
+    for k, v in kept.items():
         part = _KEY_PART.sub("_", k.lower()).strip("_")
-        if part:
-            out[f"safetensors.{part}"] = str(v)
+        if part and part != "metadata":
+            out[f"safetensors.{part}"] = v
+    if kept:
+        out[METADATA_KEY] = json.dumps(kept, ensure_ascii=False)
     return out
+
+
+def stored_metadata(f: GGUFFile) -> dict[str, str]:
+    """The safetensors ``__metadata__`` a GGUF file converted from safetensors keeps (``metadata_keys``): the exact
+    JSON when present, else its ``safetensors.<key>`` strings under their GGUF names."""
+    import json
+
+    raw = f.metadata.get(METADATA_KEY)
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = None
+        if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            return value
+    prefix = "safetensors."
+    return {k[len(prefix):]: v for k, v in f.metadata.items() if k.startswith(prefix) and k != METADATA_KEY and isinstance(v, str)}
 
 
 def to_gguf(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None, *, verify_values: bool = True) -> tuple[GGUFFile, Report]:
@@ -126,7 +165,27 @@ def to_gguf(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = Non
             got = dequantize(raw, enc.ggml_type).reshape(tuple(reversed(enc.shape)))
             verify(name, t.to_numpy().reshape(got.shape), got)
             report.verified += 1
+    describe_types(out)
     return out, report
+
+
+def describe_types(out: GGUFFile) -> None:
+    """The keys llama.cpp's converters write about the tensors' types: ``general.file_type`` for the most common
+    type (llama.cpp's loader guesses a file's type the same way; none for a type no llama_ftype names) and
+    ``general.quantization_version`` when a tensor is quantized."""
+    from ..quants.quantize.policy import file_type_of, quantization_version
+
+    counts: dict[str, int] = {}
+    for name in out.tensors:
+        t = out.tensors[name].type
+        counts[t.name] = counts.get(t.name, 0) + 1
+    if not counts:
+        return
+    ftype = file_type_of(max(counts, key=counts.__getitem__))
+    if ftype is not None:
+        out.metadata.set("general.file_type", ftype, type="u32")
+    if any(out.tensors[name].type.block_size > 1 for name in out.tensors):
+        out.metadata.set("general.quantization_version", quantization_version(), type="u32")
 
 
 # -- GGUF → safetensors ----------------------------------------------------------------------------------
@@ -204,7 +263,7 @@ def from_gguf(f: GGUFFile, *, per_tensor: bool = False) -> tuple[list[tuple[str,
         return [(n, e, dict(q) if q else {}) for n, e, q in items], report
     merged: dict[str, Any] = {}
     quants = [q for _, _, q in items if q]
-    metadata: dict[str, str] = {}
+    metadata: dict[str, str] = stored_metadata(f)
     same = len({tuple(sorted(q.items())) for q in quants}) == 1
     for n, e, q in items:
         merged.update(e)

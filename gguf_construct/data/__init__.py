@@ -1,7 +1,10 @@
 """A small GGUF file shipped with the package, for the quick start and for tests.
 
-``example.gguf`` is a two-layer toy model in llama's layout (random weights, a 16-token vocabulary) written by
-``build_example``; a test rebuilds it and checks that the shipped bytes are identical.
+``gguf-construct-example-26K-v1.0-F16.gguf`` is a two-layer toy model in llama's layout (random weights, a
+16-token vocabulary) written by ``build_example``; a test rebuilds it and checks that the shipped bytes are
+identical. Its name follows the GGUF naming convention (``naming``) and agrees with its metadata: BaseName
+``general.basename``, SizeLabel ``general.size_label`` (its 25,792 parameters), Version ``general.version``,
+Encoding ``general.file_type`` (MOSTLY_F16).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-EXAMPLE = Path(__file__).resolve().parent / "example.gguf"
+EXAMPLE = Path(__file__).resolve().parent / "gguf-construct-example-26K-v1.0-F16.gguf"
 
 
 def example_path() -> Path:
@@ -28,6 +31,9 @@ def build_example(path: str | Path) -> None:
     meta = f.metadata
     meta["general.architecture"] = "llama"
     meta["general.name"] = "gguf-construct example"
+    meta["general.basename"] = "gguf-construct-example"
+    meta["general.size_label"] = "26K"
+    meta["general.version"] = "v1.0"
     meta["general.file_type"] = 1
     meta["llama.context_length"] = 256
     meta["llama.embedding_length"] = n_embd

@@ -148,14 +148,17 @@ def same_values(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def verify_gguf(path: str | os.PathLike[str], metadata: Metadata, tensors: list[PlannedTensor]) -> None:
-    """Reopen a written GGUF file: 'ggml'-profile validation, the metadata as meant, every tensor's values."""
+    """Reopen a written GGUF file: 'ggml'-profile validation with the standard keys, the metadata as meant, every
+    tensor's values."""
     from ..api.file import load_gguf
     from ..registry import validate_file
+    from ..validation import check_keys
 
     errors = [i for i in validate_file(path, "ggml") if i.severity == "error"]
+    out = load_gguf(path, strict=False)
+    errors += [i for i in check_keys(out) if i.severity == "error"]
     if errors:
         raise rules.MIGRATE_VERIFY.error(f"the output fails validation: {errors[0].line()}")
-    out = load_gguf(path, strict=False)
     for f in metadata.fields():
         got = out.metadata.field(f.key)
         if got.type_label != f.type_label or not _equal(got.value, f.value):
@@ -182,7 +185,13 @@ def _equal(a: Any, b: Any) -> bool:
 
 
 def finish_gguf(dst: str | os.PathLike[str], metadata: Metadata, tensors: list[PlannedTensor], report: Report, *, progress: bool = False) -> Report:
-    """Write to a temporary file beside ``dst``, verify it, rename it into place."""
+    """Write to a temporary file beside ``dst``, verify it, rename it into place. A file with quantized tensors gets
+    ``general.quantization_version`` = GGML_QNT_VERSION: every block is written in today's layout (``plan_tensor``)."""
+    from ..quants.quantize.policy import quantization_version
+    from ..tables import GGML_TYPES
+
+    if any(GGML_TYPES.lookup(p.type).block_size > 1 for p in tensors):
+        metadata.set("general.quantization_version", quantization_version(), type="u32")
     write_gguf(dst, metadata, tensors, progress=progress, verify=lambda tmp: verify_gguf(tmp, metadata, tensors))
     report.tensors = len(tensors)
     return report

@@ -132,9 +132,9 @@ def llama_metadata(f: LegacyFile, *, context_length: int, eps: float, gqa: int, 
         out.set("tokenizer.ggml.tokens", tokens)
         out.set("tokenizer.ggml.scores", np.zeros(len(tokens), np.float32) if scores is None else np.asarray(scores, np.float32))
         out.set("tokenizer.ggml.token_type", np.array(types, np.int32))
-        out.set("tokenizer.ggml.unknown_token_id", 0)
-        out.set("tokenizer.ggml.bos_token_id", 1)
-        out.set("tokenizer.ggml.eos_token_id", 2)
+        for i, key in enumerate(("unknown", "bos", "eos")):
+            if i < len(tokens):  # a vocabulary of fewer than 3 tokens has no id for the rest
+                out.set(f"tokenizer.ggml.{key}_token_id", i)
         if lost_nul(texts):
             out.set("llama.legacy.empty_tokens", np.array([3], np.int32))
     return out
@@ -219,7 +219,13 @@ def example_metadata(f: LegacyFile, name: str | None) -> Metadata:
             continue
         key = spec.keys.get(k, f"{arch}.{k}")
         std = standard_key(key, arch)
+        if std is not None and std.type == "bool":
+            v = bool(v)
         out.set(key, v, type=std.type if std else ("f32" if isinstance(v, float) else "i32"))
+    for key, v in spec.defaults.items():
+        if key not in out:
+            std = standard_key(key, arch)
+            out.set(key, v, type=std.type if std else None)
     if "model_type" in md:
         out.set(f"{arch}.model_type", md["model_type"])
     if "tdt_durations" in md:

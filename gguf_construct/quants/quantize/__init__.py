@@ -125,4 +125,12 @@ def supported() -> frozenset[str]:
     return SUPPORTED
 
 
-__all__ = ["quantize", "supported"]
+def mixes() -> frozenset[str]:
+    """The names of llama-quantize's mixes a model can be quantized to (``Q4_K_M``, ``Q3_K_S``, ``IQ2_M`` …, spelt
+    as llama-quantize spells them), besides the ggml types of :func:`supported`: see :func:`.policy.mixes`."""
+    from .policy import mixes as table
+
+    return frozenset(table())
+
+
+__all__ = ["mixes", "quantize", "supported"]
