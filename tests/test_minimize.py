@@ -9,8 +9,7 @@ from conftest import DATA
 from construct import Container
 
 from gguf_construct.formats.gguf import GGUF
-from gguf_construct.fuzzing.minimize import minimize
-from gguf_construct.fuzzing.minimize import ddmin
+from gguf_construct.fuzzing.minimize import ddmin, minimize
 from gguf_construct.validation.gguf import validate_gguf_bytes
 
 BIG = (DATA / "generated/ggml-writer-all-types.gguf").read_bytes()  # 47 KB: 21 keys, 32 tensors

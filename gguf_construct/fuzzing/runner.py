@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..fileio import check_output, files_under, write_atomic
-from .minimize import ddmin
 from .minimize import minimize as schema_minimize
 from .mutators import mutate
 from .protocol import Answer, LineTarget, OneShotTarget
