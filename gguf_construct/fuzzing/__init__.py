@@ -4,14 +4,17 @@ safetensors library, or any reader speaking the line protocol.
 - :func:`run` — the campaign behind ``gguf-construct fuzz`` (files, targets, triage, reproducers)
 - :mod:`.protocol` — readers as processes: :class:`LineTarget` (long-lived), :class:`OneShotTarget` (per file)
 - :mod:`.triage` — what a pair of answers means: :func:`findings` with a class and a root-cause signature
-- :func:`mutate` — blind and schema-aware mutations of a file's bytes; :func:`ddmin` — the byte minimizer
+- :func:`mutate` — blind and schema-aware mutations of a file's bytes
+- :mod:`.minimize` — the schema's steps first (drop keys and tensors, shorten arrays and strings, zero the data),
+  then :func:`ddmin`, the byte minimizer
 - :data:`READERS` — the built-in reader adapters (run in capped worker processes)
 """
 
 from .adapters import READERS
+from .minimize import ddmin
 from .mutators import mutate
 from .protocol import Answer, LineTarget, OneShotTarget
-from .runner import Report, ddmin, minimize, run
+from .runner import Report, run
 from .triage import CLASSES, Finding, compare_views, findings
 
-__all__ = ["CLASSES", "READERS", "Answer", "Finding", "LineTarget", "OneShotTarget", "Report", "compare_views", "ddmin", "findings", "minimize", "mutate", "run"]
+__all__ = ["CLASSES", "READERS", "Answer", "Finding", "LineTarget", "OneShotTarget", "Report", "compare_views", "ddmin", "findings", "mutate", "run"]
