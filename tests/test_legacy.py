@@ -85,7 +85,7 @@ def test_rwkv_files_match_reference(path):
     assert f.format == "rwkv" and f.metadata["architecture"] == {"4v0-660K": "v4.0", "5v1-730K": "v5.1", "5v2-730K": "v5.2"}[model]
     types = Counter(t.type for t in f.tensors.values())
     assert set(types) <= {"f32", "f16", "q5_0", "q5_1"}
-    assert gc.validate_file(path) == [] and gc.validate_file(path, "ggml") == []
+    assert gc.validate(path) == [] and gc.validate(path, "ggml") == []
 
 
 def test_detect_names_every_format_and_rejects_the_vocab_dump():
@@ -252,9 +252,9 @@ def test_old_file_with_retired_layouts_reads_through_the_api():
     assert (t.type, t.layout, t.retired, t.nbytes) == ("q4_0", "q4_0.v1", True, 40)
     assert (t.type.name, t.type.layout, t.type.block_size, t.type.type_size) == ("q4_0", "q4_0.v1", 32, 20)  # the era's block sizes
     assert np.array_equal(t.to_numpy().reshape(-1), dequantize_retired(q, "q4_0.v1"))
-    issues = gc.validate_bytes(data, "ggml")
+    issues = gc.validate(data, "ggml")
     assert any(i.rule == "loader.version" for i in issues)
-    assert not [i for i in gc.validate_bytes(data, "spec") if i.severity == "error"]
+    assert not [i for i in gc.validate(data, "spec") if i.severity == "error"]
     # the same ids in a v3 file are today's layouts: 40 bytes are not two 18-byte blocks
     with pytest.raises(gc.FormatError):
         gc.GGML.parse(llama_file("ggjt", 3, [("w", 2, [32, 2], q)], ftype=2))

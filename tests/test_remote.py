@@ -240,7 +240,7 @@ def test_ollama_registry_model_written_by_our_writer(server, tmp_path):
 
 
 def test_ollama_registry_gguf_blob_and_digest_check(server, tmp_path):
-    from gguf_construct.api.ollama import Layer, Manifest
+    from gguf_construct.formats.ollama import Layer, Manifest
 
     path = big_gguf(tmp_path / "m.gguf", vocab=50, rows=64)  # 1 MiB of tensors: more than the first chunk
     data = path.read_bytes()

@@ -10,7 +10,8 @@ import pytest
 from conftest import drawn
 from rule_scan import raise_sites
 
-from gguf_construct import rules, validate_bytes
+from gguf_construct import rules
+from gguf_construct import validate as validate_bytes
 from gguf_construct.errors import FormatError, TruncatedError
 from gguf_construct.strategies import INVALID_CLASSES, invalid_gguf
 from gguf_construct.strategies.hostile import HOSTILE

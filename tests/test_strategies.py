@@ -9,7 +9,8 @@ from conftest import drawn
 from hypothesis import HealthCheck, given, settings
 
 import gguf_construct.strategies as strategies
-from gguf_construct import GGUF, FormatError, dequantize, from_bytes, validate_bytes
+from gguf_construct import GGUF, FormatError, dequantize, from_bytes
+from gguf_construct import validate as validate_bytes
 from gguf_construct.strategies import INVALID_CLASSES, TENSOR_TYPES, draw_examples, gguf_bytes, gguf_files, invalid_gguf, tensor_data
 from gguf_construct.tables import GGML_TYPES
 

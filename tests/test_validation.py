@@ -17,8 +17,10 @@ import pytest
 from conftest import corpus_file
 from construct import Container
 
-from gguf_construct import GGUF, FormatError, LimitError, TruncatedError, UnknownFormatError, check, from_bytes, validate_bytes
+from gguf_construct import GGUF, FormatError, LimitError, TruncatedError, UnknownFormatError, from_bytes
+from gguf_construct import validate as validate_bytes
 from gguf_construct.errors import DuplicateError, InvalidValueError, LayoutError, UnsupportedTypeError
+from gguf_construct.validation import check
 
 # GGUF value type ids and the ggml tensor type ids used below.
 U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)

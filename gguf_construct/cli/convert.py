@@ -31,8 +31,8 @@ def quant_hint(value: str) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..convert import VerificationError, convert
-    from ..errors import FormatError
+    from ..convert import convert
+    from ..errors import FormatError, VerificationError
 
     if args.type:  # quantization is lossy: the quantize command's path, with its per-tensor RMSE instead of a check
         from .quantize import _run as quantize_run

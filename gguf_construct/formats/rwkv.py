@@ -18,7 +18,8 @@ from construct import Computed, Container, Int32sl, Int32ul, Rebuild, Struct, Te
 from .. import rules
 from .base import FileConstruct, as_stream
 from .fields import Magic, Version
-from .ggml import Dims, LegacyName, TensorData, UntilEOF, encoded_len, legacy_tables
+from .ggml import TensorData, legacy_tables
+from .legacy_fields import Dims, LegacyName, UntilEOF, encoded_len
 
 MAGIC = legacy_tables().rwkv.magic.encode()
 VERSIONS: tuple[int, ...] = legacy_tables().rwkv.versions

@@ -7,7 +7,7 @@ the tensors that are read.
 
 from __future__ import annotations
 
-from .errors import RangeNotSupportedError, RemoteChangedError, RemoteError, RemoteLimitError
+from ..errors import RangeNotSupportedError, RemoteChangedError, RemoteError, RemoteLimitError
 from .options import RemoteOptions, configure, options
 from .urls import is_remote
 

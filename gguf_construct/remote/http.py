@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any, cast
 
 from .. import rules
-from .errors import RemoteChangedError, RemoteError
+from ..errors import RemoteChangedError, RemoteError
 from .options import RemoteOptions, options
 from .source import RangedSource
 

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import rules
-from ..errors import FormatError
-from .errors import RemoteError
+from ..errors import FormatError, RemoteError
 from .http import HttpFile, open_http
 from .options import RemoteOptions, options
 from .urls import OllamaName, ollama_name
@@ -39,9 +38,10 @@ def fetch_manifest(name: OllamaName, opts: RemoteOptions) -> bytes:
 
 
 def load_ollama(source: str, *, strict: bool = True, hint: str | None = None, verify: bool = False, opts: RemoteOptions | None = None) -> GGUFFile | OllamaModel:
+    from ..api.file import gguf_from_source
     from ..api.ollama import OllamaModel, _model_quant_type, join_tensor_blobs
     from ..formats.ollama import MEDIA_JSON, parse_manifest
-    from .load import gguf_from_source, safetensors_from_source
+    from .load import safetensors_from_source
 
     opts = opts or options()
     name = ollama_name(source)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from ..api.file import gguf_from_source
 from ..naming import shard_of, shard_suffix
-from .load import SHARD_CONCURRENCY, gguf_from_source, open_source
+from .load import SHARD_CONCURRENCY, open_source
 from .options import RemoteOptions
 from .source import ByteSource
 

@@ -22,9 +22,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from .. import rules
-from ..errors import FormatError, LimitError, TruncatedError
+from ..errors import FormatError, LimitError, RemoteChangedError, TruncatedError
 from ..formats.base import map_file
-from .errors import RemoteChangedError
 from .options import RemoteOptions, options
 
 #: Sparse buffers up to this size are anonymous maps; larger ones are a deleted temporary file (no overcommit).
