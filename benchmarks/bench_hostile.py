@@ -1,4 +1,4 @@
-"""Crafted inputs (issue 12) against the reader: peak Python allocation per input byte and CPU seconds.
+"""Crafted inputs against the reader: peak Python allocation per input byte and CPU seconds.
 
     python benchmarks/bench_hostile.py [--before DIR] [--timeout S] [NAME ...]
 

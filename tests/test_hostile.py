@@ -1,4 +1,4 @@
-"""Hostile input, for real (issue 12): every class the red team found, with inputs built the way it built them.
+"""Hostile input: every class of crafted input, built the way an attacker builds it.
 
 The catalogue ``gguf_construct.strategies.hostile.HOSTILE`` holds one or more crafted inputs per class and format;
 each must be rejected with a FormatError (the named rule where one is given) or handled, by the API and by every

@@ -1,18 +1,15 @@
-"""Issue 12, second pass: variants of the hostile-input classes that the first fix's own inputs did not reach.
-
-An independent red team wrote its own reproducers (several per class, format and command) and ran them against
-the merged fix; these are the ones that still failed, generated here small. Each asserts the FormatError rule or
-the exit code, no traceback, and a CPU-time bound:
+"""Variants of the hostile-input classes: the same classes reached by other inputs, formats and commands, each
+generated small. Each asserts the FormatError rule or the exit code, no traceback, and a CPU-time bound:
 
 - digits: a ``blk.<n>`` tensor name with thousands of digits (ASCII or another script's) in a file that has a
-  ``block_count``: the block-index rule parsed it with ``int()`` (ValueError beyond 4,300 digits);
+  ``block_count``: the block-index rule must not parse it with ``int()`` (ValueError beyond 4,300 digits);
 - numbers on the command line: ``--max-size`` with 60 digits (float inf, OverflowError), ``--context-length -1``
   (a writer's ValueError), ``--seconds 1e99999`` (a fuzz run without end), ``-j 0``: usage errors (exit 2);
-- special files: a symlink loop as input or output (``Path.resolve()`` raised RuntimeError in convert, export,
-  migrate and merge);
-- writers: ``set general.alignment 7`` (and any edit) wrote a file that ``validate`` refuses; now no rewrite
-  and no in-place edit may add a rule violation its source did not have (``--force`` still may);
-- usage: ``dequant --tensor NOPE`` exited 1 where a usage error is 2.
+- special files: a symlink loop as input or output (``Path.resolve()`` raises RuntimeError) in convert, export,
+  migrate and merge;
+- writers: no rewrite and no in-place edit (``set general.alignment 7``, ...) may add a rule violation its source
+  did not have (``--force`` still may);
+- usage: ``dequant --tensor NOPE`` is a usage error (exit 2).
 """
 
 from __future__ import annotations

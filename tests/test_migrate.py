@@ -132,7 +132,7 @@ def test_rwkv_q5_migration_stays_within_q5_error_of_float(quantized, reference, 
             assert np.array_equal(expected, a.tensors[name].to_numpy()), name
             continue
         x, y = a.tensors[name].to_numpy(), t.to_numpy()
-        if np.abs(x).max() < 2**-14:  # below f16's normal range the block scale underflows (reference §3.8)
+        if np.abs(x).max() < 2**-14:  # below f16's normal range the block scale underflows
             continue
         rel = np.sqrt(np.mean((x - y) ** 2)) / np.sqrt(np.mean(x**2))
         assert rel < 0.08, (name, rel)
@@ -196,7 +196,7 @@ def test_ggjt_v3_quantized_file_migrates_bit_for_bit_and_exports_back(tmp_path):
     assert report.copied == 4 and report.reencoded == report.widened == 0
     g = gc.load(out)
     assert bytes(g.tensors["blk.0.attn_q.weight"].data) == v3
-    assert g.tensors["token_embd.weight"].shape == (8, 3)  # ne from the file, not divided by the type size (reference §7.6)
+    assert g.tensors["token_embd.weight"].shape == (8, 3)  # ne from the file, not divided by the type size (as llama.cpp's convert_llama_ggml_to_gguf.py does)
     export(out, back, to="ggjt")
     assert back.read_bytes() == src.read_bytes()
 

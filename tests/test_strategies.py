@@ -23,7 +23,7 @@ def test_public_names():
 
 
 def test_every_security_class_has_a_breaker():
-    """S1–S17 of ecosystem.md §5 are all covered, each label names the rules that reject it."""
+    """The security classes S1–S17 are all covered, each label names the rules that reject it."""
     covered = {label.split(".")[0] for label in INVALID_CLASSES}
     assert {f"S{i}" for i in range(1, 18)} <= covered, covered
     for label, (rules, profile) in INVALID_CLASSES.items():

@@ -1,4 +1,4 @@
-"""Hostile GGUF input: ggml's test-gguf rejection classes, the security classes S1–S17 of ecosystem.md §5, and a
+"""Hostile GGUF input: ggml's test-gguf rejection classes, the security classes S1–S17 (known failures of GGUF readers), and a
 byte-level robustness sweep.
 
 Every rejection is checked three ways: ``validate_bytes`` reports the exact rule (with a byte offset when the
@@ -311,7 +311,7 @@ def test_non_zero_padding_is_only_a_warning():
         from_bytes(data, profile=profile)
 
 
-# == 2. Security classes S1–S17 (ecosystem.md §5) ================================================================
+# == 2. Security classes S1–S17 (strategies.INVALID_CLASSES) ===========================================================
 def bounded(action, seconds=1.0, megabytes=10):
     """Run ``action`` under tracemalloc; assert it is fast and allocates little. Returns its result."""
     tracemalloc.start()

@@ -116,7 +116,8 @@ def describe_table(table: str) -> str:
 
 def table_for(fmt: str, version: int | None, profile: str, hparams: Any) -> str:
     """Which type table a file's tensors use: by container and version for llama.cpp, by ``ftype // 1000``
-    (the quantization version) for the ggml examples and whisper.cpp (reference §3.7)."""
+    (the quantization version) for the ggml examples and whisper.cpp (ggml-org/ggml: include/ggml.h,
+    ``GGML_QNT_VERSION_FACTOR``)."""
     era = legacy_tables().profiles[profile]["quant_era"]
     if era == "current":
         return "current"

@@ -1,4 +1,4 @@
-"""rwkv.cpp's model format (versions 100 and 101) as a construct declaration (reference §5.1)::
+"""rwkv.cpp's model format (versions 100 and 101) as a construct declaration (RWKV/rwkv.cpp: rwkv_file_format.inc)::
 
     u32 magic = 'ggmf' ('fmgg' on disk: the magic GGMF v1 uses too; the version tells them apart)
     u32 version                      100: quantized data in the pre-GGJT-v2 layouts; 101: today's layouts
