@@ -12,8 +12,9 @@ import pytest
 import gguf_construct as gc
 from gguf_construct.api.legacy import open_legacy
 from gguf_construct.cli.main import main
+from gguf_construct.errors import MigrationError
 from gguf_construct.formats.base import map_file
-from gguf_construct.migrate import MigrationError, export, migrate
+from gguf_construct.migrate import export, migrate
 from gguf_construct.migrate.llama import unicode_to_bytes
 from gguf_construct.quants.retired import RETIRED, dequantize_retired
 from tests.conftest import corpus_file, corpus_files

@@ -56,7 +56,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"gguf-construct convert: {e}", file=sys.stderr)
         return EXIT_USAGE
     if args.byte_order or args.version:
-        print(f"{args.output}: {args.byte_order + '-endian' if args.byte_order else ''}{', ' if args.byte_order and args.version else ''}{f'GGUF v{args.version}' if args.version else ''}; {report.summary()}")
+        changes = [f"{args.byte_order}-endian"] if args.byte_order else []
+        changes += [f"GGUF v{args.version}"] if args.version else []
+        print(f"{args.output}: {', '.join(changes)}; {report.summary()}")
     else:
         print(f"{args.output}: {report.summary()}")
     return EXIT_OK

@@ -31,7 +31,8 @@ from ..formats.ggml import legacy_tables
 from ..formats.rwkv import RWKV
 from ..quants import block_dtype
 from ..shapes import element_count
-from ..tables import FILE_TYPES, GGML_TYPES, RwkvLlamaTable, load_table
+from ..table_records import RwkvLlamaTable
+from ..tables import FILE_TYPES, GGML_TYPES, load_table
 from .common import PlannedTensor, Report, finish_gguf
 from .rwkv_vocab import rwkv_tokenizer
 
