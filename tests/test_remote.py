@@ -18,8 +18,9 @@ from conftest import corpus_file, corpus_files
 
 import gguf_construct as gc
 from gguf_construct.cli.main import main
+from gguf_construct.errors import RangeNotSupportedError, RemoteChangedError, RemoteError, RemoteLimitError
 from gguf_construct.registry import load_url, validate_url
-from gguf_construct.remote import RangeNotSupportedError, RemoteChangedError, RemoteError, RemoteLimitError, configure
+from gguf_construct.remote import configure
 from gguf_construct.remote.load import open_source
 from gguf_construct.remote.testserver import TestServer
 
