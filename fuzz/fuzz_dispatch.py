@@ -13,7 +13,8 @@ import tempfile
 
 from common import ContractBreach, expect_format_error, main
 
-from gguf_construct import load, validate_bytes
+from gguf_construct import load
+from gguf_construct import validate as validate_bytes
 from gguf_construct.report import info_text
 
 SCRATCH = os.path.join("/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir(), f"gguf-construct-fuzz-{os.getpid()}.bin")
@@ -31,7 +32,7 @@ def touch(f) -> int:
     for name in list(f.tensors):
         t = f.tensors[name]
         expect_format_error(lambda t=t: (t.name, t.shape, t.type, t.nbytes, len(t.data)))
-        if (expect_format_error(lambda t=t: t.nbytes) or 0) <= 1 << 16:  # issue 12: values of degenerate shapes
+        if (expect_format_error(lambda t=t: t.nbytes) or 0) <= 1 << 16:  # values of degenerate shapes
             values = expect_format_error(lambda t=t: t.to_numpy())
             produced += 0 if values is None else values.nbytes
     expect_format_error(lambda: info_text(f, SCRATCH))

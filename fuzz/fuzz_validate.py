@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from common import ContractBreach, expect_format_error, main
 
-from gguf_construct import FormatError, from_bytes, validate_bytes
+from gguf_construct import FormatError, from_bytes
+from gguf_construct import validate as validate_bytes
 from gguf_construct.validation import validate_gguf_bytes
 
 

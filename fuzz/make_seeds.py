@@ -40,7 +40,7 @@ def generated_seeds(n: int, seed: int) -> list[bytes]:
 
 
 def hostile_seeds(n: int, seed: int, max_len: int) -> list[bytes]:
-    """The crafted inputs of issue 12 that fit (``strategies.hostile``): the catalogue and ``n`` drawn variations."""
+    """The crafted inputs that fit (``strategies.hostile``): the catalogue and ``n`` drawn variations."""
     try:
         from gguf_construct.strategies import HOSTILE, draw_examples, hostile_bytes
     except ImportError:
@@ -77,7 +77,7 @@ def main() -> None:
     p.add_argument("out")
     p.add_argument("--max-len", type=int, default=65536)
     p.add_argument("--generated", type=int, default=200, help="valid and invalid files drawn from the strategies (each)")
-    p.add_argument("--hostile", type=int, default=200, help="crafted inputs drawn around the classes of issue 12")
+    p.add_argument("--hostile", type=int, default=200, help="crafted inputs drawn around the hostile-input classes")
     args = p.parse_args()
     out = Path(args.out)
     files = corpus_seeds(args.max_len) + generated_seeds(args.generated, seed=6) + hostile_seeds(args.hostile, 12, args.max_len)

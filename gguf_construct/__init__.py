@@ -1,18 +1,23 @@
 """gguf-construct: GGUF and the model formats before it, declared as construct schemas.
 
-- ``GGUF``: the schema (``GGUF.parse(data)``, ``GGUF.build(container)``, ``GGUF.parse_file(path)``).
-- ``load(path)``: a memory-mapped, lazy ``GGUFFile`` to read, edit and ``save``; ``path`` may be a URL
-  (http(s)://, hf://, ollama://, fsspec): the header is fetched by ranges, tensors when read.
-- ``validate_file(path, profile)``: every rule a file breaks, as ``Issue`` records.
+- ``GGUF``, ``GGML``, ``RWKV``, ``SAFETENSORS``: the schemas (``GGUF.parse(data)``, ``GGUF.build(container)``,
+  ``GGUF.parse_file(path)``).
+- ``load(path)``: the file object of any format (a memory-mapped, lazy ``GGUFFile`` for GGUF) to read, edit and
+  ``save``; ``path`` may be a URL (http(s)://, hf://, ollama://, fsspec): the header is fetched by ranges,
+  tensors when read. ``new()`` and ``from_bytes(data)`` make a ``GGUFFile`` from nothing or from bytes.
+- ``validate(path_or_bytes, profile)``: every rule a file breaks, as ``Issue`` records.
 - ``detect(data)`` / ``schema_for(data)``: which format, which schema.
 - ``dequantize(data, ggml_type)``: any ggml tensor type to float32, bit-exact with ggml; ``tensor.to_numpy()``.
 - ``quantize(values, ggml_type, imatrix=None)``: float rows to any type ggml quantizes, byte for byte as ggml.
 - ``migrate(src, dst)`` / ``export(src, dst, to=)``: legacy and rwkv.cpp files to GGUF v3, and back.
-- ``FormatError`` and its subclasses: the only exceptions raised for bad input.
+- ``FormatError`` and its subclasses: the exceptions raised for bad input (``RemoteError`` and its subclasses
+  for remote reads, ``MigrationError`` for a migration); ``VerificationError`` when a conversion's output does
+  not read back as its input; ``MissingExtraError`` (an ``ImportError``) names the extra an optional feature needs.
+- ``safe_open(path)``: the safetensors library's access (native dtypes, numpy order) to safetensors and GGUF files.
 
 ``import gguf_construct`` loads only this module, the exceptions and ``migrate``'s two entry points; every other
-name is imported on first use (PEP 562 ``__getattr__``): ``gc.GGUF`` the GGUF schema, ``gc.load`` the format
-registry (and with it every format's schema, file object and validator), ``gc.quantize`` the quantizers.
+name is imported on first use (PEP 562 ``__getattr__`` over ``_LAZY``, the package's one lazy-import mechanism):
+``gc.GGUF`` the GGUF schema, ``gc.load`` the format registry, ``gc.quantize`` the quantizers.
 """
 
 from __future__ import annotations
@@ -26,26 +31,42 @@ from .errors import (
     InvalidValueError,
     LayoutError,
     LimitError,
+    MigrationError,
+    MissingExtraError,
+    RangeNotSupportedError,
+    RemoteChangedError,
+    RemoteError,
+    RemoteLimitError,
     TruncatedError,
     UnknownFormatError,
     UnsupportedTypeError,
+    VerificationError,
 )
-from .migrate import export, migrate  # light: the migrators are imported when called (bound now, so that
-
-# importing the subpackage ``gguf_construct.migrate`` later does not rebind ``gc.migrate`` to the module)
+from .migrate import export, migrate  # light: the migrators are imported when called
 
 __version__ = "0.1.0"
 
 #: Public name -> the module that defines it, imported on first access.
 _LAZY: dict[str, str] = {
-    "GGML": "formats.ggml", "GGUF": "formats.gguf", "RWKV": "formats.rwkv", "SAFETENSORS": "formats.safetensors",
-    "GGUFFile": "api.file", "from_bytes": "api.file", "new": "api.file", "MetadataField": "api.metadata", "TensorInfo": "api.tensors",
-    "load": "registry", "detect": "registry", "schema_for": "registry", "validate_bytes": "registry", "validate_file": "registry",
-    "Issue": "validation", "check": "validation",
-    "dequantize": "quants", "swap_byte_order": "quants", "quantize": "quants.quantize",
-    "RemoteError": "remote.errors",  # a remote read failed (gguf_construct.remote): URL and HTTP status
-    "safe_open": "api.safe_open",  # the safetensors library's access: native dtypes, numpy order
-}  # fmt: skip
+    "GGML": "formats.ggml",
+    "GGUF": "formats.gguf",
+    "RWKV": "formats.rwkv",
+    "SAFETENSORS": "formats.safetensors",
+    "GGUFFile": "api.file",
+    "from_bytes": "api.file",
+    "new": "api.file",
+    "MetadataField": "api.metadata",
+    "TensorInfo": "api.tensors",
+    "load": "registry",
+    "detect": "registry",
+    "schema_for": "registry",
+    "validate": "registry",
+    "Issue": "validation",
+    "dequantize": "quants",
+    "swap_byte_order": "quants",
+    "quantize": "quants.quantize",
+    "safe_open": "api.safe_open",
+}
 
 if TYPE_CHECKING:
     from .api.file import GGUFFile, from_bytes, new
@@ -58,9 +79,8 @@ if TYPE_CHECKING:
     from .formats.safetensors import SAFETENSORS
     from .quants import dequantize, swap_byte_order
     from .quants.quantize import quantize
-    from .registry import detect, load, schema_for, validate_bytes, validate_file
-    from .remote.errors import RemoteError
-    from .validation import Issue, check
+    from .registry import detect, load, schema_for, validate
+    from .validation import Issue
 
 
 def __getattr__(name: str) -> Any:
@@ -82,9 +102,45 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "GGML", "RWKV", "GGUF", "SAFETENSORS", "GGUFFile", "MetadataField", "TensorInfo", "Issue", "FormatError", "DuplicateError", "InvalidValueError",
-    "LayoutError", "LimitError", "TruncatedError", "UnknownFormatError", "UnsupportedTypeError", "check", "dequantize", "detect", "export", "migrate", "quantize", "swap_byte_order",
-    "from_bytes", "load", "new", "schema_for", "validate_bytes", "validate_file",
-]  # fmt: skip
-__all__ += ["safe_open"]  # safetensors-style access (gguf_construct.api.safe_open)
-__all__ += ["RemoteError"]  # a remote read failed (gguf_construct.remote): URL and HTTP status
+    # schemas
+    "GGML",
+    "GGUF",
+    "RWKV",
+    "SAFETENSORS",
+    # files
+    "GGUFFile",
+    "MetadataField",
+    "TensorInfo",
+    "from_bytes",
+    "load",
+    "new",
+    "safe_open",
+    # formats, validation
+    "Issue",
+    "detect",
+    "schema_for",
+    "validate",
+    # tensor data
+    "dequantize",
+    "quantize",
+    "swap_byte_order",
+    # migration
+    "export",
+    "migrate",
+    # exceptions
+    "DuplicateError",
+    "FormatError",
+    "InvalidValueError",
+    "LayoutError",
+    "LimitError",
+    "MigrationError",
+    "MissingExtraError",
+    "RangeNotSupportedError",
+    "RemoteChangedError",
+    "RemoteError",
+    "RemoteLimitError",
+    "TruncatedError",
+    "UnknownFormatError",
+    "UnsupportedTypeError",
+    "VerificationError",
+]

@@ -94,3 +94,8 @@ class RemoteChangedError(RemoteError):
 
 class RemoteLimitError(RemoteError):
     """A configured limit (total bytes, header size, redirects, time) was reached."""
+
+
+class VerificationError(ValueError):
+    """A converted tensor's values differ from the input's (a conversion reads its output back before it is
+    renamed into place)."""

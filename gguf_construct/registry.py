@@ -1,7 +1,7 @@
 """Every format the package reads, in one table: how to recognise it, its schema, how to open and validate it.
 
 ``FORMATS`` maps a format's name to its ``FormatSpec``; ``detect`` asks the specs' sniffers in ``FORMATS``' order,
-and ``load``, ``load_url``, ``schema_for``, ``validate_file`` and ``validate_bytes`` dispatch through the spec
+and ``load``, ``load_url``, ``schema_for`` and ``validate`` (``validate_file``, ``validate_bytes``) dispatch through the spec
 of the format detected. A new format is one more ``FormatSpec`` here: its sniffer, and a binder that imports its
 schema, openers and validators (written in their own modules) into a ``FormatParts``.
 
@@ -304,6 +304,15 @@ def load_source(src: ByteSource, fmt: str | None = None, *, strict: bool = True,
 
 
 # -- validating --------------------------------------------------------------------------------------------
+def validate(source: str | os.PathLike[str] | bytes | bytearray | memoryview, profile: str = "spec") -> list[Issue]:
+    """Every rule ``source`` breaks under ``profile``, as ``Issue`` records: ``source`` is a path or URL (any
+    format ``detect`` knows; a manifest's blobs are checked too) or the bytes of a file; empty when it breaks none.
+    A file the schema cannot read gives one issue from its ``FormatError``."""
+    if isinstance(source, (str, os.PathLike)):
+        return validate_file(source, profile)
+    return validate_bytes(source, profile)
+
+
 def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
     """Parse and check a file (or a URL: ``validate_url``); a file the schema cannot read gives one issue from
     its FormatError."""

@@ -1,9 +1,8 @@
 """The typed records of the schema tables that no file reader needs: migration, MLX quantization types,
 llama-quantize's choices, rwkv.cpp onto llama.cpp and safetensors dtypes.
 
-They are ``gguf_construct.tables``' records (``load_table`` builds them, ``tables.MigrateTable`` names them);
-they live here so that opening a GGUF file does not pay for creating their classes (a frozen dataclass costs
-about a millisecond at import). Import them from ``tables``.
+``load_table`` (in ``tables``) builds them; they live here so that opening a GGUF file does not pay for creating
+their classes (a frozen dataclass costs about a millisecond at import). Import them from this module.
 """
 
 from __future__ import annotations

@@ -22,31 +22,14 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import numpy as np
 
-if TYPE_CHECKING:  # at run time, through __getattr__ below: see table_records
-    from .table_records import MigrateExample as MigrateExample
-    from .table_records import MigrateLlama as MigrateLlama
-    from .table_records import MigrateRwkv as MigrateRwkv
-    from .table_records import MigrateTable as MigrateTable
-    from .table_records import MlxMode as MlxMode
-    from .table_records import MlxQuantType as MlxQuantType
-    from .table_records import MlxQuantTypesTable as MlxQuantTypesTable
-    from .table_records import QuantizeOutputType as QuantizeOutputType
-    from .table_records import QuantizeTable as QuantizeTable
-    from .table_records import RwkvLlamaTable as RwkvLlamaTable
-    from .table_records import SafetensorsDtype as SafetensorsDtype
-    from .table_records import SafetensorsDtypesTable as SafetensorsDtypesTable
-
-#: The records whose classes ``table_records`` holds (created on first use: a hash or an edit never needs them).
-_LATER_RECORDS = frozenset({"MigrateLlama", "MigrateRwkv", "MigrateExample", "MigrateTable", "MlxMode", "MlxQuantType", "MlxQuantTypesTable", "QuantizeOutputType", "QuantizeTable", "RwkvLlamaTable", "SafetensorsDtype", "SafetensorsDtypesTable"})
-
-
-def __getattr__(name: str) -> Any:
-    """``tables.MigrateTable`` and the other records of ``table_records``, imported on first use (PEP 562)."""
-    if name in _LATER_RECORDS:
-        from . import table_records
-
-        return getattr(table_records, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if TYPE_CHECKING:  # the records no file reader needs (``table_records``, imported by ``load_table`` when asked for)
+    from .table_records import (
+        MigrateTable,
+        MlxQuantTypesTable,
+        QuantizeTable,
+        RwkvLlamaTable,
+        SafetensorsDtypesTable,
+    )
 
 _HERE = Path(__file__).resolve().parent
 

@@ -5,7 +5,7 @@
   ``emb``/``head``, for v7 never the LoRA matrices or ``r_k``), the blocks by ``ggml_quantize_chunk`` (ggml's C
   library through ggml-python), the function rwkv.cpp's quantizer calls; also Q4_K/Q5_K, which its Python tool offers.
 - :func:`synthetic_v7` / :func:`synthetic_v6`: random models of sizes no corpus file has, in rwkv.cpp's
-  parameter order and shapes (reference §5.3).
+  parameter order and shapes (RWKV/rwkv.cpp: rwkv_model_loading.inc).
 """
 
 from __future__ import annotations

@@ -13,8 +13,9 @@ from test_mlx_dequant import blob_tensors, mlx_blob, quantize
 import gguf_construct as gc
 from gguf_construct.api.safetensors import from_bytes
 from gguf_construct.cli.main import main
-from gguf_construct.convert import VerificationError, convert, to_gguf
+from gguf_construct.convert import convert, to_gguf
 from gguf_construct.convert import encode as enc
+from gguf_construct.errors import VerificationError
 from gguf_construct.quants import dequantize
 
 RNG = np.random.default_rng(11)

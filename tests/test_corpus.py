@@ -10,7 +10,8 @@ import pytest
 from conftest import DATA, FULL_CORPUS, INVALID_GGUF, VALID_GGUF, corpus_file, corpus_files, manifest, rel, shipped_manifest
 from oracles import ggml_read
 
-from gguf_construct import GGUF, FormatError, detect, load, validate_file
+from gguf_construct import GGUF, FormatError, detect, load
+from gguf_construct import validate as validate_file
 from gguf_construct.report import info_json
 
 SHIPPED = shipped_manifest()

@@ -1,6 +1,6 @@
 """The numpy dequantization backend against ggml's own C code, gguf-py, and the schema tables.
 
-Oracles: the vectors in tests/data/vectors/ggml, a copy of ../shared/vectors/ggml (ggml's quantizer output and random block bytes, dequantized by
+Oracles: the vectors in tests/data/vectors/ggml (ggml's quantizer output and random block bytes, dequantized by
 ggml's ``to_float``), ggml's C library through ggml-python (``to_float`` on fresh random bytes, and
 ``dequantize_row_q8_K``, which ggml-python does not wrap), gguf-py's ``gguf.quants`` and its endianness
 converter's output in the corpus (files found through conftest's corpus_file).

@@ -74,7 +74,7 @@ def test_in_place_same_size_only(model):
     assert GGUFReader(model).fields["llama.context_length"].contents() == 8192
     r = run("set", model, "general.name", "a name of another length", "--in-place")
     assert r.returncode == 2 and "same size" in r.stderr
-    assert [i for i in gc.validate_file(model) if i.severity == "error"] == []  # still a valid file
+    assert [i for i in gc.validate(model) if i.severity == "error"] == []  # still a valid file
 
 
 def test_delete_and_rename_tensor(model):

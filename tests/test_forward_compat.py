@@ -81,18 +81,18 @@ def test_an_unknown_type_whose_range_cannot_be_derived_has_no_bytes():
     raw = build([("a.weight", [64], "f32", 0), ("b.weight", [32], UNKNOWN, 4096)], data=A.tobytes())
     b = gc.from_bytes(raw, strict=False).tensors["b.weight"]
     assert b.nbytes == 0 and len(b.data) == 0
-    assert any(i.rule == "tensor.type" for i in gc.validate_bytes(raw))
+    assert any(i.rule == "tensor.type" for i in gc.validate(raw))
 
 
 def test_strict_load_and_validate_report_the_unknown_type(unknown_file):
     with pytest.raises(UnsupportedTypeError) as e:
         gc.load(unknown_file)
     assert e.value.rule == "tensor.type" and e.value.path == "tensor_infos[1].type"
-    issues = gc.validate_file(unknown_file)
+    issues = gc.validate(unknown_file)
     assert [(i.rule, i.path, i.severity) for i in issues] == [("tensor.type", "tensor_infos[1].type", "error")]
     assert issues[0].offset is not None and str(UNKNOWN) in issues[0].message
     # forward-compatible strictness (what split uses): everything else is still checked
-    relaxed = gc.check(gc.GGUF.parse(unknown_file.read_bytes()), unknown_file.stat().st_size, unknown_types="warning")
+    relaxed = gc.validation.check(gc.GGUF.parse(unknown_file.read_bytes()), unknown_file.stat().st_size, unknown_types="warning")
     assert [(i.rule, i.severity) for i in relaxed] == [("tensor.type", "warning")]
     f = gc.api.file.load_gguf(unknown_file, unknown_types="warning")
     assert f.tensors["b.weight"].nbytes == 64
@@ -100,7 +100,7 @@ def test_strict_load_and_validate_report_the_unknown_type(unknown_file):
 
 def test_a_removed_type_stays_an_error_when_unknown_types_are_tolerated():
     raw = build([("a.weight", [64], "f32", 0), ("b.weight", [32], 4, 256)], data=A.tobytes() + B_BYTES)  # q4_2
-    relaxed = gc.check(gc.GGUF.parse(raw), len(raw), unknown_types="warning")
+    relaxed = gc.validation.check(gc.GGUF.parse(raw), len(raw), unknown_types="warning")
     assert [(i.rule, i.severity) for i in relaxed] == [("tensor.type", "error")]
 
 
@@ -257,7 +257,7 @@ try:
     raised = None
 except UnsupportedTypeError as e:
     raised = e.rule
-print(json.dumps([t.type.name, t.type.origin, t.nbytes, raised, [i.rule for i in gc.validate_file({str(bad)!r})]]))
+print(json.dumps([t.type.name, t.type.origin, t.nbytes, raised, [i.rule for i in gc.validate({str(bad)!r})]]))
 """
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
     assert r.returncode == 0, r.stderr
@@ -288,7 +288,7 @@ print(json.dumps([t.type.name, t.type.origin, t.nbytes, raised, [i.rule for i in
 )
 def test_v1_with_64_bit_value_types_is_read_and_reported(kv, path):
     raw = build([], [("general.architecture", "str", "llama"), kv], version=1)
-    issues = gc.validate_bytes(raw)
+    issues = gc.validate(raw)
     assert [(i.rule, i.path) for i in issues] == [("value.type_v1", path)]
     assert issues[0].offset == gc.GGUF.parse(raw).metadata_kv[1]._offset
     with pytest.raises(UnsupportedTypeError):
@@ -296,7 +296,7 @@ def test_v1_with_64_bit_value_types_is_read_and_reported(kv, path):
     assert "a.x" in gc.from_bytes(raw, strict=False).metadata
     assert gc.GGUF.build(gc.GGUF.parse(raw)) == raw
     v2 = bytearray(build([], [("general.architecture", "str", "llama"), kv], version=2))
-    assert gc.validate_bytes(bytes(v2)) == []
+    assert gc.validate(bytes(v2)) == []
 
 
 # -- parameter counts a file cannot hold -------------------------------------------------------------------
@@ -322,7 +322,7 @@ def crafted_huge_claim():
 
 def test_a_crafted_parameter_claim_is_an_error_and_info_warns(tmp_path):
     raw = crafted_huge_claim()
-    issues = gc.validate_bytes(raw)
+    issues = gc.validate(raw)
     assert "model.parameters" in {i.rule for i in issues}
     hit = next(i for i in issues if i.rule == "model.parameters")
     assert hit.severity == "error" and isinstance(hit.error(), LayoutError)
@@ -342,12 +342,12 @@ def test_a_plausible_file_gets_no_parameter_warning(unknown_file, tmp_path):
     f = gc.new()
     f.tensors.add("w", np.zeros((64, 64), np.float32))
     f.save(tmp_path / "ok.gguf")
-    assert gc.validate_file(tmp_path / "ok.gguf") == []
+    assert gc.validate(tmp_path / "ok.gguf") == []
     assert "model.parameters" not in cli("info", tmp_path / "ok.gguf").stderr
     assert "model.parameters" not in cli("info", unknown_file).stderr
     # an unknown type claiming more than any known type could hold: a warning (a newer type could be denser)
     huge = build([("b.weight", [10**12], UNKNOWN, 0)], data=bytes(64))
-    issues = gc.validate_bytes(huge)
+    issues = gc.validate(huge)
     assert ("model.parameters", "warning") in {(i.rule, i.severity) for i in issues}
 
 
@@ -377,7 +377,7 @@ def test_an_unknown_type_in_any_layout_keeps_everything_else(case):
     end = min(later) if later else len(c.tensor_data)
     assert bytes(t.data) == bytes(c.tensor_data[t.offset : end])  # up to the next tensor, or the end of the data
     assert bytes(t.data)[: before.tensors[name].nbytes] == bytes(before.tensors[name].data)
-    assert [i.rule for i in gc.validate_bytes(data) if i.severity == "error"] == ["tensor.type"]
+    assert [i.rule for i in gc.validate(data) if i.severity == "error"] == ["tensor.type"]
     for other in f.tensors:
         if other != name:
             np.testing.assert_array_equal(f.tensors[other].to_numpy(), before.tensors[other].to_numpy())

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from oracle_pins import known_behaviour
 
-from gguf_construct import GGUF, FormatError, UnsupportedTypeError, from_bytes, load, validate_bytes
+from gguf_construct import GGUF, FormatError, UnsupportedTypeError, from_bytes, load
+from gguf_construct import validate as validate_bytes
 from gguf_construct.fuzzing.adapters import read_ggml, read_gguf_py
 from gguf_construct.fuzzing.runner import _python_worker
 
@@ -90,7 +91,7 @@ def test_the_string_scan_allocates_in_proportion_to_its_window_not_the_file():
     finally:
         tracemalloc.stop()
     assert info.value.rule == "string.length"
-    from gguf_construct.formats.fields import SCAN_WINDOW
+    from gguf_construct.formats.string_scan import SCAN_WINDOW
 
     assert peak <= 2 * len(raw) + 33 * SCAN_WINDOW + (64 << 10), peak  # before: 1.04 MB
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 
-from gguf_construct import GGUF, from_bytes, validate_bytes
+from gguf_construct import GGUF, from_bytes
+from gguf_construct import validate as validate_bytes
 from gguf_construct.api.metadata import array_content
 from gguf_construct.formats.gguf import tensor_nbytes
 from gguf_construct.fuzzing.adapters import array_values, scalar_value

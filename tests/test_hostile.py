@@ -1,4 +1,4 @@
-"""Hostile input, for real (issue 12): every class the red team found, with inputs built the way it built them.
+"""Hostile input: every class of crafted input, built the way an attacker builds it.
 
 The catalogue ``gguf_construct.strategies.hostile.HOSTILE`` holds one or more crafted inputs per class and format;
 each must be rejected with a FormatError (the named rule where one is given) or handled, by the API and by every
@@ -172,7 +172,7 @@ def test_digits_in_names_and_numbers(tmp_path):
         with pytest.raises(LimitError) as e:
             gc.load(write(tmp_path, name))
         assert e.value.rule == "limit.number_digits"
-    issues = gc.validate_file(write(tmp_path, "rwkv-superscript-block"))
+    issues = gc.validate(write(tmp_path, "rwkv-superscript-block"))
     assert all(i.rule != "internal.ValueError" for i in issues)
 
 
@@ -224,14 +224,15 @@ def test_gguf_zero_beside_huge_is_an_error_in_every_command(tmp_path):
 def _store(tmp_path: Path, config: bytes = b'{"model_format":"safetensors"}') -> tuple[Path, Path, Path]:
     """A models root with one tensor blob and a config blob of ``config``; (root, manifest, tensor blob path)."""
     from gguf_construct.api import ollama
+    from gguf_construct.formats.ollama import MEDIA_CONFIG, MEDIA_TENSOR, Manifest
 
     root = tmp_path / "models"
     tensor = safetensors_raw('{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', struct.pack("<2f", 1, 2))
-    layer = ollama.write_blob(root, tensor, ollama.MEDIA_TENSOR, "w")
-    cfg = ollama.write_blob(root, config, ollama.MEDIA_CONFIG)
+    layer = ollama.write_blob(root, tensor, MEDIA_TENSOR, "w")
+    cfg = ollama.write_blob(root, config, MEDIA_CONFIG)
     target = ollama.manifest_path(root, "m:latest")
     target.parent.mkdir(parents=True)
-    target.write_bytes(ollama.Manifest(cfg, (layer,)).to_bytes())
+    target.write_bytes(Manifest(cfg, (layer,)).to_bytes())
     return root, target, ollama.blob_path(root, layer.digest)
 
 
@@ -592,4 +593,4 @@ def test_special_files_are_refused_by_load_and_validate(tmp_path, kind):
     with pytest.raises(FormatError) as e:
         gc.load(path)
     assert e.value.rule == "file.not_regular"
-    assert [i.rule for i in gc.validate_file(path)] == ["file.not_regular"]
+    assert [i.rule for i in gc.validate(path)] == ["file.not_regular"]

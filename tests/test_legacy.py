@@ -63,7 +63,7 @@ def test_explicit_profile_and_wrong_profile():
         gc.GGML.parse(data, profile="llama")
 
 
-RWKV_EXPECTED = {  # reference §5.4: version, (n_vocab, n_embed, n_layer), parameters, dims 1/2/3
+RWKV_EXPECTED = {  # as rwkv.cpp reads its tiny-rwkv test models: version, (n_vocab, n_embed, n_layer), parameters, dims 1/2/3
     "4v0-660K": ({"FP32": 100, "FP16": 100, "Q5_0": 101, "Q5_1": 101}, (256, 128, 4), 78, (48, 30, 0)),
     "5v1-730K": ({"FP32": 101, "FP16": 101, "Q5_0": 101, "Q5_1": 101}, (256, 64, 12), 246, (136, 86, 24)),
     "5v2-730K": ({"FP32": 101, "FP16": 101, "Q5_0": 101, "Q5_1": 101}, (256, 64, 12), 270, (148, 98, 24)),
@@ -85,7 +85,7 @@ def test_rwkv_files_match_reference(path):
     assert f.format == "rwkv" and f.metadata["architecture"] == {"4v0-660K": "v4.0", "5v1-730K": "v5.1", "5v2-730K": "v5.2"}[model]
     types = Counter(t.type for t in f.tensors.values())
     assert set(types) <= {"f32", "f16", "q5_0", "q5_1"}
-    assert gc.validate_file(path) == [] and gc.validate_file(path, "ggml") == []
+    assert gc.validate(path) == [] and gc.validate(path, "ggml") == []
 
 
 def test_detect_names_every_format_and_rejects_the_vocab_dump():
@@ -94,7 +94,7 @@ def test_detect_names_every_format_and_rejects_the_vocab_dump():
     assert gc.detect(corpus_file("rwkv/tiny-rwkv-5v1-730K-Q5_1.bin")) == "rwkv"
     assert gc.detect(b"tjgg\x03\x00\x00\x00") == "ggjt"
     ggmf = bytes(map_file(corpus_file("legacy/ggmf-v1-llama-vocab.bin")))
-    assert gc.detect(b"tjgg" + ggmf[4:]) == "ggjt"  # the GGJT v1 vocab file differs only in its magic (reference §2.10)
+    assert gc.detect(b"tjgg" + ggmf[4:]) == "ggjt"  # the GGJT v1 vocab file differs only in its magic
     assert gc.GGML.parse(b"tjgg" + ggmf[4:]).format == "ggjt"
     for bad in (b"fmgg\x02\x00\x00\x00", b"tjgg\x04\x00\x00\x00"):  # a known magic, a version no reader knows
         with pytest.raises(gc.UnsupportedTypeError) as e:  # the catalogue's class for header.version, as in GGUF
@@ -169,7 +169,7 @@ def test_hostile_counts_and_types():
 
 # -- retired block layouts -----------------------------------------------------------------------------------
 def reference_decode(layout: str, block: bytes) -> list[float]:
-    """The C formulas of reference §3.3, one element at a time in plain Python (f32 arithmetic via numpy scalars)."""
+    """ggml's C dequantization formulas of 2023 (ggml-org/llama.cpp: ggml.c), one element at a time in plain Python (f32 arithmetic via numpy scalars)."""
     f32, f16 = np.float32, lambda b, o: np.frombuffer(b[o : o + 2], "<f2")[0].astype(np.float32)
     d32 = lambda o: np.frombuffer(block[o : o + 4], "<f4")[0]  # noqa: E731
     pairs = lambda qs: [(qs[i // 2] >> (4 * (i % 2))) & 15 for i in range(2 * len(qs))]  # noqa: E731
@@ -252,9 +252,9 @@ def test_old_file_with_retired_layouts_reads_through_the_api():
     assert (t.type, t.layout, t.retired, t.nbytes) == ("q4_0", "q4_0.v1", True, 40)
     assert (t.type.name, t.type.layout, t.type.block_size, t.type.type_size) == ("q4_0", "q4_0.v1", 32, 20)  # the era's block sizes
     assert np.array_equal(t.to_numpy().reshape(-1), dequantize_retired(q, "q4_0.v1"))
-    issues = gc.validate_bytes(data, "ggml")
+    issues = gc.validate(data, "ggml")
     assert any(i.rule == "loader.version" for i in issues)
-    assert not [i for i in gc.validate_bytes(data, "spec") if i.severity == "error"]
+    assert not [i for i in gc.validate(data, "spec") if i.severity == "error"]
     # the same ids in a v3 file are today's layouts: 40 bytes are not two 18-byte blocks
     with pytest.raises(gc.FormatError):
         gc.GGML.parse(llama_file("ggjt", 3, [("w", 2, [32, 2], q)], ftype=2))

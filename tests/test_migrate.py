@@ -12,8 +12,9 @@ import pytest
 import gguf_construct as gc
 from gguf_construct.api.legacy import open_legacy
 from gguf_construct.cli.main import main
+from gguf_construct.errors import MigrationError
 from gguf_construct.formats.base import map_file
-from gguf_construct.migrate import MigrationError, export, migrate
+from gguf_construct.migrate import export, migrate
 from gguf_construct.migrate.llama import unicode_to_bytes
 from gguf_construct.quants.retired import RETIRED, dequantize_retired
 from tests.conftest import corpus_file, corpus_files
@@ -45,7 +46,7 @@ def test_corpus_file_migrates_with_equal_values(path, tmp_path):
     src = gc.load(path)
     g = gc.load(out, profile="ggml")
     assert g.version == 3
-    assert not [i for i in gc.validate_file(out, "ggml") if i.severity == "error"]
+    assert not [i for i in gc.validate(out, "ggml") if i.severity == "error"]
     # ggml's C reader and gguf-py see exactly what we see
     mine = ours(out)
     assert ggml_read(out) == shapeless(mine)
@@ -132,7 +133,7 @@ def test_rwkv_q5_migration_stays_within_q5_error_of_float(quantized, reference, 
             assert np.array_equal(expected, a.tensors[name].to_numpy()), name
             continue
         x, y = a.tensors[name].to_numpy(), t.to_numpy()
-        if np.abs(x).max() < 2**-14:  # below f16's normal range the block scale underflows (reference §3.8)
+        if np.abs(x).max() < 2**-14:  # below f16's normal range the block scale underflows
             continue
         rel = np.sqrt(np.mean((x - y) ** 2)) / np.sqrt(np.mean(x**2))
         assert rel < 0.08, (name, rel)
@@ -196,7 +197,7 @@ def test_ggjt_v3_quantized_file_migrates_bit_for_bit_and_exports_back(tmp_path):
     assert report.copied == 4 and report.reencoded == report.widened == 0
     g = gc.load(out)
     assert bytes(g.tensors["blk.0.attn_q.weight"].data) == v3
-    assert g.tensors["token_embd.weight"].shape == (8, 3)  # ne from the file, not divided by the type size (reference §7.6)
+    assert g.tensors["token_embd.weight"].shape == (8, 3)  # ne from the file, not divided by the type size (as llama.cpp's convert_llama_ggml_to_gguf.py does)
     export(out, back, to="ggjt")
     assert back.read_bytes() == src.read_bytes()
 

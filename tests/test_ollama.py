@@ -13,7 +13,7 @@ from test_mlx_dequant import blob_tensors, quantize
 import gguf_construct as gc
 from gguf_construct.api import ollama
 from gguf_construct.convert import convert
-from gguf_construct.formats.ollama import OLLAMA_MANIFEST
+from gguf_construct.formats.ollama import MEDIA_JSON, MEDIA_TENSOR, OLLAMA_MANIFEST, parse_manifest
 from gguf_construct.formats.safetensors import SAFETENSORS
 from gguf_construct.quants.mlx import round_to_bf16
 from gguf_construct.validation.ollama import validate_manifest_bytes
@@ -56,9 +56,9 @@ def test_manifest_round_trip_and_detection(tmp_path):
     data = path.read_bytes()
     m = OLLAMA_MANIFEST.parse(data)
     assert OLLAMA_MANIFEST.build(m) == data and data.endswith(b"}\n")
-    assert [x.media_type for x in m.layers] == [ollama.MEDIA_TENSOR, ollama.MEDIA_JSON]
+    assert [x.media_type for x in m.layers] == [MEDIA_TENSOR, MEDIA_JSON]
     assert gc.detect(path) == "ollama"
-    assert gc.validate_file(path) == []
+    assert gc.validate(path) == []
     model = gc.load(path)
     assert model.format == "ollama" and model.metadata["file_type"] == "int4" and model.json_files["config.json"]["architectures"] == ["X"]
     assert list(model.tensors) == ["a.weight"] and model.tensors["a.weight"].to_numpy().shape == (4, 8)
@@ -92,7 +92,7 @@ def test_digest_and_size_are_verified(tmp_path):
 )  # fmt: skip
 def test_bad_manifests_are_format_errors(text):
     with pytest.raises(gc.FormatError):
-        ollama.parse_manifest(text)
+        parse_manifest(text)
     assert validate_manifest_bytes(text)
 
 

@@ -18,9 +18,9 @@ from conftest import corpus_file, corpus_files
 
 import gguf_construct as gc
 from gguf_construct.cli.main import main
-from gguf_construct.errors import FormatError
+from gguf_construct.errors import FormatError, RangeNotSupportedError, RemoteChangedError, RemoteError, RemoteLimitError
 from gguf_construct.registry import load_url, validate_url
-from gguf_construct.remote import RangeNotSupportedError, RemoteChangedError, RemoteError, RemoteLimitError, configure
+from gguf_construct.remote import configure
 from gguf_construct.remote.load import open_source
 from gguf_construct.remote.testserver import TestServer
 
@@ -242,7 +242,7 @@ def test_ollama_registry_model_written_by_our_writer(server, tmp_path):
 
 
 def test_ollama_registry_gguf_blob_and_digest_check(server, tmp_path):
-    from gguf_construct.api.ollama import Layer, Manifest
+    from gguf_construct.formats.ollama import Layer, Manifest
 
     path = big_gguf(tmp_path / "m.gguf", vocab=50, rows=64)  # 1 MiB of tensors: more than the first chunk
     data = path.read_bytes()

@@ -5,12 +5,14 @@ breaker's file really is rejected with its rule."""
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 import pytest
 from conftest import drawn
 from rule_scan import raise_sites
 
-from gguf_construct import rules, validate_bytes
+from gguf_construct import rules
+from gguf_construct import validate as validate_bytes
 from gguf_construct.errors import FormatError, TruncatedError
 from gguf_construct.strategies import INVALID_CLASSES, invalid_gguf
 from gguf_construct.strategies.hostile import HOSTILE
@@ -137,3 +139,10 @@ def test_every_rule_has_a_breaker_or_says_why_not():
     assert unbroken == [], unbroken
     stale = sorted(r for r, rule in cat.items() if rule.no_breaker is not None and r in seen)
     assert stale == [], stale
+
+
+def test_the_typed_constants_are_the_catalogue():
+    """The annotations at the end of rules.py (what mypy and IDEs see) are generated from schema/: a rule added,
+    renamed or removed there without ``python -m gguf_construct.rules --write`` fails here."""
+    assert rules.generated_block(Path(rules.__file__).read_text()) == rules.render_constants()
+    assert set(rules.__annotations__) >= {r.constant for r in rules.catalogue().values()}

@@ -24,11 +24,11 @@ from rwkv_models import synthetic_v6, synthetic_v7, variant
 from rwkv_reference import RwkvReference
 
 import gguf_construct as gc
+from gguf_construct import MigrationError, export, migrate
 from gguf_construct.api.file import load_gguf, new
 from gguf_construct.api.legacy import load_rwkv
 from gguf_construct.api.metadata import Metadata
 from gguf_construct.errors import FormatError
-from gguf_construct.migrate import MigrationError, export, migrate
 from gguf_construct.migrate.rwkv_vocab import escape_token, read_world_vocab, rwkv_tokenizer, unescape_token, world_vocab_path
 
 PROMPT = [34, 105, 110]  # '"in', rwkv.cpp's tests/test_tiny_rwkv.c prompt

@@ -139,7 +139,7 @@ def test_detect_load_and_common_protocol(tmp_path):
     assert (t.name, t.shape, t.type, t.nbytes) == ("model.embed.weight", (6, 4), "F32", 96)
     assert t.to_numpy().shape == (4, 6) and np.array_equal(t.to_numpy(), ARRAYS["model.embed.weight"])
     assert t.data.dtype == np.uint8 and not t.data.flags.writeable and not t.data.flags.owndata
-    assert gc.validate_file(path) == []
+    assert gc.validate(path) == []
 
 
 def test_tensor_views_are_zero_copy(tmp_path):

@@ -1,4 +1,4 @@
-"""The fast safetensors open (issue 14) decides exactly what the per-entry path decides.
+"""The fast safetensors open decides exactly what the per-entry path decides.
 
 Three shortcuts, each checked against the slow path it replaces: the JSON guard's counts on the bytes (against a
 walk of the parsed value), the duplicate-key test by counting pairs (against ``object_pairs_hook``), the

@@ -59,7 +59,8 @@ HOSTILE = {
     "self-context": ("{{ self._TemplateReference__context.cycler.__init__.__globals__.os.popen('id').read() }}", {"template.self", "template.private"}),
     "self-init": ("{{ self.__init__.__globals__.__builtins__.__import__('os').popen('id').read() }}", {"template.self", "template.dunder"}),
     "self-dict": ("{{ self.__dict__ }}", {"template.self", "template.dunder"}),
-    "attr-hex-escapes": ("{{ request|attr('application')|attr('\\x5f\\x5fglobals\\x5f\\x5f')|attr('\\x5f\\x5fgetitem\\x5f\\x5f')('\\x5f\\x5fbuiltins\\x5f\\x5f') }}", {"template.dunder"}),
+    "attr-hex-escapes": ("{{ request|attr('application')|attr('\\x5f\\x5fglobals\\x5f\\x5f')"
+                         "|attr('\\x5f\\x5fgetitem\\x5f\\x5f')('\\x5f\\x5fbuiltins\\x5f\\x5f') }}", {"template.dunder"}),
     "attr-join": ("{{ ()|attr(['_'*2,'class','_'*2]|join) }}", {"template.dynamic_attribute"}),
     "attr-variable": ("{% set n = request.args.n %}{{ ()|attr(n) }}", {"template.dynamic_attribute"}),
     "item-concat": ("{{ ''['__cla' ~ 'ss__'] }}", {"template.dunder"}),

@@ -48,7 +48,7 @@ def test_shards_follow_gguf_split_and_gguf_py_reads_them(tmp_path):
         else:
             assert keys == ["split.no", "split.count", "split.tensors.count"]
         all_names += [t.name for t in r.tensors]
-        assert [i for i in gc.validate_file(p, "ggml") if i.severity == "error"] == [], p
+        assert [i for i in gc.validate(p, "ggml") if i.severity == "error"] == [], p
     assert all_names == list(f.tensors)
 
 

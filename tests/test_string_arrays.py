@@ -15,7 +15,8 @@ import struct
 import numpy as np
 import pytest
 
-from gguf_construct import GGUF, from_bytes, new, validate_bytes
+from gguf_construct import GGUF, from_bytes, new
+from gguf_construct import validate as validate_bytes
 from gguf_construct.errors import InvalidValueError
 from gguf_construct.formats import fields
 from gguf_construct.formats.fields import StringArray

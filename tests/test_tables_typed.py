@@ -12,7 +12,7 @@ import pytest
 
 from gguf_construct import tables
 from gguf_construct.api import metadata, tensors
-from gguf_construct.formats import fields, ggml, gguf
+from gguf_construct.formats import fields, gguf, legacy_fields
 from gguf_construct.fuzzing import adapters
 from gguf_construct.tables import load_table
 
@@ -88,7 +88,7 @@ def test_defaults_and_dimension_limits_come_from_the_schema():
 
     assert validation.GGML_MAX_DIMS == load_table("ggml_types").max_dims == 4
     assert load_table("legacy").llama_loader_types == validation_legacy.LLAMA_LOADER_TYPES
-    assert load_table("legacy").max_n_dims == ggml.MAX_DIMS
+    assert load_table("legacy").max_n_dims == legacy_fields.MAX_DIMS
     assert gguf.GGUF.parse(gguf.GGUF.build(_empty())).alignment == tables.DEFAULT_ALIGNMENT
 
 

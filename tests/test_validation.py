@@ -1,4 +1,4 @@
-"""Hostile GGUF input: ggml's test-gguf rejection classes, the security classes S1–S17 of ecosystem.md §5, and a
+"""Hostile GGUF input: ggml's test-gguf rejection classes, the security classes S1–S17 (known failures of GGUF readers), and a
 byte-level robustness sweep.
 
 Every rejection is checked three ways: ``validate_bytes`` reports the exact rule (with a byte offset when the
@@ -17,8 +17,10 @@ import pytest
 from conftest import corpus_file
 from construct import Container
 
-from gguf_construct import GGUF, FormatError, LimitError, TruncatedError, UnknownFormatError, check, from_bytes, validate_bytes
+from gguf_construct import GGUF, FormatError, LimitError, TruncatedError, UnknownFormatError, from_bytes
+from gguf_construct import validate as validate_bytes
 from gguf_construct.errors import DuplicateError, InvalidValueError, LayoutError, UnsupportedTypeError
+from gguf_construct.validation import check
 
 # GGUF value type ids and the ggml tensor type ids used below.
 U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
@@ -309,7 +311,7 @@ def test_non_zero_padding_is_only_a_warning():
         from_bytes(data, profile=profile)
 
 
-# == 2. Security classes S1–S17 (ecosystem.md §5) ================================================================
+# == 2. Security classes S1–S17 (strategies.INVALID_CLASSES) ===========================================================
 def bounded(action, seconds=1.0, megabytes=10):
     """Run ``action`` under tracemalloc; assert it is fast and allocates little. Returns its result."""
     tracemalloc.start()

@@ -19,7 +19,7 @@ import numpy as np
 from construct import Container
 
 from ..errors import FormatError, UnsupportedTypeError
-from ..fileio import TEMP_TAG, clean_stale_temporaries, identity, mapped_files, reading, verify_gguf_output, write_atomic  # noqa: F401 - their old home, kept for one release
+from ..fileio import identity, mapped_files, reading, verify_gguf_output, write_atomic
 from ..formats.gguf import DEFAULT_ALIGNMENT, GGUF, ORDERS, data_extents, detect_byte_order
 from .metadata import Metadata, StandardKeys
 from .tensors import Tensors

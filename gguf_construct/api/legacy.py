@@ -215,7 +215,7 @@ def from_container(c: Container, path: str | None = None) -> LegacyFile:
 
 
 def rwkv_architecture(names: set[str]) -> str:
-    """RWKV v4.0, v5.1, v5.2, v6.0 or v7.0, from which parameters exist (rwkv.cpp's own rule, reference §5.3)."""
+    """RWKV v4.0, v5.1, v5.2, v6.0 or v7.0, from which parameters exist (rwkv.cpp's own rule: RWKV/rwkv.cpp, rwkv_model_loading.inc)."""
     arch = "v4.0"
     if "blocks.0.att.ln_x.weight" in names:
         arch = "v5.2" if "blocks.0.att.gate.weight" in names else "v5.1"

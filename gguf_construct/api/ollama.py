@@ -24,14 +24,13 @@ from typing import Any
 from .. import rules
 from ..errors import FormatError, InvalidValueError
 from ..formats.base import map_file, open_regular, real_path
-from ..formats.ollama import (  # noqa: F401 - the manifest's declaration, re-exported where it used to live
+from ..formats.ollama import (
     DEFAULT_HOST,
     DEFAULT_NAMESPACE,
     DEFAULT_TAG,
     DIGEST,
     MEDIA_CONFIG,
     MEDIA_JSON,
-    MEDIA_MANIFEST,
     MEDIA_TENSOR,
     Layer,
     Manifest,

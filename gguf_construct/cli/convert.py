@@ -31,8 +31,8 @@ def quant_hint(value: str) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..convert import VerificationError, convert
-    from ..errors import FormatError
+    from ..convert import convert
+    from ..errors import FormatError, VerificationError
 
     if args.type:  # quantization is lossy: the quantize command's path, with its per-tensor RMSE instead of a check
         from .quantize import _run as quantize_run
@@ -53,7 +53,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"gguf-construct convert: {e}", file=sys.stderr)
         return EXIT_TROUBLE
     if args.byte_order or args.version:
-        print(f"{args.output}: {args.byte_order + '-endian' if args.byte_order else ''}{', ' if args.byte_order and args.version else ''}{f'GGUF v{args.version}' if args.version else ''}; {report.summary()}")
+        changes = [f"{args.byte_order}-endian"] if args.byte_order else []
+        changes += [f"GGUF v{args.version}"] if args.version else []
+        print(f"{args.output}: {', '.join(changes)}; {report.summary()}")
     else:
         print(f"{args.output}: {report.summary()}")
     return EXIT_OK

@@ -6,6 +6,6 @@
 """
 
 from .files import convert
-from .gguf import Report, VerificationError, from_gguf, to_gguf
+from .gguf import Report, from_gguf, to_gguf
 
-__all__ = ["Report", "VerificationError", "convert", "from_gguf", "to_gguf"]
+__all__ = ["Report", "convert", "from_gguf", "to_gguf"]

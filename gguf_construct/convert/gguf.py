@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..api.file import GGUFFile, new
+from ..errors import VerificationError
 from ..quants import dequantize
 from ..quants import mlx as mq
 from . import encode
@@ -30,10 +31,6 @@ from . import encode
 PLAIN_TYPES = {"F32": "f32", "F16": "f16", "BF16": "bf16", "F64": "f64", "I8": "i8", "I16": "i16", "I32": "i32", "I64": "i64"}
 BACK_TYPES = {v: k for k, v in PLAIN_TYPES.items()}
 _KEY_PART = re.compile(r"[^a-z0-9_]+")
-
-
-class VerificationError(ValueError):
-    """A converted tensor's values differ from the input's."""
 
 
 @dataclass
@@ -275,6 +272,6 @@ def from_gguf(f: GGUFFile, *, per_tensor: bool = False) -> tuple[list[tuple[str,
 
 
 def _dtypes(entries: Mapping[str, Any]) -> list[str]:
-    from ..formats.safetensors import dtype_for_numpy
+    from ..formats.safetensors_dtypes import dtype_for_numpy
 
     return [e["dtype"] if isinstance(e, dict) else dtype_for_numpy(e.dtype) for e in entries.values()]

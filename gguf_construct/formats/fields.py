@@ -26,7 +26,7 @@ from ..limits import TABLE as LIMITS
 from ..limits import breach, limit
 from ..tables import VALUE_TYPES, ValueType
 from .base import BufferStream, as_stream, context_path, readable_path
-from .string_scan import SCAN_WINDOW, count_format, scan_strings  # noqa: F401  (SCAN_WINDOW: re-exported)
+from .string_scan import count_format, scan_strings
 
 #: The default of limit ``nesting``: arrays of arrays deeper than this are rejected (the spec sets no bound;
 #: ggml allows no nesting at all). The active value is ``limit("nesting")``.

@@ -35,19 +35,14 @@ from construct import Computed, Construct, Container, If, Int32sl, Int32ul, Rebu
 
 from .. import rules
 from ..errors import FormatError
-from ..shapes import element_count  # noqa: F401  (re-exported: its home was this module)
+from ..shapes import element_count
 from ..tables import GGML_TYPES
 from .base import FileConstruct, as_stream, context_path, guarded, readable_path
 from .fields import AlignPadding, Magic, Version
-from .legacy_fields import (  # noqa: F401  (re-exported: their home was this module)
-    MAX_DIMS,
-    MAX_NAME_LENGTH,
+from .legacy_fields import (
     Dims,
     LegacyName,
-    LegacyVocab,
-    NumpyArray,
     UntilEOF,
-    VocabArray,
     encoded_len,
 )
 from .legacy_magic import HPARAM_PROFILES, legacy_tables
@@ -58,7 +53,6 @@ CONTAINERS = ("ggml", "ggmf", "ggjt")
 MAGIC_NAMES: dict[bytes, str] = {MAGICS[c]: c for c in CONTAINERS}
 #: The versions each container has (none for 'ggml').
 VERSIONS: dict[str, list[int]] = {c: [v for v in legacy_tables().magics[c].versions if v is not None] for c in ("ggmf", "ggjt")}
-PROFILES = HPARAM_PROFILES  # its name before 0.2; kept for one release
 
 
 # -- tensor types by era ----------------------------------------------------------------------------------
@@ -122,7 +116,8 @@ def describe_table(table: str) -> str:
 
 def table_for(fmt: str, version: int | None, profile: str, hparams: Any) -> str:
     """Which type table a file's tensors use: by container and version for llama.cpp, by ``ftype // 1000``
-    (the quantization version) for the ggml examples and whisper.cpp (reference §3.7)."""
+    (the quantization version) for the ggml examples and whisper.cpp (ggml-org/ggml: include/ggml.h,
+    ``GGML_QNT_VERSION_FACTOR``)."""
     era = legacy_tables().profiles[profile]["quant_era"]
     if era == "current":
         return "current"

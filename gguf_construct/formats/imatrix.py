@@ -23,7 +23,7 @@ from construct import Construct, Int32sl, Rebuild, Struct, len_, this
 from .. import rules
 from .base import FileConstruct, as_stream, readable_path
 from .fields import CheckedArray
-from .ggml import LegacyName
+from .legacy_fields import LegacyName
 
 
 class Float32Values(Construct):

@@ -1,4 +1,4 @@
-"""rwkv.cpp's model format (versions 100 and 101) as a construct declaration (reference §5.1)::
+"""rwkv.cpp's model format (versions 100 and 101) as a construct declaration (RWKV/rwkv.cpp: rwkv_file_format.inc)::
 
     u32 magic = 'ggmf' ('fmgg' on disk: the magic GGMF v1 uses too; the version tells them apart)
     u32 version                      100: quantized data in the pre-GGJT-v2 layouts; 101: today's layouts
@@ -18,7 +18,8 @@ from construct import Computed, Container, Int32sl, Int32ul, Rebuild, Struct, Te
 from .. import rules
 from .base import FileConstruct, as_stream
 from .fields import Magic, Version
-from .ggml import Dims, LegacyName, TensorData, UntilEOF, encoded_len, legacy_tables
+from .ggml import TensorData, legacy_tables
+from .legacy_fields import Dims, LegacyName, UntilEOF, encoded_len
 
 MAGIC = legacy_tables().rwkv.magic.encode()
 VERSIONS: tuple[int, ...] = legacy_tables().rwkv.versions

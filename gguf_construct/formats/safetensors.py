@@ -44,8 +44,8 @@ from ..limits import breach, limit
 from ..shapes import INTP_MAX, NUMPY_MAX_DIMS, element_count, shape_problem
 from .base import FileConstruct, as_stream, tensor_bytes
 from .fields import Remainder
-from .safetensors_dtypes import METADATA_KEY, Dtype, dtype_for_numpy, dtypes  # noqa: F401 - Dtype, dtype_for_numpy: re-exported
-from .safetensors_writer import STYLES, header_and_sources  # noqa: F401 - STYLES: re-exported
+from .safetensors_dtypes import METADATA_KEY, dtypes
+from .safetensors_writer import header_and_sources
 
 #: The largest header the safetensors library reads (it rejects N > 100,000,000; MLX already N >= 100,000,000).
 MAX_HEADER_SIZE = 100_000_000

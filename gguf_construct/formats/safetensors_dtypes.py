@@ -7,7 +7,8 @@ from functools import cache
 
 import numpy as np
 
-from ..tables import SafetensorsDtype, load_table
+from ..table_records import SafetensorsDtype
+from ..tables import load_table
 
 METADATA_KEY = "__metadata__"
 

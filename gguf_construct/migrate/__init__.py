@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -85,14 +86,15 @@ def _export(g: Any, dst: str | os.PathLike[str], to: str) -> Report:
     raise ValueError(f"export to 'ggjt' or 'rwkv', not {to!r}")
 
 
-def __getattr__(name: str) -> Any:
-    """``MigrationError`` and ``Report`` from ``.common``, imported when first asked for, so that importing the
-    package (``import gguf_construct`` does) loads none of the migrators."""
-    if name in ("MigrationError", "Report"):
-        from . import common
+#: Public name -> the module that defines it, imported on first access (as in the package root), so that
+#: importing the package (``import gguf_construct`` does) loads none of the migrators.
+_LAZY: dict[str, str] = {"Report": "common"}
 
-        return getattr(common, name)
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["MigrationError", "Report", "export", "migrate"]
+__all__ = ["Report", "export", "migrate"]

@@ -24,13 +24,11 @@ from construct import Container
 from .. import rules
 from ..api.legacy import LegacyTensor
 from ..api.metadata import Metadata
-from ..errors import (
-    MigrationError,  # noqa: F401 - its import path before it moved to errors.py
-)
 from ..fileio import write_atomic
 from ..formats.gguf import GGUF
 from ..progress import progress as show_progress
-from ..tables import MigrateTable, load_table
+from ..table_records import MigrateTable
+from ..tables import load_table
 
 
 def migrate_tables() -> MigrateTable:

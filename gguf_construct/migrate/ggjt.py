@@ -16,7 +16,8 @@ from construct import Container
 from .. import rules
 from ..api.file import GGUFFile
 from ..fileio import write_atomic
-from ..formats.ggml import GGML, LegacyVocab
+from ..formats.ggml import GGML
+from ..formats.legacy_fields import LegacyVocab
 from .common import Report, required_int
 from .llama import legacy_texts, llama_names
 

@@ -1,8 +1,8 @@
-"""GGML / GGMF / GGJT → GGUF v3 (reference §7), and the ggml-example and whisper.cpp profiles.
+"""GGML / GGMF / GGJT → GGUF v3 (as ggml-org/llama.cpp's convert_llama_ggml_to_gguf.py), and the ggml-example and whisper.cpp profiles.
 
-llama files become architecture ``llama`` exactly as llama.cpp's own migrator lays them out (keys of §7.2, the
-vocabulary rewrite of §7.3, the tensor names of §7.4), with three differences: ``ne`` is taken from the file
-(llama.cpp's script divides it by the type size today, §7.6); quantized files of every era are accepted (retired
+llama files become architecture ``llama`` exactly as llama.cpp's own migrator lays them out (its keys, its
+vocabulary rewrite, its tensor names), with three differences: ``ne`` is taken from the file
+(llama.cpp's script divides it by the type size since gguf-py's writer changed in b83bab15a); quantized files of every era are accepted (retired
 layouts are re-encoded, see :mod:`.common`); vocab-only files are accepted (``n_ff`` then comes from ``n_mult``).
 ``n_mult`` and ``n_rot``, which GGUF has no key for, are kept as ``llama.legacy.n_mult``/``llama.legacy.n_rot``
 so that nothing is lost and :mod:`.export` can write the file back; so is ``llama.legacy.empty_tokens`` when the
@@ -59,7 +59,7 @@ def lost_nul(texts: list[bytes]) -> bool:
 
 
 def llama_vocab(texts: list[bytes], scored: bool) -> tuple[list[str], list[int]]:
-    """Legacy token texts → GGUF tokens and token types (reference §7.3); a dropped NUL byte token (:func:`lost_nul`)
+    """Legacy token texts → GGUF tokens and token types (convert_llama_ggml_to_gguf.py's); a dropped NUL byte token (:func:`lost_nul`)
     becomes ``<0x00>`` again."""
     tt = migrate_tables().llama.token_types
     nul = lost_nul(texts)
@@ -84,7 +84,7 @@ def llama_vocab(texts: list[bytes], scored: bool) -> tuple[list[str], list[int]]
 
 
 def legacy_texts(tokens: list[str], types: list[int], empty: Sequence[int] = ()) -> list[bytes]:
-    """The inverse of :func:`llama_vocab` for files that follow the GGMF/GGJT convention (reference §2.5); the ids
+    """The inverse of :func:`llama_vocab` for files that follow the GGMF/GGJT convention (llama.cpp commit 074bea2eb on); the ids
     in ``empty`` (``llama.legacy.empty_tokens``: restored byte tokens) are written empty as the source had them."""
     tt = migrate_tables().llama.token_types
     blank = set(int(i) for i in empty)
@@ -167,7 +167,7 @@ def migrate_llama(f: LegacyFile, dst: str | os.PathLike[str], *, context_length:
     for t in f.tensors.records():
         target = names.forward(t.name)
         if target is None:
-            raise rules.MIGRATE_TENSOR_NAME.error(f"tensor {t.name!r} has no GGUF name (llama.cpp's map of reference §7.4)")
+            raise rules.MIGRATE_TENSOR_NAME.error(f"tensor {t.name!r} has no GGUF name (gguf-py's TensorNameMap for llama)")
         planned.append(plan_tensor(t, target, report))
     header = f.metadata["ftype"]
     if report.widened and written_file_type(planned, header) != header:

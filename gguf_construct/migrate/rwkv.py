@@ -1,6 +1,6 @@
 """rwkv.cpp (versions 100 and 101) → GGUF v3, and GGUF → rwkv.cpp version 101.
 
-RWKV v4 and v5 have no llama.cpp architecture (reference §8.1), so they go to the GGUF specification's ``rwkv``
+RWKV v4 and v5 have no llama.cpp architecture (ggml-org/llama.cpp: src/llama-arch.cpp), so they go to the GGUF specification's ``rwkv``
 architecture (``rwkv.architecture_version`` 4 or 5) with llama.cpp's RWKV tensor names where it has one and the
 same naming style for the v4/v5-only parameters (schema/migrate.json). Shapes and bytes are unchanged (retired
 version-100 layouts are re-encoded as in :mod:`.common`), so exporting back to rwkv.cpp gives the input again.

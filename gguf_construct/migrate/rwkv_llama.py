@@ -4,7 +4,8 @@ The table says, for every llama.cpp tensor, which rwkv.cpp parameter(s) it holds
 mapping keeps the bytes: a rename, a reshape that only changes ``ne`` of contiguous data (a block-quantized tensor
 keeps its blocks as long as the new first dimension is a whole number of blocks), or parts stacked along the last
 axis (their bytes concatenated). No tensor needs a transpose: rwkv.cpp's converter already transposed the LoRA
-matrices into the orientation llama.cpp expects (reference §8.4). So quantized tensors are copied bit for bit,
+matrices into the orientation llama.cpp expects (ggml-org/llama.cpp:
+src/models/rwkv6.cpp). So quantized tensors are copied bit for bit,
 and exporting a migrated file gives the rwkv.cpp file back byte for byte.
 
 The sizes llama.cpp needs as keys (head size, LoRA ranks, feed-forward length) are read off the tensors, checked
@@ -30,7 +31,8 @@ from ..formats.ggml import legacy_tables
 from ..formats.rwkv import RWKV
 from ..quants import block_dtype
 from ..shapes import element_count
-from ..tables import FILE_TYPES, GGML_TYPES, RwkvLlamaTable, load_table
+from ..table_records import RwkvLlamaTable
+from ..tables import FILE_TYPES, GGML_TYPES, load_table
 from .common import PlannedTensor, Report, finish_gguf
 from .rwkv_vocab import rwkv_tokenizer
 

@@ -25,7 +25,8 @@ from functools import cache
 import numpy as np
 
 from .. import rules
-from ..tables import MlxMode, MlxQuantType, load_table
+from ..table_records import MlxMode, MlxQuantType
+from ..tables import load_table
 
 #: Fixed by MLX for nvfp4's global scale: 448 (E4M3 max) * 6 (E2M1 max).
 NVFP4_GLOBAL_DIVISOR = np.float32(448 * 6)

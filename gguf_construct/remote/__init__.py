@@ -2,14 +2,13 @@
 
 The parse runs on the same schemas as for local files; only the byte source differs (``source``): a memory map
 for a local file, a ranged, block-cached reader for a remote one that fetches just the header and, on demand,
-the tensors that are read.
+the tensors that are read. Their failures are ``RemoteError`` and its subclasses (``gguf_construct.errors``).
 """
 
 from __future__ import annotations
 
 from .budget import Budget
-from .errors import RangeNotSupportedError, RemoteChangedError, RemoteError, RemoteLimitError
 from .options import RemoteOptions, configure, options
 from .urls import is_remote
 
-__all__ = ["Budget", "RemoteError", "RangeNotSupportedError", "RemoteChangedError", "RemoteLimitError", "RemoteOptions", "configure", "options", "is_remote"]
+__all__ = ["Budget", "RemoteOptions", "configure", "is_remote", "options"]

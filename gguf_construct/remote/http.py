@@ -31,9 +31,8 @@ from functools import cache
 from typing import Any, cast
 
 from .. import rules
-from ..errors import FormatError
+from ..errors import FormatError, RemoteError
 from .budget import Budget, budgeted
-from .errors import RemoteError
 from .options import RemoteOptions, options
 from .source import MAX_SIZE, RangedSource
 

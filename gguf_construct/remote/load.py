@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import rules
-from ..api.file import gguf_from_source  # noqa: F401 - GGUF's opener over a source, re-exported beside the others
 from ..errors import FormatError, LayoutError
 from .budget import budgeted
 from .options import RemoteOptions, options

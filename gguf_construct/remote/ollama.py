@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import rules
-from ..errors import FormatError
+from ..errors import FormatError, RemoteError
 from .budget import budgeted
-from .errors import RemoteError
 from .http import HttpFile, open_http
 from .options import RemoteOptions, options
 from .urls import OllamaName, ollama_name
@@ -42,10 +41,11 @@ def fetch_manifest(name: OllamaName, opts: RemoteOptions) -> bytes:
 
 
 def load_ollama(source: str, *, strict: bool = True, hint: str | None = None, verify: bool = False, opts: RemoteOptions | None = None) -> GGUFFile | OllamaModel:
+    from ..api.file import gguf_from_source
     from ..api.ollama import OllamaModel, _model_quant_type, _read_json, check_blob_size, join_tensor_blobs, verify_blob
     from ..formats.ollama import MEDIA_JSON, parse_manifest
     from ..limits import breach, limit
-    from .load import gguf_from_source, safetensors_from_source
+    from .load import safetensors_from_source
 
     opts = budgeted(opts or options())
     name = ollama_name(source)

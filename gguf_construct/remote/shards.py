@@ -14,10 +14,11 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from .. import rules
+from ..api.file import gguf_from_source
+from ..errors import RemoteError
 from ..naming import shard_of, shard_suffix
 from .budget import budgeted
-from .errors import RemoteError
-from .load import SHARD_CONCURRENCY, gguf_from_source, open_source
+from .load import SHARD_CONCURRENCY, open_source
 from .options import RemoteOptions, options
 from .source import ByteSource
 

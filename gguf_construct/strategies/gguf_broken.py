@@ -1,6 +1,6 @@
 """GGUF v1–v3 files broken in one labelled way: ``invalid_gguf()`` draws an ``InvalidFile(data, label, rules,
 profile)``, a valid file from ``strategies.gguf`` broken in exactly one way. ``label`` names the security class
-of ecosystem.md §5 (``S1.n_kv`` … ``S17.block_index``) and ``rules`` the validation rule(s) that must reject it
+(``S1.n_kv`` … ``S17.block_index``: the known failures of GGUF readers, ``INVALID_CLASSES``) and ``rules`` the validation rule(s) that must reject it
 (``rules[0]`` is the usual one; truncation can end in several). Each break is made where the schema says the
 field is: positions come from the offsets the parse recorded (``Layout``), not from fixed byte offsets.
 """

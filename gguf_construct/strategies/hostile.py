@@ -1,6 +1,6 @@
-"""Hostile inputs built on purpose: the classes of failure that mutation fuzzing did not reach (issue 12).
+"""Hostile inputs built on purpose: the classes of failure that mutation fuzzing does not reach.
 
-Each ``HOSTILE`` entry makes one crafted input in the red team's manner: thousands of digits where a number or a
+Each ``HOSTILE`` entry makes one crafted input the way an attacker would: thousands of digits where a number or a
 name is read, JSON nested 100,000 deep, few bytes that become many Python objects, shapes numpy cannot hold,
 degenerate MLX groups, special files. ``make_*`` functions return the file's bytes (or write a small file tree
 for Ollama cases); the hypothesis strategies ``huge_digit_strings``, ``deep_json``, ``zero_and_huge_shapes`` draw

@@ -13,7 +13,8 @@ import numpy as np
 from construct import Container
 from hypothesis import strategies as st
 
-from ..formats.safetensors import SAFETENSORS, STYLES, dtypes
+from ..formats.safetensors import SAFETENSORS, dtypes
+from ..formats.safetensors_writer import STYLES
 
 __all__ = ["safetensors_bytes", "safetensors_containers"]
 

@@ -25,7 +25,7 @@ __all__ = ["LLAMA_LOADER_TYPES", "ZERO_OK", "check_legacy", "check_rwkv", "valid
 
 #: Hyper-parameters that may be 0 (the rest count things and must be positive).
 ZERO_OK = {"ftype", "par_res", "version_major", "version_minor", "version_patch"}
-#: Tensor type ids llama.cpp's last legacy loader accepted (reference §2.6).
+#: Tensor type ids llama.cpp's last legacy loader accepted (ggml-org/llama.cpp: llama.cpp at commit dadbed99e, 2023-08-21).
 LLAMA_LOADER_TYPES = legacy_tables().llama_loader_types
 
 
