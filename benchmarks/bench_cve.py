@@ -14,7 +14,8 @@ sanitizer crash, capped at ``--cap`` seconds:
 Every arm starts from the same seeds (the GGUF files under 64 KiB in tests/data). A crash counts as the CVE when
 the fixed build loads the crashing input cleanly; other sanitizer reports (ASan's refusal of a huge ``new``, which
 is fatal under ASan even where the reader would catch ``std::bad_alloc``) are counted and passed over: libFuzzer
-runs in fork mode and AFL++ keeps going, so every arm is timed to the CVE itself. Not run in CI: it compiles C code (needs clang; afl++ for the
+runs in fork mode and AFL++ keeps going, so every arm is timed to the CVE itself. Not run in CI: it compiles C code (needs clang; afl++ for
+the
 AFL++ arms). Run from the repository root:
 
     python benchmarks/bench_cve.py /path/to/llama.cpp/.git            # or a ggml-org/ggml git directory
@@ -103,8 +104,9 @@ def is_the_cve(vuln: Path, fixed: Path, data: bytes) -> tuple[bool, str]:
     return not crashes_fixed(fixed, data), _head(r.stderr)
 
 
-def poll_for_cve(proc: subprocess.Popen[bytes], pattern: str, folder: Path, vuln: Path, fixed: Path, cap: float, start: float,
-                 seen_other: list[str]) -> tuple[float | None, bytes | None, str]:  # fmt: skip
+def poll_for_cve(
+    proc: subprocess.Popen[bytes], pattern: str, folder: Path, vuln: Path, fixed: Path, cap: float, start: float, seen_other: list[str]
+) -> tuple[float | None, bytes | None, str]:
     """Watch an engine's crash files until one is the CVE (others, such as an allocator's refusal of a huge
     size, are counted and passed over), the engine ends, or ``cap`` runs out."""
     checked: set[Path] = set()
@@ -135,9 +137,9 @@ def arm_generators(
 ) -> tuple[float | None, bytes | None, int, str]:
     """Our generators to a persistent harness; returns (seconds to crash, input, files tried, report head)."""
     sys.path.insert(0, str(ROOT))
-    from gguf_construct.fuzzing.structured import mutate_structured
-    from gguf_construct.strategies import draw_examples, invalid_gguf
-    from gguf_construct.strategies.reader_breakers import READER_BREAKERS
+    from gguf_construct.testing.fuzzing.structured import mutate_structured
+    from gguf_construct.testing.strategies import draw_examples, invalid_gguf
+    from gguf_construct.testing.strategies.reader_breakers import READER_BREAKERS
 
     rng = random.Random(0)
     pool = [p.read_bytes() for p in seed_files] + [x.data for x in draw_examples(invalid_gguf(), 50, seed_value=0)]
@@ -146,8 +148,14 @@ def arm_generators(
     proc = None
     while time.monotonic() - start < cap:
         if proc is None or proc.poll() is not None:
-            proc = subprocess.Popen([str(vuln / "gguf_load")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env={**os.environ, **SAN_ENV}, text=True)  # fmt: skip
+            proc = subprocess.Popen(
+                [str(vuln / "gguf_load")],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={**os.environ, **SAN_ENV},
+                text=True,
+            )
         kind = rng.random()
         if kind < 0.3:
             data = READER_BREAKERS[rng.choice(list(READER_BREAKERS))].make(rng)
@@ -185,8 +193,19 @@ def arm_libfuzzer(
     corpus = work / "corpus"
     shutil.copytree(seed_dir, corpus)
     start = time.monotonic()
-    cmd = [str(vuln / "gguf_libfuzzer"), "-fork=1", "-ignore_crashes=1", "-ignore_ooms=1", "-ignore_timeouts=1", f"-max_total_time={int(cap)}",
-           "-timeout=10", "-rss_limit_mb=4096", "-max_len=65536", f"-artifact_prefix={work}/", str(corpus)]  # fmt: skip
+    cmd = [
+        str(vuln / "gguf_libfuzzer"),
+        "-fork=1",
+        "-ignore_crashes=1",
+        "-ignore_ooms=1",
+        "-ignore_timeouts=1",
+        f"-max_total_time={int(cap)}",
+        "-timeout=10",
+        "-rss_limit_mb=4096",
+        "-max_len=65536",
+        f"-artifact_prefix={work}/",
+        str(corpus),
+    ]
     with open(work / "libfuzzer-log.txt", "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, env={**os.environ, **SAN_ENV}, cwd=work)
         took, data, head = poll_for_cve(proc, "crash-*", work, vuln, fixed, cap, start, others)
@@ -196,8 +215,15 @@ def arm_libfuzzer(
 def arm_afl(
     vuln: Path, fixed: Path, seed_dir: Path, cap: float, work: Path, structured: bool, others: list[str]
 ) -> tuple[float | None, bytes | None, int, str]:
-    env = {**os.environ, **SAN_ENV, "AFL_NO_UI": "1", "AFL_SKIP_CPUFREQ": "1", "AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES": "1",
-           "AFL_NO_AFFINITY": "1", "AFL_SKIP_BIN_CHECK": "1"}  # fmt: skip
+    env = {
+        **os.environ,
+        **SAN_ENV,
+        "AFL_NO_UI": "1",
+        "AFL_SKIP_CPUFREQ": "1",
+        "AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES": "1",
+        "AFL_NO_AFFINITY": "1",
+        "AFL_SKIP_BIN_CHECK": "1",
+    }
     env["ASAN_OPTIONS"] = env["ASAN_OPTIONS"].replace("symbolize=1", "symbolize=0")  # afl-fuzz refuses to start otherwise
     if structured:
         env["AFL_PYTHON_MODULE"] = "afl_gguf_mutator"
@@ -272,7 +298,8 @@ def main() -> None:
         minutes = f"{took / 60:.2f}" if took is not None else f"> {a.cap / 60:.0f} (not found)"
         rows.append((arm, minutes, len(others), n or "-", f"{load:.1f}", head[:120]))
         print(
-            f"{arm}: {minutes} min; other sanitizer reports first: {len(others)} {sorted(set(others))[:3]}; inputs {n or '-'}; load {load:.1f}; {head}",
+            f"{arm}: {minutes} min; other sanitizer reports first: {len(others)} "
+            f"{sorted(set(others))[:3]}; inputs {n or '-'}; load {load:.1f}; {head}",
             flush=True,
         )
     print("\n| arm | minutes to the CVE's crash | other sanitizer reports passed over | inputs run | load at start | report |")

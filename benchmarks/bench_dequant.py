@@ -25,8 +25,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from gguf_construct.core.tables import GGML_TYPES
 from gguf_construct.quants import block_dtype, dequant, dequantize
-from gguf_construct.tables import GGML_TYPES
 
 ROW = 4096
 
@@ -126,7 +126,10 @@ def main() -> None:
     parser.add_argument("--types", default="", help="comma-separated type names (default: all gguf-py supports)")
     parser.add_argument("--workers", type=int, default=dequant.WORKERS, help="our thread count (1: like for like with C)")
     parser.add_argument(
-        "--clock", choices=["wall", "cpu"], default="wall", help="cpu: this process's CPU time, steadier on a loaded machine (use with --workers 1)"
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="cpu: this process's CPU time, steadier on a loaded machine (use with --workers 1)",
     )
     args = parser.parse_args()
     global CLOCK
@@ -179,7 +182,8 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, ours, theirs, c_time, memory, one_pass in rows:
         print(
-            f"| {name} | {ours * 1e3:.1f} | {theirs * 1e3:.1f} | {c_time * 1e3:.1f} | {theirs / ours:.2f}× | {c_time / ours:.2f}× | {memory:.2f} "
+            f"| {name} | {ours * 1e3:.1f} | {theirs * 1e3:.1f} | {c_time * 1e3:.1f} | "
+            f"{theirs / ours:.2f}× | {c_time / ours:.2f}× | {memory:.2f} "
             f"| {one_pass * 1e3:.1f} | {c_time / one_pass:.1f} | {ours / one_pass:.1f} |"
         )
     vs_py = [r[2] / r[1] for r in rows]

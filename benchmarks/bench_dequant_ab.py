@@ -52,7 +52,7 @@ def main() -> None:
     new = load_dequant(here)
     if Path(old.__file__).resolve() == Path(new.__file__).resolve() and not args.quick:
         raise SystemExit("both checkouts are the same")
-    from gguf_construct.tables import GGML_TYPES
+    from gguf_construct.core.tables import GGML_TYPES
 
     old.WORKERS = new.WORKERS = args.workers
     clock = time.process_time if args.workers == 1 else time.perf_counter
@@ -87,14 +87,21 @@ def main() -> None:
         rows.append((name, *best))
         print(f"  {name}: C {best[0] * 1e3:.2f} ms, before {best[1] * 1e3:.2f} ms, after {best[2] * 1e3:.2f} ms", flush=True)
 
-    print(f"\n{n_values} values per tensor, best of {args.repeat}, {args.workers} worker(s), {'CPU' if args.workers == 1 else 'wall'} time\n")
+    print(
+        f"\n{n_values} values per tensor, best of {args.repeat}, {args.workers} worker(s), {'CPU' if args.workers == 1 else 'wall'} time\n"
+    )
     print("| type | ggml C (ms) | before (ms) | after (ms) | speed-up | before vs C | after vs C |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, c, before, after in rows:
-        print(f"| {name} | {c * 1e3:.2f} | {before * 1e3:.2f} | {after * 1e3:.2f} | {before / after:.2f}× | {c / before:.2f}× | {c / after:.2f}× |")
+        print(
+            f"| {name} | {c * 1e3:.2f} | {before * 1e3:.2f} | {after * 1e3:.2f} | "
+            f"{before / after:.2f}× | {c / before:.2f}× | {c / after:.2f}× |"
+        )
     print(
-        f"\nGeometric mean speed-up {geomean([r[2] / r[3] for r in rows]):.2f}×; against C {geomean([r[1] / r[2] for r in rows]):.2f}× before "
-        f"(slowest {min(r[1] / r[2] for r in rows):.2f}×), {geomean([r[1] / r[3] for r in rows]):.2f}× after (slowest {min(r[1] / r[3] for r in rows):.2f}×)."
+        f"\nGeometric mean speed-up {geomean([r[2] / r[3] for r in rows]):.2f}×; against "
+        f"C {geomean([r[1] / r[2] for r in rows]):.2f}× before "
+        f"(slowest {min(r[1] / r[2] for r in rows):.2f}×), {geomean([r[1] / r[3] for r in rows]):.2f}× "
+        f"after (slowest {min(r[1] / r[3] for r in rows):.2f}×)."
     )
 
 

@@ -25,15 +25,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-NODE_EXAMPLE = ROOT / "gguf_construct" / "fuzzing" / "examples" / "hf_gguf_reader.cjs"
-ONE_SHOT = f"{sys.executable} -m gguf_construct.fuzzing.worker --once gguf-py {{}}"
+NODE_EXAMPLE = ROOT / "gguf_construct" / "testing" / "fuzzing" / "examples" / "hf_gguf_reader.cjs"
+ONE_SHOT = f"{sys.executable} -m gguf_construct.testing.fuzzing.worker --once gguf-py {{}}"
 
 CHILD = """
 import json, resource, sys, time
-from gguf_construct.fuzzing import run
+from gguf_construct.testing.fuzzing import run
 
 def cpu():
-    return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime"))
+    whom = (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    return sum(getattr(resource.getrusage(who), f) for who in whom for f in ("ru_utime", "ru_stime"))
 
 against, seconds, timeout = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 run(against, count=1, seed=0, timeout=timeout)  # start-up alone (imports of both readers, one file): subtracted below
@@ -41,7 +42,8 @@ start_up = cpu()
 report = run(against, count=None, seconds=seconds, seed=0, timeout=timeout)
 total = cpu() - start_up
 hangs = sum(k.count for k in report.kinds.values() if k.cls == "hang")
-print(json.dumps({"files": report.files, "seconds": report.seconds, "cpu": total, "start_up": start_up, "kinds": len(report.kinds), "hangs": hangs, "hang_cpu": report.hang_cpu}))
+line = {"files": report.files, "seconds": report.seconds, "cpu": total, "start_up": start_up}
+print(json.dumps(line | {"kinds": len(report.kinds), "hangs": hangs, "hang_cpu": report.hang_cpu}))
 """
 
 
@@ -54,7 +56,13 @@ def node_available() -> bool:
 
 def campaign(against: str, seconds: float, timeout: float) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
-    done = subprocess.run([sys.executable, "-c", CHILD, against, str(seconds), str(timeout)], capture_output=True, text=True, env=env, timeout=seconds * 4 + 300)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, against, str(seconds), str(timeout)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=seconds * 4 + 300,
+    )
     if done.returncode != 0:
         raise SystemExit(f"{against}: {done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -69,7 +77,11 @@ def main() -> None:
     seconds = 4.0 if args.quick else args.seconds
     rows: list[tuple[str, str]] = [("gguf-py", "gguf-py"), ("gguf-py, one-shot command", ONE_SHOT)]
     if not args.quick:
-        rows += [(name, name) for name, module in (("ggml", "ggml"), ("llama.cpp", "llama_cpp"), ("safetensors", "safetensors")) if importlib.util.find_spec(module)]
+        rows += [
+            (name, name)
+            for name, module in (("ggml", "ggml"), ("llama.cpp", "llama_cpp"), ("safetensors", "safetensors"))
+            if importlib.util.find_spec(module)
+        ]
         if node_available():
             rows.append(("@huggingface/gguf (Node, line protocol)", f"node {NODE_EXAMPLE}"))
     load = os.getloadavg()
@@ -82,7 +94,11 @@ def main() -> None:
         r = campaign(against, seconds, max(args.timeout, 10.0) if against == ONE_SHOT else args.timeout)
         per_file = max(r["cpu"] - r["start_up"], 1e-3) / max(1, r["files"] - 1)
         busy = max(r["cpu"] - r["start_up"] - r["hang_cpu"], 1e-3) / max(1, r["files"] - 1)
-        print(f"| {label} | {r['files']} | {r['hangs']} | {r['files'] / r['seconds']:.1f} | {per_file * 1000:.1f} | {2 / per_file:.0f} | {2 / busy:.0f} |", flush=True)
+        print(
+            f"| {label} | {r['files']} | {r['hangs']} | {r['files'] / r['seconds']:.1f} | "
+            f"{per_file * 1000:.1f} | {2 / per_file:.0f} | {2 / busy:.0f} |",
+            flush=True,
+        )
     if args.quick:
         print("\n(--quick: a smoke test of the script, not a measurement)")
 

@@ -4,7 +4,7 @@
     python benchmarks/bench_hostile.py --remote [--before DIR] [--timeout S]
     python benchmarks/bench_hostile.py --leftovers [DIR]
 
-Each input of ``gguf_construct.strategies.hostile.HOSTILE`` (default: the amplification and quadratic classes)
+Each input of ``gguf_construct.testing.strategies.hostile.HOSTILE`` (default: the amplification and quadratic classes)
 is written to a file and loaded leniently in a fresh process under ``tracemalloc``. ``--before DIR`` also runs
 the reader of another checkout (e.g. ``git worktree add /tmp/before b25aa4f``) on the same bytes, so both
 columns come from one run. Prints the markdown table of docs/security.md's "Figures" section.
@@ -34,9 +34,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gguf_construct.strategies.hostile import HOSTILE  # noqa: E402
+from gguf_construct.testing.strategies.hostile import HOSTILE  # noqa: E402
 
-DEFAULT = ["gguf-empty-arrays", "gguf-empty-keys", "gguf-tensor-infos", "st-braces", "ggml-zeros", "st-60k-bad-entries", "gguf-60k-huge-dims", "st-deep-json"]
+DEFAULT = [
+    "gguf-empty-arrays",
+    "gguf-empty-keys",
+    "gguf-tensor-infos",
+    "st-braces",
+    "ggml-zeros",
+    "st-60k-bad-entries",
+    "gguf-60k-huge-dims",
+    "st-deep-json",
+]
 
 PROBE = """
 import json, sys, time, tracemalloc
@@ -58,8 +67,14 @@ print(json.dumps({"peak": tracemalloc.get_traced_memory()[1], "cpu": cpu, "resul
 
 def probe(source: Path, path: Path, timeout: float) -> str:
     try:
-        out = subprocess.run([sys.executable, "-c", PROBE, str(path)], capture_output=True, text=True, timeout=timeout, cwd=source,
-                             env={"PYTHONPATH": str(source), "PATH": "/usr/bin:/bin"})  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-c", PROBE, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=source,
+            env={"PYTHONPATH": str(source), "PATH": "/usr/bin:/bin"},
+        )
         r = json.loads(out.stdout.strip().splitlines()[-1])
     except subprocess.TimeoutExpired:
         return f"over {timeout:.0f} s"
@@ -74,7 +89,7 @@ def _shard(no: int, count: int, tensors: int, floats: int = 16) -> bytes:
     import numpy as np
 
     import gguf_construct as gc
-    from gguf_construct.formats.gguf import GGUF
+    from gguf_construct.formats.gguf.schema import GGUF
 
     f = gc.new()
     if no == 0:
@@ -91,7 +106,12 @@ def _shard(no: int, count: int, tensors: int, floats: int = 16) -> bytes:
 REMOTE_CASES = [
     ("name says 99999, shards say 3", "m-00001-of-99999.gguf", lambda i: (min(i, 2), 3, 3), []),
     ("65535 shards that agree", "m-00001-of-65535.gguf", lambda i: (i, 65535, 65535), []),
-    ("65535 that agree, --max-requests 100000 --max-seconds 4", "m-00001-of-65535.gguf", lambda i: (i, 65535, 65535), ["--max-requests", "100000", "--max-seconds", "4"]),
+    (
+        "65535 that agree, --max-requests 100000 --max-seconds 4",
+        "m-00001-of-65535.gguf",
+        lambda i: (i, 65535, 65535),
+        ["--max-requests", "100000", "--max-seconds", "4"],
+    ),
     ("shard 40 of 64 says split.no 3", "m-00001-of-00064.gguf", lambda i: (3 if i == 39 else i, 64, 64), []),
     ("64 honest shards", "m-00001-of-00064.gguf", lambda i: (i, 64, 64), []),
 ]
@@ -112,7 +132,9 @@ def _run_measured(argv: list[str], source: Path, timeout: float) -> tuple[str, f
     import time
 
     started = time.monotonic()
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=source, env={"PYTHONPATH": str(source), "PATH": "/usr/bin:/bin"})
+    child = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=source, env={"PYTHONPATH": str(source), "PATH": "/usr/bin:/bin"}
+    )
     ended, peak = "", 0.0
     while child.poll() is None:
         peak = max(peak, _peak_rss_mib(child.pid))
@@ -134,7 +156,8 @@ def remote_rows(before: Path | None, timeout: float) -> None:
     """The remote fan-out table: requests, bytes served, peak RSS under the default budget."""
     from functools import cache
 
-    from gguf_construct.remote.testserver import TestServer
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the loopback test server lives with the tests
+    from http_testserver import TestServer
 
     print("| case | tree | requests | MB served | peak RSS MiB | seconds | ended |")
     print("|---|---|---:|---:|---:|---:|---|")
@@ -150,7 +173,11 @@ def remote_rows(before: Path | None, timeout: float) -> None:
                 server.generate("/set/", serve)
                 argv = [sys.executable, "-m", "gguf_construct.cli.main", *extra, "info", server.url(f"/set/{name}")]
                 ended, rss, seconds = _run_measured(argv, tree[1], timeout)
-                print(f"| {label} | {tree[0]} | {server.counts.requests} | {server.counts.bytes / 1e6:.2f} | {rss:.0f} | {seconds:.1f} | {ended} |", flush=True)
+                print(
+                    f"| {label} | {tree[0]} | {server.counts.requests} | {server.counts.bytes / 1e6:.2f} "
+                    f"| {rss:.0f} | {seconds:.1f} | {ended} |",
+                    flush=True,
+                )
 
 
 def main() -> None:
@@ -190,15 +217,18 @@ def main() -> None:
 
 TEMPLATE_EXHAUSTION = {
     "nested range(100000) loops": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
-    "loops through a macro": "{% macro f() %}{% for i in range(100000) %}{% endfor %}{% endmacro %}{% for i in range(100000) %}{{ f() }}{% endfor %}",
+    "loops through a macro": "{% macro f() %}{% for i in range(100000) %}{% endfor %}{% endmacro %}{% "
+    "for i in range(100000) %}{{ f() }}{% endfor %}",
     "'x' * 10**10": "{{ 'x' * 10**10 }}",
     "[0] * 10**9": "{{ ([0] * 10**9)|length }}",
     "'x'|center(10**10)": "{{ 'x'|center(10**10) }}",
     "printf width 10**9": "{{ '%01000000000d' % 1 }}",
     "10 ** (10 ** 10)": "{{ 10 ** (10 ** 10) }}",
-    "string doubling in a loop": "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}",
+    "string doubling in a loop": "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s "
+    "= ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}",
     "exponential macro recursion": "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}",
-    "caller recursion": "{% macro g() %}{{ caller() }}{{ caller() }}{% endmacro %}{% macro f(n) %}{% if n %}{% call g() %}{{ f(n - 1) }}{% endcall %}{% endif %}{% endmacro %}{{ f(60) }}",
+    "caller recursion": "{% macro g() %}{{ caller() }}{{ caller() }}{% endmacro %}{% macro f(n) %}{% if n %}{% call "
+    "g() %}{{ f(n - 1) }}{% endcall %}{% endif %}{% endmacro %}{{ f(60) }}",
     "loop appending to its list": "{% set l = [1] %}{% for x in l %}{% set _ = l.append(x) %}{% endfor %}",
     "lipsum(10**7)": "{{ lipsum(10**7) }}",
 }
@@ -225,7 +255,7 @@ def template_rows(render_cpu: int, quick: bool = False) -> None:
     """One row per exhaustion form: scan time and finding, and the bounded sandboxed render's fate."""
     import time
 
-    from gguf_construct.security import scan_template
+    from gguf_construct.security.chat_templates import scan_template
 
     forms = list(TEMPLATE_EXHAUSTION.items())[: 2 if quick else None]
     print(f"| template | scan (best of 5) | finding | sandboxed render (limit {render_cpu} s CPU, 512 MiB) |")
@@ -238,11 +268,15 @@ def template_rows(render_cpu: int, quick: bool = False) -> None:
             times.append(time.process_time() - start)
         rules = ", ".join(sorted({f.rule for f in findings})) or "none"
         try:
-            child = subprocess.run([sys.executable, "-c", RENDER, str(render_cpu)], input=text, capture_output=True, text=True, timeout=render_cpu * 10 + 30)
+            child = subprocess.run(
+                [sys.executable, "-c", RENDER, str(render_cpu)], input=text, capture_output=True, text=True, timeout=render_cpu * 10 + 30
+            )
             fate = child.stdout.strip() or f"killed at the CPU limit (signal {-child.returncode})"
         except subprocess.TimeoutExpired:
             fate = "over the wall-clock timeout"
         print(f"| `{label}` | {min(times) * 1e3:.2f} ms | {rules} | {fate} |", flush=True)
+
+
 # -- strings, truncated files, outputs onto inputs ----------------------------------------------------------------
 #: ``--leftovers``: the short-strings amplification (as the table above) and what the commands make of a file cut
 #: inside its tensor data and of an output that is the input. One line each, from fresh processes.
@@ -278,8 +312,14 @@ def leftover_rows(source: Path, timeout: float) -> None:
             os.link(model, hard)
             before = hashlib.sha256(model.read_bytes()).hexdigest()
             args = [a.format(cut=cut, model=model, hard=hard) for a in argv]
-            r = subprocess.run([sys.executable, "-m", "gguf_construct.cli.main", *args], capture_output=True, text=True, timeout=timeout, cwd=source,
-                               env={"PYTHONPATH": str(source), "PATH": "/usr/bin:/bin"})  # fmt: skip
+            r = subprocess.run(
+                [sys.executable, "-m", "gguf_construct.cli.main", *args],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                cwd=source,
+                env={"PYTHONPATH": str(source), "PATH": "/usr/bin:/bin"},
+            )
             err = (r.stderr.strip().splitlines() or [""])[-1][:110].replace("|", "\\|").replace(tmp, "")
             kept = hashlib.sha256(model.read_bytes()).hexdigest() == before if model.stat().st_size else False
             print(f"| {what} | exit {r.returncode} | {err} | input {'intact' if kept else 'DESTROYED'} |", flush=True)

@@ -58,13 +58,23 @@ def startup(source: str, repeat: int) -> None:
         print(f"python -c pass: {bare * 1000:.0f} ms; python -c 'import numpy, construct': {floor * 1000:.0f} ms")
         for label, args in commands.items():
             t = wall(["-m", "gguf_construct.cli.main", *args], source, repeat)
-            count = subprocess.run([sys.executable, "-c", COUNT_MODULES, *args], cwd=source, env=_env(source), capture_output=True, text=True, check=True)
-            print(f"CLI {label} on example.gguf: best {t * 1000:.0f} ms wall ({(t - floor) * 1000:.0f} ms above numpy + construct), {count.stdout.strip()} gguf_construct modules")
+            count = subprocess.run(
+                [sys.executable, "-c", COUNT_MODULES, *args], cwd=source, env=_env(source), capture_output=True, text=True, check=True
+            )
+            print(
+                f"CLI {label} on example.gguf: best {t * 1000:.0f} ms wall ({(t - floor) * 1000:.0f} ms "
+                f"above numpy + construct), {count.stdout.strip()} gguf_construct modules"
+            )
 
 
 def measure(code: str, top: str, cwd: str) -> tuple[int, int]:
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", code + "\nimport sys\nprint(sum(m.startswith('gguf_construct') for m in sys.modules))"],
-                          cwd=cwd, capture_output=True, text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code + "\nimport sys\nprint(sum(m.startswith('gguf_construct') for m in sys.modules))"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     cumulative = max(int(line.split("|")[1]) for line in done.stderr.splitlines() if line.rstrip().endswith(f"| {top}"))
     return cumulative, int(done.stdout.strip())
 
@@ -77,7 +87,10 @@ def main() -> None:
     a = ap.parse_args()
     if a.quick:
         a.repeat = 1
-    for label, code, top in (("import gguf_construct", "import gguf_construct", "gguf_construct"), ("import numpy, construct", "import numpy, construct", "numpy")):
+    for label, code, top in (
+        ("import gguf_construct", "import gguf_construct", "gguf_construct"),
+        ("import numpy, construct", "import numpy, construct", "numpy"),
+    ):
         runs = [measure(code, top, a.source) for _ in range(a.repeat)]
         print(f"{label}: best {min(r[0] for r in runs) / 1000:.1f} ms cumulative ({top}), {runs[0][1]} gguf_construct modules")
     startup(a.source, a.repeat)

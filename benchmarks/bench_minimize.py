@@ -1,5 +1,5 @@
 """Minimization cost and result: one differential campaign run twice, with byte-chunk deletion (``ddmin``) and
-with schema-first minimization (``gguf_construct.fuzzing.minimize``), the same seed, files and call budget.
+with schema-first minimization (``gguf_construct.testing.fuzzing.minimize``), the same seed, files and call budget.
 
 Prints the campaign's seconds with ``--out`` (minimization included) and the reproducers' sizes for each, and the
 ratio. Run from the repository root: ``python benchmarks/bench_minimize.py [--count 150] [--against gguf-py]``.
@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gguf_construct.fuzzing import runner
+from gguf_construct.testing.fuzzing import runner
 
 
 def campaign(label: str, args: argparse.Namespace, out: Path) -> tuple[float, list[int]]:
@@ -21,8 +21,11 @@ def campaign(label: str, args: argparse.Namespace, out: Path) -> tuple[float, li
     report = runner.run(args.against, count=args.count, seed=args.seed, out=out, minimize_budget=args.budget)
     took = time.monotonic() - start
     sizes = [(out / f.reproducer).stat().st_size for f in report.findings.values() if f.reproducer]
-    print(f"{label}: {report.files} files, {len(report.findings)} kinds, {took:.1f} s; reproducers: total {sum(sizes)} B, "
-          f"median {statistics.median(sizes) if sizes else 0:.0f} B, max {max(sizes, default=0)} B", flush=True)  # fmt: skip
+    print(
+        f"{label}: {report.files} files, {len(report.findings)} kinds, {took:.1f} s; reproducers: total {sum(sizes)} B, "
+        f"median {statistics.median(sizes) if sizes else 0:.0f} B, max {max(sizes, default=0)} B",
+        flush=True,
+    )
     return took, sizes
 
 

@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
-from gguf_construct.fuzzing.adapters import ggml_quantize
 from gguf_construct.quants.blocks import resolve
 from gguf_construct.quants.quantize import REQUIRES_IMATRIX, WEIGHTED, quantize, supported
+from gguf_construct.testing.fuzzing.adapters import ggml_quantize
 
 ROW = 4096
 

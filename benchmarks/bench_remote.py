@@ -1,6 +1,7 @@
-"""Remote reads on a loopback server (``gguf_construct.remote.testserver``), in one run:
+"""Remote reads on a loopback server (``http_testserver``), in one run:
 
-1. Requests and bytes to open a GGUF header over HTTP: ours (256 KiB, then doubling chunks up to 16 MiB, or straight to what a length in the header asks for) against
+1. Requests and bytes to open a GGUF header over HTTP: ours (256 KiB, then doubling chunks up to 16 MiB, or straight to what a length in
+the header asks for) against
    the anchors' chunking simulated through the same server and the same parser: @huggingface/gguf's fixed
    2 MB (2·10⁶ bytes) chunks, and gguf-parser-go's HEAD probe then 4 MiB buffered reads. Files: GGUFs with
    vocabularies of several sizes (headers from ~0.1 to ~8 MB) and 32 MiB of tensor data, plus the corpus GGUFs.
@@ -27,12 +28,14 @@ from pathlib import Path
 import numpy as np
 
 import gguf_construct as gc
-from gguf_construct.api.file import gguf_from_source
-from gguf_construct.formats.gguf import GGUF
-from gguf_construct.remote import configure, options
-from gguf_construct.remote.http import HttpFile, pool
-from gguf_construct.remote.scan import scan
-from gguf_construct.remote.testserver import TestServer
+from gguf_construct.api.gguf_file import gguf_from_source
+from gguf_construct.cli.scanning import scan
+from gguf_construct.formats.gguf.schema import GGUF
+from gguf_construct.sources import configure, options
+from gguf_construct.sources.http import HttpFile, pool
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the loopback test server lives with the tests
+from http_testserver import TestServer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus" / "gguf"
@@ -71,7 +74,10 @@ def bench_headers(server: TestServer, smoke: bool) -> None:
         cases = [("vocab 2k", model(2_000, 4)), ("vocab 32k", model(32_000, 4))]
     else:
         cases += [(p.name, p.read_bytes()) for p in sorted(CORPUS.glob("*.gguf"))[:3]]
-    print("| file | size | header | ours: requests | ours: bytes | HF 2 MB: requests | HF 2 MB: bytes | go 4 MiB: requests | go 4 MiB: bytes |")
+    print(
+        "| file | size | header | ours: requests | ours: bytes | HF 2 MB: requests | "
+        "HF 2 MB: bytes | go 4 MiB: requests | go 4 MiB: bytes |"
+    )
     print("|:--|--:|--:|--:|--:|--:|--:|--:|--:|")
     for name, data in cases:
         url = server.add(f"/h/{name.replace(' ', '_')}.gguf", data)
@@ -122,7 +128,11 @@ def check_output(path: Path, urls: list[str]) -> None:
 def bench_scan(server: TestServer, urls: list[str], tmp: Path) -> None:
     print(f"\n| scan of {len(urls)} files | files/s | requests | lines |")
     print("|:--|--:|--:|--:|")
-    runs: list[tuple[str, dict]] = [("concurrency 1", {"concurrency": 1}), ("concurrency 16", {"concurrency": 16}), ("concurrency 64", {"concurrency": 64})]
+    runs: list[tuple[str, dict]] = [
+        ("concurrency 1", {"concurrency": 1}),
+        ("concurrency 16", {"concurrency": 16}),
+        ("concurrency 64", {"concurrency": 64}),
+    ]
     runs.append(("Dask LocalCluster (1 worker, 16 threads, batches of 32)", {"concurrency": 16, "dask": "local", "batch": 32}))
     for label, kw in runs:
         out = tmp / f"scan-{label.split()[0]}-{kw['concurrency']}.jsonl"
@@ -152,14 +162,18 @@ def bench_kill_resume(server: TestServer, urls: list[str], tmp: Path) -> None:
     server.reset_counts()
     subprocess.run(cmd, env=env, stderr=subprocess.DEVNULL, timeout=600, check=False)
     check_output(out, urls)
-    print(f"\nkilled scan: {before} of {len(urls)} lines written before the kill; the rerun fetched {server.counts.requests} files' headers "
-          f"(the rest); {len(urls)} lines, each source once")  # fmt: skip
+    print(
+        f"\nkilled scan: {before} of {len(urls)} lines written before the kill; the rerun fetched {server.counts.requests} files' headers "
+        f"(the rest); {len(urls)} lines, each source once"
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=1000)
-    ap.add_argument("--quick", "--smoke", dest="smoke", action="store_true", help="small files and 60 scan sources: a quick check that it all runs")
+    ap.add_argument(
+        "--quick", "--smoke", dest="smoke", action="store_true", help="small files and 60 scan sources: a quick check that it all runs"
+    )
     ap.add_argument("--first-chunks", metavar="KIB,...", help="only compare first-chunk sizes, e.g. 64,128,256,512")
     args = ap.parse_args()
     configure(retries=2, backoff=0.05, read_timeout=30.0)

@@ -34,7 +34,13 @@ from safetensors.numpy import save_file
 import gguf_construct as gc
 from gguf_construct.quants import mlx as mq
 
-MODES = [("int4", "affine", 4, 64), ("int8", "affine", 8, 64), ("nvfp4", "nvfp4", 4, 16), ("mxfp4", "mxfp4", 4, 32), ("mxfp8", "mxfp8", 8, 32)]
+MODES = [
+    ("int4", "affine", 4, 64),
+    ("int8", "affine", 8, 64),
+    ("nvfp4", "nvfp4", 4, 16),
+    ("mxfp4", "mxfp4", 4, 32),
+    ("mxfp8", "mxfp8", 8, 32),
+]
 
 
 def peak(fn: Callable[[], object]) -> int:
@@ -69,15 +75,24 @@ def bench_open(folder: Path, repeat: int, quick: bool = False) -> list[str]:
         f"{count} tensors × {human(small * 4)}": {f"layers.{i}.w": rng.standard_normal(small, dtype=np.float32) for i in range(count)},
         f"8 tensors × {human(big * 4)}": {f"w{i}": rng.standard_normal(big, dtype=np.float32) for i in range(8)},
     }
-    rows = ["| file | safetensors library | kind | ours: open + first element of every tensor | theirs | speed-up | our peak allocation | theirs |",
-            "|---|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    rows = [
+        "| file | safetensors library | kind | ours: open + first element of every "
+        "tensor | theirs | speed-up | our peak allocation | theirs |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
     for label, tensors in files.items():
         path = folder / "bench.safetensors"
         save_file(tensors, str(path))
         ours_peak = human(peak(lambda p=path: ours_touch(p)))
-        for name, kind, theirs in (("safe_open + get_slice(k)[:1]", "like for like", theirs_slice), ("safe_open + get_tensor(k)", "lazy vs eager (copy)", theirs_touch)):
+        for name, kind, theirs in (
+            ("safe_open + get_slice(k)[:1]", "like for like", theirs_slice),
+            ("safe_open + get_tensor(k)", "lazy vs eager (copy)", theirs_touch),
+        ):
             o, t = compare(lambda p=path: ours_touch(p), lambda p=path, fn=theirs: fn(p), repeat)
-            rows.append(f"| {label} | {name} | {kind} | {o * 1e3:.1f} ms | {t * 1e3:.1f} ms | {t / o:.1f}× | {ours_peak} | {human(peak(lambda p=path, fn=theirs: fn(p)))} |")
+            rows.append(
+                f"| {label} | {name} | {kind} | {o * 1e3:.1f} ms | {t * 1e3:.1f} ms | {t / o:.1f}× | "
+                f"{ours_peak} | {human(peak(lambda p=path, fn=theirs: fn(p)))} |"
+            )
     return rows
 
 

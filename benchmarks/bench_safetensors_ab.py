@@ -82,7 +82,14 @@ def main() -> None:
         for _ in range(args.rounds):
             for tree, root in trees.items():
                 env = dict(os.environ, PYTHONPATH=str(root))
-                out = subprocess.run([sys.executable, __file__, "--measure", path, "--repeat", str(args.repeat)], env=env, cwd=root, capture_output=True, text=True, check=True)
+                out = subprocess.run(
+                    [sys.executable, __file__, "--measure", path, "--repeat", str(args.repeat)],
+                    env=env,
+                    cwd=root,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
                 for name, seconds in json.loads(out.stdout).items():
                     best[tree][name] = min(best[tree][name], seconds)
     print(f"{args.tensors} tensors × 16 KiB, best of {args.rounds} rounds × {args.repeat} runs (ms; × = library / ours)\n")

@@ -55,7 +55,9 @@ def many_tensors(path: Path, n: int) -> None:
     f.save(path)
 
 
-def open_rows(tmp: Path, kind: str, sizes: list[int], make, variants: dict[str, Callable[[Path], object]], repeat: int) -> list[tuple[str, int, float]]:
+def open_rows(
+    tmp: Path, kind: str, sizes: list[int], make, variants: dict[str, Callable[[Path], object]], repeat: int
+) -> list[tuple[str, int, float]]:
     """Per size ``n``: a file made by ``make(path, n)``, each of our ``variants`` timed on it, then ggml's C reader."""
     rows = []
     for n in sizes:

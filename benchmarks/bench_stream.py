@@ -4,7 +4,8 @@
 
 For each size, a GGUF file of that much tensor data (256 MiB tensors of random bytes) is made with our writer in
 a temporary folder under ``--dir`` and deleted afterwards. Each command runs as its own process with its
-wall time and maximum resident set size (the child's rusage, as ``/usr/bin/time -v`` reports it); the commands take turns, best of ``--repeat``,
+wall time and maximum resident set size (the child's rusage, as ``/usr/bin/time -v`` reports it); the commands take turns, best of
+``--repeat``,
 so that load from elsewhere on a shared machine hits them alike. The file is read once first, so every run sees
 the page cache warm. Before each ``set``/``cp`` run the previous output is removed and ``sync`` waits for any
 write-back still under way, so no run pays for the one before. Our ``set -o NEW`` behaves like ``cp`` (a new path
@@ -131,7 +132,18 @@ def main() -> None:
                 {
                     "ours": [py, "-m", "gguf_construct.cli.main", "set", str(src), "general.name", "renamed", "-o", str(out)],
                     "cp": ["cp", str(src), str(out)],
-                    "ours --sync": [py, "-m", "gguf_construct.cli.main", "set", str(src), "general.name", "renamed", "-o", str(out), "--sync"],
+                    "ours --sync": [
+                        py,
+                        "-m",
+                        "gguf_construct.cli.main",
+                        "set",
+                        str(src),
+                        "general.name",
+                        "renamed",
+                        "-o",
+                        str(out),
+                        "--sync",
+                    ],
                     "cp + sync": ["sh", "-c", f'cp "{src}" "{out}" && sync "{out}"'],
                 },
                 args.repeat,
@@ -139,22 +151,38 @@ def main() -> None:
                 before=clear,
             )
             rows.append((gib, size, hashes, same, sets))
-            print(f"  {gib:g} GiB: hash {hashes['ours'][0]:.2f} s vs {hashes['gguf-py'][0]:.2f} s; set {sets['ours'][0]:.2f} s vs cp {sets['cp'][0]:.2f} s; "
-                  f"set --sync {sets['ours --sync'][0]:.2f} s vs cp + sync {sets['cp + sync'][0]:.2f} s", flush=True)  # fmt: skip
+            print(
+                f"  {gib:g} GiB: hash {hashes['ours'][0]:.2f} s vs {hashes['gguf-py'][0]:.2f} s; "
+                f"set {sets['ours'][0]:.2f} s vs cp {sets['cp'][0]:.2f} s; "
+                f"set --sync {sets['ours --sync'][0]:.2f} s vs cp + sync {sets['cp + sync'][0]:.2f} s",
+                flush=True,
+            )
     load = os.getloadavg()[0]
-    print(f"\nbest of {args.repeat}, warm page cache, {os.cpu_count()} CPUs, load average {load:.2f}, {shutil.disk_usage(args.dir).free >> 30} GiB free in {args.dir}; "
-          "children run with bytecode caching allowed (PYTHONDONTWRITEBYTECODE dropped)\n")  # fmt: skip
+    print(
+        f"\nbest of {args.repeat}, warm page cache, {os.cpu_count()} CPUs, load average {load:.2f}, "
+        f"{shutil.disk_usage(args.dir).free >> 30} GiB free in {args.dir}; "
+        "children run with bytecode caching allowed (PYTHONDONTWRITEBYTECODE dropped)\n"
+    )
     print("| file | command | ours | reference | reference time | speed-up | our peak RSS | reference peak RSS |")
     print("|---|---|---:|---|---:|---:|---:|---:|")
     for gib, size, hashes, same, sets in rows:
         label = f"{gib:g} GiB ({size / (1 << 30):.2f} GiB file)"
         h, r = hashes["ours"], hashes["gguf-py"]
         note = "" if same else " (output differs!)"
-        print(f"| {label} | hash | {h[0]:.2f} s | gguf-py gguf_hash{note} | {r[0]:.2f} s | {r[0] / h[0]:.2f}× | {h[1] >> 20} MB | {r[1] >> 20} MB |")
+        print(
+            f"| {label} | hash | {h[0]:.2f} s | gguf-py gguf_hash{note} | {r[0]:.2f} s | "
+            f"{r[0] / h[0]:.2f}× | {h[1] >> 20} MB | {r[1] >> 20} MB |"
+        )
         s, c = sets["ours"], sets["cp"]
-        print(f"| {label} | set one key (-o new file) | {s[0]:.2f} s | cp | {c[0]:.2f} s | {c[0] / s[0]:.2f}× | {s[1] >> 20} MB | {c[1] >> 20} MB |")
+        print(
+            f"| {label} | set one key (-o new file) | {s[0]:.2f} s | cp | {c[0]:.2f} s | "
+            f"{c[0] / s[0]:.2f}× | {s[1] >> 20} MB | {c[1] >> 20} MB |"
+        )
         s, c = sets["ours --sync"], sets["cp + sync"]
-        print(f"| {label} | set one key --sync (-o new file, fsynced) | {s[0]:.2f} s | cp, then sync the copy | {c[0]:.2f} s | {c[0] / s[0]:.2f}× | {s[1] >> 20} MB | {c[1] >> 20} MB |")
+        print(
+            f"| {label} | set one key --sync (-o new file, fsynced) | {s[0]:.2f} s | cp, then sync the copy "
+            f"| {c[0]:.2f} s | {c[0] / s[0]:.2f}× | {s[1] >> 20} MB | {c[1] >> 20} MB |"
+        )
     if any(not same for *_, same, _ in rows):
         raise SystemExit("hash output differs from gguf_hash")
 

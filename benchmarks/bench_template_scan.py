@@ -1,4 +1,4 @@
-"""Time chat template scanning (gguf_construct.security.scan_template) against Jinja2 itself.
+"""Time chat template scanning (gguf_construct.security.chat_templates.scan_template) against Jinja2 itself.
 
 On the real templates of tests/data/chat_templates (all of them, llama.cpp's included, one after the other) and on a synthetic
 template at the size limit (``max_template_bytes`` of schema/template_rules.json, made of one real template
@@ -17,8 +17,8 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from gguf_construct.security import _environment, scan_template
-from gguf_construct.tables import template_rules
+from gguf_construct.core.tables import template_rules
+from gguf_construct.security.chat_templates import _environment, scan_template
 
 TEMPLATES = sorted((Path(__file__).resolve().parent.parent / "tests" / "data" / "chat_templates").rglob("*.jinja"))
 

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gguf_construct import load  # noqa: E402
-from gguf_construct.migrate import migrate  # noqa: E402
+from gguf_construct.migration import migrate  # noqa: E402
 from tests.oracles import llama_logits  # noqa: E402
 
 LOGITS_IN_SUBPROCESS = """
@@ -83,7 +83,9 @@ def shapes_agree(src: Path, out: Path) -> tuple[bool, str]:
 def theirs(src: Path, e: dict[str, Any], want: np.ndarray, tmp: Path, llama_cpp: Path) -> dict[str, Any]:
     script = llama_cpp / "convert_llama_ggml_to_gguf.py"
     out = tmp / "theirs.gguf"
-    run = subprocess.run([sys.executable, str(script), "-i", str(src), "-o", str(out)], capture_output=True, text=True, timeout=600, cwd=tmp)
+    run = subprocess.run(
+        [sys.executable, str(script), "-i", str(src), "-o", str(out)], capture_output=True, text=True, timeout=600, cwd=tmp
+    )
     if run.returncode != 0 or not out.exists():
         status, message = failure(run.stderr, script)
         return {"status": status, "message": message}
@@ -91,7 +93,9 @@ def theirs(src: Path, e: dict[str, Any], want: np.ndarray, tmp: Path, llama_cpp:
     row["shapes_agree"], row["shape_note"] = shapes_agree(src, out)
     npy = tmp / "theirs.npy"
     ids = ",".join(map(str, e["token_ids"]))
-    ev = subprocess.run([sys.executable, "-c", LOGITS_IN_SUBPROCESS, str(ROOT), str(out), str(npy), ids], capture_output=True, text=True, timeout=600)
+    ev = subprocess.run(
+        [sys.executable, "-c", LOGITS_IN_SUBPROCESS, str(ROOT), str(out), str(npy), ids], capture_output=True, text=True, timeout=600
+    )
     if ev.returncode != 0 or not npy.exists():
         reasons = [ln for ln in ev.stderr.splitlines() if ln.startswith("gguf_init_from_reader:") or "error" in ln.lower()]
         row.update(loads=False, message=(reasons or ev.stderr.strip().splitlines() or [f"exit code {ev.returncode}"])[0])
@@ -140,7 +144,8 @@ def describe_theirs(r: dict[str, Any]) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| file | format | era (writer commit, date) | tensor types | our migration: tensors | ours in llama.cpp: max \\|Δlogit\\| | llama.cpp's convert_llama_ggml_to_gguf.py |",
+        "| file | format | era (writer commit, date) | tensor types | our migration: tensors | ours in "
+        "llama.cpp: max \\|Δlogit\\| | llama.cpp's convert_llama_ggml_to_gguf.py |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -149,13 +154,18 @@ def table(rows: list[dict[str, Any]]) -> str:
         types = ", ".join(f"{k} ×{v}" for k, v in sorted(e["tensor_types"].items(), key=lambda kv: -kv[1]))
         era = f"{e['commit_written'][:9]}, {e['commit_written_date'][:10]}"
         written = ", ".join(f"{v} {k}" for k, v in r["ours"]["tensors"].items())
-        lines.append(f"| {Path(r['file']).name} | {fmt} ({e['ftype_name']}) | {era} | {types} | {written} | {fmt_diff(r['ours'])} | {describe_theirs(r['llama.cpp'])} |")
+        lines.append(
+            f"| {Path(r['file']).name} | {fmt} ({e['ftype_name']}) | {era} | {types} | {written} "
+            f"| {fmt_diff(r['ours'])} | {describe_theirs(r['llama.cpp'])} |"
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--llama-cpp", type=Path, required=True, metavar="DIR", help="llama.cpp tree with convert_llama_ggml_to_gguf.py and gguf-py/")
+    ap.add_argument(
+        "--llama-cpp", type=Path, required=True, metavar="DIR", help="llama.cpp tree with convert_llama_ggml_to_gguf.py and gguf-py/"
+    )
     ap.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus", help="the corpus folder holding legacy-real/")
     ap.add_argument("--smoke", action="store_true", help="the first file only")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")

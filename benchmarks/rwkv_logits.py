@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from oracles import llama_logits  # noqa: E402
 from rwkv_models import synthetic_v6, synthetic_v7, variant  # noqa: E402
 from rwkv_reference import RwkvReference  # noqa: E402
-from test_rwkv_llama import KINDS, PROMPT, RWKV_CPP_SUM  # noqa: E402
 
-from gguf_construct.migrate import export, migrate  # noqa: E402
+from gguf_construct.migration import export, migrate  # noqa: E402
+from tests.migration.test_rwkv_llama import KINDS, PROMPT, RWKV_CPP_SUM  # noqa: E402
 
 
 def main() -> None:
@@ -52,7 +52,10 @@ def main() -> None:
                 diff = got - want
                 made = "the corpus file" if v is src else (f"from {source_kind}" if source_kind != "FP32" else "from FP32")
                 bound = f"{RWKV_CPP_SUM[model][kind]:+.6f}" if source_kind == "FP32" or v is src else "—"
-                print(f"| {src.name} ({made}) | {kind} | {np.abs(diff).max():.3g} | {got.argmax() == want.argmax()} | {diff.sum():+.6f} | {bound} | {back.read_bytes() == v.read_bytes()} |")
+                print(
+                    f"| {src.name} ({made}) | {kind} | {np.abs(diff).max():.3g} | {got.argmax() == want.argmax()} "
+                    f"| {diff.sum():+.6f} | {bound} | {back.read_bytes() == v.read_bytes()} |"
+                )
         synthetic(Path(tmp))
 
 
@@ -60,7 +63,10 @@ def synthetic(tmp: Path) -> None:
     models = {
         "v7 d=128, 2 heads of 64, ranks 32/64/16/48": (synthetic_v7(tmp / "s7.bin", d=128, ffn=192), KINDS),
         "v6 d=64, 4 heads, tm 32, td 64": (synthetic_v6(tmp / "s6.bin"), KINDS),
-        "v7 d=256, 4 heads, ranks 64/64/32/128": (synthetic_v7(tmp / "s7k.bin", d=256, head_size=64, ffn=512, ranks=(64, 64, 32, 128)), ["FP32", "Q4_K", "Q5_K"]),
+        "v7 d=256, 4 heads, ranks 64/64/32/128": (
+            synthetic_v7(tmp / "s7k.bin", d=256, head_size=64, ffn=512, ranks=(64, 64, 32, 128)),
+            ["FP32", "Q4_K", "Q5_K"],
+        ),
     }
     print()
     print("| synthetic model | type | max abs diff, llama.cpp vs numpy reference on the same file | export byte-identical |")

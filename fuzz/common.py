@@ -124,8 +124,8 @@ def save_known(sig: str, data: bytes) -> None:
 def warm_up(test_one: Callable[[bytes], int | None], folders: list[str], limit: int = 200) -> None:
     """Run the seeds once untraced, so that one-time costs (lazy imports, numpy and table caches) are not
     charged to the first input that happens to be traced. Failures are left for the fuzzing run to report."""
+    from gguf_construct.core.tables import GGML_TYPES
     from gguf_construct.quants import SUPPORTED, dequantize
-    from gguf_construct.tables import GGML_TYPES
 
     for t in GGML_TYPES.values():  # the lookup tables each kernel builds on first use (f16: 256 KiB, grids ...)
         if t.name in SUPPORTED:
@@ -171,6 +171,6 @@ def structured_mutator() -> dict[str, Any]:
     edits laid out with consistent offsets, reader-breaker classes) instead of its own byte mutations."""
     if os.environ.get("FUZZ_STRUCTURED") != "1":
         return {}
-    from gguf_construct.fuzzing.structured import crossover, mutate
+    from gguf_construct.testing.fuzzing.structured import crossover, mutate
 
     return {"custom_mutator": mutate, "custom_crossover": crossover}

@@ -12,8 +12,8 @@ import numpy as np
 from common import ContractBreach, expect_format_error, main
 
 from gguf_construct import dequantize, from_bytes, swap_byte_order
+from gguf_construct.core.tables import GGML_TYPES
 from gguf_construct.quants import SUPPORTED
-from gguf_construct.tables import GGML_TYPES
 
 TYPES = sorted((t for t in GGML_TYPES.values() if t.name in SUPPORTED), key=lambda t: t.id)
 

@@ -15,7 +15,7 @@ from common import ContractBreach, expect_format_error, main
 
 from gguf_construct import load
 from gguf_construct import validate as validate_bytes
-from gguf_construct.report import info_text
+from gguf_construct.cli.report import info_text
 
 SCRATCH = os.path.join("/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir(), f"gguf-construct-fuzz-{os.getpid()}.bin")
 

@@ -1,5 +1,5 @@
 """Write the seed corpus of every harness into a folder: small real files, prefixes of the large ones, files
-drawn from ``gguf_construct.strategies`` (valid, and broken one class at a time) and raw blocks of each type.
+drawn from ``gguf_construct.testing.strategies`` (valid, and broken one class at a time) and raw blocks of each type.
 
 Usage: ``python fuzz/make_seeds.py OUT_DIR [--max-len 65536]``. The corpus is ``../shared/corpus`` beside the
 project (or ``$GGUF_CORPUS``).
@@ -30,7 +30,7 @@ def corpus_seeds(max_len: int) -> list[bytes]:
 def generated_seeds(n: int, seed: int) -> list[bytes]:
     """Valid and labelled-invalid files from the strategies (skipped when hypothesis is not installed)."""
     try:
-        from gguf_construct.strategies import draw_examples, gguf_bytes, invalid_gguf, legacy_bytes, rwkv_bytes, safetensors_bytes
+        from gguf_construct.testing.strategies import draw_examples, gguf_bytes, invalid_gguf, legacy_bytes, rwkv_bytes, safetensors_bytes
     except ImportError:
         return []
     valid = draw_examples(gguf_bytes(), n, seed_value=seed)
@@ -40,9 +40,9 @@ def generated_seeds(n: int, seed: int) -> list[bytes]:
 
 
 def hostile_seeds(n: int, seed: int, max_len: int) -> list[bytes]:
-    """The crafted inputs that fit (``strategies.hostile``): the catalogue and ``n`` drawn variations."""
+    """The crafted inputs that fit (``testing.strategies.hostile``): the catalogue and ``n`` drawn variations."""
     try:
-        from gguf_construct.strategies import HOSTILE, draw_examples, hostile_bytes
+        from gguf_construct.testing.strategies import HOSTILE, draw_examples, hostile_bytes
     except ImportError:
         return []
     fixed = [h.make() for h in HOSTILE]
@@ -51,8 +51,8 @@ def hostile_seeds(n: int, seed: int, max_len: int) -> list[bytes]:
 
 def block_seeds(seed: int) -> list[bytes]:
     """``type byte + a few random blocks`` for the raw mode of fuzz_dequant."""
+    from gguf_construct.core.tables import GGML_TYPES
     from gguf_construct.quants import SUPPORTED
-    from gguf_construct.tables import GGML_TYPES
 
     rng = random.Random(seed)
     types = sorted((t for t in GGML_TYPES.values() if t.name in SUPPORTED), key=lambda t: t.id)

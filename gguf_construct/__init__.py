@@ -42,25 +42,25 @@ from .errors import (
     UnsupportedTypeError,
     VerificationError,
 )
-from .migrate import export, migrate  # light: the migrators are imported when called
+from .migration import export, migrate  # light: the migrators are imported when called
 
 __version__ = "0.1.0"
 
 #: Public name -> the module that defines it, imported on first access.
 _LAZY: dict[str, str] = {
-    "GGML": "formats.ggml",
-    "GGUF": "formats.gguf",
-    "RWKV": "formats.rwkv",
-    "SAFETENSORS": "formats.safetensors",
-    "GGUFFile": "api.file",
-    "from_bytes": "api.file",
-    "new": "api.file",
+    "GGML": "formats.legacy.schema",
+    "GGUF": "formats.gguf.schema",
+    "RWKV": "formats.rwkv.schema",
+    "SAFETENSORS": "formats.safetensors.schema",
+    "GGUFFile": "api.gguf_file",
+    "from_bytes": "api.gguf_file",
+    "new": "api.gguf_file",
     "MetadataField": "api.metadata",
     "TensorInfo": "api.tensors",
-    "load": "registry",
-    "detect": "registry",
-    "schema_for": "registry",
-    "validate": "registry",
+    "load": "api.registry",
+    "detect": "api.registry",
+    "schema_for": "api.registry",
+    "validate": "api.registry",
     "Issue": "validation",
     "dequantize": "quants",
     "swap_byte_order": "quants",
@@ -69,17 +69,17 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:
-    from .api.file import GGUFFile, from_bytes, new
+    from .api.gguf_file import GGUFFile, from_bytes, new
     from .api.metadata import MetadataField
+    from .api.registry import detect, load, schema_for, validate
     from .api.safe_open import safe_open
     from .api.tensors import TensorInfo
-    from .formats.ggml import GGML
-    from .formats.gguf import GGUF
-    from .formats.rwkv import RWKV
-    from .formats.safetensors import SAFETENSORS
+    from .formats.gguf.schema import GGUF
+    from .formats.legacy.schema import GGML
+    from .formats.rwkv.schema import RWKV
+    from .formats.safetensors.schema import SAFETENSORS
     from .quants import dequantize, swap_byte_order
     from .quants.quantize import quantize
-    from .registry import detect, load, schema_for, validate
     from .validation import Issue
 
 

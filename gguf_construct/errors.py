@@ -50,7 +50,7 @@ class UnsupportedTypeError(FormatError):
     """An unknown, removed or version-inappropriate value type or tensor type."""
 
     #: for a GGUF metadata value of an unknown type: the keys before it, as a read-only ``GGUFFile``
-    #: (``api.file.readable_prefix``), or None
+    #: (``api.gguf_file.readable_prefix``), or None
     partial: Any = None
 
 
@@ -77,7 +77,9 @@ class MissingExtraError(ImportError):
 class RemoteError(FormatError):
     """A remote read failed: ``url`` and ``status`` say where and how."""
 
-    def __init__(self, rule: str, message: str, *, url: str = "", status: int | None = None, offset: int | None = None, path: str = "") -> None:
+    def __init__(
+        self, rule: str, message: str, *, url: str = "", status: int | None = None, offset: int | None = None, path: str = ""
+    ) -> None:
         self.url = url
         self.status = status
         detail = f"{message} ({url}" + (f", HTTP {status}" if status is not None else "") + ")" if url else message
@@ -85,7 +87,8 @@ class RemoteError(FormatError):
 
 
 class RangeNotSupportedError(RemoteError):
-    """The server ignores ``Range``: reading a header would download the whole file (``--download``, or ``gguf_construct.remote.configure(download=True)``, allows it)."""
+    """The server ignores ``Range``: reading a header would download the whole file (``--download``, or
+    ``gguf_construct.sources.configure(download=True)``, allows it)."""
 
 
 class RemoteChangedError(RemoteError):

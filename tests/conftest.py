@@ -140,7 +140,7 @@ def manifest() -> dict[str, dict]:
 
 def drawn(strategy, n: int, *, seed_value) -> list:
     """``draw_examples`` that fails unless it drew all ``n`` values (hypothesis stops early on a small space)."""
-    from gguf_construct.strategies import draw_examples
+    from gguf_construct.testing.strategies import draw_examples
 
     values = draw_examples(strategy, n, seed_value=seed_value)
     assert len(values) == n, f"drew {len(values)} of {n} examples from {strategy!r}"

@@ -42,7 +42,9 @@ class Rendered:
 def render(cases: list[tuple[str, dict]], kind: str = "plain", cpu: int = 10, memory: int = 1 << 30, timeout: float = 60) -> list[Rendered]:
     """Render every (template, context) in one child; ``kind`` is ``plain`` (jinja2.Environment, what
     CVE-2024-34359's renderer used) or ``sandbox`` (jinja2.sandbox.SandboxedEnvironment)."""
-    child = subprocess.run([sys.executable, "-c", CHILD, str(cpu), str(memory), kind], input=json.dumps(cases), capture_output=True, text=True, timeout=timeout)
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, str(cpu), str(memory), kind], input=json.dumps(cases), capture_output=True, text=True, timeout=timeout
+    )
     if child.returncode != 0:
         raise RuntimeError(f"renderer child failed ({child.returncode}): {child.stderr[-2000:]}")
     return [Rendered(status, output) for status, output in json.loads(child.stdout)]
@@ -52,7 +54,13 @@ def exhausts(cases: list[tuple[str, dict, str]], cpu: int = 1, memory: int = 512
     """For each (template, context, kind), rendered alone in its own child (all children at once): ``cpu``
     when the child hit the CPU limit or the timeout, ``memory`` on MemoryError, else ``ok``/``error``."""
     children = [
-        subprocess.Popen([sys.executable, "-c", CHILD, str(cpu), str(memory), kind], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(cpu), str(memory), kind],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _, _, kind in cases
     ]
     results = []

@@ -1,4 +1,4 @@
-"""The reference readers as the tests use them: the fuzzer's adapters (:mod:`gguf_construct.fuzzing.adapters`),
+"""The reference readers as the tests use them: the fuzzer's adapters (:mod:`gguf_construct.testing.fuzzing.adapters`),
 without dequantized digests (the tests check values their own way), ggml's refusal as None, our reader loading
 leniently, and a view without the tensor shapes ggml does not report."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy
 
-from gguf_construct.fuzzing.adapters import read_ggml, read_gguf_py, read_ours
+from gguf_construct.testing.fuzzing.adapters import UNKNOWN, read_ggml, read_gguf_py, read_ours
 
 __all__ = ["ggml_read", "gguf_py_read", "llama_logits", "ours", "shapeless"]
 
@@ -33,8 +33,8 @@ def ggml_read(path):
 
 
 def shapeless(view):
-    """A view with the tensor shapes left out, as ggml's (gguf_get_* has no getter for them)."""
-    return {**view, "tensors": [[n, t, None, o, b] for n, t, _, o, b in view["tensors"]]}
+    """A view with the tensor shapes unknown, as ggml's (gguf_get_* has no getter for them)."""
+    return {**view, "tensors": [[n, t, UNKNOWN, o, b] for n, t, _, o, b in view["tensors"]]}
 
 
 def llama_logits(model_path: str | Path, token_ids: Sequence[int], n_ctx: int = 64) -> numpy.ndarray:

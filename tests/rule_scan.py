@@ -1,14 +1,14 @@
 """An ``ast`` scan of the package's raise sites: which rule ids they name and how (a catalogue ``rules.X``, or a
-free-standing string). Used by tests/test_rule_catalogue.py and the per-format rule tables' tests."""
+free-standing string). Used by tests/core/test_rule_catalogue.py and the per-format rule tables' tests."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from gguf_construct import rules
+from gguf_construct.core import rules
 
-PACKAGE = Path(rules.__file__).parent
+PACKAGE = Path(rules.__file__).parents[1]
 ERRORS = set(rules.CLASSES)
 CONSTRUCTS = {"CheckedArray", "LegacyName", "NumpyArray", "Float32Values", "AlignPadding", "UntilEOF", "required_int"}
 

@@ -17,8 +17,8 @@ import ggml
 import numpy as np
 from construct import Container
 
-from gguf_construct.formats.ggml import legacy_tables
-from gguf_construct.formats.rwkv import RWKV
+from gguf_construct.formats.legacy.schema import legacy_tables
+from gguf_construct.formats.rwkv.schema import RWKV
 
 RWKV_IDS = legacy_tables().rwkv.ids(101)
 FP16_KEEP = (".time_", ".k_k", ".k_a", ".r_k", ".x_rwkvag", ".x_k", ".w0", ".a0", ".v0")
@@ -37,8 +37,8 @@ def quantize(values: np.ndarray, kind: str) -> bytes:
 
 
 def _values(p: Container) -> np.ndarray:
-    from gguf_construct.api.legacy import dequantize_legacy
-    from gguf_construct.formats.ggml import resolve_type
+    from gguf_construct.api.legacy_file import dequantize_legacy
+    from gguf_construct.formats.legacy.schema import resolve_type
 
     return dequantize_legacy(np.frombuffer(bytes(p["data"]), np.uint8), resolve_type("rwkv101", int(p["data_type"])))
 
@@ -60,7 +60,9 @@ def variant(src: Path, dst: Path, kind: str) -> Path:
             t, data = "f32", values.astype("<f4").tobytes()
         params.append(Container(key=key, data_type=RWKV_IDS[t], shape=shape, data=data))
     header = {"FP32": "f32", "FP16": "f16"}.get(kind, kind.lower().replace("_k", "_K"))
-    obj = Container(version=101, n_vocab=c["n_vocab"], n_embed=c["n_embed"], n_layer=c["n_layer"], data_type=RWKV_IDS[header], parameters=params)
+    obj = Container(
+        version=101, n_vocab=c["n_vocab"], n_embed=c["n_embed"], n_layer=c["n_layer"], data_type=RWKV_IDS[header], parameters=params
+    )
     dst.write_bytes(RWKV.build(obj))
     return dst
 
@@ -79,8 +81,18 @@ def _norms(rng, d: int, prefix: str) -> list[tuple[str, list[int], np.ndarray]]:
     return [(f"{prefix}.weight", [d], 1 + _rand(rng, [d], 0.05)), (f"{prefix}.bias", [d], _rand(rng, [d], 0.05))]
 
 
-def synthetic_v7(dst: Path, *, d: int = 64, head_size: int = 64, n_layer: int = 2, ffn: int = 128, n_vocab: int = 256,
-                 ranks: tuple[int, int, int, int] = (32, 64, 16, 48), seed: int = 7, block0_v: int | None = None) -> Path:  # fmt: skip
+def synthetic_v7(
+    dst: Path,
+    *,
+    d: int = 64,
+    head_size: int = 64,
+    n_layer: int = 2,
+    ffn: int = 128,
+    n_vocab: int = 256,
+    ranks: tuple[int, int, int, int] = (32, 64, 16, 48),
+    seed: int = 7,
+    block0_v: int | None = None,
+) -> Path:
     """A random RWKV v7 model (ranks: decay, ICLR, value-residual, gate) in rwkv.cpp's layout; ``block0_v``: give
     block 0 dummy v0/v1/v2 of that rank, as some checkpoints have. For llama.cpp to run it on any CPU, ``head_size``
     must be a multiple of 64: its SIMD wkv7 kernel steps through a head 64 floats at a time on AVX-512 (32 on
@@ -102,19 +114,35 @@ def synthetic_v7(dst: Path, *, d: int = 64, head_size: int = 64, n_layer: int = 
             p += [(f"{b}.att.{name}1", [d, r], _rand(rng, [d, r], d**-0.5)), (f"{b}.att.{name}2", [r, d], _rand(rng, [r, d], r**-0.5))]
             if name != "g":
                 p += [(f"{b}.att.{name}0", [d, 1, 1], _rand(rng, [d], 0.5))]
-        p += [(f"{b}.att.k_k", [d, 1, 1], rng.uniform(0.5, 1, d).astype(np.float32)), (f"{b}.att.k_a", [d, 1, 1], rng.uniform(0.5, 1, d).astype(np.float32))]
+        p += [
+            (f"{b}.att.k_k", [d, 1, 1], rng.uniform(0.5, 1, d).astype(np.float32)),
+            (f"{b}.att.k_a", [d, 1, 1], rng.uniform(0.5, 1, d).astype(np.float32)),
+        ]
         p += [(f"{b}.att.r_k", [head_size, d // head_size], _rand(rng, [d], 0.3))]
         for name in ("receptance", "key", "value", "output"):
             p += [(f"{b}.att.{name}.weight", [d, d], _rand(rng, [d, d], d**-0.5))]
         p += _norms(rng, d, f"{b}.att.ln_x")
         p += [(f"{b}.ffn.x_k", [d, 1, 1], rng.uniform(0, 1, d).astype(np.float32))]
-        p += [(f"{b}.ffn.key.weight", [d, ffn], _rand(rng, [d, ffn], d**-0.5)), (f"{b}.ffn.value.weight", [ffn, d], _rand(rng, [ffn, d], ffn**-0.5))]
+        p += [
+            (f"{b}.ffn.key.weight", [d, ffn], _rand(rng, [d, ffn], d**-0.5)),
+            (f"{b}.ffn.value.weight", [ffn, d], _rand(rng, [ffn, d], ffn**-0.5)),
+        ]
     p += _norms(rng, d, "ln_out") + [("head.weight", [d, n_vocab], _rand(rng, [d, n_vocab], d**-0.5))]
     return _write(dst, n_vocab, d, n_layer, p)
 
 
-def synthetic_v6(dst: Path, *, d: int = 64, head_size: int = 16, n_layer: int = 2, ffn: int = 224, n_vocab: int = 256,
-                 tm: int = 32, td: int = 64, seed: int = 6) -> Path:  # fmt: skip
+def synthetic_v6(
+    dst: Path,
+    *,
+    d: int = 64,
+    head_size: int = 16,
+    n_layer: int = 2,
+    ffn: int = 224,
+    n_vocab: int = 256,
+    tm: int = 32,
+    td: int = 64,
+    seed: int = 6,
+) -> Path:
     """A random RWKV v6 model in rwkv.cpp's layout."""
     rng = np.random.default_rng(seed)
     n_head = d // head_size
@@ -125,15 +153,24 @@ def synthetic_v6(dst: Path, *, d: int = 64, head_size: int = 16, n_layer: int = 
         if i == 0:
             p += _norms(rng, d, f"{b}.ln0")
         p += [(f"{b}.att.time_maa_{x}", [d], rng.uniform(0, 1, d).astype(np.float32)) for x in "xwkvrg"]
-        p += [(f"{b}.att.time_maa_w1", [d, 5 * tm], _rand(rng, [d, 5 * tm], 0.05)), (f"{b}.att.time_maa_w2", [tm, d, 5], _rand(rng, [tm, d, 5], 0.05))]
+        p += [
+            (f"{b}.att.time_maa_w1", [d, 5 * tm], _rand(rng, [d, 5 * tm], 0.05)),
+            (f"{b}.att.time_maa_w2", [tm, d, 5], _rand(rng, [tm, d, 5], 0.05)),
+        ]
         p += [(f"{b}.att.time_decay", [1, head_size, n_head], rng.uniform(-3, 0, d).astype(np.float32))]
-        p += [(f"{b}.att.time_decay_w1", [d, td], _rand(rng, [d, td], 0.05)), (f"{b}.att.time_decay_w2", [td, d], _rand(rng, [td, d], 0.05))]
+        p += [
+            (f"{b}.att.time_decay_w1", [d, td], _rand(rng, [d, td], 0.05)),
+            (f"{b}.att.time_decay_w2", [td, d], _rand(rng, [td, d], 0.05)),
+        ]
         p += [(f"{b}.att.time_faaaa", [1, head_size, n_head], _rand(rng, [d], 0.3))]
         for name in ("receptance", "key", "value", "output", "gate"):
             p += [(f"{b}.att.{name}.weight", [d, d], _rand(rng, [d, d], d**-0.5))]
         p += _norms(rng, d, f"{b}.att.ln_x")
         p += [(f"{b}.ffn.time_maa_{x}", [d], rng.uniform(0, 1, d).astype(np.float32)) for x in "kr"]
-        p += [(f"{b}.ffn.key.weight", [d, ffn], _rand(rng, [d, ffn], d**-0.5)), (f"{b}.ffn.receptance.weight", [d, d], _rand(rng, [d, d], d**-0.5))]
+        p += [
+            (f"{b}.ffn.key.weight", [d, ffn], _rand(rng, [d, ffn], d**-0.5)),
+            (f"{b}.ffn.receptance.weight", [d, d], _rand(rng, [d, d], d**-0.5)),
+        ]
         p += [(f"{b}.ffn.value.weight", [ffn, d], _rand(rng, [ffn, d], ffn**-0.5))]
     p += _norms(rng, d, "ln_out") + [("head.weight", [d, n_vocab], _rand(rng, [d, n_vocab], d**-0.5))]
     return _write(dst, n_vocab, d, n_layer, p)

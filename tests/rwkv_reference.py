@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gguf_construct.api.legacy import load_rwkv
+from gguf_construct.api.legacy_file import load_rwkv
 
 
 def _norm(x: np.ndarray, eps: float) -> np.ndarray:
@@ -60,7 +60,9 @@ class RwkvReference:
         return self._w("head.weight") @ x
 
     def _group_norm(self, b: str, y: np.ndarray) -> np.ndarray:
-        return _norm(y.reshape(self.n_head, self.head_size), 64e-5).reshape(-1) * self._w(b + "att.ln_x.weight") + self._w(b + "att.ln_x.bias")
+        return _norm(y.reshape(self.n_head, self.head_size), 64e-5).reshape(-1) * self._w(b + "att.ln_x.weight") + self._w(
+            b + "att.ln_x.bias"
+        )
 
     def _att_v6(self, b: str, x: np.ndarray, prev: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         H, N, w = self.n_head, self.head_size, self._w

@@ -6,10 +6,10 @@ level, inside functions, under ``TYPE_CHECKING``), relative or absolute, is an e
 ``__init__`` is the module ``pkg``; importing ``pkg.sub`` runs ``pkg/__init__`` too, but that implicit edge is
 not counted (it would tie every module to the top-level package).
 
-Layers, lowest first: the core tables and checks (errors, tables, limits, untrusted, shapes, naming,
-progress); ``formats`` (the declarations) and ``quants``; ``validation`` (module or package: matched by
-prefix); ``fileio``; ``api`` and ``remote``; ``registry``; then ``report``, ``convert``, ``migrate``,
-``fuzzing``, ``remote.scan`` and ``cli``.
+Layers, lowest first (each folder's ``__init__`` says what it may import): ``errors`` and ``core``; ``formats``
+and ``quants``; ``validation``; the byte sources (``sources``: a local map, HTTP, options); ``api`` (the file
+objects, safe writes); the source openers (``sources.openers`` and the readers built on it); ``api.registry``;
+then ``security``, ``migration``, ``convert``, ``testing`` and ``cli``. The package root holds ``__init__`` and ``errors`` only.
 """
 
 from __future__ import annotations
@@ -120,48 +120,69 @@ def _a_cycle(component: list[str]) -> list[str]:
     while True:
         nxt = sorted(w for w in GRAPH[path[-1]] if w in members)[0]
         if nxt in seen:
-            return path[seen[nxt]:] + [nxt]
+            return path[seen[nxt] :] + [nxt]
         seen[nxt] = len(path)
         path.append(nxt)
 
 
 def _is(module: str, prefix: str) -> bool:
     """``module`` is ``prefix`` or inside it; a prefix ending in '.' matches submodules only (not the package's
-    ``__init__``). ``gguf_construct.validation`` matches the module and the package (and ``validation_legacy``
-    ...), whichever the tree has."""
+    ``__init__``)."""
     full = f"{PKG}.{prefix}"
     if prefix.endswith("."):
         return module.startswith(full)
-    return module == full or module.startswith(full + ".") or (prefix == "validation" and module.startswith(full + "_"))
+    return module == full or module.startswith(full + ".")
 
 
-#: ``remote.scan`` is the backend of the ``scan`` command (info and validate over many URLs): a tool in the top
-#: layer that lives beside the remote readers it drives.
-TOOLS = {f"{PKG}.remote.scan"}
-
-CORE = ("errors", "tables", "table_records", "limits", "untrusted", "shapes", "naming", "progress")
-ABOVE_FORMATS = ("validation", "fileio", "api", "remote", "registry", "report", "convert", "migrate", "fuzzing", "cli", "security", "imatrix")
+#: the byte sources below the file objects, and the openers above them (they open a format's file object over a
+#: source); ``sources/__init__`` exports only the lower part
+SOURCES_LOW = ("sources.byte_source", "sources.urls", "sources.http", "sources.options")
+SOURCES_HIGH = ("sources.openers", "sources.ollama_registry", "sources.ranged_safetensors", "sources.remote_shards")
+API_OBJECTS = tuple(m.partition(".")[2] for m in MODULES if _is(m, "api.") and not _is(m, "api.registry"))
+TOP = ("security", "convert", "migration", "testing", "cli")
 
 #: (who, what it must never import, why)
 RULES: list[tuple[tuple[str, ...], tuple[str, ...], str]] = [
-    (CORE, ("formats", "quants", *ABOVE_FORMATS), "the core tables and checks are the bottom layer"),
-    (("formats",), ABOVE_FORMATS, "the declarations stand alone: file objects, validators and tools are built on them"),
-    (("quants",), ABOVE_FORMATS, "the block codecs know bytes and types, not files"),
-    (("validation",), ("fileio", "api", "remote", "registry", "report", "convert", "migrate", "fuzzing", "cli"), "validators judge parsed containers"),
-    (("fileio",), ("api", "remote", "registry", "report", "convert", "migrate", "fuzzing", "cli"), "writing safely is below every writer"),
-    (("api.", "remote."), ("registry", "report", "convert", "migrate", "fuzzing", "cli"), "file objects do not dispatch on formats"),
-    (("registry",), ("report", "convert", "migrate", "fuzzing", "cli"), "the registry is the top of the library"),
-    (("strategies", "fuzzing"), ("cli",), "test tooling does not depend on the command line"),
-    (tuple(m.partition(".")[2] for m in MODULES if m != PKG and not _is(m, "cli")), ("cli",), "nothing but the command line imports it"),
+    (("errors", "core"), ("formats", "quants", "validation", "sources", "api", *TOP), "the core tables and checks are the bottom layer"),
+    (
+        ("formats",),
+        ("validation", "sources", "api", *TOP),
+        "the declarations stand alone: file objects, validators and tools are built on them",
+    ),
+    (("quants",), ("formats", "validation", "sources", "api", *TOP), "the block codecs know bytes and types, not files"),
+    (("validation",), ("sources", "api", *TOP), "validators judge parsed containers"),
+    (SOURCES_LOW, ("api", *SOURCES_HIGH, *TOP), "where bytes come from is below what they are read into"),
+    (API_OBJECTS, ("api.registry", *SOURCES_HIGH, *TOP), "file objects do not dispatch on formats or open sources"),
+    (SOURCES_HIGH, ("api.registry", *TOP), "the source openers sit below the registry that dispatches to them"),
+    (("api.registry",), TOP, "the registry is the top of the library"),
+    (("security",), ("convert", "migration", "testing", "cli"), "the security checks are library code"),
+    (("migration",), ("security", "convert", "testing", "cli"), "migrations are library code"),
+    (("convert",), ("security", "testing", "cli"), "conversions are library code (they share migration's steps)"),
 ]
+
+
+def test_the_root_holds_only_the_public_surface():
+    """No module at the package root but ``__init__`` and ``errors``: everything else lives in its layer's folder."""
+    assert sorted(p.name for p in (ROOT / PKG).glob("*.py")) == ["__init__.py", "errors.py"]
+
+
+def test_no_two_modules_share_a_file_name():
+    """One name, one module: a file name (``__init__`` and a format subpackage's ``schema`` aside) is found once."""
+    seen: dict[str, list[str]] = {}
+    for m in MODULES:
+        if MODULES[m][1]:
+            continue
+        seen.setdefault(m.rpartition(".")[2], []).append(m)
+    twice = {name: where for name, where in seen.items() if len(where) > 1 and name != "schema"}
+    assert not twice, twice
 
 
 def test_the_graph_sees_lazy_and_relative_imports():
     """The walker finds what it must: a module-level relative import, a function-level one, and a from-import
     of a submodule (so the checks below cannot pass on an empty graph)."""
-    assert f"{PKG}.formats.base" in GRAPH[f"{PKG}.formats.gguf"]
-    assert f"{PKG}.remote.ollama" in GRAPH[f"{PKG}.registry"]  # imported inside load_url
-    assert f"{PKG}.report" in GRAPH[f"{PKG}.remote.scan"]  # `from ..report import info_json` in a function
+    assert f"{PKG}.formats.base" in GRAPH[f"{PKG}.formats.gguf.schema"]
+    assert f"{PKG}.sources.ollama_registry" in GRAPH[f"{PKG}.api.registry"]  # imported inside load_url
+    assert f"{PKG}.cli.report" in GRAPH[f"{PKG}.cli.scanning"]  # `from .report import info_json` in a function
     assert len(GRAPH) > 100 and sum(map(len, GRAPH.values())) > 300
 
 
@@ -174,18 +195,23 @@ def test_the_cycle_finder_finds_one():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-@pytest.mark.parametrize("who, banned, why", RULES[:-1], ids=[",".join(r[0]) for r in RULES[:-1]])
+@pytest.mark.parametrize("who, banned, why", RULES, ids=[",".join(r[0]) for r in RULES])
 def test_layering(who, banned, why):
     broken = sorted(
-        f"{m} -> {t}"
-        for m, targets in GRAPH.items() if any(_is(m, w) for w in who) and m not in TOOLS
-        for t in targets if any(_is(t, b) for b in banned)
-    )  # fmt: skip
+        f"{m} -> {t}" for m, targets in GRAPH.items() if any(_is(m, w) for w in who) for t in targets if any(_is(t, b) for b in banned)
+    )
     assert not broken, f"{why}: " + ", ".join(broken)
 
 
 def test_only_the_command_line_imports_it():
-    broken = sorted(f"{m} -> {t}" for m, targets in GRAPH.items() if not _is(m, "cli") for t in targets if _is(t, "cli"))
+    """Nothing outside ``cli`` imports it, except the fuzzer's adapters, which compare ``info --json`` views."""
+    broken = sorted(
+        f"{m} -> {t}"
+        for m, targets in GRAPH.items()
+        if not _is(m, "cli")
+        for t in targets
+        if _is(t, "cli") and not (_is(m, "testing.fuzzing") and t == f"{PKG}.cli.report")
+    )
     assert not broken, ", ".join(broken)
 
 
@@ -200,6 +226,6 @@ def test_import_is_light():
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
     before, after = eval(out[0]), eval(out[1])  # noqa: S307 - our own subprocess's printed list
-    assert before == [PKG, f"{PKG}.errors", f"{PKG}.migrate"]
-    assert f"{PKG}.registry" in after and f"{PKG}.formats.gguf" in after
-    assert not any(m.startswith((f"{PKG}.quants.quantize", f"{PKG}.migrate.", f"{PKG}.cli")) for m in after)
+    assert before == [PKG, f"{PKG}.errors", f"{PKG}.migration"]
+    assert f"{PKG}.api.registry" in after and f"{PKG}.formats.gguf.schema" in after
+    assert not any(m.startswith((f"{PKG}.quants.quantize", f"{PKG}.migration.", f"{PKG}.cli")) for m in after)

@@ -14,8 +14,8 @@ from conftest import ROOT
 from docs_pages import DOCS, hook, page, pages
 
 import gguf_construct as gc
-from gguf_construct import rules
-from gguf_construct.limits import TABLE
+from gguf_construct.core import rules
+from gguf_construct.core.limits import TABLE
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 LINK = re.compile(r"\]\(([^)\s]+)\)")

@@ -13,7 +13,11 @@ from conftest import ROOT, shipped_manifest
 
 
 def test_wheel_contains_schema_and_example(tmp_path):
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)], check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+        timeout=300,
+    )
     wheel = next(tmp_path.glob("gguf_construct-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     for table in ("ggml_types.json", "value_types.json", "file_types.json", "keys.json"):
@@ -23,9 +27,16 @@ def test_wheel_contains_schema_and_example(tmp_path):
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), "the wheel carries the MIT licence text"
     # the installed package finds its tables without the source tree
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)], check=True, timeout=300)
-    code = f"import gguf_construct, gguf_construct.tables as t; assert t.schema_dir().is_relative_to(r'{target}'); print(len(t.GGML_TYPES))"
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(target)}, capture_output=True, text=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)], check=True, timeout=300
+    )
+    code = (
+        "import gguf_construct, gguf_construct.core.tables as t; assert "
+        f"t.schema_dir().is_relative_to(r'{target}'); print(len(t.GGML_TYPES))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(target)}, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "43"
 
@@ -33,7 +44,13 @@ def test_wheel_contains_schema_and_example(tmp_path):
 def test_sdist_carries_the_tests_and_their_data(tmp_path):
     """`pip download` + the sdist's own tests work: every file tests/data/MANIFEST.json lists is in the sdist,
     and the unpacked sdist (nothing beside it) finds and checks them."""
-    subprocess.run([sys.executable, "-m", "hatchling", "build", "-t", "sdist", "-d", str(tmp_path)], cwd=ROOT, check=True, timeout=300, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "hatchling", "build", "-t", "sdist", "-d", str(tmp_path)],
+        cwd=ROOT,
+        check=True,
+        timeout=300,
+        capture_output=True,
+    )
     sdist = next(tmp_path.glob("gguf_construct-*.tar.gz"))
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
@@ -43,7 +60,13 @@ def test_sdist_carries_the_tests_and_their_data(tmp_path):
     # the documentation sources, so the sdist's own tests of the docs run and the site builds from it
     assert {"LICENSE", "CHANGELOG.md", "mkdocs.yml", "docs/index.md", "docs/hooks/generated.py"} <= names
     root = next((tmp_path / "unpacked").iterdir())
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_corpus.py", "-k", "sha256 or damaged_slice"],
-                         cwd=root, env={**os.environ, "GGUF_CONSTRUCT_CORPUS": ""}, capture_output=True, text=True, timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/formats/test_corpus.py", "-k", "sha256 or damaged_slice"],
+        cwd=root,
+        env={**os.environ, "GGUF_CONSTRUCT_CORPUS": ""},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert re.search(r"^(\d+) passed", out.stdout.splitlines()[-1]) and "skipped" not in out.stdout

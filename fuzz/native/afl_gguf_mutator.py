@@ -2,7 +2,7 @@
 
     AFL_PYTHON_MODULE=afl_gguf_mutator PYTHONPATH=fuzz/native:$PWD afl-fuzz -i SEEDS -o OUT -- ./gguf_afl
 
-Each call of ``fuzz`` makes one mutation from ``gguf_construct.fuzzing.structured``: a parsed file edited and laid
+Each call of ``fuzz`` makes one mutation from ``gguf_construct.testing.fuzzing.structured``: a parsed file edited and laid
 out again with consistent offsets, a file of a named reader-breaker class, or (for input that does not parse) a
 byte-level mutation; with ``add_buf`` sometimes a crossover of the two files. AFL++'s own mutations still run
 unless ``AFL_CUSTOM_MUTATOR_ONLY=1``.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 
-from gguf_construct.fuzzing.structured import crossover, mutate_structured
+from gguf_construct.testing.fuzzing.structured import crossover, mutate_structured
 
 _rng = random.Random(0)
 _last = ""

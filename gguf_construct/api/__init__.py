@@ -1,6 +1,17 @@
-"""The public API over the schemas: load, edit and save files (``gguf_construct.load`` opens any format)."""
+"""The public API over the schemas: the file objects (load, edit, save), the format registry, safe writes.
 
-from .file import GGUFFile, from_bytes, new
+- ``gguf_file`` (``GGUFFile``), ``legacy_file``, ``safetensors_file``, ``ollama_model``, ``shard_set``: one file
+  object per format, all ``protocol.ModelFile``; ``metadata``, ``tensors``, ``values``, ``standard_keys``: their
+  parts;
+- ``fileio``: every write goes to a temporary file, checked, then renamed into place;
+- ``registry``: every format in one table: ``load``, ``detect``, ``schema_for``, ``validate_file``,
+  ``validate_bytes`` (the top of the library).
+
+Imports: everything below (``core``, ``formats``, ``quants``, ``validation``, ``sources``); only ``registry``
+imports the source openers; nothing here imports convert, migration, testing or cli.
+"""
+
+from .gguf_file import GGUFFile, from_bytes, new
 from .metadata import Metadata, MetadataField
 from .tensors import TensorInfo, Tensors
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from construct import Container
 
-from ..tables import standard_key
+from ..core.tables import standard_key
 from .standard_keys import StandardKeys
 from .values import (
     _INT_RANGES,
@@ -29,9 +29,17 @@ from .values import (
 )
 
 __all__ = [
-    "_INT_RANGES", "Metadata", "MetadataField", "StandardKeys", "array_content", "first_last", "infer_type", "json_value",
-    "parse_type", "to_schema_value",
-]  # fmt: skip
+    "_INT_RANGES",
+    "Metadata",
+    "MetadataField",
+    "StandardKeys",
+    "array_content",
+    "first_last",
+    "infer_type",
+    "json_value",
+    "parse_type",
+    "to_schema_value",
+]
 
 
 class Metadata(MutableMapping[str, Any]):

@@ -126,8 +126,20 @@ if sys.version_info < (3, 12):
 
 
 #: the validation profiles (``validation.profiles``), re-exported beside the other names ``load`` takes
-__all__ = ["ByteOrder", "FormatName", "GGUFProfile", "LegacyFormatName", "LegacyProfile", "ModelFile", "NamedType", "OllamaProfile", "Profile",
-           "SafetensorsProfile", "Tensor", "TensorType"]  # fmt: skip
+__all__ = [
+    "ByteOrder",
+    "FormatName",
+    "GGUFProfile",
+    "LegacyFormatName",
+    "LegacyProfile",
+    "ModelFile",
+    "NamedType",
+    "OllamaProfile",
+    "Profile",
+    "SafetensorsProfile",
+    "Tensor",
+    "TensorType",
+]
 
 _T = TypeVar("_T", bound="NamedType")
 

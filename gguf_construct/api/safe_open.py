@@ -33,9 +33,9 @@ class safe_open:  # noqa: N801 - the safetensors library's name, so that code wr
             raise ValueError(f"framework must be one of {FRAMEWORKS}, not {framework!r}")
         if device != "cpu":
             raise ValueError("only device='cpu' is supported")
-        from ..formats.gguf import MAGIC
-        from .file import load_gguf
-        from .safetensors import load_safetensors
+        from ..formats.gguf.schema import MAGIC
+        from .gguf_file import load_gguf
+        from .safetensors_file import load_safetensors
 
         self._framework = "pt" if framework in ("pt", "torch") else "numpy"
         with open(filename, "rb") as f:
@@ -89,7 +89,10 @@ class safe_open:  # noqa: N801 - the safetensors library's name, so that code wr
 
     def _bf16(self, bits: np.ndarray) -> Any:
         if self._framework != "pt":
-            raise TypeError("BF16 has no numpy dtype: open the file with framework='pt', or read float32 values with gguf_construct.load(...).tensors[name].to_numpy()")
+            raise TypeError(
+                "BF16 has no numpy dtype: open the file with framework='pt', or read float32 "
+                "values with gguf_construct.load(...).tensors[name].to_numpy()"
+            )
         import torch  # optional: only with framework "pt"
 
         return torch.from_numpy(np.array(bits, dtype=np.int16, copy=True)).view(torch.bfloat16)

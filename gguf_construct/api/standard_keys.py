@@ -5,9 +5,9 @@ from __future__ import annotations
 from functools import cache
 from typing import Any, Protocol, overload
 
-from .. import rules
-from ..tables import standard_key, standard_keys
-from ..untrusted import DIGITS
+from ..core import rules
+from ..core.tables import standard_key, standard_keys
+from ..core.untrusted import DIGITS
 
 
 class Metadata(Protocol):

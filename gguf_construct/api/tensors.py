@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 from construct import Container
 
-from .. import rules
-from ..formats.gguf import MAX_TENSOR_NAME, tensor_bytes, tensor_nbytes
-from ..tables import GGML_TYPES, GGMLType, ggml_type_of
+from ..core import rules
+from ..core.tables import GGML_TYPES, GGMLType, ggml_type_of
+from ..formats.gguf.schema import MAX_TENSOR_NAME, tensor_bytes, tensor_nbytes
 
 #: numpy dtype code → the ggml type that holds such values as they are (``schema/ggml_types.json``).
 _DTYPE_TYPES = {t.numpy: t.name for t in GGML_TYPES.values() if t.numpy}
@@ -46,7 +46,9 @@ class TensorInfo:
         try:
             return ggml_type_of(self._info["type"])
         except (KeyError, ValueError, TypeError):
-            raise rules.TENSOR_TYPE.error(f"unknown ggml type {self._info['type']!r}", path=self._path, offset=self._info.get("_offset")) from None
+            raise rules.TENSOR_TYPE.error(
+                f"unknown ggml type {self._info['type']!r}", path=self._path, offset=self._info.get("_offset")
+            ) from None
 
     @property
     def _path(self) -> str:
@@ -65,7 +67,7 @@ class TensorInfo:
     @property
     def nbytes(self) -> int:
         """Bytes of data. For a type without sizes (unknown or removed) in a loaded file: the byte range from
-        its offset to the next tensor's (``formats.gguf.data_extents``), empty where that cannot be derived."""
+        its offset to the next tensor's (``formats.gguf.schema.data_extents``), empty where that cannot be derived."""
         if self._data is not None and not self.type.sized:
             try:
                 return len(self._data)  # a view, or a remote range: its length without fetching it
@@ -89,7 +91,11 @@ class TensorInfo:
             return None
 
     def _short(self, present: int) -> Exception:
-        return rules.TENSOR_BOUNDS.error(f"only {present:,} of its {self.nbytes:,} bytes of data are in the file (the file is cut short)", path=self._path, offset=self._info.get("_offset"))
+        return rules.TENSOR_BOUNDS.error(
+            f"only {present:,} of its {self.nbytes:,} bytes of data are in the file (the file is cut short)",
+            path=self._path,
+            offset=self._info.get("_offset"),
+        )
 
     @property
     def data(self) -> np.ndarray:

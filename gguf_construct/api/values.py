@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 from construct import Container
 
+from ..core.tables import INT_RANGES, VALUE_TYPES, ValueType
 from ..formats.fields import StringArray, enum_value_type, value_type_id
-from ..tables import INT_RANGES, VALUE_TYPES, ValueType
 
 #: Kept under its old name: the integer ranges of ``schema/value_types.json``.
 _INT_RANGES = INT_RANGES

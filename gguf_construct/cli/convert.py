@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import EXIT_OK, EXIT_TROUBLE, add_in_out, command
+from .shared import EXIT_OK, EXIT_TROUBLE, add_in_out, command
 
 DESCRIPTION = """\
 Convert a model file; the input kind is detected, the output kind comes from its name.
@@ -43,7 +43,16 @@ def _run(args: argparse.Namespace) -> int:
         print(f"notice: {line}", file=sys.stderr)
 
     try:
-        report = convert(args.input, args.output, byte_order=args.byte_order, version=args.version, style=args.style, model=args.model, hint=args.quant_hint, log=notice)
+        report = convert(
+            args.input,
+            args.output,
+            byte_order=args.byte_order,
+            version=args.version,
+            style=args.style,
+            model=args.model,
+            hint=args.quant_hint,
+            log=notice,
+        )
     except VerificationError as e:  # nothing was written: the conversion, not the input, failed
         print(f"{args.input}: error: {e}", file=sys.stderr)
         return EXIT_TROUBLE
@@ -75,7 +84,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_in_out(conv, "*.gguf, *.safetensors, or a folder (ending in /) for an Ollama models root")
     conv.add_argument("--byte-order", choices=("little", "big"), help="GGUF output byte order")
     conv.add_argument("--version", type=int, choices=(1, 2, 3), help="GGUF output version")
-    conv.add_argument("--style", choices=("safetensors", "mlx", "ollama"), help="safetensors header layout: the HF library's, MLX's or Ollama's Go writer's")
+    conv.add_argument(
+        "--style",
+        choices=("safetensors", "mlx", "ollama"),
+        help="safetensors header layout: the HF library's, MLX's or Ollama's Go writer's",
+    )
     conv.add_argument("--model", default="converted", help="model name[:tag] for an Ollama models folder (default: converted)")
-    conv.add_argument("--quant-hint", metavar="TYPE", type=quant_hint, help="quant type (int4, int8) to assume for blobs without quant metadata whose shapes are ambiguous")
+    conv.add_argument(
+        "--quant-hint",
+        metavar="TYPE",
+        type=quant_hint,
+        help="quant type (int4, int8) to assume for blobs without quant metadata whose shapes are ambiguous",
+    )
     add_quantize_options(conv, required=False)

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..api.metadata import json_value
-from ..report import HEADER_FIELDS, fields_of, type_name
-from .common import EXIT_BAD, EXIT_OK, command
+from .report import HEADER_FIELDS, fields_of, type_name
+from .shared import EXIT_BAD, EXIT_OK, command
 
 
 def _same_value(a: Any, b: Any) -> bool:
@@ -59,7 +59,9 @@ def value_stats(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
 
 def diff_files(fa: Any, fb: Any, *, values: bool = True) -> dict[str, Any]:
     """Every difference between two loaded files, as JSON-ready data."""
-    header = {k: [getattr(fa, k, None), getattr(fb, k, None)] for k in ("format", *HEADER_FIELDS) if getattr(fa, k, None) != getattr(fb, k, None)}
+    header = {
+        k: [getattr(fa, k, None), getattr(fb, k, None)] for k in ("format", *HEADER_FIELDS) if getattr(fa, k, None) != getattr(fb, k, None)
+    }
     ma = {x.key: x for x in fields_of(fa)}
     mb = {x.key: x for x in fields_of(fb)}
     metadata: dict[str, Any] = {
@@ -69,9 +71,16 @@ def diff_files(fa: Any, fb: Any, *, values: bool = True) -> dict[str, Any]:
     }
     for k in ma:
         if k in mb and (ma[k].type_label != mb[k].type_label or not _same_value(ma[k].value, mb[k].value)):
-            metadata["changed"].append({"key": k, "type": [ma[k].type_label, mb[k].type_label], "value": [_brief(ma[k].value), _brief(mb[k].value)]})
+            metadata["changed"].append(
+                {"key": k, "type": [ma[k].type_label, mb[k].type_label], "value": [_brief(ma[k].value), _brief(mb[k].value)]}
+            )
     ta, tb = fa.tensors, fb.tensors
-    tensors: dict[str, Any] = {"only_a": [n for n in ta if n not in tb], "only_b": [n for n in tb if n not in ta], "changed": [], "identical": 0}
+    tensors: dict[str, Any] = {
+        "only_a": [n for n in ta if n not in tb],
+        "only_b": [n for n in tb if n not in ta],
+        "changed": [],
+        "identical": 0,
+    }
     for name in ta:
         if name not in tb:
             continue
@@ -92,7 +101,15 @@ def diff_files(fa: Any, fb: Any, *, values: bool = True) -> dict[str, Any]:
         elif "type" not in entry and "shape" not in entry:
             entry["bytes"] = "different"
         tensors["changed"].append(entry)
-    same = not (header or metadata["only_a"] or metadata["only_b"] or metadata["changed"] or tensors["only_a"] or tensors["only_b"] or tensors["changed"])
+    same = not (
+        header
+        or metadata["only_a"]
+        or metadata["only_b"]
+        or metadata["changed"]
+        or tensors["only_a"]
+        or tensors["only_b"]
+        or tensors["changed"]
+    )
     return {"same": same, "header": header, "metadata": metadata, "tensors": tensors}
 
 
@@ -116,7 +133,9 @@ def diff_text(d: dict[str, Any], a: str, b: str) -> str:
         lines += [f"  + {e['key']} ({e['type']})" for e in m["only_b"]]
         for e in m["changed"]:
             t = e["type"][0] if e["type"][0] == e["type"][1] else f"{e['type'][0]} -> {e['type'][1]}"
-            lines.append(f"  ~ {e['key']} ({t}): {json.dumps(e['value'][0], ensure_ascii=False)} -> {json.dumps(e['value'][1], ensure_ascii=False)}")
+            lines.append(
+                f"  ~ {e['key']} ({t}): {json.dumps(e['value'][0], ensure_ascii=False)} -> {json.dumps(e['value'][1], ensure_ascii=False)}"
+            )
     t = d["tensors"]
     lines.append(f"tensors: {t['identical']} identical")
     lines += [f"  - {n}" for n in t["only_a"]]
@@ -131,7 +150,10 @@ def diff_text(d: dict[str, Any], a: str, b: str) -> str:
         if v and "error" in v:
             parts.append(f"values not compared: {v['error']}")
         elif v:
-            parts.append(f"max abs {v['max_abs']:.6g}, max rel {v['max_rel']:.6g}, rms rel {v['rms_rel']:.6g}" + (f", {v['nan_mismatch']} NaN mismatches" if v["nan_mismatch"] else ""))
+            parts.append(
+                f"max abs {v['max_abs']:.6g}, max rel {v['max_rel']:.6g}, rms rel {v['rms_rel']:.6g}"
+                + (f", {v['nan_mismatch']} NaN mismatches" if v["nan_mismatch"] else "")
+            )
         elif e.get("bytes"):
             parts.append("bytes differ")
         lines.append(f"  ~ {e['name']}: " + "; ".join(parts))
@@ -140,7 +162,7 @@ def diff_text(d: dict[str, Any], a: str, b: str) -> str:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from ..registry import load
+    from ..api.registry import load
 
     args.file = args.a
     fa = load(args.a, strict=False)
@@ -171,4 +193,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("b", metavar="B", help="the model file or URL to compare it with")
     p.add_argument("--no-values", action="store_true", help="do not dequantize tensors to compare values")
     p.add_argument("--json", action="store_true", help="print JSON")
-

@@ -19,13 +19,13 @@ import os
 import sys
 from typing import Any
 
-from ..api.file import GGUFFile, load_gguf
+from ..api.gguf_file import GGUFFile, load_gguf
 from ..api.metadata import infer_type, parse_type
+from ..core.limits import LENIENT, limit, limits
+from ..core.tables import standard_key
+from ..core.untrusted import loads
 from ..errors import FormatError, InvalidValueError
-from ..limits import LENIENT, limit, limits
-from ..tables import standard_key
-from ..untrusted import loads
-from .common import EXIT_BAD, EXIT_OK, add_sync, command, usage
+from .shared import EXIT_BAD, EXIT_OK, add_sync, command, usage
 
 _BOOLS = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
@@ -111,7 +111,7 @@ def _output(args: argparse.Namespace) -> str:
     """Where an edit writes: ``-o OUT``, which must not be FILE by any name (``output.input``), else FILE itself,
     replaced atomically (the edit's purpose)."""
     if args.output:
-        from ..fileio import check_output
+        from ..api.fileio import check_output
 
         check_output(args.output, [args.file], what="-o")
     return args.output or args.file
@@ -177,7 +177,7 @@ def _shown(value: Any) -> str:
 
 def _set_in_place(f: GGUFFile, args: argparse.Namespace, value: Any, type_spec: str) -> int:
     """Overwrite one record's bytes in the file, when the new record encodes to the same size."""
-    from ..formats.gguf import ORDERS, gguf_layout
+    from ..formats.gguf.schema import ORDERS, gguf_layout
 
     if args.output:
         usage("gguf-construct set: --in-place edits FILE itself: drop -o")
@@ -193,10 +193,16 @@ def _set_in_place(f: GGUFFile, args: argparse.Namespace, value: Any, type_spec: 
     f.metadata.set(args.key, value, type=type_spec)
     new = kv_struct.build(f.metadata.record(args.key))
     if len(new) != len(old):
-        usage(f"gguf-construct set: the new value takes {len(new)} bytes, the old {len(old)}: --in-place needs the same size (drop it to rewrite the file)")
+        usage(
+            f"gguf-construct set: the new value takes {len(new)} bytes, the old {len(old)}: "
+            "--in-place needs the same size (drop it to rewrite the file)"
+        )
     broken = f.broken_rules(edited=True) - already
     if broken and not args.force:  # the same rule as a rewrite's: an edit adds no rule violation
-        usage(f"gguf-construct set: {args.key}: the edited file would break [{', '.join(sorted(broken))}]; nothing was written (--force writes it anyway)")
+        usage(
+            f"gguf-construct set: {args.key}: the edited file would break [{', '.join(sorted(broken))}]; "
+            "nothing was written (--force writes it anyway)"
+        )
     f.close()
     from ..formats.base import open_regular
 
@@ -273,19 +279,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--value-file", metavar="PATH", help="read a str value from a UTF-8 text file (e.g. a chat template)")
     p.add_argument("--type", metavar="T", help="u8 i8 u16 i16 u32 i32 u64 i64 f32 f64 bool str, or arr[T]")
     p.add_argument("--in-place", action="store_true", help="overwrite the value's bytes in FILE (same encoded size only)")
-    p.add_argument("--force", action="store_true", help="allow a non-standard type for a standard key; open FILE under generous limits to repair it")
+    p.add_argument(
+        "--force", action="store_true", help="allow a non-standard type for a standard key; open FILE under generous limits to repair it"
+    )
 
-    d = command(sub, "delete", _cmd_delete, help="remove metadata keys (the file is rewritten atomically)", description="Remove KEYs from FILE's metadata.")
+    d = command(
+        sub,
+        "delete",
+        _cmd_delete,
+        help="remove metadata keys (the file is rewritten atomically)",
+        description="Remove KEYs from FILE's metadata.",
+    )
     d.add_argument("file", metavar="FILE", help="the GGUF file to edit")
     d.add_argument("keys", metavar="KEY", nargs="+", help="the metadata keys to remove")
     d.add_argument("--missing-ok", action="store_true", help="ignore keys the file does not have")
 
-    r = command(sub, "rename-tensor", _cmd_rename, help="rename a tensor (the file is rewritten atomically)", description="Rename tensor OLD to NEW; order and data are unchanged.")
+    r = command(
+        sub,
+        "rename-tensor",
+        _cmd_rename,
+        help="rename a tensor (the file is rewritten atomically)",
+        description="Rename tensor OLD to NEW; order and data are unchanged.",
+    )
     r.add_argument("file", metavar="FILE", help="the GGUF file to edit")
     r.add_argument("old", metavar="OLD", help="the tensor's name now")
     r.add_argument("new", metavar="NEW", help="its new name")
 
     for edits in (p, d, r):
-        edits.add_argument("-o", "--output", metavar="OUT", help="write the result here instead of replacing FILE (FILE is then left untouched)")
+        edits.add_argument(
+            "-o", "--output", metavar="OUT", help="write the result here instead of replacing FILE (FILE is then left untouched)"
+        )
         add_sync(edits)
-

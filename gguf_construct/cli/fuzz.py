@@ -11,8 +11,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from .common import EXIT_BAD as EXIT_FOUND
-from .common import EXIT_OK, EXIT_TROUBLE, command, finite, whole
+from .shared import EXIT_BAD as EXIT_FOUND
+from .shared import EXIT_OK, EXIT_TROUBLE, command, finite, whole
 
 EXTRA = "pip install 'gguf-construct[fuzz]'"
 
@@ -22,7 +22,7 @@ def _missing(against: str) -> str | None:
     import shlex
     import shutil
 
-    from ..fuzzing.adapters import BUILTIN
+    from ..testing.fuzzing.adapters import BUILTIN
 
     if against not in BUILTIN:
         try:
@@ -30,7 +30,10 @@ def _missing(against: str) -> str | None:
         except ValueError as e:
             return f"gguf-construct fuzz: --against {against!r}: {e}"
         if not words or shutil.which(words[0]) is None:
-            return f"gguf-construct fuzz: --against: no program {words[0] if words else ''!r} (a built-in reader: gguf-py, ggml, llama.cpp, safetensors)"
+            return (
+                f"gguf-construct fuzz: --against: no program {words[0] if words else ''!r} (a "
+                "built-in reader: gguf-py, ggml, llama.cpp, safetensors)"
+            )
         return None
     module, package, _fmt = BUILTIN[against]
     if importlib.util.find_spec(module) is not None:
@@ -40,8 +43,8 @@ def _missing(against: str) -> str | None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..fuzzing import run
-    from ..fuzzing.runner import load_known
+    from ..testing.fuzzing import run
+    from ..testing.fuzzing.runner import load_known
 
     def fail(message: str) -> int:
         print(message, file=sys.stderr)
@@ -58,7 +61,11 @@ def _run(args: argparse.Namespace) -> int:
     try:
         import hypothesis  # noqa: F401  (the runner draws files from the strategies with it)
     except ImportError:
-        print(f"gguf-construct fuzz: note: hypothesis is not installed, so only mutations of the seed files run ({EXTRA} adds generated files)", file=sys.stderr)
+        print(
+            "gguf-construct fuzz: note: hypothesis is not installed, so only mutations "
+            f"of the seed files run ({EXTRA} adds generated files)",
+            file=sys.stderr,
+        )
     count = args.count if args.count is not None or args.seconds is not None else 200
     report = run(
         args.against,
@@ -112,7 +119,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--corpus", metavar="DIR", help="files to start from and mutate (default: the seed files shipped with the package)")
     p.add_argument("--known", metavar="FILE", help="signatures (or a findings.tsv) of triaged kinds to silence; * wildcards allowed")
     p.add_argument("--format", choices=("gguf", "safetensors"), help="file format of a command reader (built-in readers know theirs)")
-    p.add_argument("--profile", choices=("spec", "ggml"), help="our validation profile (default: ggml against ggml and llama.cpp, else spec)")
+    p.add_argument(
+        "--profile", choices=("spec", "ggml"), help="our validation profile (default: ggml against ggml and llama.cpp, else spec)"
+    )
     p.add_argument("--timeout", type=finite(0, most=10**6), default=5.0, help="seconds per file per reader (default 5)")
     p.add_argument("--memory-mb", type=whole(1, 2**40), default=2048, help="memory cap of each reader's process (default 2048)")
     p.add_argument(

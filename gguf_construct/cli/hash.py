@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .common import EXIT_BAD, EXIT_OK, command
+from .shared import EXIT_BAD, EXIT_OK, command
 
 #: llama.cpp's UUID namespace: uuid5(NAMESPACE_URL, 'en.wikipedia.org/wiki/Llama.cpp') (gguf-py's gguf_hash).
 UUID_NAMESPACE_LLAMA_CPP = uuid.UUID("ef001206-dadc-5f6d-a15f-3359e577d4e5")
@@ -97,10 +97,16 @@ class _HashPipeline:
         self.free: queue.SimpleQueue[int] = queue.SimpleQueue()
         self.pending = [0] * BUFFERS
         self.lock = threading.Lock()
+
         def uuid_digest() -> Any:  # the UUIDv5 is a sha1 over llama.cpp's namespace, then the data
             return hashlib.sha1(UUID_NAMESPACE_LLAMA_CPP.bytes)
 
-        makers: list[tuple[Callable[[], Any], bool]] = [(hashlib.sha1, True), (hashlib.sha256, True), (hashlib.sha1, False), (hashlib.sha256, False)]
+        makers: list[tuple[Callable[[], Any], bool]] = [
+            (hashlib.sha1, True),
+            (hashlib.sha256, True),
+            (hashlib.sha1, False),
+            (hashlib.sha256, False),
+        ]
         makers.append((uuid_digest, False))
         self.threads = [_Digest(make, per_tensor, self._release) for make, per_tensor in makers]
         for t in self.threads:
@@ -177,7 +183,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def _cmd_hash(args: argparse.Namespace) -> int:
-    from ..registry import load
+    from ..api.registry import load
 
     h = hash_file(load(args.file, strict=False), include_all=args.all)
     if args.against is None:
@@ -200,7 +206,10 @@ def _cmd_hash(args: argparse.Namespace) -> int:
             print(f"only in {args.file}  {n}")
         for n in c["only_b"]:
             print(f"only in {args.against}  {n}")
-        print(f"{len(c['identical'])} tensors identical, {len(c['different'])} different, {len(c['only_a'])} only in {args.file}, {len(c['only_b'])} only in {args.against}")
+        print(
+            f"{len(c['identical'])} tensors identical, {len(c['different'])} different, {len(c['only_a'])} "
+            f"only in {args.file}, {len(c['only_b'])} only in {args.against}"
+        )
     return EXIT_OK if same else EXIT_BAD
 
 

@@ -14,17 +14,17 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..core.progress import progress
 from ..errors import FormatError
-from ..progress import progress
-from .common import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, whole
+from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, whole
 
 
 # -- shared by the many-files commands ----------------------------------------------------------------
 def expand(paths: Iterable[str], *, skip_later_shards: bool = False) -> list[str]:
     """Files as given; directories walked (sorted) for files ``detect()`` recognises. ``skip_later_shards``
     leaves out shards 2..N of a gguf-split set, whose first shard opens the whole set."""
-    from ..naming import shard_of
-    from ..registry import detect
+    from ..api.registry import detect
+    from ..core.naming import shard_of
 
     out: list[str] = []
     for path in paths:
@@ -66,10 +66,10 @@ def run_pool(work: Callable[[str], Any], paths: list[str], jobs: int, desc: str)
 # -- info ----------------------------------------------------------------------------------------------
 def _info_row(path: str) -> dict[str, Any]:
     """One file's summary row, or its error (for the many-files table; runs in a worker process)."""
+    from ..api.registry import load
+    from ..core.rules import is_request_fault
     from ..errors import FormatError
-    from ..registry import load
-    from ..report import summary_row
-    from ..rules import is_request_fault
+    from .report import summary_row
 
     try:
         return {"ok": True, **summary_row(load(path, strict=False), path)}
@@ -80,8 +80,8 @@ def _info_row(path: str) -> dict[str, Any]:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from ..registry import load
-    from ..report import info_json, info_markdown, info_text, reading_warnings
+    from ..api.registry import load
+    from .report import info_json, info_markdown, info_text, reading_warnings
 
     files = args.files
     if len(files) == 1 and not os.path.isdir(files[0]):
@@ -112,7 +112,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _show_partial(path: str, error: FormatError, args: argparse.Namespace) -> int:
     """A file that stops at a value of an unknown type: show the keys before it (``readable_prefix``), say
     why nothing after it can be shown, exit 1. Any other error propagates."""
-    from ..report import info_json, info_text
+    from .report import info_json, info_text
 
     partial = getattr(error, "partial", None)
     if partial is None:
@@ -124,7 +124,10 @@ def _show_partial(path: str, error: FormatError, args: argparse.Namespace) -> in
         sys.stdout.write("\n")
     else:
         lines = info_text(partial, path, full=args.full).split("\n")
-        header = f"  GGUF v{partial.version}, {partial.byte_order}-endian: PARTIAL, the header declares {declared.get('metadata_kv_count')} keys and {declared.get('tensor_count')} tensors; readable: the first {len(partial.metadata)} keys"
+        header = (
+            f"  GGUF v{partial.version}, {partial.byte_order}-endian: PARTIAL, the header declares {declared.get('metadata_kv_count')} "
+            f"keys and {declared.get('tensor_count')} tensors; readable: the first {len(partial.metadata)} keys"
+        )
         print("\n".join([path, header, "", *lines[lines.index("metadata:") :]]))
     print(
         f"{path}: error: {error.describe()}; shown: the {len(partial.metadata)} keys before it. A value of an unknown type has no "
@@ -135,7 +138,7 @@ def _show_partial(path: str, error: FormatError, args: argparse.Namespace) -> in
 
 
 def print_rows(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    from ..report import ABSURD_COUNT, human_bytes, table
+    from .report import ABSURD_COUNT, human_bytes, table
 
     if args.json:
         json.dump(rows, sys.stdout, ensure_ascii=False, indent=1)
@@ -145,13 +148,24 @@ def print_rows(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     body = []
     for r in rows:
         if r["ok"]:
-            from ..naming import size_label
+            from ..core.naming import size_label
 
             notes = [f"TRUNCATED: {e.split('the file is cut short: ', 1)[-1]}" for e in r.get("errors", [])]
             notes += [f"{len(r['warnings'])} reading warnings"] if r.get("warnings") else []
             notes += [f"{r['name_warnings']} name warnings"] if r["name_warnings"] else []
             status = ", ".join(notes) or "ok"
-            body.append([r["file"], r["format"], r["architecture"] or "-", (size_label(r["parameters"]) if r["parameters"] < ABSURD_COUNT else "implausible") if r["parameters"] else "0", r["tensors"], human_bytes(r["tensor_bytes"]), r["main_type"] or "-", status])
+            body.append(
+                [
+                    r["file"],
+                    r["format"],
+                    r["architecture"] or "-",
+                    (size_label(r["parameters"]) if r["parameters"] < ABSURD_COUNT else "implausible") if r["parameters"] else "0",
+                    r["tensors"],
+                    human_bytes(r["tensor_bytes"]),
+                    r["main_type"] or "-",
+                    status,
+                ]
+            )
         else:
             body.append([r["file"], "-", "-", "-", "-", "-", "-", "error: " + r["error"]])
     if args.markdown:
@@ -163,7 +177,10 @@ def print_rows(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         print(table(body, header, right={3, 4, 5}))
     bad = sum(not r["ok"] for r in rows)
     cut = sum(bool(r.get("errors")) for r in rows)
-    print(f"\n{len(rows)} files, {len(rows) - bad} read, {bad} unreadable" + (f", {cut} truncated" if cut else ""), file=sys.stderr if args.markdown else sys.stdout)
+    print(
+        f"\n{len(rows)} files, {len(rows) - bad} read, {bad} unreadable" + (f", {cut} truncated" if cut else ""),
+        file=sys.stderr if args.markdown else sys.stdout,
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -184,4 +201,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     fmt.add_argument("--json", action="store_true", help="print JSON (type names as ggml spells them)")
     fmt.add_argument("--markdown", action="store_true", help="print Markdown (like gguf_dump --markdown)")
     p.add_argument("--full", action="store_true", help="include every array element")
-    p.add_argument("-j", "--jobs", type=whole(1, 4096), default=default_jobs(), metavar="N", help="worker processes for many files (default: %(default)s)")
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=whole(1, 4096),
+        default=default_jobs(),
+        metavar="N",
+        help="worker processes for many files (default: %(default)s)",
+    )

@@ -13,19 +13,19 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ..core.progress import progress
 from ..errors import FormatError, MissingExtraError
-from ..progress import progress
 from . import convert, diff, edit, info, quantize, scan, split, validate
 from . import fuzz as fuzz_cli
 from . import hash as hash_cli
 from . import migrate as migrate_cli
-from .common import EXIT_OK, command, exit_code, usage
+from .shared import EXIT_OK, command, exit_code, usage
 
 
 def _cmd_dequant(args: argparse.Namespace) -> int:
-    from .. import rules
-    from ..fileio import check_output, files_of, reading
-    from ..registry import load
+    from ..api.fileio import check_output, files_of, reading
+    from ..api.registry import load
+    from ..core import rules
 
     kind = os.path.splitext(args.output)[1].lower()
     if kind not in (".npy", ".npz"):  # np.save/np.savez would add their suffix: the file written is the one named
@@ -49,7 +49,7 @@ def write_arrays(path: str, f: Any, names: list[str]) -> None:
     that path: numpy writes into the temporary file object, so it adds no suffix of its own."""
     import numpy as np
 
-    from ..fileio import write_atomic
+    from ..api.fileio import write_atomic
 
     def write(out: Any) -> None:
         import zipfile
@@ -75,7 +75,12 @@ def _cmd_example(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     from .remote_args import HELP
 
-    p = argparse.ArgumentParser(prog="gguf-construct", description="Inspect and validate GGUF model files.", epilog=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="gguf-construct",
+        description="Inspect and validate GGUF model files.",
+        epilog=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     from .. import __version__
 
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -99,7 +104,8 @@ def parser() -> argparse.ArgumentParser:
         "dequant",
         _cmd_dequant,
         help="write tensors as float32 numpy arrays",
-        description="Dequantize tensors (bit-exact with ggml) into an .npz (any number of tensors) or .npy (one tensor), shaped in numpy order.",
+        description="Dequantize tensors (bit-exact with ggml) into an .npz (any number of "
+        "tensors) or .npy (one tensor), shaped in numpy order.",
     )
     deq.add_argument("file", metavar="FILE", help="a model file or URL (any format gguf-construct reads)")
     deq.add_argument("output", metavar="OUT", help="OUT.npz (any number of tensors) or OUT.npy (one tensor)")
@@ -114,8 +120,8 @@ def parser() -> argparse.ArgumentParser:
 
 def _apply_limits(args: argparse.Namespace) -> None:
     """``--limit NAME=VALUE`` (before or after the command) for the rest of the process."""
-    from ..limits import parse_assignment, set_defaults
-    from .common import usage
+    from ..core.limits import parse_assignment, set_defaults
+    from .shared import usage
 
     try:
         set_defaults(dict(parse_assignment(a) for a in [*getattr(args, "limits_global", []), *getattr(args, "limits_command", [])]))
@@ -130,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _apply_limits(args)
     try:
         if getattr(args, "sync", False):  # a writing command's --sync: every write of the command is fsynced
-            from ..fileio import durability
+            from ..api.fileio import durability
 
             with durability(True):
                 return args.run(args)
@@ -144,8 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gguf-construct {args.command}: {e}", file=sys.stderr)
         return exit_code(e)
     finally:
-        if "gguf_construct.remote.options" in sys.modules:  # the command's remote budget ends with it
-            from ..remote.options import configure
+        if "gguf_construct.sources.options" in sys.modules:  # the command's remote budget ends with it
+            from ..sources.options import configure
 
             configure(budget=None)
 

@@ -5,13 +5,23 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import EXIT_OK, add_in_out, command, finite, whole
+from .shared import EXIT_OK, add_in_out, command, finite, whole
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    from ..migrate import migrate
+    from ..migration import migrate
 
-    options = {k: v for k, v in (("context_length", args.context_length), ("eps", args.eps), ("gqa", args.gqa), ("name", args.name), ("vocab", args.vocab)) if v is not None}
+    options = {
+        k: v
+        for k, v in (
+            ("context_length", args.context_length),
+            ("eps", args.eps),
+            ("gqa", args.gqa),
+            ("name", args.name),
+            ("vocab", args.vocab),
+        )
+        if v is not None
+    }
     report = migrate(args.input, args.output, hparams=args.hparams, progress=True, **options)
     for notice in report.notices:
         print(f"notice: {notice}", file=sys.stderr)
@@ -20,14 +30,14 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from ..migrate import export
+    from ..migration import export
 
     print(export(args.input, args.output, args.to).summary())
     return EXIT_OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..formats.legacy_magic import HPARAM_PROFILES  # not formats.ggml: the GGML schema at every start-up
+    from ..formats.legacy.magic import HPARAM_PROFILES  # not formats.ggml: the GGML schema at every start-up
 
     m = command(
         sub,
@@ -39,12 +49,26 @@ def register(sub: argparse._SubParsersAction) -> None:
         "with the input before it replaces OUT; IN is never modified.",
     )
     add_in_out(m, "the GGUF v3 file to write", "the legacy model file to read (GGML, GGMF, GGJT, whisper.cpp, rwkv.cpp, GGUF v1/v2)")
-    m.add_argument("--context-length", type=whole(1, 2**32 - 1), help="llama.context_length / rwkv.context_length (default 2048 for llama, 1048576 for rwkv)")
-    m.add_argument("--eps", type=finite(0, most=1.0), help="llama RMS-norm epsilon (default 1e-6, what llama.cpp used until July 2023; LLaMA-2 uses 1e-5)")
-    m.add_argument("--gqa", type=whole(1, 2**32 - 1), help="llama grouped-query factor: head_count_kv = head_count / GQA (default 1; 70B: 8)")
+    m.add_argument(
+        "--context-length",
+        type=whole(1, 2**32 - 1),
+        help="llama.context_length / rwkv.context_length (default 2048 for llama, 1048576 for rwkv)",
+    )
+    m.add_argument(
+        "--eps",
+        type=finite(0, most=1.0),
+        help="llama RMS-norm epsilon (default 1e-6, what llama.cpp used until July 2023; LLaMA-2 uses 1e-5)",
+    )
+    m.add_argument(
+        "--gqa", type=whole(1, 2**32 - 1), help="llama grouped-query factor: head_count_kv = head_count / GQA (default 1; 70B: 8)"
+    )
     m.add_argument("--name", help="general.name")
-    m.add_argument("--vocab", metavar="FILE", help="rwkv.cpp v6/v7: the World vocabulary file (rwkv_vocab_v20230424.txt format) for the 'rwkv' tokenizer; "
-                   "default: the 256 bytes for byte-level models, the World vocabulary shipped with gguf-construct otherwise")
+    m.add_argument(
+        "--vocab",
+        metavar="FILE",
+        help="rwkv.cpp v6/v7: the World vocabulary file (rwkv_vocab_v20230424.txt format) for the 'rwkv' tokenizer; "
+        "default: the 256 bytes for byte-level models, the World vocabulary shipped with gguf-construct otherwise",
+    )
     m.add_argument("--hparams", choices=HPARAM_PROFILES, help="hyper-parameter layout of an unversioned 'ggml' file (default: detected)")
 
     e = command(

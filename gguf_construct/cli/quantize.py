@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from .common import EXIT_OK, EXIT_TROUBLE, add_in_out, command
+from .shared import EXIT_OK, EXIT_TROUBLE, add_in_out, command
 
 DESCRIPTION = (
     "Quantize a model (GGUF, safetensors or an Ollama blob, a legacy file) to a ggml type with numpy quantizers that "
@@ -18,8 +18,9 @@ DESCRIPTION = (
 )
 
 
-def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None, keep: list[str] | None = None,
-                  log=print) -> list[tuple[str, str, float | None]]:  # fmt: skip
+def quantize_file(
+    src: str, dst: str, target: str, *, imatrix: str | None = None, keep: list[str] | None = None, log=print
+) -> list[tuple[str, str, float | None]]:
     """Quantize every tensor of ``src`` (GGUF, safetensors/Ollama blob, legacy) into the GGUF ``dst``.
 
     ``target`` is a ggml type (``q4_K``: every quantizable tensor gets it, the output tensor llama-quantize's
@@ -33,14 +34,14 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
     quantized tensor is made when the (atomic) writer reaches it and dropped once written, so memory stays at about
     one tensor's values.
     """
-    from ..api.file import GGUFFile, new
-    from ..fileio import check_output, files_of, reading
-    from ..imatrix import read_imatrix
-    from ..progress import progress
+    from ..api.fileio import check_output, files_of, reading
+    from ..api.gguf_file import GGUFFile, new
+    from ..api.registry import detect, load
+    from ..convert.imatrix import read_imatrix
+    from ..core.progress import progress
     from ..quants import dequantize, swap_byte_order
     from ..quants.blocks import resolve
     from ..quants.quantize import REQUIRES_IMATRIX, policy, quantize, supported
-    from ..registry import detect, load
 
     check_output(dst, [src, imatrix])  # before any work: refused at once, the input never replaced
     mix = target if policy.is_mix(target) else None
@@ -55,7 +56,7 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
         import os
         import tempfile
 
-        from ..migrate import migrate
+        from ..migration import migrate
 
         fd, migrated = tempfile.mkstemp(suffix=".gguf", prefix=".migrated-", dir=os.path.dirname(os.path.abspath(dst)))
         os.close(fd)
@@ -71,10 +72,12 @@ def quantize_file(src: str, dst: str, target: str, *, imatrix: str | None = None
             if not key.startswith("split."):
                 out.metadata.set(key, model.metadata[key], type=model.metadata.type_of(key))
     else:
-        from ..convert.gguf import metadata_keys
+        from ..convert.safetensors_gguf import metadata_keys
 
         out.metadata.set("general.architecture", "unknown")
-        for key, value in metadata_keys({k: v for k, v in getattr(model, "metadata", {}).items() if isinstance(v, str)}, model.tensors).items():
+        for key, value in metadata_keys(
+            {k: v for k, v in getattr(model, "metadata", {}).items() if isinstance(v, str)}, model.tensors
+        ).items():
             out.metadata.set(key, value)
     names = list(model.tensors)
     shapes = {name: tuple(int(d) for d in model.tensors[name].shape) for name in names}  # ggml order for every format
@@ -159,7 +162,9 @@ def quant_type(text: str) -> str:
         return name
     listed = ", ".join(sorted(supported(), key=str.lower))
     mix_names = ", ".join(sorted(mixes()))
-    raise argparse.ArgumentTypeError(f"{text[:40]!r} is neither a llama-quantize mix ({mix_names}) nor a ggml type the quantizers write ({listed})")
+    raise argparse.ArgumentTypeError(
+        f"{text[:40]!r} is neither a llama-quantize mix ({mix_names}) nor a ggml type the quantizers write ({listed})"
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -196,7 +201,11 @@ def add_quantize_options(p: argparse.ArgumentParser, *, required: bool) -> None:
     """``--type``, ``--imatrix``, ``--keep``: this command's, and convert's, where ``--type`` is optional and the
     others apply with it (convert hands them to this command)."""
     with_type = "" if required else "with --type: "
-    type_help = "a llama-quantize mix (Q4_K_M, Q5_K_S, IQ4_XS, ...: a type per tensor) or a ggml type (q4_K, q8_0: every tensor)" if required else "quantize to this ggml type (as the quantize command: GGUF output, llama-quantize's tensor choices)"
+    type_help = (
+        "a llama-quantize mix (Q4_K_M, Q5_K_S, IQ4_XS, ...: a type per tensor) or a ggml type (q4_K, q8_0: every tensor)"
+        if required
+        else "quantize to this ggml type (as the quantize command: GGUF output, llama-quantize's tensor choices)"
+    )
     p.add_argument("--type", metavar="TYPE", type=quant_type, required=required, help=type_help)
     p.add_argument("--imatrix", metavar="FILE", help=f"{with_type}importance matrix: llama.cpp's GGUF imatrix or legacy imatrix.dat")
     p.add_argument("--keep", metavar="PATTERN", nargs="+", default=[], help=f"{with_type}tensor names (glob) to keep as they are")

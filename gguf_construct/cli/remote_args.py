@@ -2,7 +2,7 @@
 ``--header 'NAME: VALUE'`` (repeatable), ``--download``, the command's budget (``--max-bytes``,
 ``--max-requests``, ``--max-seconds``, ``--max-memory``), per-file and per-request limits (``--max-file-bytes``,
 ``--request-deadline``) and ``--http-timeout SECONDS``. A command with a URL among its arguments runs under one
-budget (``remote.budget``)."""
+budget (``sources.budget``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from .common import finite, usage, whole
+from .shared import finite, usage, whole
 
 HELP = """remote sources (http(s)://, hf://OWNER/REPO[@REV]/PATH, ollama://[REGISTRY/][NS/]MODEL[:TAG], fsspec URLs):
   --header 'NAME: VALUE'   an extra request header, e.g. 'Authorization: Bearer TOKEN' (repeatable; HF_TOKEN is used for hf://);
@@ -25,7 +25,17 @@ HELP = """remote sources (http(s)://, hf://OWNER/REPO[@REV]/PATH, ollama://[REGI
   --http-timeout SECONDS   connect and read timeout (each socket wait; an attempt's status line and headers in all)
   (environment: GGUF_CONSTRUCT_MAX_BYTES, _MAX_FILE_BYTES, _MAX_REQUESTS, _MAX_SECONDS, _MAX_MEMORY, _REQUEST_DEADLINE)"""
 
-_FLAGS = ("--header", "--download", "--max-bytes", "--max-file-bytes", "--max-requests", "--max-seconds", "--max-memory", "--request-deadline", "--http-timeout")
+_FLAGS = (
+    "--header",
+    "--download",
+    "--max-bytes",
+    "--max-file-bytes",
+    "--max-requests",
+    "--max-seconds",
+    "--max-memory",
+    "--request-deadline",
+    "--http-timeout",
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,8 +58,8 @@ def apply_remote_args(argv: Sequence[str]) -> list[str]:
     if any(a.startswith(_FLAGS) for a in argv):
         argv = _apply(argv)
     if any("://" in a for a in argv):
-        from ..remote.budget import Budget
-        from ..remote.options import configure, options
+        from ..sources.budget import Budget
+        from ..sources.options import configure, options
 
         configure(budget=Budget(options()))
     return list(argv)
@@ -57,7 +67,7 @@ def apply_remote_args(argv: Sequence[str]) -> list[str]:
 
 def _apply(argv: Sequence[str]) -> list[str]:
     known, rest = _parser().parse_known_args(list(argv))
-    from ..remote.options import configure
+    from ..sources.options import configure
 
     headers = {}
     for h in known.header:

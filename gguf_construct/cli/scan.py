@@ -6,9 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..remote.scan import DASK_TIMEOUT
 from ..validation.profiles import PROFILES
-from .common import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, finite, whole
+from .scanning import DASK_TIMEOUT
+from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, finite, whole
 
 #: files with these endings list sources, one a line
 LIST_SUFFIXES = (".txt", ".list", ".lst", ".urls")
@@ -17,7 +17,7 @@ LIST_SUFFIXES = (".txt", ".list", ".lst", ".urls")
 def sources_of(args: list[str]) -> list[str]:
     """URLs and model files as given; directories walked; ``-`` and files ending in .txt, .list, .lst or .urls
     are lists, one source a line (blank lines and ``#`` comments skipped)."""
-    from ..remote.urls import is_remote
+    from ..sources.urls import is_remote
     from .info import expand
 
     out: list[str] = []
@@ -33,13 +33,27 @@ def sources_of(args: list[str]) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..remote.options import options
-    from ..remote.scan import scan
+    from ..sources.options import options
+    from .scanning import scan
 
     sources = sources_of(args.sources)
     out = args.output or sys.stdout
-    counts = scan(sources, out, inputs=args.sources, concurrency=args.concurrency, dask=args.dask, batch=args.batch, profile=args.profile, opts=options(), dask_timeout=args.dask_timeout)
-    print(f"scan: {counts['scanned']} scanned ({counts['ok']} ok, {counts['invalid']} invalid, {counts['unreadable']} unreadable), {counts['skipped']} already in {args.output or 'the output'}", file=sys.stderr)
+    counts = scan(
+        sources,
+        out,
+        inputs=args.sources,
+        concurrency=args.concurrency,
+        dask=args.dask,
+        batch=args.batch,
+        profile=args.profile,
+        opts=options(),
+        dask_timeout=args.dask_timeout,
+    )
+    print(
+        f"scan: {counts['scanned']} scanned ({counts['ok']} ok, {counts['invalid']} invalid, {counts['unreadable']} "
+        f"unreadable), {counts['skipped']} already in {args.output or 'the output'}",
+        file=sys.stderr,
+    )
     return EXIT_TROUBLE if counts["unreadable"] else EXIT_BAD if counts["invalid"] else EXIT_OK
 
 
@@ -55,10 +69,25 @@ def register(sub: argparse._SubParsersAction) -> None:
             "--output are skipped, so a killed scan resumes where it stopped. Exit 1 if any source is invalid, 2 if any could not be read."
         ),
     )
-    p.add_argument("sources", nargs="+", metavar="LIST|URL|PATH", help="URLs, paths, directories, or lists of them (- or *.txt, *.list, *.lst, *.urls: one a line)")
-    p.add_argument("-o", "--output", metavar="RESULTS.jsonl", help="append the lines here, skipping sources already in it (default: stdout)")
+    p.add_argument(
+        "sources",
+        nargs="+",
+        metavar="LIST|URL|PATH",
+        help="URLs, paths, directories, or lists of them (- or *.txt, *.list, *.lst, *.urls: one a line)",
+    )
+    p.add_argument(
+        "-o", "--output", metavar="RESULTS.jsonl", help="append the lines here, skipping sources already in it (default: stdout)"
+    )
     p.add_argument("--concurrency", type=whole(1, 4096), default=16, metavar="N", help="sources in flight at once (default: %(default)s)")
-    p.add_argument("--dask", metavar="SCHEDULER", help="run on a Dask cluster: its scheduler address (tcp://HOST:8786), or 'local' for a LocalCluster")
+    p.add_argument(
+        "--dask", metavar="SCHEDULER", help="run on a Dask cluster: its scheduler address (tcp://HOST:8786), or 'local' for a LocalCluster"
+    )
     p.add_argument("--batch", type=whole(1, 2**31), default=32, metavar="N", help="sources per Dask task (default: %(default)s)")
-    p.add_argument("--dask-timeout", type=finite(0, most=10**7), default=DASK_TIMEOUT, metavar="SECONDS", help="stop with an error when no batch has finished on the cluster for this long (default: %(default)g)")
+    p.add_argument(
+        "--dask-timeout",
+        type=finite(0, most=10**7),
+        default=DASK_TIMEOUT,
+        metavar="SECONDS",
+        help="stop with an error when no batch has finished on the cluster for this long (default: %(default)g)",
+    )
     p.add_argument("--profile", choices=PROFILES, default="spec", help="validation profile (as for validate)")

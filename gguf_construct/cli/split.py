@@ -1,12 +1,12 @@
 """``split`` and ``merge``: gguf-split's shard sets (``-00001-of-00003.gguf``; ``split.no``, ``split.count``,
-``split.tensors.count``; metadata in the first shard). See :mod:`gguf_construct.api.shards`."""
+``split.tensors.count``; metadata in the first shard). See :mod:`gguf_construct.api.shard_set`."""
 
 from __future__ import annotations
 
 import argparse
 import re
 
-from .common import EXIT_OK, add_sync, command, usage, whole
+from .shared import EXIT_OK, add_sync, command, usage, whole
 
 _SIZE = re.compile(r"([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*([KMGT]?)(i?B?)?\Z", re.IGNORECASE)  # ASCII, bounded: never inf
 
@@ -26,8 +26,8 @@ def parse_size(text: str) -> int:
 
 
 def _cmd_split(args: argparse.Namespace) -> int:
-    from ..api.file import load_gguf
-    from ..api.shards import plan, split
+    from ..api.gguf_file import load_gguf
+    from ..api.shard_set import plan, split
 
     if (args.max_size is None) == (args.max_tensors is None):
         usage("gguf-construct split: give --max-size or --max-tensors")
@@ -55,7 +55,7 @@ def _cmd_split(args: argparse.Namespace) -> int:
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
-    from ..api.shards import merge, shard_paths
+    from ..api.shard_set import merge, shard_paths
 
     if shard_paths(args.file) is None:
         usage(f"gguf-construct merge: {args.file} is not a shard name (<prefix>-00001-of-00003.gguf)")
@@ -90,6 +90,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="merge a gguf-split shard set into one file",
         description="Merge the set FIRST_SHARD belongs to (every shard in the same folder) into OUT, dropping the split.* keys.",
     )
-    m.add_argument("file", metavar="FIRST_SHARD", help="a shard of the set, e.g. m-00001-of-00003.gguf (the others are found beside it by name)")
+    m.add_argument(
+        "file", metavar="FIRST_SHARD", help="a shard of the set, e.g. m-00001-of-00003.gguf (the others are found beside it by name)"
+    )
     m.add_argument("output", metavar="OUT", help="the merged GGUF file to write")
     add_sync(m)

@@ -13,8 +13,8 @@ from functools import partial
 from typing import Any
 
 from ..validation.profiles import PROFILES
-from .common import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, whole
 from .info import default_jobs, expand, run_pool
+from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, whole
 
 #: Issues printed per file by default: a file broken 60,000 ways is known to be broken after a screenful.
 MAX_ISSUES = 50
@@ -22,8 +22,8 @@ MAX_ISSUES = 50
 
 def validate_one(path: str, profile: str = "spec", keys: bool = False, security: bool = False) -> dict[str, Any]:
     """Every issue of one file as plain data (runs in a worker process)."""
+    from ..api.registry import load, validate_file
     from ..errors import FormatError
-    from ..registry import load, validate_file
     from ..validation import check_keys
 
     issues = validate_file(path, profile)
@@ -34,16 +34,23 @@ def validate_one(path: str, profile: str = "spec", keys: bool = False, security:
             if keys:
                 issues += [i for i in check_keys(f) if (i.rule, i.path) not in seen]
             if security:
-                from ..security import scan_templates
+                from ..security.chat_templates import scan_templates
 
                 issues += scan_templates(f)
         except (FormatError, OSError):
             pass  # the structural issues above already say why the file cannot be read
-    from ..rules import lookup
+    from ..core.rules import lookup
 
     errors = sum(i.severity == "error" for i in issues)
     unreadable = any(i.severity == "error" and (r := lookup(i.rule)) is not None and r.fault == "request" for i in issues)
-    return {"file": path, "ok": errors == 0, "unreadable": unreadable, "errors": errors, "warnings": len(issues) - errors, "issues": [asdict(i) for i in issues]}
+    return {
+        "file": path,
+        "ok": errors == 0,
+        "unreadable": unreadable,
+        "errors": errors,
+        "warnings": len(issues) - errors,
+        "issues": [asdict(i) for i in issues],
+    }
 
 
 def _line(issue: dict[str, Any]) -> str:
@@ -58,7 +65,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         print("gguf-construct validate: no model files found", file=sys.stderr)
         return EXIT_TROUBLE
     if args.security:  # before any file is read: a missing extra is trouble (exit 2), whatever the files hold
-        from ..security import _jinja
+        from ..security.chat_templates import _jinja
 
         _jinja()
     results = run_pool(partial(validate_one, profile=args.profile, keys=args.keys, security=args.security), paths, args.jobs, "validating")
@@ -74,11 +81,14 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             if len(shown) < len(r["issues"]):
                 rest = r["issues"][len(shown) :]
                 errors = sum(i["severity"] == "error" for i in rest)
-                print(f"{r['file']}: ... and {len(rest)} more issues ({errors} errors, {len(rest) - errors} warnings; --max-issues 0 shows all, --json lists all)")
+                print(
+                    f"{r['file']}: ... and {len(rest)} more issues ({errors} errors, {len(rest) - errors} "
+                    "warnings; --max-issues 0 shows all, --json lists all)"
+                )
             if r["ok"]:
                 print(f"{r['file']}: ok ({what})")
         if len(results) > 1:
-            from ..report import table
+            from .report import table
 
             rows = [[r["file"], "ok" if r["ok"] else "INVALID", r["errors"], r["warnings"]] for r in results]
             bad = sum(not r["ok"] for r in results)
@@ -109,13 +119,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="'spec': each format's own rules (default); 'ggml': also what ggml's readers demand (GGUF, legacy formats); "
         "'hf': also what the safetensors library demands (safetensors files). A profile checks other formats as 'spec'",
     )
-    p.add_argument("--keys", action="store_true", help="also check standard keys: required keys present (general.*, the architecture's), standard types")
+    p.add_argument(
+        "--keys",
+        action="store_true",
+        help="also check standard keys: required keys present (general.*, the architecture's), standard types",
+    )
     p.add_argument(
         "--security",
         action="store_true",
         help="also scan every tokenizer.chat_template* with Jinja2's sandboxed parser for sandbox escapes (needs the 'security' extra)",
     )
-    p.add_argument("--max-issues", type=whole(0, 2**31), default=MAX_ISSUES, metavar="N",
-                   help="print at most N issues per file, then a count of the rest (default: %(default)s; 0: all). --json always lists every issue")
+    p.add_argument(
+        "--max-issues",
+        type=whole(0, 2**31),
+        default=MAX_ISSUES,
+        metavar="N",
+        help="print at most N issues per file, then a count of the rest (default: %(default)s; 0: all). --json always lists every issue",
+    )
     p.add_argument("--json", action="store_true", help="print the issues as JSON (every issue, whatever --max-issues)")
     p.add_argument("-j", "--jobs", type=whole(1, 4096), default=default_jobs(), metavar="N", help="worker processes (default: %(default)s)")

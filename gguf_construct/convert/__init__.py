@@ -3,9 +3,11 @@
 - :func:`convert` — a path to a path: the kinds are detected (GGUF, safetensors, manifest in; ``.gguf``,
   ``.safetensors`` or an Ollama models folder out)
 - :func:`to_gguf` / :func:`from_gguf` — the tensor-level conversions, with their ``Report``
+
+Imports: the library (``api`` and below) and ``migration``'s shared steps; never ``testing`` or ``cli``.
 """
 
 from .files import convert
-from .gguf import Report, from_gguf, to_gguf
+from .safetensors_gguf import Report, from_gguf, to_gguf
 
 __all__ = ["Report", "convert", "from_gguf", "to_gguf"]

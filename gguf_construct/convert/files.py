@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ..api.file import load_gguf
-from ..registry import detect
-from .gguf import Report, from_gguf, to_gguf, verify
+from ..api.gguf_file import load_gguf
+from ..api.registry import detect
+from .safetensors_gguf import Report, from_gguf, to_gguf, verify
 
 
 def output_kind(path: str | os.PathLike[str]) -> str:
@@ -36,10 +36,10 @@ def output_kind(path: str | os.PathLike[str]) -> str:
 
 def open_input(path: str | os.PathLike[str], *, hint: str | None = None) -> tuple[str, Any]:
     """(kind, opened file) for a GGUF file, a safetensors file or an Ollama manifest, local or remote."""
-    from ..remote.urls import is_remote
+    from ..sources.urls import is_remote
 
     if is_remote(path):
-        from ..registry import load_url
+        from ..api.registry import load_url
 
         f = load_url(path, shards=False, hint=hint)  # type: ignore[arg-type]
         if f.format not in ("gguf", "safetensors", "ollama"):
@@ -49,11 +49,11 @@ def open_input(path: str | os.PathLike[str], *, hint: str | None = None) -> tupl
     if kind == "gguf":
         return kind, load_gguf(path)
     if kind == "safetensors":
-        from ..api.safetensors import load_safetensors
+        from ..api.safetensors_file import load_safetensors
 
         return kind, load_safetensors(path, hint=hint)
     if kind == "ollama":
-        from ..api.ollama import open_model
+        from ..api.ollama_model import open_model
 
         return kind, open_model(path)
     raise ValueError(f"{path}: cannot convert a {kind} file")
@@ -71,7 +71,7 @@ def convert(
     log: Callable[[str], None] | None = None,
 ) -> Report:
     """Convert ``src`` to ``dst`` (kinds detected), verify the values, return the report (notices also go to ``log``)."""
-    from ..fileio import check_output, files_of, reading
+    from ..api.fileio import check_output, files_of, reading
 
     check_output(dst, [src])
     kind, f = open_input(src, hint=hint)
@@ -80,8 +80,17 @@ def convert(
         return _convert(kind, f, dst, byte_order=byte_order, version=version, style=style, model=model, log=log)
 
 
-def _convert(kind: str, f: Any, dst: str | os.PathLike[str], *, byte_order: str | None, version: int | None, style: str | None, model: str,
-             log: Callable[[str], None] | None) -> Report:  # fmt: skip
+def _convert(
+    kind: str,
+    f: Any,
+    dst: str | os.PathLike[str],
+    *,
+    byte_order: str | None,
+    version: int | None,
+    style: str | None,
+    model: str,
+    log: Callable[[str], None] | None,
+) -> Report:
     out = output_kind(dst)
     if kind == "gguf" and out == "gguf":
         if byte_order is None and version is None:
@@ -115,8 +124,8 @@ def _check_gguf(dst: Any, tensors: Any, report: Report) -> None:
 def _gguf_to_safetensors(f: Any, dst: Any, out: str, style: str | None, model: str) -> Report:
     from construct import Container
 
-    from ..api.safetensors import from_bytes, load_safetensors, save_safetensors
-    from ..formats.safetensors import SAFETENSORS
+    from ..api.safetensors_file import from_bytes, load_safetensors, save_safetensors
+    from ..formats.safetensors.schema import SAFETENSORS
 
     def check(got: Any) -> None:
         for name in report.targets:
@@ -127,13 +136,22 @@ def _gguf_to_safetensors(f: Any, dst: Any, out: str, style: str | None, model: s
     if out == "safetensors":
         items, report = from_gguf(f)
         _, entries, metadata = items[0]
-        save_safetensors(dst, entries, metadata or None, style=style or "safetensors", verify=lambda tmp: check(load_safetensors(tmp, strict=True).tensors))
+        save_safetensors(
+            dst,
+            entries,
+            metadata or None,
+            style=style or "safetensors",
+            verify=lambda tmp: check(load_safetensors(tmp, strict=True).tensors),
+        )
     else:
-        from ..api.ollama import write_model
-        from ..api.safetensors import TensorMap
+        from ..api.ollama_model import write_model
+        from ..api.safetensors_file import TensorMap
 
         items, report = from_gguf(f, per_tensor=True)
-        blobs = [(name, SAFETENSORS.build(Container(tensors=entries, metadata=md or None, style=style or "ollama"))) for name, entries, md in items]
+        blobs = [
+            (name, SAFETENSORS.build(Container(tensors=entries, metadata=md or None, style=style or "ollama")))
+            for name, entries, md in items
+        ]
         got: dict[str, Any] = {}
         for _, blob in blobs:  # every blob checked before anything is written
             got.update(from_bytes(blob, strict=True).tensors)

@@ -23,7 +23,7 @@ def example_path() -> Path:
 
 def build_example(path: str | Path) -> None:
     """Write the example model to ``path`` (deterministic: the same bytes every time)."""
-    from ..api.file import new
+    from ..api.gguf_file import new
 
     rng = np.random.default_rng(20261121)
     n_embd, n_vocab, n_layer, n_ff = 64, 16, 2, 128

@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 import construct
 import numpy as np
 
-from .. import rules
+from ..core import rules
+from ..core.limits import breach, limit
+from ..core.rules import Rule
 from ..errors import FormatError
-from ..limits import breach, limit
-from ..rules import Rule
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
@@ -51,7 +51,9 @@ class BufferStream:
         if self.objects > self._free:
             self.high = max(self.high, self.pos)
             if self.objects > self._free + self._per_kib * self.high // 1024:
-                raise breach("objects_per_kib", f"{self.objects} records in the first {self.high} bytes", path=readable_path(path), offset=self.pos)
+                raise breach(
+                    "objects_per_kib", f"{self.objects} records in the first {self.high} bytes", path=readable_path(path), offset=self.pos
+                )
 
     def read(self, n: int = -1) -> bytes:
         """Up to ``n`` bytes; a short read leaves the position where the read started, so the error points there."""
@@ -86,9 +88,7 @@ class BufferStream:
     def need(self, n: int, rule: Rule, what: str, path: str) -> None:
         """Raise TruncatedError unless ``n`` more bytes are present."""
         if n > self.size - self.pos:
-            raise rule.truncated(
-                f"{what} needs {n} bytes but only {self.remaining} remain", path=readable_path(path), offset=self.pos
-            )
+            raise rule.truncated(f"{what} needs {n} bytes but only {self.remaining} remain", path=readable_path(path), offset=self.pos)
 
 
 def as_stream(stream: Any) -> BufferStream:
@@ -118,7 +118,13 @@ def open_regular(path: str | os.PathLike[str]) -> Any:
 
 
 def _file_kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
         if test(mode):
             return name
     return "not a regular file"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..rules import Rule
+    from ..core.rules import Rule
 
 import struct
 from collections.abc import Iterator, Sequence
@@ -21,12 +21,12 @@ import numpy as np
 from construct import Const, Construct, Container, SizeofError, StopFieldError, Struct, Subconstruct, evaluate
 from construct.core import EnumIntegerString
 
-from .. import rules
-from ..limits import TABLE as LIMITS
-from ..limits import breach, limit
-from ..tables import VALUE_TYPES, ValueType
+from ..core import rules
+from ..core.limits import TABLE as LIMITS
+from ..core.limits import breach, limit
+from ..core.tables import VALUE_TYPES, ValueType
 from .base import BufferStream, as_stream, context_path, readable_path
-from .string_scan import count_format, scan_strings
+from .gguf.string_scan import count_format, scan_strings
 
 #: The default of limit ``nesting``: arrays of arrays deeper than this are rejected (the spec sets no bound;
 #: ggml allows no nesting at all). The active value is ``limit("nesting")``.
@@ -94,8 +94,7 @@ class StringArray(Sequence[str]):
         try:
             return str(self._view[s:e], "utf-8")
         except UnicodeDecodeError as err:
-            raise rules.STRING_UTF8.error(f"invalid UTF-8 ({err.reason})", path=f"{self.path}[{i}]", offset=s + err.start
-            ) from None
+            raise rules.STRING_UTF8.error(f"invalid UTF-8 ({err.reason})", path=f"{self.path}[{i}]", offset=s + err.start) from None
 
     def __getitem__(self, i):  # type: ignore[override]
         if isinstance(i, slice):
@@ -273,11 +272,7 @@ class MetadataValue(Construct):
         # v1 knew value types 0-9 only (64-bit scalars arrived with v2), but their sizes are unambiguous: they are
         # read and built in every version, and validation reports them in a v1 file (rule value.type_v1).
         self.known = {vt.id: vt for vt in VALUE_TYPES.values()}
-        self.scalars = {
-            vt.id: struct.Struct(order + vt.struct)
-            for vt in self.known.values()
-            if vt.struct
-        }
+        self.scalars = {vt.id: struct.Struct(order + vt.struct) for vt in self.known.values() if vt.struct}
 
     # -- parsing -------------------------------------------------------------------------------------
     def _type(self, vt: Any, stream: BufferStream, path: str, at: int) -> ValueType:
@@ -319,7 +314,10 @@ class MetadataValue(Construct):
         apath = context_path(path, "array")
         min_size = etype.size or (self.count.size if etype.name == "str" else 4 + self.count.size)
         if n * min_size > s.remaining:
-            raise rules.ARRAY_LENGTH.error(f"{n} elements of {etype.name} need at least {n * min_size} bytes, {s.remaining} remain", path=readable_path(path), offset=at + 4
+            raise rules.ARRAY_LENGTH.error(
+                f"{n} elements of {etype.name} need at least {n * min_size} bytes, {s.remaining} remain",
+                path=readable_path(path),
+                offset=at + 4,
             )
         if n > limit("array_length"):
             raise breach("array_length", f"an array of {n} elements", path=readable_path(path), offset=at + 4)
@@ -364,7 +362,9 @@ class MetadataValue(Construct):
             data = np.asarray(items, dtype=dtype) if not isinstance(items, np.ndarray) else items.astype(dtype, copy=False)
             stream.write(np.ascontiguousarray(data).data.cast("B") if n else b"")
         elif etype.name == "str":
-            stream.write(items.encoded(self.order, self.wide) if isinstance(items, StringArray) else encode_strings(items, self.order, self.wide))
+            stream.write(
+                items.encoded(self.order, self.wide) if isinstance(items, StringArray) else encode_strings(items, self.order, self.wide)
+            )
         else:
             for i, inner in enumerate(items):
                 self._build_array(inner, stream, context_path(path, i))
@@ -413,7 +413,8 @@ class CheckedArray(Construct):
         n = evaluate(self.count, context)
         at = s.pos
         if n * self.min_size > s.remaining:
-            raise self.rule.truncated(f"count {n} needs at least {n * self.min_size} bytes, {s.remaining} remain", path=readable_path(path), offset=s.pos
+            raise self.rule.truncated(
+                f"count {n} needs at least {n * self.min_size} bytes, {s.remaining} remain", path=readable_path(path), offset=s.pos
             )
         if self.limit_name is not None and n > limit(self.limit_name):
             raise breach(self.limit_name, f"a count of {n}", path=readable_path(path), offset=at)
@@ -535,8 +536,9 @@ class Version(Subconstruct):
         allowed = evaluate(self.versions, context)
         if version not in allowed:
             listed = ", ".join(map(str, allowed[:-1])) + (" or " if len(allowed) > 1 else "") + str(allowed[-1])
-            raise rules.HEADER_VERSION.error(f"{evaluate(self.what, context)} version {version} is not {listed}",
-                                       path=readable_path(path), offset=at)  # fmt: skip
+            raise rules.HEADER_VERSION.error(
+                f"{evaluate(self.what, context)} version {version} is not {listed}", path=readable_path(path), offset=at
+            )
         return version
 
     def _build(self, obj, stream, context, path):
@@ -553,8 +555,17 @@ class Located(Struct):
         obj = Container()
         at: dict[str, int] = {}
         obj._at = at
-        context = Container(_=context, _params=context._params, _root=None, _parsing=context._parsing, _building=context._building,
-                            _sizing=context._sizing, _subcons=self._subcons, _io=stream, _index=context.get("_index", None))  # fmt: skip
+        context = Container(
+            _=context,
+            _params=context._params,
+            _root=None,
+            _parsing=context._parsing,
+            _building=context._building,
+            _sizing=context._sizing,
+            _subcons=self._subcons,
+            _io=stream,
+            _index=context.get("_index", None),
+        )
         context._root = context._.get("_root", context)
         for sc in self.subcons:
             try:

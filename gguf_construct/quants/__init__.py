@@ -5,6 +5,8 @@
 - :func:`block_dtype` — the numpy structured dtype derived from that declaration
 - :func:`swap_byte_order` — a tensor's bytes converted between little- and big-endian
 - ``SUPPORTED`` — the names of the types all of the above accept
+
+Imports: ``errors``, ``core`` and this package only (the block codecs know bytes and types, not files).
 """
 
 from .blocks import block_dtype, block_struct

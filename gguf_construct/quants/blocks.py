@@ -19,8 +19,8 @@ import construct
 import numpy as np
 from construct import Array, Struct
 
-from .. import rules
-from ..tables import GGML_TYPES, GGMLType
+from ..core import rules
+from ..core.tables import GGML_TYPES, GGMLType
 
 QK_K = 256  # ggml's super-block size
 BYTE_ORDERS = ("little", "big")

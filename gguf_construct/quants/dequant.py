@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import rules
-from ..tables import GGMLType
-from . import floats, iquants, kquants, legacy
+from ..core import rules
+from ..core.tables import GGMLType
+from . import classic as legacy
+from . import floats, iquants, kquants
 from .blocks import DECLARED, block_dtype, block_elements, check_order, resolve
 
 Kernel = Callable[[np.ndarray, np.ndarray], None]
@@ -73,7 +74,8 @@ def as_bytes(data: Any) -> np.ndarray:
 def _blocks(data: Any, t: GGMLType, byte_order: str) -> np.ndarray:
     buf = as_bytes(data)
     if buf.size % t.type_size:
-        raise rules.TENSOR_PARTIAL_BLOCK.error(f"{buf.size} bytes of {t.name} end inside a block: {t.type_size}-byte blocks leave {buf.size % t.type_size} over",
+        raise rules.TENSOR_PARTIAL_BLOCK.error(
+            f"{buf.size} bytes of {t.name} end inside a block: {t.type_size}-byte blocks leave {buf.size % t.type_size} over",
             offset=buf.size - buf.size % t.type_size,
         )
     return buf.view(block_dtype(t, byte_order))

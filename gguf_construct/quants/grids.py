@@ -3,7 +3,7 @@
 Source: ggml's ``src/ggml-common.h`` (ggml-org/ggml, commit d99724f2, August 2026), the ``GGML_TABLE_BEGIN``
 blocks of the same names. The literals were transcribed mechanically from that header, in the C spelling (one
 ``uint64_t`` or ``uint32_t`` per grid row, least significant byte = element 0), so they can be diffed against it
-line by line; ``tests/test_dequant.py`` checks every table against gguf-py's copies. ``ksigns64`` and
+line by line; ``tests/quants/test_dequant.py`` checks every table against gguf-py's copies. ``ksigns64`` and
 ``kmask_iq2xs`` are not transcribed: they are functions of ``ksigns_iq2xs`` (see :func:`sign_masks`).
 """
 

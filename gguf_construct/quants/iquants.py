@@ -1,6 +1,7 @@
 """Kernels of the super-block i-quants: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, IQ4_XS.
 
-(IQ4_NL, a one-scale type, is in :mod:`.legacy`.) Kernel contract as in :mod:`.common`. Groups of 8 (or 4) values are rows of a lattice grid from :mod:`.grids`,
+(IQ4_NL, a one-scale type, is in :mod:`.legacy`.) Kernel contract as in :mod:`.common`. Groups of 8 (or 4) values are rows of a lattice
+grid from :mod:`.grids`,
 picked by an index; IQ2/IQ3 add a sign per value. Grid rows are gathered as whole 8-byte words, and signs
 applied to all 8 bytes at once: where the sign mask byte is 0xFF, ``(g ^ 0xFF) + 1`` is ``-g`` (grid bytes are
 never 0 in the signed grids, so no carry crosses a byte). ``db * (±g)`` equals ggml's ``db * g * (±1.f)``
@@ -15,9 +16,9 @@ from functools import cache
 import numpy as np
 
 from . import grids
-from .common import U8, U32, U64, finish, packed, per_group, planes
+from .classic import lookup_nibbles
 from .floats import half_to_float
-from .legacy import lookup_nibbles
+from .kernel_parts import U8, U32, U64, finish, packed, per_group, planes
 
 F32 = np.float32
 _LOW_BYTES = np.uint64(0x0101010101010101)

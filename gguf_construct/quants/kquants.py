@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import U8, U32, U64, field, finish, interleave, nibble_planes, nibbles, packed, per_group, place, planes
 from .floats import half_to_float
+from .kernel_parts import U8, U32, U64, field, finish, interleave, nibble_planes, nibbles, packed, per_group, place, planes
 
 F32 = np.float32
 

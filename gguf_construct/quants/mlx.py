@@ -12,10 +12,11 @@ per group of ``group_size`` values (``[..., K/g]``) and, for ``affine`` only, on
 :func:`dequantize_mlx` returns float32: by default the exact value ``s*q + b`` (the value a float32 reader of
 the parameters means), or with ``mlx_rounding=True`` the value ``mx.dequantize`` returns by default, rounding
 as MLX's CPU backend does (affine: in the scale's dtype after the multiply and after the add; fp modes: the
-float32 result rounded to bfloat16, except nvfp4 with a global scale, which MLX returns as float32). The mode table is ``schema/mlx_quant_types.json``; the small-float
+float32 result rounded to bfloat16, except nvfp4 with a global scale, which MLX returns as float32). The mode table is
+``schema/mlx_quant_types.json``; the small-float
 decoders below are computed from the formats' bit definitions (sign, exponent, mantissa, bias), not transcribed.
 Sources: ``ml-explore/mlx`` ``mlx/backend/cpu/quantized.cpp`` at 846d176 (checked against mlx 0.32.4 in
-tests/test_mlx_dequant.py) and Ollama's modes in ``ollama/ollama`` ``x/quant/quant.go`` at fb30760.
+tests/quants/test_mlx_dequant.py) and Ollama's modes in ``ollama/ollama`` ``x/quant/quant.go`` at fb30760.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from functools import cache
 
 import numpy as np
 
-from .. import rules
-from ..table_records import MlxMode, MlxQuantType
-from ..tables import load_table
+from ..core import rules
+from ..core.table_records import MlxMode, MlxQuantType
+from ..core.tables import load_table
 
 #: Fixed by MLX for nvfp4's global scale: 448 (E4M3 max) * 6 (E2M1 max).
 NVFP4_GLOBAL_DIVISOR = np.float32(448 * 6)
@@ -204,7 +205,9 @@ def dequantize_mlx(
         raise rules.QUANT_SHAPE.error(f"rows of {k} values are not whole groups of {group_size}")
     n_groups = k // group_size
     if scales.shape != (*codes.shape[:-1], n_groups):
-        raise rules.QUANT_SCALE_SHAPE.error(f"scales have shape {list(scales.shape)}; weights of shape {list(codes.shape)} need {[*codes.shape[:-1], n_groups]}")
+        raise rules.QUANT_SCALE_SHAPE.error(
+            f"scales have shape {list(scales.shape)}; weights of shape {list(codes.shape)} need {[*codes.shape[:-1], n_groups]}"
+        )
     with np.errstate(all="ignore"):
         if m.name == "affine":
             if biases is None or biases.shape != scales.shape:

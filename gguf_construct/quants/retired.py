@@ -25,10 +25,10 @@ from functools import cache
 import numpy as np
 from construct import Array, Float16l, Float32l, Int8sl, Int8ul, Int16ul, Struct
 
-from .. import rules
+from ..core import rules
 from .blocks import dtype_of
-from .common import U8, finish, packed
 from .floats import half_to_float
+from .kernel_parts import U8, finish, packed
 
 Kernel = Callable[[np.ndarray, np.ndarray], None]
 
@@ -169,33 +169,116 @@ def _layouts() -> dict[str, RetiredLayout]:
     return {
         r.name: r
         for r in (
-            RetiredLayout("q4_0.v1", "q4_0", 32, Struct("d" / f32, qs16), _kernel(_pairs, 8), _reencode("q4_0", _pairs, ("d",)),
-                          "before GGJT v2: f32 d, pairs"),
-            RetiredLayout("q4_0.v2", "q4_0", 32, Struct("d" / f32, qs16), _kernel(_halves, 8), _reencode("q4_0", None, ("d",)),
-                          "GGJT v2: f32 d, halves"),
-            RetiredLayout("q4_1.v1", "q4_1", 32, Struct("d" / f32, "m" / f32, qs16), _kernel(_pairs, None),
-                          _reencode("q4_1", _pairs, ("d", "m")), "before GGJT v2: f32 d and m, pairs"),
-            RetiredLayout("q4_1.v2", "q4_1", 32, Struct("d" / f32, "m" / f32, qs16), _kernel(_halves, None),
-                          _reencode("q4_1", None, ("d", "m")), "GGJT v2: f32 d and m, halves"),
-            RetiredLayout("q4_2", "q4_2", 16, Struct("d" / f16, "qs" / Array(8, u8)), _kernel(_pairs, 8), None,
-                          "2023-04-18 to 05-12: Q4_0 with 16-element blocks and f16 d, pairs"),
-            RetiredLayout("q4_3", "q4_3", 16, Struct("d" / f16, "m" / f16, "qs" / Array(8, u8)), _kernel(_pairs, None), None,
-                          "2023-04-20 to 04-28: Q4_1 with 16-element blocks and f16 d and m, pairs"),
-            RetiredLayout("q5_0.v1", "q5_0", 32, Struct("d" / f16, "qh" / Array(4, u8), qs16), _kernel(_pairs, 16, True),
-                          _reencode("q5_0", _pairs, ("d",), True), "before GGJT v2: pairs, qh bit l for element l"),
-            RetiredLayout("q5_1.v1", "q5_1", 32, Struct("d" / f16, "m" / f16, "qh" / Array(4, u8), qs16), _kernel(_pairs, None, True),
-                          _reencode("q5_1", _pairs, ("d", "m"), True), "before GGJT v2: pairs, qh bit l for element l"),
-            RetiredLayout("q8_0.v1", "q8_0", 32, Struct("d" / f32, "qs" / Array(32, Int8sl)), _q8, _reencode("q8_0", None, ("d",)),
-                          "before GGJT v3: f32 d"),
-            RetiredLayout("q8_1.v1", "q8_1", 32, Struct("d" / f32, "s0" / f32, "s1" / f32, "qs" / Array(32, Int8sl)), _q8, None,
-                          "2023-04-25 to 05-12 (intermediate only): f32 d, s0, s1"),
-            RetiredLayout("q8_1.v2", "q8_1", 32, Struct("d" / f32, "s" / f32, "qs" / Array(32, Int8sl)), _q8, None,
-                          "2023-05-12 to 2024-03-12 (intermediate only): f32 d and s"),
-            RetiredLayout("q4_1_o", "q4_1_o", 32,
-                          Struct("d" / f16, "m" / f16, "outlier_index" / Int16ul, "outlier_value" / f16, qs16), _q4_1_o, None,
-                          "rwkv.cpp 2023-04-07 to 04-29: Q4_1 (pairs, f16) with one f16 outlier per block"),
+            RetiredLayout(
+                "q4_0.v1",
+                "q4_0",
+                32,
+                Struct("d" / f32, qs16),
+                _kernel(_pairs, 8),
+                _reencode("q4_0", _pairs, ("d",)),
+                "before GGJT v2: f32 d, pairs",
+            ),
+            RetiredLayout(
+                "q4_0.v2",
+                "q4_0",
+                32,
+                Struct("d" / f32, qs16),
+                _kernel(_halves, 8),
+                _reencode("q4_0", None, ("d",)),
+                "GGJT v2: f32 d, halves",
+            ),
+            RetiredLayout(
+                "q4_1.v1",
+                "q4_1",
+                32,
+                Struct("d" / f32, "m" / f32, qs16),
+                _kernel(_pairs, None),
+                _reencode("q4_1", _pairs, ("d", "m")),
+                "before GGJT v2: f32 d and m, pairs",
+            ),
+            RetiredLayout(
+                "q4_1.v2",
+                "q4_1",
+                32,
+                Struct("d" / f32, "m" / f32, qs16),
+                _kernel(_halves, None),
+                _reencode("q4_1", None, ("d", "m")),
+                "GGJT v2: f32 d and m, halves",
+            ),
+            RetiredLayout(
+                "q4_2",
+                "q4_2",
+                16,
+                Struct("d" / f16, "qs" / Array(8, u8)),
+                _kernel(_pairs, 8),
+                None,
+                "2023-04-18 to 05-12: Q4_0 with 16-element blocks and f16 d, pairs",
+            ),
+            RetiredLayout(
+                "q4_3",
+                "q4_3",
+                16,
+                Struct("d" / f16, "m" / f16, "qs" / Array(8, u8)),
+                _kernel(_pairs, None),
+                None,
+                "2023-04-20 to 04-28: Q4_1 with 16-element blocks and f16 d and m, pairs",
+            ),
+            RetiredLayout(
+                "q5_0.v1",
+                "q5_0",
+                32,
+                Struct("d" / f16, "qh" / Array(4, u8), qs16),
+                _kernel(_pairs, 16, True),
+                _reencode("q5_0", _pairs, ("d",), True),
+                "before GGJT v2: pairs, qh bit l for element l",
+            ),
+            RetiredLayout(
+                "q5_1.v1",
+                "q5_1",
+                32,
+                Struct("d" / f16, "m" / f16, "qh" / Array(4, u8), qs16),
+                _kernel(_pairs, None, True),
+                _reencode("q5_1", _pairs, ("d", "m"), True),
+                "before GGJT v2: pairs, qh bit l for element l",
+            ),
+            RetiredLayout(
+                "q8_0.v1",
+                "q8_0",
+                32,
+                Struct("d" / f32, "qs" / Array(32, Int8sl)),
+                _q8,
+                _reencode("q8_0", None, ("d",)),
+                "before GGJT v3: f32 d",
+            ),
+            RetiredLayout(
+                "q8_1.v1",
+                "q8_1",
+                32,
+                Struct("d" / f32, "s0" / f32, "s1" / f32, "qs" / Array(32, Int8sl)),
+                _q8,
+                None,
+                "2023-04-25 to 05-12 (intermediate only): f32 d, s0, s1",
+            ),
+            RetiredLayout(
+                "q8_1.v2",
+                "q8_1",
+                32,
+                Struct("d" / f32, "s" / f32, "qs" / Array(32, Int8sl)),
+                _q8,
+                None,
+                "2023-05-12 to 2024-03-12 (intermediate only): f32 d and s",
+            ),
+            RetiredLayout(
+                "q4_1_o",
+                "q4_1_o",
+                32,
+                Struct("d" / f16, "m" / f16, "outlier_index" / Int16ul, "outlier_value" / f16, qs16),
+                _q4_1_o,
+                None,
+                "rwkv.cpp 2023-04-07 to 04-29: Q4_1 (pairs, f16) with one f16 outlier per block",
+            ),
         )
-    }  # fmt: skip
+    }
 
 
 RETIRED: dict[str, RetiredLayout] = _layouts()
@@ -218,7 +301,8 @@ def _blocks(data: object, layout: RetiredLayout) -> np.ndarray:
 
     buf = as_bytes(data)
     if buf.size % layout.type_size:
-        raise rules.TENSOR_PARTIAL_BLOCK.error(f"{buf.size} bytes of {layout.name} end inside a {layout.type_size}-byte block",
+        raise rules.TENSOR_PARTIAL_BLOCK.error(
+            f"{buf.size} bytes of {layout.name} end inside a {layout.type_size}-byte block",
             offset=buf.size - buf.size % layout.type_size,
         )
     return buf.view(layout.dtype)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from .. import errors
-from ..rules import Rule, error_class
+from ..core.rules import Rule, error_class
 
 Severity = Literal["error", "warning"]
 C = TypeVar("C")
@@ -18,7 +18,7 @@ C = TypeVar("C")
 @dataclass(frozen=True)
 class Issue:
     """One finding: an 'error' makes the file invalid under the profile, a 'warning' does not. ``rule`` is a
-    catalogue id (``gguf_construct.rules``); a ``Rule`` given in its place is stored as its id."""
+    catalogue id (``gguf_construct.core.rules``); a ``Rule`` given in its place is stored as its id."""
 
     rule: str
     message: str
@@ -28,7 +28,9 @@ class Issue:
 
     if TYPE_CHECKING:  # what the generated __init__ takes: a catalogue Rule in place of its id
 
-        def __init__(self, rule: str | Rule, message: str, path: str = "", offset: int | None = None, severity: Severity = "error") -> None: ...
+        def __init__(
+            self, rule: str | Rule, message: str, path: str = "", offset: int | None = None, severity: Severity = "error"
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         if isinstance(self.rule, Rule):

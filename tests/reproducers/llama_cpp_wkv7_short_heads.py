@@ -40,7 +40,8 @@ def main() -> int:
             )
             got, want = llama_logits(out, PROMPT), RwkvReference(src).logits(PROMPT)
             print(
-                f"head size {head_size:3}: max |llama.cpp - reference| = {np.abs(got - want).max():.3g}, argmax {got.argmax()} vs {want.argmax()}"
+                f"head size {head_size:3}: max |llama.cpp - reference| = {np.abs(got - want).max():.3g}, "
+                f"argmax {got.argmax()} vs {want.argmax()}"
             )
     return 0
 

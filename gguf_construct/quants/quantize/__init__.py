@@ -10,6 +10,8 @@ Families: :mod:`.plain` (F16, BF16), :mod:`.legacy` (Q4_0 … Q8_1, Q1_0, MXFP4,
 and the weighted legacy paths), :mod:`.nonlinear` (IQ4_NL, IQ4_XS, TQ1_0, TQ2_0), :mod:`.gridsearch` (IQ1_*, IQ2_*,
 IQ3_*); :mod:`.search` holds ggml's shared scale searches and :mod:`.cfloat` C's float32 semantics;
 :mod:`.policy` decides which tensors of a model get which type.
+
+Imports: ``errors``, ``core`` and ``quants`` only.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ... import rules
-from ...tables import GGMLType
+from ...core import rules
+from ...core.tables import GGMLType
 from ..blocks import block_dtype, block_elements, resolve
-from . import fast, gridsearch, kquants, legacy, nonlinear, plain
+from . import classic_quantizers as legacy
+from . import fast, gridsearch, nonlinear, plain
+from . import kquant_quantizers as kquants
 
 Fields = dict[str, np.ndarray]
 #: type name → quantizer of ``(n_blocks, block_size)`` values (the reference path, no importance matrix)

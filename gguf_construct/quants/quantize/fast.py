@@ -14,7 +14,7 @@ then runs the reference quantizer on that piece. The shortcuts, and why each giv
   31, 127 or 1), so every cast is in range.
 - ``roundf(v)`` (half away from zero) is ``trunc(v + copysign(0.49999997f, v))`` in float32 for ``|v| < 2**23``:
   below 0.5 the sum stays below 1; ``k + 0.5`` gives ``k + 0.99999997``, which rounds to ``k + 1`` (a tie to even
-  in [0.5, 1), round-up above); and ``k + 0.5 - ulp`` sums to at most ``k + 1 - ulp``. ``tests/test_quantize.py``
+  in [0.5, 1), round-up above); and ``k + 0.5 - ulp`` sums to at most ``k + 1 - ulp``. ``tests/quants/test_quantize.py``
   checks it against :func:`.cfloat.roundf` on every float32 in [0.25, 256).
 - ``lroundf(v) + 1`` for ``|v| <= 1 + ulp`` (the ternary types) is ``1 + (v >= 0.5) - (v <= -0.5)``.
 - A running maximum with C's strict ``<`` keeps the first of equal values; values only tie in magnitude when the
@@ -29,7 +29,7 @@ import numpy as np
 from .. import grids
 from ..floats import e8m0_half_table
 from .cfloat import F32, fp32_to_fp16_bits
-from .legacy import _e8m0_exponent
+from .classic_quantizers import _e8m0_exponent
 
 U32 = np.uint32
 #: float32 0.49999997 (0.5 - 2**-25): ``trunc(v + copysign(HALF_DOWN, v)) == roundf(v)``

@@ -17,7 +17,7 @@ from functools import cache
 
 import numpy as np
 
-from ... import rules
+from ...core import rules
 from .. import grids
 from .cfloat import F32, fp32_to_fp16_bits, nearest_int, seqsum
 from .search import GROUP_MAX_EPS, make_qp_quants
@@ -178,7 +178,9 @@ def _best_split(vmax: np.ndarray, candidates) -> tuple[np.ndarray, np.ndarray, n
     return scale, b1, b2, bk
 
 
-def _boundary_levels(order: np.ndarray, b1: np.ndarray, b2: np.ndarray, live: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _boundary_levels(
+    order: np.ndarray, b1: np.ndarray, b2: np.ndarray, live: np.ndarray, scale: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """IQ1's levels from the chosen boundaries: sorted positions below ``b1`` get 0, below ``b2`` 1, the rest 2, put
     back in element order; a negative scale mirrors them (``2 - L``). Returns (L, mirrored, |scale|)."""
     rank = np.arange(order.shape[1])[None, :]
@@ -190,8 +192,17 @@ def _boundary_levels(order: np.ndarray, b1: np.ndarray, b2: np.ndarray, live: np
 
 
 def _scale_scan(
-    g: Grid, xval: np.ndarray, waux: np.ndarray, weight: np.ndarray, live: np.ndarray, safe: np.ndarray,
-    scale: np.ndarray, on_grid: np.ndarray, base: float, stride: float, steps: range,
+    g: Grid,
+    xval: np.ndarray,
+    waux: np.ndarray,
+    weight: np.ndarray,
+    live: np.ndarray,
+    safe: np.ndarray,
+    scale: np.ndarray,
+    on_grid: np.ndarray,
+    base: float,
+    stride: float,
+    steps: range,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The trial scales ``id = (base + step*stride)/max``: each live group's levels at ``id`` snapped to the grid,
     the scale refitted, and kept where ``sumqx^2/sumq2`` beats the best so far. Returns (scale, levels, on_grid)
@@ -210,8 +221,14 @@ def _scale_scan(
 
 
 def _resnap(
-    g: Grid, redo: np.ndarray, group_mask: np.ndarray, xval: np.ndarray, waux: np.ndarray, weight: np.ndarray,
-    scale: np.ndarray, L: np.ndarray,
+    g: Grid,
+    redo: np.ndarray,
+    group_mask: np.ndarray,
+    xval: np.ndarray,
+    waux: np.ndarray,
+    weight: np.ndarray,
+    scale: np.ndarray,
+    L: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """After the scan: the groups of ``group_mask`` snapped again at the chosen scale, and the scale of ``redo``'s
     sub-blocks refitted over the result. Returns (scale, levels)."""
@@ -285,7 +302,9 @@ def _iq2(name: str, rows: np.ndarray, qw: np.ndarray | None) -> dict[str, np.nda
         scale = vmax / F32(5)
         steps = range(-9, 10)
     live = ~zero
-    scale, L, on_grid = _scale_scan(g, xval, waux, weight, live, np.where(zero, F32(1), denom), scale, np.ones((G, ngr), bool), 5, 0.1, steps)
+    scale, L, on_grid = _scale_scan(
+        g, xval, waux, weight, live, np.where(zero, F32(1), denom), scale, np.ones((G, ngr), bool), 5, 0.1, steps
+    )
     if name == "iq2_xxs":
         redo = live & (scale > 0)
         group_mask = np.broadcast_to(redo[:, None], on_grid.shape)

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import grids
 from .cfloat import F32, fp32_to_fp16_bits, lroundf, nearest_int, seqsum
-from .legacy import abs_max, inverse, macro_abs_max, pack_nibbles
+from .classic_quantizers import abs_max, inverse, macro_abs_max, pack_nibbles
 from .search import GROUP_MAX_EPS, _abs_max
 
 _VALUES = np.array(grids.KVALUES_IQ4NL, np.int8)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-from ...tables import FILE_TYPES, GGML_TYPES, quantize_rules
+from ...core.tables import FILE_TYPES, GGML_TYPES, quantize_rules
 
 
 def quantizable(name: str, n_dims: int) -> bool:
@@ -197,7 +197,11 @@ class _State:
         for kind in ("ffn_down", "ffn_gate", "ffn_up"):
             self.totals[kind] = facts.n_layer
         big = rules["model_70b"]
-        self.model_70b = facts.arch in big["architectures"] and facts.n_layer == big["block_count"] and (facts.n_head != facts.n_head_kv) == big["grouped"]
+        self.model_70b = (
+            facts.arch in big["architectures"]
+            and facts.n_layer == big["block_count"]
+            and (facts.n_head != facts.n_head_kv) == big["grouped"]
+        )
 
     def position(self, kind: str, name: str) -> tuple[int, int]:
         """(index, count) for layer conditions: ``layer_info`` (the block of the name with experts) or a counter."""
@@ -280,8 +284,14 @@ class _State:
         return new
 
 
-def plan(tensors: Sequence[tuple[str, tuple[int, ...]]], mix: str | Mix, facts: ModelFacts, *, has_imatrix: bool = False,
-         keep: list[str] | None = None) -> dict[str, str | None]:  # fmt: skip
+def plan(
+    tensors: Sequence[tuple[str, tuple[int, ...]]],
+    mix: str | Mix,
+    facts: ModelFacts,
+    *,
+    has_imatrix: bool = False,
+    keep: list[str] | None = None,
+) -> dict[str, str | None]:
     """The type of each tensor (name, shape in ggml order) under a llama-quantize mix, or None to keep it as it is
     (not quantizable, or matched by ``keep``): ``llama_tensor_get_type`` over the tensors in the loader's order."""
     m = mixes()[mix] if isinstance(mix, str) else mix

@@ -19,7 +19,7 @@ GROUP_MAX_EPS = F32(1e-15)
 
 def _abs_max(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``if (ax > amax) { amax = ax; max = x[i]; }``: the first largest |x| and its signed value (see legacy)."""
-    from .legacy import abs_max
+    from .classic_quantizers import abs_max
 
     return abs_max(x)
 
@@ -35,9 +35,7 @@ def _sums(w: np.ndarray, wx: np.ndarray, ls: np.ndarray) -> tuple[np.ndarray, np
     return seqsum(wx * fl), seqsum((w * fl) * fl)
 
 
-def _refine(
-    x: np.ndarray, w: np.ndarray, L: np.ndarray, start: np.ndarray, clamp, *, check_after: bool, store=lambda v: v
-) -> np.ndarray:
+def _refine(x: np.ndarray, w: np.ndarray, L: np.ndarray, start: np.ndarray, clamp, *, check_after: bool, store=lambda v: v) -> np.ndarray:
     """ggml's five coordinate-descent passes over ``L`` (updated in place): each element moved to
     ``clamp(nearest_int(x*sl2/slx))`` where that raises ``sumlx^2/suml2``; the sums start from ``start``'s levels.
     ``make_q3_quants`` asks ``sl2 > 0`` after the move (``check_after``), ``make_qp_quants`` before it, and stores
