@@ -251,14 +251,31 @@ def arm_afl(
     return took, data, 0, head
 
 
+def quick() -> None:
+    """CI's smoke run: the seeds are made and the native harness's sources are where the build expects them."""
+    with tempfile.TemporaryDirectory() as tmp:
+        made = seeds(Path(tmp))
+    native = Path(__file__).resolve().parents[1] / "fuzz" / "native"
+    missing = [n for n in ("gguf_harness.c", "build.sh") if not (native / n).is_file()]
+    if not made or missing:
+        raise SystemExit(f"bench_cve: {len(made)} seeds, missing {missing}")
+    print(f"bench_cve --quick: {len(made)} seeds, harness sources present; nothing built")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("gitdir", help="a llama.cpp or ggml git directory (a bare mirror is fine)")
+    p.add_argument("gitdir", nargs="?", help="a llama.cpp or ggml git directory (a bare mirror is fine)")
     p.add_argument("--rev", help="the fixing commit (default: 26a48ad69, or ggml's sync of it)")
     p.add_argument("--cap", type=float, default=600, help="seconds per arm (default 600)")
     p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
     p.add_argument("--work", type=Path, help="build and run folder (default: a temporary one, kept)")
+    p.add_argument("--quick", action="store_true", help="check the script's own parts (seeds, the harness sources), build nothing")
     a = p.parse_args()
+    if a.quick:
+        quick()
+        return
+    if a.gitdir is None:
+        p.error("give the llama.cpp or ggml git directory")
     work = a.work or Path(tempfile.mkdtemp(prefix="bench-cve-"))
     fix = fix_commit(a.gitdir, a.rev)
     print(f"fix {fix[:10]}; building the parent and the fix in {work}", flush=True)

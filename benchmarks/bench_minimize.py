@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from gguf_construct.testing.fuzzing import runner
+from gguf_construct.testing.fuzzing.minimize import ddmin
 
 
 def campaign(label: str, args: argparse.Namespace, out: Path) -> tuple[float, list[int]]:
@@ -35,10 +36,13 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--budget", type=int, default=150, help="predicate calls per finding (the fuzz command's default)")
     p.add_argument("--against", default="gguf-py")
+    p.add_argument("--quick", action="store_true", help="a few files and calls: checks the script")
     a = p.parse_args()
+    if a.quick:
+        a.count, a.budget = 6, 10
     with tempfile.TemporaryDirectory() as tmp:
         schema_first = runner.minimize
-        runner.minimize = lambda data, same, budget, seconds: runner.ddmin(data, same, budget, deadline=time.monotonic() + seconds)  # type: ignore[assignment]
+        runner.minimize = lambda data, same, budget, seconds: ddmin(data, same, budget, deadline=time.monotonic() + seconds)  # type: ignore[assignment]
         t_bytes, s_bytes = campaign("byte-chunk deletion", a, Path(tmp) / "bytes")
         runner.minimize = schema_first  # type: ignore[assignment]
         t_schema, s_schema = campaign("schema first", a, Path(tmp) / "schema")
