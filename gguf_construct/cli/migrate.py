@@ -79,4 +79,4 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Write a GGUF file in a legacy format where its types allow; migrating the result back gives the same GGUF file.",
     )
     add_in_out(e, "the GGJT v3 or rwkv.cpp file to write", "the GGUF file to read")
-    e.add_argument("--to", choices=("ggjt", "rwkv"), required=True)
+    e.add_argument("--to", choices=("ggjt", "rwkv"), required=True, help="ggjt: GGJT v3 (llama); rwkv: rwkv.cpp v101 (rwkv, rwkv6, rwkv7)")

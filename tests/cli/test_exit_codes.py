@@ -107,3 +107,25 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert code("--version") == 0
     assert capsys.readouterr().out.strip() == f"gguf-construct {__version__}"
+
+
+# -- what the command line says ---------------------------------------------------------------------------------
+def test_messages_name_the_command_the_file_and_the_type(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert code("set", files["ok"], "llama.context_length", "hello") == 2
+    assert "llama.context_length takes a u32: 'hello' is not an integer" in capsys.readouterr().err
+    assert code("set", files["ok"], "general.name") == 2
+    assert "give a VALUE for general.name" in capsys.readouterr().err
+    assert code("convert", files["ok"], files["dir"] / "c.gguf", "--type", "q9") == 2
+    err = capsys.readouterr().err
+    assert "gguf-construct convert: error: argument --type" in err and "q4_K" in err and "Q4_K_M" in err
+    assert code("convert", files["bad"], files["dir"] / "c.gguf", "--byte-order", "big") == 1
+    assert capsys.readouterr().err.startswith(f"{files['bad']}: error: [")
+
+
+def test_every_argument_has_help() -> None:
+    from gguf_construct.cli.main import parser
+
+    sub = next(a for a in parser()._actions if a.dest == "command")
+    for name, p in sub.choices.items():  # type: ignore[union-attr]
+        for action in p._actions:
+            assert action.help, f"{name} {action.dest}: no help"
