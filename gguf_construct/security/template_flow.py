@@ -62,24 +62,7 @@ PURE_METHODS = {
     "removeprefix",
     "removesuffix",
 }
-DATA_PRESERVING = {
-    "lower",
-    "upper",
-    "strip",
-    "lstrip",
-    "rstrip",
-    "title",
-    "capitalize",
-    "casefold",
-    "swapcase",
-    "split",
-    "rsplit",
-    "splitlines",
-    "partition",
-    "rpartition",
-    "removeprefix",
-    "removesuffix",
-}
+DATA_PRESERVING = PURE_METHODS - {"replace"}  # replace can put new text (a private name) into data
 STRING_FILTERS = {"lower": "lower", "upper": "upper", "trim": "strip", "title": "title", "capitalize": "capitalize"}
 #: methods whose result is made of the receiver's items (or the call's arguments): no new strings
 ITEM_METHODS = {
