@@ -1,0 +1,206 @@
+"""llama.cpp's own account of the memory it allocates, through llama-cpp-python: the oracle of the memory plan.
+
+:func:`measure` loads a model, makes a context and returns, per buffer type (``CPU``, ``CPU_Mapped``,
+``CPU_REPACK``, ...), the bytes llama.cpp allocated for the model, the context's memory (KV cache and recurrent
+state) and the compute buffer: ``llama_get_memory_breakdown`` (src/llama-ext.h), exact bytes where llama.cpp's
+log prints MiB rounded to two places. That function returns a C++ ``std::map`` by value, so it is called with
+the Itanium ABI's hidden return pointer and the map (libstdc++'s red-black tree) is walked here; the log lines
+are kept too, to tell the KV cache from the recurrent state of a hybrid model.
+
+:func:`graph` returns the compute graph llama.cpp reserves (``llama_graph_reserve``), node by node, to compare a
+planned graph with.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Measured", "graph", "measure"]
+
+_MAP_SIZE = 48  # sizeof(std::map) in libstdc++: comparator, header node (color, parent, left, right), count
+_NODE_BASE = 32  # sizeof(_Rb_tree_node_base); the value (key pointer, three size_t) follows
+_TENSOR = 336  # sizeof(struct ggml_tensor) (ggml.h), fields read by offset below
+GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "bf16": 30, "iq4_nl": 20}
+
+
+@dataclass
+class Measured:
+    n_ctx: int  # the context llama.cpp uses (raised to its minimum and padded)
+    buffers: dict[str, dict[str, int]]  # buffer type name -> {"model", "context", "compute"} in bytes
+    log: list[str] = field(default_factory=list)
+
+    def total(self, part: str) -> int:
+        return sum(b[part] for b in self.buffers.values())
+
+
+class _Lib:
+    """The llama.cpp and ggml functions used here, bound once."""
+
+    def __init__(self) -> None:
+        import llama_cpp
+        from llama_cpp import llama_cpp as L
+
+        self.L = L
+        base = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
+        self.base = base
+        for name, res, args in (
+            ("ggml_backend_buft_name", ctypes.c_char_p, [ctypes.c_void_p]),
+            ("ggml_graph_n_nodes", ctypes.c_int, [ctypes.c_void_p]),
+            ("ggml_graph_node", ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_int]),
+            ("ggml_op_desc", ctypes.c_char_p, [ctypes.c_void_p]),
+            ("ggml_nbytes", ctypes.c_size_t, [ctypes.c_void_p]),
+            ("ggml_type_name", ctypes.c_char_p, [ctypes.c_int]),
+        ):
+            fn = getattr(base, name)
+            fn.restype, fn.argtypes = res, args
+        lib = L._lib
+        self.breakdown_fn = lib._Z26llama_get_memory_breakdownPK13llama_context
+        self.breakdown_fn.restype = ctypes.c_void_p
+        self.breakdown_fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.reserve_fn = lib._Z19llama_graph_reserveP13llama_contextjjj
+        self.reserve_fn.restype = ctypes.c_void_p
+        self.reserve_fn.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32]
+        self.log: list[str] = []
+
+        @L.llama_log_callback
+        def _log(level, text, user_data):  # noqa: ARG001
+            self.log.append(text.decode("utf-8", "replace"))
+
+        self._log_cb = _log  # kept alive: llama.cpp holds the pointer
+        L.llama_log_set(_log, None)
+        L.llama_backend_init()
+
+    def breakdown(self, ctx) -> dict[str, dict[str, int]]:
+        out_map = (ctypes.c_uint8 * _MAP_SIZE)()
+        self.breakdown_fn(ctypes.addressof(out_map), ctx)
+        root, _leftmost, _rightmost, count = struct.unpack_from("<4Q", bytes(out_map), 16)
+        found: dict[str, dict[str, int]] = {}
+        stack = [root] if root else []
+        while stack:  # the tree's nodes in any order: the map is keyed by pointer, names are unique
+            node = stack.pop()
+            left, right = struct.unpack("<2Q", ctypes.string_at(node + 16, 16))
+            buft, model, context, compute = struct.unpack("<4Q", ctypes.string_at(node + _NODE_BASE, 32))
+            name = self.base.ggml_backend_buft_name(buft).decode()
+            found[name] = {"model": model, "context": context, "compute": compute}
+            stack += [n for n in (left, right) if n]
+            assert len(found) <= count
+        assert len(found) == count, (found, count)
+        return found  # the map's nodes are leaked: a few hundred bytes per call, in tests only
+
+
+_LIB: _Lib | None = None
+
+
+def _lib() -> _Lib:
+    global _LIB
+    if _LIB is None:
+        _LIB = _Lib()
+    return _LIB
+
+
+def _context(lib: _Lib, model, *, n_ctx, n_batch, n_ubatch, n_seq_max, type_k, type_v, flash_attn, swa_full, kv_unified):
+    L = lib.L
+    cp = L.llama_context_default_params()
+    cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = n_ctx, n_batch, n_ubatch, n_seq_max
+    cp.type_k, cp.type_v = GGML_TYPES[type_k], GGML_TYPES[type_v]
+    cp.flash_attn_type = {"auto": -1, "off": 0, "on": 1}[flash_attn]
+    cp.swa_full, cp.kv_unified = swa_full, kv_unified
+    cp.n_threads = cp.n_threads_batch = 1
+    ctx = L.llama_init_from_model(model, cp)
+    if not ctx:
+        raise RuntimeError("llama.cpp refused the context:\n" + "".join(lib.log[-20:]))
+    return ctx
+
+
+def _load(lib: _Lib, path: str | Path, use_mmap: bool):
+    L = lib.L
+    mp = L.llama_model_default_params()
+    mp.use_mmap = use_mmap
+    mp.n_gpu_layers = 0
+    model = L.llama_model_load_from_file(str(path).encode(), mp)
+    if not model:
+        raise RuntimeError(f"llama.cpp refused {path}:\n" + "".join(lib.log[-20:]))
+    return model
+
+
+def measure(
+    path: str | Path,
+    *,
+    n_ctx: int = 512,
+    n_batch: int = 2048,
+    n_ubatch: int = 512,
+    n_seq_max: int = 1,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    flash_attn: str = "auto",
+    use_mmap: bool = True,
+    swa_full: bool = False,
+    kv_unified: bool = False,
+) -> Measured:
+    """The bytes llama.cpp allocates for ``path`` with these context parameters, on the CPU."""
+    lib = _lib()
+    lib.log.clear()
+    model = _load(lib, path, use_mmap)
+    try:
+        ctx = _context(
+            lib,
+            model,
+            n_ctx=n_ctx,
+            n_batch=n_batch,
+            n_ubatch=n_ubatch,
+            n_seq_max=n_seq_max,
+            type_k=type_k,
+            type_v=type_v,
+            flash_attn=flash_attn,
+            swa_full=swa_full,
+            kv_unified=kv_unified,
+        )
+        try:
+            return Measured(lib.L.llama_n_ctx(ctx), lib.breakdown(ctx), list(lib.log))
+        finally:
+            lib.L.llama_free(ctx)
+    finally:
+        lib.L.llama_model_free(model)
+
+
+def graph(path: str | Path, *, n_tokens: int, n_seqs: int = 1, n_outputs: int | None = None, **context) -> list[dict]:
+    """The nodes of the graph llama.cpp reserves for a batch of ``n_tokens``: op, type, shape, bytes, whether it
+    is a view (and of which node), its sources (indices in the order first seen) and name."""
+    lib = _lib()
+    lib.log.clear()
+    model = _load(lib, path, context.pop("use_mmap", True))
+    defaults = dict(n_ctx=512, n_batch=2048, n_ubatch=512, n_seq_max=1, type_k="f16", type_v="f16")
+    defaults.update(flash_attn="auto", swa_full=False, kv_unified=False)
+    ctx = _context(lib, model, **{**defaults, **context})
+    try:
+        g = lib.reserve_fn(ctx, n_tokens, n_seqs, n_tokens if n_outputs is None else n_outputs)
+        ids: dict[int, int] = {}
+
+        def tid(p: int) -> int:
+            return ids.setdefault(p, len(ids))
+
+        nodes = []
+        for i in range(lib.base.ggml_graph_n_nodes(g)):
+            t = lib.base.ggml_graph_node(g, i)
+            raw = ctypes.string_at(t, _TENSOR)
+            (typ,) = struct.unpack_from("<i", raw, 0)
+            (view_src,) = struct.unpack_from("<Q", raw, 232)
+            nodes.append(
+                {
+                    "id": tid(t),
+                    "op": lib.base.ggml_op_desc(t).decode(),
+                    "type": lib.base.ggml_type_name(typ).decode(),
+                    "ne": struct.unpack_from("<4q", raw, 16),
+                    "nbytes": lib.base.ggml_nbytes(t),
+                    "view_of": tid(view_src) if view_src else None,
+                    "src": [tid(s) for s in struct.unpack_from("<10Q", raw, 152) if s],
+                    "name": raw[256:320].split(b"\0")[0].decode(),
+                }
+            )
+        return nodes
+    finally:
+        lib.L.llama_free(ctx)
+        lib.L.llama_model_free(model)
