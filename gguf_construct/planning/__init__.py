@@ -1,0 +1,1 @@
+"""The memory llama.cpp allocates for a model, planned from its GGUF header."""

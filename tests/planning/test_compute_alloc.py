@@ -1,0 +1,68 @@
+"""The planning allocator against ggml-alloc: on llama.cpp's own reserved graphs, the same compute buffer."""
+
+from __future__ import annotations
+
+import pytest
+
+from gguf_construct.planning.compute.alloc import DynAllocator, graph_bytes, reserve_bytes
+from gguf_construct.planning.compute.graph import Ggml
+
+from tests.planning.tiny import tiny_llama_path
+
+pytest.importorskip("llama_cpp")
+
+
+def test_best_fit_reuses_the_smallest_block_that_fits_and_merges_neighbours():
+    a = DynAllocator(alignment=32)
+    x = a.alloc(100)  # 128 bytes at 0
+    y = a.alloc(64)  # at 128
+    z = a.alloc(256)  # at 192
+    a.alloc(32)  # at 448: keeps z's block from merging with the tail
+    a.free(*x, 100)
+    a.free(*z, 256)
+    assert a.alloc(200)[1] == 192  # the 256-byte block fits better than the tail; the 128-byte one is too small
+    a.free(*y, 64)  # merges with the free block at 0: one block of 192
+    assert a.chunks[0].blocks[0] == [0, 192]
+    assert a.size == 480
+
+
+def test_in_place_ops_take_their_source_memory_and_views_take_none():
+    g = Ggml()
+    x = g.input("f32", 8, 4)
+    w = g.weight("f16", 8, 8)
+    y = g.mul_mat(w, x)  # 128 bytes
+    z = g.reshape(g.rms_norm(y), 32)  # in place over y, then a view
+    g.expand(g.scale(z), output=True)  # in place again
+    assert graph_bytes(g.graph) == [256]  # the input and y; nothing else
+    g2 = Ggml()
+    x2 = g2.input("f32", 8, 4)
+    y2 = g2.mul_mat(g2.weight("f16", 8, 8), x2)
+    z2 = g2.add(y2, y2)  # y2 has two consumers: not reused
+    g2.expand(g2.add(z2, x2), output=True)  # in place over z2; x2 is alive until here
+    assert graph_bytes(g2.graph) == [384]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(n_ctx=64),
+        dict(n_ctx=1024),
+        dict(n_ctx=1024, flash_attn="off"),
+        dict(n_ctx=1024, type_k="q8_0", type_v="q8_0"),
+        dict(n_ctx=300, n_seq_max=2),
+        dict(n_ctx=2048, n_ubatch=128, flash_attn="off"),
+    ],
+    ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items()),
+)
+def test_llama_cpp_graphs_allocate_to_llama_cpp_compute_buffer(settings):
+    from tests.llama_memory import measure
+    from tests.planning.llama_cgraph import reserved_graph
+
+    path = tiny_llama_path()
+    measured = measure(path, **settings).total("compute")
+    n_seqs = settings.get("n_seq_max", 1)
+    n_tokens = min(settings["n_ctx"], settings.get("n_ubatch", 512))  # n_ubatch, bounded by the n_ctx asked for
+    n_tokens = -(-n_tokens // n_seqs) * n_seqs
+    pp = reserved_graph(path, n_tokens=n_tokens, n_seqs=n_seqs, **settings)
+    tg = reserved_graph(path, n_tokens=n_seqs, n_seqs=n_seqs, **settings)
+    assert reserve_bytes([pp, tg, pp]) == measured
