@@ -6,7 +6,6 @@ import pytest
 
 from gguf_construct.planning.compute.alloc import DynAllocator, graph_bytes, reserve_bytes
 from gguf_construct.planning.compute.graph import Ggml
-
 from tests.planning.tiny import tiny_llama_path
 
 pytest.importorskip("llama_cpp")
