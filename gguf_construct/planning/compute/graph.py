@@ -372,7 +372,8 @@ class Ggml:
         return self._op("ARGSORT", "i32", a.ne, a)
 
     def repeat(self, a: Tensor, b: Tensor) -> Tensor:
-        return self._op("REPEAT", a.type, b.ne, a, b)
+        """ggml_repeat: ``a`` tiled to ``b``'s shape; ``b`` only gives the shape (it is not a source)."""
+        return self._op("REPEAT", a.type, b.ne, a)
 
     def pad(self, a: Tensor, p0: int, p1: int = 0, p2: int = 0, p3: int = 0) -> Tensor:
         return self._op("PAD", a.type, (a.ne[0] + p0, a.ne[1] + p1, a.ne[2] + p2, a.ne[3] + p3), a)
