@@ -118,7 +118,7 @@ def _context(lib: _Lib, model, *, n_ctx, n_batch, n_ubatch, n_seq_max, type_k, t
 def _load(lib: _Lib, path: str | Path, use_mmap: bool):
     L = lib.L
     mp = L.llama_model_default_params()
-    mp.use_mmap = use_mmap
+    mp.load_mode = L.LLAMA_LOAD_MODE_MMAP if use_mmap else L.LLAMA_LOAD_MODE_NONE
     mp.n_gpu_layers = 0
     model = L.llama_model_load_from_file(str(path).encode(), mp)
     if not model:
