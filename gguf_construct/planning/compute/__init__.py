@@ -1,2 +1,61 @@
 """llama.cpp's CPU compute buffer predicted from a model's shape: the graphs it reserves, built as a small IR
-(:mod:`.graph`) and allocated as ggml-alloc allocates them (:mod:`.alloc`)."""
+(:mod:`.graph`) the way llama.cpp builds them (:mod:`.blocks`, one module per architecture family), and
+allocated as ggml-alloc allocates them (:mod:`.alloc`).
+
+``compute_bytes(shape, ctx)`` follows ``llama_context::sched_reserve`` (llama.cpp src/llama-context.cpp): it
+reserves a prompt batch (``min(n_ctx, n_ubatch)`` tokens over ``n_seq_max`` sequences, every token output up to
+``n_outputs_max``), then one token per sequence, then the prompt batch again, with one allocator whose buffer only
+grows; the buffer's final size is the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .alloc import reserve_bytes
+from .blocks import Batch, ContextLike, GraphBuilder, ShapeLike
+from .dense import RECIPES, build_dense
+from .graph import Graph
+
+__all__ = ["ARCHITECTURES", "reserved_batches", "build_graph", "compute_bytes", "supported"]
+
+
+def _dense(arch: str) -> Callable[[GraphBuilder], None]:
+    recipe = RECIPES[arch]
+    return lambda b: build_dense(b, recipe)
+
+
+#: architecture name → the function building its graph into a GraphBuilder
+ARCHITECTURES: dict[str, Callable[[GraphBuilder], None]] = {arch: _dense(arch) for arch in RECIPES}
+
+
+def supported(arch: str) -> bool:
+    """Whether the compute graph of ``arch`` is modelled."""
+    return arch in ARCHITECTURES
+
+
+def reserved_batches(ctx: ContextLike, n_ctx: int) -> list[Batch]:
+    """The batches ``sched_reserve`` reserves graphs for, in order: prompt, one token per sequence, prompt.
+    ``n_ctx`` is the context size llama.cpp compares n_ubatch with."""
+    n_seqs = ctx.n_seq_max
+    n_tokens = min(n_ctx, ctx.n_ubatch)
+    n_outputs = min(n_tokens, ctx.n_outputs_max)
+    n_tokens = -(-n_tokens // n_seqs) * n_seqs  # graph_reserve: a multiple of n_seqs
+    pp = Batch(n_tokens, n_seqs, n_outputs)
+    return [pp, Batch(n_seqs, n_seqs, n_seqs), pp]
+
+
+def build_graph(shape: ShapeLike, ctx: ContextLike, batch: Batch) -> Graph:
+    """The graph llama.cpp builds for ``batch`` (``llama_model::build_graph``)."""
+    builder = GraphBuilder(shape, ctx, batch)
+    ARCHITECTURES[shape.arch](builder)
+    return builder.g.graph
+
+
+def compute_bytes(shape: ShapeLike, ctx: ContextLike) -> int:
+    """llama.cpp's CPU compute buffer for ``shape`` in context ``ctx``, in bytes. Raises KeyError for an
+    architecture whose graph is not modelled (see :func:`supported`)."""
+    if not supported(shape.arch):
+        raise KeyError(f"the compute graph of {shape.arch!r} is not modelled")
+    n_ctx = getattr(ctx, "n_ctx", ctx.n_ctx_seq * ctx.n_stream)
+    return reserve_bytes(build_graph(shape, ctx, batch) for batch in reserved_batches(ctx, n_ctx))

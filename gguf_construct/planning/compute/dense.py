@@ -1,0 +1,112 @@
+"""The graph of the llama family of dense transformers, as llama.cpp builds it: llama, qwen2, qwen3, phi3,
+gemma2, gemma3 (llama.cpp src/models/llama.cpp, qwen2.cpp, qwen3.cpp, phi3.cpp, gemma2.cpp, gemma3.cpp).
+
+These graphs are one loop over layers (norm, attention over the KV cache, residual, norm, feed-forward,
+residual) differing in details: what each architecture does differently is a :class:`Recipe`; what a file has
+or lacks (biases, q/k norms, post-norms, a fused q/k/v, an output tied to the embeddings) is read from its
+tensors, as llama.cpp's loader makes those optional.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .blocks import GraphBuilder, KVInput
+
+__all__ = ["RECIPES", "Recipe", "build_dense"]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What an architecture's graph does beyond the llama layout.
+
+    ``embd_scale``: the embeddings are scaled (gemma: by sqrt(n_embd)). ``q_scale``: Q is scaled after rope.
+    ``ffn``: the activation (SILU/GELU of gate and up in parallel, or SWIGLU of one fused up). ``iswa``: the
+    sliding-window cache is used always, never, or when the file sets a window ('if_swa'). ``attn_softcap``:
+    logits soft-capped in attention (three ops without flash attention). ``final_softcap``: logits soft-capped
+    at the output always, or when the file's key is set and non-zero. ``ffn_residual_first``: the second
+    residual sum's sources in the other order (it decides which one ggml-alloc may overwrite).
+    """
+
+    embd_scale: bool = False
+    q_scale: bool = False
+    ffn: str = "SILU"
+    ffn_par: bool = True
+    iswa: str = "never"
+    attn_softcap: bool = False
+    final_softcap: str = "never"
+    ffn_residual_first: bool = False
+
+
+RECIPES: dict[str, Recipe] = {
+    "llama": Recipe(),
+    "qwen2": Recipe(),
+    "qwen3": Recipe(),
+    "phi3": Recipe(q_scale=True, ffn="SWIGLU", ffn_par=False, iswa="if_swa", ffn_residual_first=True),
+    "gemma2": Recipe(embd_scale=True, q_scale=True, ffn="GELU", iswa="always", attn_softcap=True, final_softcap="always"),
+    "gemma3": Recipe(embd_scale=True, q_scale=True, ffn="GELU", iswa="if_swa", final_softcap="if_set"),
+}
+
+
+def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
+    """Build the architecture's graph for ``b``'s batch into ``b.g``."""
+    g, shape = b.g, b.shape
+    iswa = recipe.iswa == "always" or (recipe.iswa == "if_swa" and any(shape.swa_layers))
+    b.attn_soft_cap = recipe.attn_softcap
+
+    inp_l = b.inp_embd()
+    if recipe.embd_scale:
+        inp_l = g.scale(inp_l)
+    inp_pos = b.inp_pos()
+    full: KVInput
+    swa: KVInput | None = None
+    if iswa:
+        full, swa = b.attn_inp_kv_iswa()
+    else:
+        full = b.attn_inp_kv()
+    out_ids = b.inp_out_ids()
+    rope_factors = b.w("rope_freqs.weight")
+
+    for il in range(shape.n_layer):
+        residual = inp_l
+        cur = b.norm(inp_l, b.layer(il, "attn_norm.weight"), b.layer(il, "attn_norm.bias"))
+        q, k, v = b.qkv(il, cur)
+        q_norm, k_norm = b.layer(il, "attn_q_norm.weight"), b.layer(il, "attn_k_norm.weight")
+        if q_norm is not None:
+            q = b.norm(q, q_norm)
+        q = g.rope(q, inp_pos, rope_factors)
+        if k_norm is not None:
+            k = b.norm(k, k_norm)
+        k = g.rope(k, inp_pos, rope_factors)
+        if recipe.q_scale:
+            q = g.scale(q)
+        inp = swa if (swa is not None and shape.swa_layers[il]) else full
+        cur = b.attn(inp, il, q, k, v, b.layer(il, "attn_output.weight"), b.layer(il, "attn_output.bias"), iswa=iswa)
+        if il == shape.n_layer - 1:
+            cur = g.get_rows(cur, out_ids)
+            residual = g.get_rows(residual, out_ids)
+        post = b.layer(il, "post_attention_norm.weight")
+        if post is not None:
+            cur = b.norm(cur, post)
+        ffn_inp = g.add(cur, residual)
+        cur = b.norm(ffn_inp, b.layer(il, "ffn_norm.weight"), b.layer(il, "ffn_norm.bias"))
+        cur = b.ffn(cur, il, recipe.ffn, recipe.ffn_par)
+        post = b.layer(il, "post_ffw_norm.weight")
+        if post is not None:
+            cur = b.norm(cur, post)
+        cur = g.add(ffn_inp, cur) if recipe.ffn_residual_first else g.add(cur, ffn_inp)
+        inp_l = cur
+
+    cur = b.norm(inp_l, b.need("output_norm.weight"), b.w("output_norm.bias"))
+    cur.output = True  # res->t_embd
+    out = b.w("output.weight") or b.need("token_embd.weight")
+    cur = b.mm(out, cur)
+    bias = b.w("output.bias")
+    if bias is not None:
+        cur = g.add(cur, bias)
+    softcap = shape.metadata.get(f"{shape.arch}.final_logit_softcapping")
+    if recipe.final_softcap == "always" or (recipe.final_softcap == "if_set" and softcap):
+        cur = g.scale(cur)
+        cur = g.unary("TANH", cur)
+        cur = g.scale(cur)
+    g.expand(cur, output=True)  # res->t_logits
