@@ -8,17 +8,21 @@ One builder per architecture returns a :class:`GGUFFile` (the caller saves it): 
 src/llama-quant.cpp), one of :data:`WEIGHT_TYPES`. A matrix whose rows do not fill whole blocks of ``wtype`` is
 written as f16, as llama.cpp's quantizer falls back to another type for such rows. Norms are ones; other weights
 are 0.02 * normal, so that a model also runs (finite logits), not just loads.
+
+Quantized weights come from the library's own quantizer (byte for byte ggml_quantize_chunk's), not ggml-python:
+its libggml-base.so has the soname of llama-cpp-python's, so loading both in one process binds llama.cpp to the
+wrong ggml (ggml_op_desc then aborts on llama.cpp's op numbers).
 """
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from gguf_construct.api.gguf_file import GGUFFile, new
+from gguf_construct.quants.quantize import quantize
 
 WEIGHT_TYPES = ("f32", "f16", "q8_0", "q4_0", "q4_K")
 _BLOCK = {"f32": 1, "f16": 1, "q8_0": 32, "q4_0": 32, "q4_K": 256}
@@ -58,7 +62,7 @@ class _Model:
         elif kind == "f16":
             self.f.tensors.add(name, values.astype(np.float16))
         else:
-            self.f.tensors.add(name, _quantize(values.reshape(-1, ne[0]), kind), kind, ne)
+            self.f.tensors.add(name, quantize(values.reshape(-1, ne[0]), kind), kind, ne)
 
     def f32(self, name: str, *ne: int, values: np.ndarray | None = None, scale: float = 0.02) -> None:
         """A tensor llama.cpp keeps in f32 (norms, biases, small parameters): ``values`` or random."""
@@ -78,21 +82,6 @@ class _Model:
 
     def output_norm(self, n_embd: int, bias: bool = False) -> None:
         self.norm("output_norm", n_embd, bias)
-
-
-def _quantize(rows: np.ndarray, kind: str) -> bytes:
-    """Rows of float32 quantized by ggml's C quantizer (ggml-python): the library's own numpy quantizer gives the
-    same bytes, but takes about a second for a k-quant model where ggml takes milliseconds."""
-    import ggml
-
-    t = getattr(ggml, f"GGML_TYPE_{kind.upper()}")
-    rows = np.ascontiguousarray(rows, np.float32)
-    out = np.zeros(ggml.ggml_row_size(t, rows.shape[1]) * rows.shape[0], np.uint8)
-    src = rows.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-    n = ggml.ggml_quantize_chunk(t, src, out.ctypes.data_as(ctypes.c_void_p), 0, rows.shape[0], rows.shape[1], None)
-    if n != len(out):
-        raise RuntimeError(f"ggml_quantize_chunk wrote {n} bytes of {len(out)}")
-    return out.tobytes()
 
 
 def _spm_vocabulary(f: GGUFFile, n_vocab: int) -> None:
