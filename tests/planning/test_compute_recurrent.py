@@ -7,14 +7,13 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-from tests.llama_memory import measure  # noqa: E402
-from tests.planning.llama_cgraph import reserved_graph  # noqa: E402
-from tests.tiny_models import BUILDERS  # noqa: E402
-
 from gguf_construct.api.gguf_file import load_gguf  # noqa: E402
 from gguf_construct.planning.compute import Batch, build_graph, compute_bytes  # noqa: E402
 from gguf_construct.planning.context import ContextRequest, resolve  # noqa: E402
 from gguf_construct.planning.shape import ModelShape  # noqa: E402
+from tests.llama_memory import measure  # noqa: E402
+from tests.planning.llama_cgraph import reserved_graph  # noqa: E402
+from tests.tiny_models import BUILDERS  # noqa: E402
 
 SETTINGS = [
     dict(n_ctx=512),
