@@ -16,6 +16,7 @@ from .alloc import reserve_bytes
 from .blocks import Batch, ContextLike, GraphBuilder, ShapeLike
 from .dense import RECIPES, build_dense
 from .graph import Graph
+from .moe import build_qwen3moe
 from .recurrent import RECURRENT
 
 __all__ = ["ARCHITECTURES", "reserved_batches", "build_graph", "compute_bytes", "supported"]
@@ -29,6 +30,7 @@ def _dense(arch: str) -> Callable[[GraphBuilder], None]:
 #: architecture name → the function building its graph into a GraphBuilder
 ARCHITECTURES: dict[str, Callable[[GraphBuilder], None]] = {arch: _dense(arch) for arch in RECIPES}
 ARCHITECTURES.update(RECURRENT)
+ARCHITECTURES["qwen3moe"] = build_qwen3moe
 
 
 def supported(arch: str) -> bool:

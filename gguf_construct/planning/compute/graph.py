@@ -303,10 +303,9 @@ class Ggml:
         return self._unary_like(name, a, inplace=inplace)
 
     def clamp(self, a: Tensor) -> Tensor:
-        """ggml_clamp: computed in place (the result is a view of ``a``)."""
-        t = self.view_tensor(a, "CLAMP")
-        t.src = (a,)
-        return t
+        """ggml_clamp: a new tensor in the llama.cpp build the plan follows (its reserved graphs have no view
+        there), though older ggml.c made it a view of ``a``; CLAMP is not an op ggml-alloc runs in place."""
+        return self._op("CLAMP", a.type, a.ne, a)
 
     def rope(self, a: Tensor, pos: Tensor, freq_factors: Tensor | None = None, inplace: bool = False) -> Tensor:
         """ggml_rope_ext (and ggml_rope_multi): same shape as ``a``."""

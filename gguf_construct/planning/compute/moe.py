@@ -1,0 +1,137 @@
+"""Mixture-of-experts feed-forward blocks and the qwen3moe graph, as llama.cpp builds them.
+
+:func:`moe_ffn` is ``llm_graph_context::build_moe_ffn`` (llama.cpp src/llama-graph.cpp): the router's
+probabilities, the top ``n_expert_used`` experts per token (ggml_argsort_top_k: a full argsort and a view of its
+first columns), their weights (normalised and scaled if asked), the experts' SwiGLU through MUL_MAT_ID and the
+sum of the weighted expert outputs. :func:`build_qwen3moe` is llama.cpp src/models/qwen3moe.cpp.
+"""
+
+from __future__ import annotations
+
+from .blocks import GraphBuilder
+from .graph import Tensor
+
+__all__ = ["GATING", "build_qwen3moe", "moe_ffn"]
+
+#: llama.cpp's llama_expert_gating_func_type (src/llama-hparams.h): the value of {arch}.expert_gating_func
+GATING = {1: "softmax", 2: "sigmoid", 3: "softmax_weight"}
+
+
+def _argsort_top_k(b: GraphBuilder, a: Tensor, k: int) -> Tensor:
+    """ggml_argsort_top_k: the indices of the k largest values per row, a view of the row's full argsort."""
+    g = b.g
+    s = g.argsort(a)
+    return g.view(s, k, s.ne[1], s.ne[2], s.ne[3], nb=(s.nb[1], s.nb[2], s.nb[3]))
+
+
+def moe_ffn(
+    b: GraphBuilder,
+    cur: Tensor,
+    il: int,
+    *,
+    n_expert: int,
+    n_expert_used: int,
+    norm_w: bool,
+    w_scale: float,
+    gating: str,
+    exp_probs_b: Tensor | None = None,
+    n_expert_groups: int = 0,
+    n_group_used: int = 0,
+) -> Tensor:
+    """build_moe_ffn with a SiLU-gated (SwiGLU) expert FFN of separate gate/up experts, or one merged
+    ffn_gate_up_exps, as the layer's tensors are."""
+    g = b.g
+    n_embd, n_tokens = cur.ne[0], cur.ne[1]
+    logits = b.mm(b.need(f"blk.{il}.ffn_gate_inp.weight"), cur)
+    gate_inp_b = b.layer(il, "ffn_gate_inp.bias")
+    if gate_inp_b is not None:
+        logits = g.add(logits, gate_inp_b)
+    if gating == "softmax":
+        probs = g.soft_max_ext(logits)
+    elif gating == "sigmoid":
+        probs = g.unary("SIGMOID", logits)
+    else:
+        probs = logits
+    selection = g.add(probs, exp_probs_b) if exp_probs_b is not None else probs
+    if n_expert_groups > 1 and n_tokens > 0:
+        per_group = n_expert // n_expert_groups
+        groups = g.reshape(selection, per_group, n_expert_groups, n_tokens)
+        scores = _argsort_top_k(b, groups, 2)
+        scores = g.get_rows(g.reshape(groups, 1, groups.ne[0], groups.ne[1], groups.ne[2]), scores)
+        scores = g.sum_rows(g.reshape(scores, scores.ne[1], scores.ne[2], scores.ne[3]))
+        scores = g.reshape(scores, scores.ne[1], scores.ne[2])
+        expert_groups = _argsort_top_k(b, scores, n_group_used)
+        selection = g.get_rows(groups, expert_groups)
+        filled = g.dup("FILL", groups)
+        selection = g.set_rows(filled, selection, expert_groups)
+        selection = g.reshape(selection, n_expert, n_tokens)
+    selected = _argsort_top_k(b, selection, n_expert_used)
+    weights = g.get_rows(g.reshape(probs, 1, n_expert, n_tokens), selected)
+    if gating == "softmax_weight":
+        weights = g.reshape(weights, n_expert_used, n_tokens)
+        weights = g.soft_max_ext(weights)
+        weights = g.reshape(weights, 1, n_expert_used, n_tokens)
+    if norm_w:
+        weights = g.reshape(weights, n_expert_used, n_tokens)
+        weights_sum = g.clamp(g.sum_rows(weights))
+        weights = g.div(weights, weights_sum)
+        weights = g.reshape(weights, 1, n_expert_used, n_tokens)
+    if w_scale not in (0.0, 1.0):
+        weights = g.scale(weights)
+    g.expand(weights)
+    cur = g.reshape(cur, n_embd, 1, n_tokens)
+    gate_up = b.layer(il, "ffn_gate_up_exps.weight")
+    if gate_up is not None:
+        merged = g.mul_mat_id(gate_up, cur, selected)
+        n_ff = merged.ne[0] // 2
+        cur = g.view(merged, n_ff, merged.ne[1], merged.ne[2], nb=(merged.nb[1], merged.nb[2]))
+        up = g.view(merged, n_ff, merged.ne[1], merged.ne[2], nb=(merged.nb[1], merged.nb[2]), offset=n_ff * merged.nb[0])
+    else:
+        up = g.mul_mat_id(b.need(f"blk.{il}.ffn_up_exps.weight"), cur, selected)
+        gate = b.layer(il, "ffn_gate_exps.weight")
+        cur = g.mul_mat_id(gate, cur, selected) if gate is not None else up
+    has_gate = gate_up is not None or b.layer(il, "ffn_gate_exps.weight") is not None
+    cur = g.glu_split("SWIGLU", cur, up) if has_gate else g.unary("SILU", cur)
+    experts = g.mul_mat_id(b.need(f"blk.{il}.ffn_down_exps.weight"), cur, selected)
+    experts = g.mul(experts, weights)
+    g.expand(experts)
+    views = []
+    for i in range(n_expert_used):
+        v = g.view(experts, n_embd, n_tokens, nb=(experts.nb[2],), offset=i * experts.nb[1])
+        g.expand(v)
+        views.append(v)
+    out = views[0]
+    for v in views[1:]:
+        out = g.add(out, v)
+        g.expand(out)
+    return g.cont(out) if n_expert_used == 1 else out
+
+
+def build_qwen3moe(b: GraphBuilder) -> None:
+    """llama.cpp src/models/qwen3moe.cpp: qwen3's attention (q/k norms before rope), the MoE feed-forward."""
+    g, shape = b.g, b.shape
+    md = shape.metadata
+    n_expert = int(md.get(f"{shape.arch}.expert_count", 0))
+    n_expert_used = int(md.get(f"{shape.arch}.expert_used_count", 0))
+    w_scale = float(md.get(f"{shape.arch}.expert_weights_scale", 0.0) or 0.0)
+    inp_l = b.inp_embd()
+    inp_pos = b.inp_pos()
+    inp_attn = b.attn_inp_kv()
+    out_ids = b.inp_out_ids()
+    for il in range(shape.n_layer):
+        residual = inp_l
+        cur = b.norm(inp_l, b.need(f"blk.{il}.attn_norm.weight"))
+        q, k, v = b.qkv(il, cur)
+        q = g.rope(b.norm(q, b.need(f"blk.{il}.attn_q_norm.weight")), inp_pos)
+        k = g.rope(b.norm(k, b.need(f"blk.{il}.attn_k_norm.weight")), inp_pos)
+        cur = b.attn(inp_attn, il, q, k, v, b.need(f"blk.{il}.attn_output.weight"), b.layer(il, "attn_output.bias"))
+        if il == shape.n_layer - 1:
+            cur = g.get_rows(cur, out_ids)
+            residual = g.get_rows(residual, out_ids)
+        ffn_inp = g.add(cur, residual)
+        cur = b.norm(ffn_inp, b.need(f"blk.{il}.ffn_norm.weight"))
+        cur = moe_ffn(b, cur, il, n_expert=n_expert, n_expert_used=n_expert_used, norm_w=True, w_scale=w_scale, gating="softmax")
+        inp_l = g.add(cur, ffn_inp)
+    cur = b.norm(inp_l, b.need("output_norm.weight"))
+    cur.output = True
+    g.expand(b.mm(b.w("output.weight") or b.need("token_embd.weight"), cur), output=True)
