@@ -374,23 +374,38 @@ def deepseek2(
     wtype: str = "f16",
     seed: int = 0,
     context_length: int = 4096,
+    mla: bool = True,
+    expert_groups: tuple[int, int] = (0, 0),
+    probs_bias: bool = False,
+    gating_func: int = 1,
 ) -> GGUFFile:
     """deepseek2 with multi-head latent attention in the layout llama.cpp's converter writes now: k_b and v_b
     split, the cache one latent "head" of kv_lora_rank + rope dims (key_length) and kv_lora_rank (value_length),
-    the per-head sizes in key_length_mla / value_length_mla. ``q_lora_rank`` 0: one q projection (the "lite"
-    variants), else q_a/q_b. The first ``n_layer_dense_lead`` layers have a dense FFN, the rest experts with
-    shared experts (llama.cpp src/models/deepseek2.cpp)."""
+    the per-head sizes in key_length_mla / value_length_mla. ``mla`` False: the older layout (one attn_kv_b,
+    the per-head sizes in key_length / value_length, a K and V cache). ``q_lora_rank`` 0: one q projection (the
+    "lite" variants), else q_a/q_b. The first ``n_layer_dense_lead`` layers have a dense FFN, the rest experts
+    with shared experts; ``expert_groups`` (count, used) routes within groups as DeepSeek V3 does,
+    ``probs_bias`` adds its expert selection bias, ``gating_func`` is llama.cpp's llama_expert_gating_func_type
+    (1 softmax, 2 sigmoid) (llama.cpp src/models/deepseek2.cpp)."""
     m = _Model("deepseek2", wtype, seed, n_vocab, context_length)
     k_mla = qk_nope_head_dim + qk_rope_head_dim
     m.key("embedding_length", n_embd)
     m.key("block_count", n_layer)
     m.key("feed_forward_length", n_ff)
     m.key("attention.head_count", n_head)
-    m.key("attention.head_count_kv", 1)
-    m.key("attention.key_length", kv_lora_rank + qk_rope_head_dim)
-    m.key("attention.value_length", kv_lora_rank)
-    m.key("attention.key_length_mla", k_mla)
-    m.key("attention.value_length_mla", v_head_dim)
+    if mla:
+        m.key("attention.head_count_kv", 1)
+        m.key("attention.key_length", kv_lora_rank + qk_rope_head_dim)
+        m.key("attention.value_length", kv_lora_rank)
+        m.key("attention.key_length_mla", k_mla)
+        m.key("attention.value_length_mla", v_head_dim)
+    else:
+        m.key("attention.head_count_kv", n_head)
+        m.key("attention.key_length", k_mla)
+        m.key("attention.value_length", v_head_dim)
+    if expert_groups[0]:
+        m.key("expert_group_count", expert_groups[0])
+        m.key("expert_group_used_count", expert_groups[1])
     m.key("attention.layer_norm_rms_epsilon", 1e-6, "f32")
     m.key("attention.q_lora_rank", q_lora_rank)
     m.key("attention.kv_lora_rank", kv_lora_rank)
@@ -402,7 +417,7 @@ def deepseek2(
     m.key("expert_feed_forward_length", n_ff_exp)
     m.key("expert_weights_scale", 1.0, "f32")
     m.key("expert_weights_norm", True, "bool")
-    m.key("expert_gating_func", 1)  # softmax (llama.cpp's llama_expert_gating_func_type)
+    m.key("expert_gating_func", gating_func)
     m.embeddings(n_embd)
     for i in range(n_layer):
         m.norm(f"blk.{i}.attn_norm", n_embd)
@@ -414,14 +429,19 @@ def deepseek2(
             m.weight(f"blk.{i}.attn_q.weight", n_embd, n_head * k_mla)
         m.weight(f"blk.{i}.attn_kv_a_mqa.weight", n_embd, kv_lora_rank + qk_rope_head_dim)
         m.norm(f"blk.{i}.attn_kv_a_norm", kv_lora_rank)
-        m.weight(f"blk.{i}.attn_k_b.weight", qk_nope_head_dim, kv_lora_rank, n_head)
-        m.weight(f"blk.{i}.attn_v_b.weight", kv_lora_rank, v_head_dim, n_head)
+        if mla:
+            m.weight(f"blk.{i}.attn_k_b.weight", qk_nope_head_dim, kv_lora_rank, n_head)
+            m.weight(f"blk.{i}.attn_v_b.weight", kv_lora_rank, v_head_dim, n_head)
+        else:
+            m.weight(f"blk.{i}.attn_kv_b.weight", kv_lora_rank, n_head * (qk_nope_head_dim + v_head_dim))
         m.weight(f"blk.{i}.attn_output.weight", n_head * v_head_dim, n_embd)
         m.norm(f"blk.{i}.ffn_norm", n_embd)
         if i < n_layer_dense_lead:
             _swiglu(m, i, n_embd, n_ff)
             continue
         m.f32(f"blk.{i}.ffn_gate_inp.weight", n_embd, n_expert)
+        if probs_bias:
+            m.f32(f"blk.{i}.exp_probs_b.bias", n_expert)
         m.weight(f"blk.{i}.ffn_gate_exps.weight", n_embd, n_ff_exp, n_expert)
         m.weight(f"blk.{i}.ffn_up_exps.weight", n_embd, n_ff_exp, n_expert)
         m.weight(f"blk.{i}.ffn_down_exps.weight", n_ff_exp, n_embd, n_expert)

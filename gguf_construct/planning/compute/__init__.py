@@ -16,6 +16,7 @@ from .alloc import reserve_bytes
 from .blocks import Batch, ContextLike, GraphBuilder, ShapeLike
 from .dense import RECIPES, build_dense
 from .graph import Graph
+from .mla import build_deepseek2
 from .moe import build_qwen3moe
 from .recurrent import RECURRENT
 
@@ -31,6 +32,7 @@ def _dense(arch: str) -> Callable[[GraphBuilder], None]:
 ARCHITECTURES: dict[str, Callable[[GraphBuilder], None]] = {arch: _dense(arch) for arch in RECIPES}
 ARCHITECTURES.update(RECURRENT)
 ARCHITECTURES["qwen3moe"] = build_qwen3moe
+ARCHITECTURES["deepseek2"] = build_deepseek2
 
 
 def supported(arch: str) -> bool:
