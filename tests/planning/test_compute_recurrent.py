@@ -7,12 +7,8 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-from gguf_construct.api.gguf_file import load_gguf  # noqa: E402
-from gguf_construct.planning.compute import Batch, build_graph, compute_bytes  # noqa: E402
-from gguf_construct.planning.context import ContextRequest, resolve  # noqa: E402
-from gguf_construct.planning.shape import ModelShape  # noqa: E402
-from tests.llama_memory import measure  # noqa: E402
-from tests.planning.llama_cgraph import reserved_graph  # noqa: E402
+from gguf_construct.planning.compute import Batch  # noqa: E402
+from tests.planning.compute_check import graph_summaries, planned_and_measured  # noqa: E402
 from tests.tiny_models import BUILDERS  # noqa: E402
 
 SETTINGS = [
@@ -41,27 +37,22 @@ def models(tmp_path_factory):
     return out
 
 
-def _planned(path, settings) -> int:
-    shape = ModelShape.of(load_gguf(path))
-    return compute_bytes(shape, resolve(shape, ContextRequest(**settings)))
-
-
 @pytest.mark.parametrize("settings", SETTINGS, ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items()))
 @pytest.mark.parametrize("arch", list(VARIANTS))
 def test_compute_buffer_is_llama_cpps(arch, settings, models):
-    assert _planned(models[arch], settings) == measure(models[arch], **settings).total("compute")
+    planned, measured = planned_and_measured(models[arch], **settings)
+    assert planned == measured
 
 
 @pytest.mark.parametrize("name", [f"{a}-variant" for a in VARIANTS])
 def test_other_sizes_and_weight_types(name, models):
     settings = dict(n_ctx=512, n_seq_max=2, n_ubatch=256)
-    assert _planned(models[name], settings) == measure(models[name], **settings).total("compute")
+    planned, measured = planned_and_measured(models[name], **settings)
+    assert planned == measured
 
 
 @pytest.mark.parametrize("arch", list(VARIANTS))
 def test_graph_is_llama_cpps_node_for_node(arch, models):
     """Two sequences of 8 tokens: every node's op, type, shape and view-ness as in llama.cpp's reserved graph."""
-    path, settings = models[arch], dict(n_ctx=256, n_seq_max=2)
-    shape = ModelShape.of(load_gguf(path))
-    planned = build_graph(shape, resolve(shape, ContextRequest(**settings)), Batch(16, 2, 16))
-    assert planned.summary() == reserved_graph(path, n_tokens=16, n_seqs=2, n_outputs=16, **settings).summary()
+    planned, ref = graph_summaries(models[arch], Batch(16, 2, 16), n_ctx=256, n_seq_max=2)
+    assert planned == ref
