@@ -18,11 +18,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from .cache import CacheLayer, kv_cache, recurrent_state
-from .context import ContextRequest, ResolvedContext, resolve
+from .context import ContextRequest, PlanError, ResolvedContext, resolve
 from .shape import ModelShape
 from .weights import INPUT, OUTPUT, WeightBuffers, cpu_features, on_gpu, weight_buffers
 
-__all__ = ["ContextRequest", "ModelShape", "Plan", "plan", "plan_shape"]
+__all__ = ["ContextRequest", "ModelShape", "Plan", "PlanError", "plan", "plan_shape"]
 
 
 @dataclass
@@ -122,7 +122,7 @@ def plan_shape(
     kv, rs = kv_cache(shape, ctx), recurrent_state(shape, ctx)
     if n_gpu_layers == "auto":
         if gpu_mem is None:
-            raise ValueError("n_gpu_layers='auto' needs gpu_mem")
+            raise PlanError("n_gpu_layers='auto' needs gpu_mem")
         n_gpu_layers = _most_layers(shape, kv, rs, compute, gpu_mem, feats, use_mmap)
     weights = weight_buffers(shape, features=feats, use_mmap=use_mmap, n_gpu_layers=n_gpu_layers)
     gpu = _gpu_share(shape, kv, rs, compute, weights, n_gpu_layers) if n_gpu_layers else {}

@@ -9,7 +9,11 @@ from dataclasses import dataclass
 
 from .shape import ModelShape, memory_table
 
-__all__ = ["ContextRequest", "ResolvedContext", "resolve"]
+__all__ = ["ContextRequest", "PlanError", "ResolvedContext", "resolve"]
+
+
+class PlanError(ValueError):
+    """A request llama.cpp would refuse (the plan says so instead of planning it)."""
 
 
 def _pad(n: int, to: int) -> int:
@@ -64,13 +68,15 @@ def resolve(shape: ModelShape, req: ContextRequest) -> ResolvedContext:
     else:
         n_ctx_seq = _pad(n_ctx // n_seq_max, pad)
         if n_ctx_seq == 0:
-            raise ValueError("n_ctx_seq is 0: llama.cpp refuses the context")
+            raise PlanError("n_ctx_seq is 0: llama.cpp refuses the context")
         n_ctx = n_ctx_seq * n_seq_max
     n_batch = min(n_ctx, req.n_batch or int(rules["default_n_batch"]))  # causal attention
     n_ubatch = min(n_batch, req.n_ubatch or int(rules["default_n_ubatch"]))
     flash = req.flash_attn != "off"
+    if shape.mla and req.type_k != req.type_v:  # the V cache is a view of K: llama_init_from_model refuses
+        raise PlanError(f"an MLA model's K and V caches share one type: llama.cpp refuses K {req.type_k}, V {req.type_v}")
     if not flash and req.type_v not in ("f32", "f16", "bf16"):
-        raise ValueError(f"a {req.type_v} V cache needs flash attention: llama.cpp refuses it with flash attention off")
+        raise PlanError(f"a {req.type_v} V cache needs flash attention: llama.cpp refuses it with flash attention off")
     n_ctx_swa = 0
     if any(shape.swa_layers):
         if req.swa_full:

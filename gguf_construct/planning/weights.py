@@ -7,7 +7,8 @@ layers. On the CPU a weight goes to the ``CPU_REPACK`` buffer when the CPU repac
 interleaved layout, read from the file at load) and to plain CPU memory otherwise. With mmap, the plain CPU
 weights of each file are one ``CPU_Mapped`` buffer spanning their bytes in the file, first to last; without it,
 a ``CPU`` buffer with each tensor padded to the alignment. When a model has no ``output.weight`` the output layer
-reads ``token_embd.weight`` (a duplicate over the same bytes), which may itself be repacked.
+reads ``token_embd.weight``: a second tensor over the same bytes only where it lands in another buffer type
+(repacked, or offloaded), else the same tensor.
 """
 
 from __future__ import annotations
@@ -115,22 +116,28 @@ def weight_buffers(shape: ModelShape, *, features: Iterable[str] = (), use_mmap:
     by_layer: dict[int, int] = defaultdict(int)
     spans: dict[int, list[int]] = {}
     repacked = []
+    placed: dict[str, str] = {}
+    duplicate = memory_table().duplicated_output
     for t in _with_duplicated_output(shape):
         layer = layer_of(t.name, shape.n_layer)
         if on_gpu(layer, shape.n_layer, n_gpu_layers):
-            size, where = aligned(t.nbytes), "GPU"
+            where = "GPU"
         elif repacks(t, features):
-            size, where = aligned(t.nbytes), "CPU_REPACK"
+            where = "CPU_REPACK"
+        else:
+            where = "CPU_Mapped" if use_mmap else "CPU"
+        placed[t.name] = where
+        if t.name == duplicate["as"] and shape.tensor(t.name) is None and placed.get(duplicate["tensor"]) == where:
+            continue  # the loader reuses the original when both land in the same buffer type (create_tensor)
+        if where == "CPU_REPACK":
             repacked.append(t.name)
-        elif use_mmap:
+        if where == "CPU_Mapped":
             first, last = spans.get(t.file, [t.offset, t.offset + t.nbytes])
             spans[t.file] = [min(first, t.offset), max(last, t.offset + t.nbytes)]
             by_layer[layer] += t.nbytes
             continue
-        else:
-            size, where = aligned(t.nbytes), "CPU"
-        by_buffer[where] += size
-        by_layer[layer] += size
+        by_buffer[where] += aligned(t.nbytes)
+        by_layer[layer] += aligned(t.nbytes)
     for first, last in spans.values():
         by_buffer["CPU_Mapped"] += last - first
     return WeightBuffers(dict(by_buffer), dict(by_layer), tuple(repacked))
