@@ -36,7 +36,7 @@ class Shape:
         return self.tensors.get(name)
 
 
-_SWA = {"gemma2": (2, 4096), "gemma3": (6, None), "phi3": (None, None)}  # default period, default window
+_SWA = {"gemma2": (2, 4096), "gemma3": (6, None)}  # default period, default window (phi3 ignores its window)
 
 
 def shape_of(path) -> Shape:

@@ -10,7 +10,8 @@ from tests.tiny_llama import llama_model
 
 
 @cache
-def _dir() -> Path:
+def tmp_dir() -> Path:
+    """One temporary folder for the session's models."""
     return Path(tempfile.mkdtemp(prefix="gc-planning-"))
 
 
@@ -23,6 +24,6 @@ def tiny_llama_path() -> Path:
     md["tokenizer.ggml.tokens"] = ["<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(29)]
     md["tokenizer.ggml.scores"] = [0.0] * 32
     md["tokenizer.ggml.token_type"] = [2, 3, 3] + [1] * 29
-    path = _dir() / "llama.gguf"
+    path = tmp_dir() / "llama.gguf"
     f.save(path)
     return path

@@ -1,5 +1,5 @@
 """llama.cpp's CPU compute buffer predicted from a model's shape: the graphs it reserves, built as a small IR
-(:mod:`.graph`) the way llama.cpp builds them (:mod:`.blocks`, one module per architecture family), and
+(:mod:`.graph`) the way llama.cpp builds them (:mod:`.llm_graph`, one module per architecture family), and
 allocated as ggml-alloc allocates them (:mod:`.alloc`).
 
 ``compute_bytes(shape, ctx)`` follows ``llama_context::sched_reserve`` (llama.cpp src/llama-context.cpp): it
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .alloc import reserve_bytes
-from .blocks import Batch, ContextLike, GraphBuilder, ShapeLike
 from .dense import RECIPES, build_dense
 from .graph import Graph
+from .llm_graph import Batch, ContextLike, GraphBuilder, ShapeLike
 from .mla import build_deepseek2
 from .moe import build_qwen3moe
 from .recurrent import RECURRENT

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .blocks import GraphBuilder, KVInput
+from .llm_graph import GraphBuilder, KVInput
 
 __all__ = ["RECIPES", "Recipe", "build_dense"]
 

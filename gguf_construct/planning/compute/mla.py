@@ -10,8 +10,8 @@ The feed-forward is dense for the first ``leading_dense_block_count`` layers, th
 
 from __future__ import annotations
 
-from .blocks import GraphBuilder, KVInput
 from .graph import Tensor, row_size
+from .llm_graph import GraphBuilder, KVInput
 from .moe import GATING, moe_ffn
 
 __all__ = ["build_deepseek2"]

@@ -8,8 +8,8 @@ sum of the weighted expert outputs. :func:`build_qwen3moe` is llama.cpp src/mode
 
 from __future__ import annotations
 
-from .blocks import GraphBuilder
 from .graph import Tensor
+from .llm_graph import GraphBuilder
 
 __all__ = ["GATING", "build_qwen3moe", "moe_ffn"]
 

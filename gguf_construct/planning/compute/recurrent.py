@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .blocks import GraphBuilder
 from .graph import Ggml, Tensor
+from .llm_graph import GraphBuilder
 
 __all__ = ["RECURRENT", "build_mamba", "build_rwkv6", "build_rwkv7"]
 

@@ -1,0 +1,121 @@
+"""The planned compute buffer of the dense llama-family architectures against llama.cpp's own.
+
+llama.cpp is the oracle: ``llama_get_memory_breakdown``'s compute bytes for a context (tests/llama_memory.py)
+and the graph it reserves, node by node (tests/planning/llama_cgraph.py). The planner is a replay of llama.cpp's
+graph building and of ggml-alloc, so it is asserted exact, not within a tolerance.
+"""
+
+from __future__ import annotations
+
+import itertools
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import tests.tiny_models as tm
+from gguf_construct.planning.compute import build_graph, compute_bytes, reserved_batches
+from tests.planning.local_shape import context_of, shape_of
+from tests.planning.tiny import tmp_dir
+
+pytest.importorskip("llama_cpp")
+
+ARCHS = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3")
+
+
+@cache
+def model(name: str) -> Path:
+    """A tiny model of each kind: the architectures' defaults, and variants that change the graph's shapes."""
+    variants = {
+        "llama-gqa": lambda: tm.llama(n_embd=512, n_ff=1024, n_head=8, n_head_kv=2, wtype="q4_0"),
+        "qwen3-head128": lambda: tm.qwen3(head_dim=128, n_layer=3, wtype="q8_0"),
+        "gemma3-period3": lambda: tm.gemma3(n_layer=5, swa_period=3, sliding_window=256),
+        "gemma2-window512": lambda: tm.gemma2(n_layer=3, sliding_window=512, wtype="q4_K"),
+        "gemma3-nowindow": lambda: tm.gemma3(),
+    }
+    f = variants[name]() if name in variants else tm.BUILDERS[name]()
+    if name == "gemma3-nowindow":  # gemma3 without the key: no sliding window, one cache
+        del f.metadata["gemma3.attention.sliding_window"]
+    path = tmp_dir() / f"{name}.gguf"
+    f.save(path)
+    return path
+
+
+def _settings() -> list[dict]:
+    """n_ctx (padded to 256 by llama.cpp, and bounding the batch), n_ubatch, sequences, cache types, flash
+    attention: a quantized V cache needs flash attention, so without it only K is quantized."""
+    out = []
+    for n_ctx, n_ubatch, n_seq, cache_type, fa in itertools.product(
+        (64, 300, 4096), (32, 512), (1, 2), ("f16", "q8_0", "q4_0"), ("on", "off")
+    ):
+        type_v = cache_type if fa == "on" else "f16"
+        out.append(dict(n_ctx=n_ctx, n_ubatch=n_ubatch, n_seq_max=n_seq, type_k=cache_type, type_v=type_v, flash_attn=fa))
+    return out
+
+
+def _planned(path: Path, settings: dict) -> int:
+    shape = shape_of(path)
+    return compute_bytes(shape, context_of(shape, **settings))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_compute_buffer_is_llama_cpps_for_every_setting(arch):
+    from tests.llama_memory import measure
+
+    path = model(arch)
+    wrong = []
+    for settings in _settings():
+        measured = measure(path, **settings).total("compute")
+        planned = _planned(path, settings)
+        assert abs(planned - measured) <= 0.05 * measured, (settings, planned, measured)
+        if planned != measured:
+            wrong.append((settings, planned, measured))
+    assert not wrong  # exact: the plan replays llama.cpp's graph and allocator
+
+
+@pytest.mark.parametrize(
+    "name, settings",
+    [
+        ("llama-gqa", dict(n_ctx=4096, flash_attn="off")),
+        ("llama-gqa", dict(n_ctx=4096, n_seq_max=2, kv_unified=True)),
+        ("qwen3-head128", dict(n_ctx=2048, type_k="q8_0", type_v="q8_0")),
+        ("qwen3-head128", dict(n_ctx=3000, n_seq_max=3, flash_attn="off")),
+        ("gemma3-period3", dict(n_ctx=4096)),
+        ("gemma3-period3", dict(n_ctx=4096, swa_full=True, n_seq_max=2, flash_attn="off")),
+        ("gemma2-window512", dict(n_ctx=8192, n_ubatch=128, type_k="q8_0", type_v="q4_0")),
+        ("gemma3-nowindow", dict(n_ctx=1024)),
+        ("llama", dict(n_ctx=2048, n_batch=2048, n_ubatch=2048)),
+        ("qwen2", dict(n_ctx=1000, n_batch=256, n_ubatch=512)),
+        ("phi3", dict(n_ctx=512, n_batch=1, n_ubatch=1)),
+    ],
+)
+def test_compute_buffer_of_other_shapes_and_contexts(name, settings):
+    from tests.llama_memory import measure
+
+    path = model(name)
+    assert _planned(path, settings) == measure(path, **settings).total("compute")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("flash_attn", ["on", "off"])
+def test_planned_graph_is_llama_cpps_node_for_node(arch, flash_attn):
+    """The same nodes (op, type, shape, strides of views) in the same order, and the same inputs: what the
+    allocation depends on."""
+    from tests.planning.llama_cgraph import reserved_graph
+
+    path = model(arch)
+    settings = dict(n_ctx=1024, n_seq_max=2, flash_attn=flash_attn)
+    shape = shape_of(path)
+    ctx = context_of(shape, **settings)
+    for batch in reserved_batches(ctx, ctx.n_ctx)[:2]:
+        planned = build_graph(shape, ctx, batch)
+        actual = reserved_graph(path, n_tokens=batch.n_tokens, n_seqs=batch.n_seqs, n_outputs=batch.n_outputs, **settings)
+
+        def nodes(g):
+            return [(n.op, n.type, n.ne, n.nb if n.is_view else None, [s.op for s in n.src], n.output) for n in g.nodes]
+
+        def inputs(g):
+            return [(t.type, t.ne) for t in g.leafs if not t.external]
+
+        assert nodes(planned) == nodes(actual)
+        assert inputs(planned) == inputs(actual)
