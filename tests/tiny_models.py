@@ -128,6 +128,14 @@ def _swiglu(m: _Model, i: int, n_embd: int, n_ff: int) -> None:
     m.weight(f"blk.{i}.ffn_down.weight", n_ff, n_embd)
 
 
+def _experts(m: _Model, i: int, n_embd: int, n_ff_exp: int, n_expert: int) -> None:
+    """The router and the stacked SwiGLU experts of one layer."""
+    m.f32(f"blk.{i}.ffn_gate_inp.weight", n_embd, n_expert)
+    m.weight(f"blk.{i}.ffn_gate_exps.weight", n_embd, n_ff_exp, n_expert)
+    m.weight(f"blk.{i}.ffn_up_exps.weight", n_embd, n_ff_exp, n_expert)
+    m.weight(f"blk.{i}.ffn_down_exps.weight", n_ff_exp, n_embd, n_expert)
+
+
 def _dense(
     arch: str,
     *,
@@ -145,11 +153,17 @@ def _dense(
     qk_norm: bool = False,
     post_norms: bool = False,
     output: bool = True,
+    n_expert: int = 0,
+    n_expert_used: int = 0,
 ) -> _Model:
-    """The llama-like layout shared by llama, qwen2, qwen3, gemma2 and gemma3."""
+    """The llama-like layout shared by llama, qwen2, qwen3, gemma2 and gemma3; with ``n_expert``, each layer's
+    FFN is a mixture of that many SwiGLU experts of ``n_ff`` (Mixtral's layout of llama)."""
     m = _Model(arch, wtype, seed, n_vocab, context_length)
     hd = _attention_keys(m, n_layer, n_embd, n_head, n_head_kv, head_dim)
     m.key("feed_forward_length", n_ff)
+    if n_expert:
+        m.key("expert_count", n_expert)
+        m.key("expert_used_count", n_expert_used)
     m.embeddings(n_embd, output)
     for i in range(n_layer):
         m.norm(f"blk.{i}.attn_norm", n_embd)
@@ -160,7 +174,10 @@ def _dense(
         if post_norms:
             m.norm(f"blk.{i}.post_attention_norm", n_embd)
         m.norm(f"blk.{i}.ffn_norm", n_embd)
-        _swiglu(m, i, n_embd, n_ff)
+        if n_expert:
+            _experts(m, i, n_embd, n_ff, n_expert)
+        else:
+            _swiglu(m, i, n_embd, n_ff)
         if post_norms:
             m.norm(f"blk.{i}.post_ffw_norm", n_embd)
     m.output_norm(n_embd)
@@ -178,11 +195,15 @@ def llama(
     wtype: str = "f16",
     seed: int = 0,
     context_length: int = 4096,
+    n_expert: int = 0,
+    n_expert_used: int = 0,
 ) -> GGUFFile:
-    """llama (llama.cpp src/models/llama.cpp)."""
+    """llama (llama.cpp src/models/llama.cpp); with ``n_expert`` experts of ``n_ff``, ``n_expert_used`` per
+    token, Mixtral's mixture-of-experts layout."""
     m = _dense(
         "llama", n_layer=n_layer, n_embd=n_embd, n_ff=n_ff, n_head=n_head, n_head_kv=n_head_kv, n_vocab=n_vocab,
-        head_dim=None, wtype=wtype, seed=seed, context_length=context_length,
+        head_dim=None, wtype=wtype, seed=seed, context_length=context_length, n_expert=n_expert,
+        n_expert_used=n_expert_used,
     )  # fmt: skip
     m.key("rope.dimension_count", n_embd // n_head)
     return m.f
@@ -261,10 +282,7 @@ def qwen3moe(
         m.norm(f"blk.{i}.attn_q_norm", hd)
         m.norm(f"blk.{i}.attn_k_norm", hd)
         m.norm(f"blk.{i}.ffn_norm", n_embd)
-        m.f32(f"blk.{i}.ffn_gate_inp.weight", n_embd, n_expert)
-        m.weight(f"blk.{i}.ffn_gate_exps.weight", n_embd, n_ff_exp, n_expert)
-        m.weight(f"blk.{i}.ffn_up_exps.weight", n_embd, n_ff_exp, n_expert)
-        m.weight(f"blk.{i}.ffn_down_exps.weight", n_ff_exp, n_embd, n_expert)
+        _experts(m, i, n_embd, n_ff_exp, n_expert)
     m.output_norm(n_embd)
     return m.f
 
