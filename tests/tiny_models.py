@@ -2,7 +2,7 @@
 requires (llama.cpp src/models/<arch>.cpp: load_arch_hparams, load_arch_tensors) and a small SPM vocabulary.
 
 One builder per architecture returns a :class:`GGUFFile` (the caller saves it): :func:`llama`, :func:`qwen2`,
-:func:`qwen3`, :func:`qwen3moe`, :func:`gemma2`, :func:`gemma3`, :func:`phi3`, :func:`deepseek2`, :func:`mamba`,
+:func:`qwen3`, :func:`qwen3moe`, :func:`qwen2moe`, :func:`gemma2`, :func:`gemma3`, :func:`phi3`, :func:`deepseek2`, :func:`mamba`,
 :func:`rwkv6`, :func:`rwkv7`; :data:`BUILDERS` maps the architecture name to its builder. Sizes are parameters;
 ``wtype`` is the type of the weight matrices (the tensors llama.cpp's quantizer quantizes: llama.cpp
 src/llama-quant.cpp), one of :data:`WEIGHT_TYPES`. A matrix whose rows do not fill whole blocks of ``wtype`` is
@@ -283,6 +283,45 @@ def qwen3moe(
         m.norm(f"blk.{i}.attn_k_norm", hd)
         m.norm(f"blk.{i}.ffn_norm", n_embd)
         _experts(m, i, n_embd, n_ff_exp, n_expert)
+    m.output_norm(n_embd)
+    return m.f
+
+
+def qwen2moe(
+    *,
+    n_layer: int = 2,
+    n_embd: int = 256,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    n_expert: int = 8,
+    n_expert_used: int = 2,
+    n_ff_exp: int = 128,
+    n_ff_shexp: int = 256,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+) -> GGUFFile:
+    """qwen2moe: qwen2's attention (q/k/v biases), experts and a shared expert scaled by its own sigmoid-like
+    gate (llama.cpp src/models/qwen2moe.cpp)."""
+    m = _Model("qwen2moe", wtype, seed, n_vocab, context_length)
+    hd = _attention_keys(m, n_layer, n_embd, n_head, n_head_kv, None)
+    m.key("rope.freq_base", 1000000.0, "f32")
+    m.key("feed_forward_length", n_ff_shexp)
+    m.key("expert_count", n_expert)
+    m.key("expert_used_count", n_expert_used)
+    m.key("expert_feed_forward_length", n_ff_exp)
+    m.key("expert_shared_feed_forward_length", n_ff_shexp)
+    m.embeddings(n_embd)
+    for i in range(n_layer):
+        m.norm(f"blk.{i}.attn_norm", n_embd)
+        _qkvo(m, i, n_embd, hd * n_head, hd * n_head_kv, bias=True)
+        m.norm(f"blk.{i}.ffn_norm", n_embd)
+        _experts(m, i, n_embd, n_ff_exp, n_expert)
+        m.f32(f"blk.{i}.ffn_gate_inp_shexp.weight", n_embd)
+        m.weight(f"blk.{i}.ffn_gate_shexp.weight", n_embd, n_ff_shexp)
+        m.weight(f"blk.{i}.ffn_up_shexp.weight", n_embd, n_ff_shexp)
+        m.weight(f"blk.{i}.ffn_down_shexp.weight", n_ff_shexp, n_embd)
     m.output_norm(n_embd)
     return m.f
 
@@ -632,6 +671,7 @@ BUILDERS: dict[str, Callable[..., GGUFFile]] = {
     "qwen2": qwen2,
     "qwen3": qwen3,
     "qwen3moe": qwen3moe,
+    "qwen2moe": qwen2moe,
     "gemma2": gemma2,
     "gemma3": gemma3,
     "phi3": phi3,

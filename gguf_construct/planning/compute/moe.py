@@ -3,7 +3,8 @@
 :func:`moe_ffn` is ``llm_graph_context::build_moe_ffn`` (llama.cpp src/llama-graph.cpp): the router's
 probabilities, the top ``n_expert_used`` experts per token (ggml_argsort_top_k: a full argsort and a view of its
 first columns), their weights (normalised and scaled if asked), the experts' SwiGLU through MUL_MAT_ID and the
-sum of the weighted expert outputs. :func:`build_qwen3moe` is llama.cpp src/models/qwen3moe.cpp.
+sum of the weighted expert outputs. The graphs of qwen3moe, qwen2moe and llama with experts (Mixtral) are one
+loop around it (llama.cpp src/models/qwen3moe.cpp, qwen2moe.cpp, llama.cpp).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from .graph import Tensor
 from .llm_graph import GraphBuilder
 
-__all__ = ["GATING", "build_qwen3moe", "moe_ffn"]
+__all__ = ["GATING", "build_llama_moe", "build_qwen2moe", "build_qwen3moe", "has_experts", "moe_ffn"]
 
 #: llama.cpp's llama_expert_gating_func_type (src/llama-hparams.h): the value of {arch}.expert_gating_func
 GATING = {1: "softmax", 2: "sigmoid", 3: "softmax_weight"}
@@ -107,8 +108,24 @@ def moe_ffn(
     return g.cont(out) if n_expert_used == 1 else out
 
 
-def build_qwen3moe(b: GraphBuilder) -> None:
-    """llama.cpp src/models/qwen3moe.cpp: qwen3's attention (q/k norms before rope), the MoE feed-forward."""
+def _shared_expert(b: GraphBuilder, cur: Tensor, il: int) -> Tensor | None:
+    """qwen2moe's shared expert: a SwiGLU FFN scaled per token by silu(g) / g of its own router output g."""
+    gate_inp = b.layer(il, "ffn_gate_inp_shexp.weight")
+    if gate_inp is None:
+        return None
+    g = b.g
+    cur_gate_inp = b.mm(gate_inp, cur)
+    cur_gate = g.div(g.unary("SILU", cur_gate_inp), cur_gate_inp)
+    up = b.mm(b.need(f"blk.{il}.ffn_up_shexp.weight"), cur)
+    gate = b.mm(b.need(f"blk.{il}.ffn_gate_shexp.weight"), cur)
+    cur_ffn = b.mm(b.need(f"blk.{il}.ffn_down_shexp.weight"), g.glu_split("SWIGLU", gate, up))
+    return g.mul(cur_ffn, cur_gate)
+
+
+def _build_moe_transformer(b: GraphBuilder, *, norm_w: bool, rope_factors: bool) -> None:
+    """The layer loop llama.cpp's llama (with experts), qwen2moe and qwen3moe graphs share: norm, attention
+    (q/k RMS norms before rope when the file has them), residual, norm, experts (plus qwen2moe's gated shared
+    expert), residual (llama.cpp src/models/llama.cpp, qwen2moe.cpp, qwen3moe.cpp)."""
     g, shape = b.g, b.shape
     md = shape.metadata
     n_expert = int(md.get(f"{shape.arch}.expert_count", 0))
@@ -118,20 +135,48 @@ def build_qwen3moe(b: GraphBuilder) -> None:
     inp_pos = b.inp_pos()
     inp_attn = b.attn_inp_kv()
     out_ids = b.inp_out_ids()
+    factors = b.w("rope_freqs.weight") if rope_factors else None
     for il in range(shape.n_layer):
         residual = inp_l
         cur = b.norm(inp_l, b.need(f"blk.{il}.attn_norm.weight"))
         q, k, v = b.qkv(il, cur)
-        q = g.rope(b.norm(q, b.need(f"blk.{il}.attn_q_norm.weight")), inp_pos)
-        k = g.rope(b.norm(k, b.need(f"blk.{il}.attn_k_norm.weight")), inp_pos)
+        q_norm, k_norm = b.layer(il, "attn_q_norm.weight"), b.layer(il, "attn_k_norm.weight")
+        q = g.rope(b.norm(q, q_norm) if q_norm is not None else q, inp_pos, factors)
+        k = g.rope(b.norm(k, k_norm) if k_norm is not None else k, inp_pos, factors)
         cur = b.attn(inp_attn, il, q, k, v, b.need(f"blk.{il}.attn_output.weight"), b.layer(il, "attn_output.bias"))
         if il == shape.n_layer - 1:
             cur = g.get_rows(cur, out_ids)
             residual = g.get_rows(residual, out_ids)
         ffn_inp = g.add(cur, residual)
         cur = b.norm(ffn_inp, b.need(f"blk.{il}.ffn_norm.weight"))
-        cur = moe_ffn(b, cur, il, n_expert=n_expert, n_expert_used=n_expert_used, norm_w=True, w_scale=w_scale, gating="softmax")
+        if b.layer(il, "ffn_gate_inp.weight") is None:  # a dense layer of a llama file with experts elsewhere
+            cur = b.ffn(cur, il, "SILU", True)
+        else:
+            moe_out = moe_ffn(b, cur, il, n_expert=n_expert, n_expert_used=n_expert_used, norm_w=norm_w, w_scale=w_scale, gating="softmax")
+            shared = _shared_expert(b, cur, il)
+            cur = g.add(moe_out, shared) if shared is not None else moe_out
         inp_l = g.add(cur, ffn_inp)
     cur = b.norm(inp_l, b.need("output_norm.weight"))
     cur.output = True
     g.expand(b.mm(b.w("output.weight") or b.need("token_embd.weight"), cur), output=True)
+
+
+def build_qwen3moe(b: GraphBuilder) -> None:
+    """llama.cpp src/models/qwen3moe.cpp: qwen3's attention (q/k norms before rope), normalised expert weights."""
+    _build_moe_transformer(b, norm_w=True, rope_factors=False)
+
+
+def build_qwen2moe(b: GraphBuilder) -> None:
+    """llama.cpp src/models/qwen2moe.cpp: qwen2's attention (q/k/v biases), unnormalised expert weights and a
+    gated shared expert."""
+    _build_moe_transformer(b, norm_w=False, rope_factors=False)
+
+
+def build_llama_moe(b: GraphBuilder) -> None:
+    """llama.cpp src/models/llama.cpp for a file with experts (Mixtral): normalised expert weights."""
+    _build_moe_transformer(b, norm_w=True, rope_factors=True)
+
+
+def has_experts(b: GraphBuilder) -> bool:
+    """Whether any layer of the model routes to experts (llama.cpp's llama graph takes its MoE branch there)."""
+    return any(b.layer(il, "ffn_gate_inp.weight") is not None for il in range(b.shape.n_layer))
