@@ -53,9 +53,9 @@ def build_graph(shape: ShapeLike, ctx: ContextLike, batch: Batch) -> Graph:
 
 
 def compute_bytes(shape: ShapeLike, ctx: ContextLike) -> int:
-    """llama.cpp's CPU compute buffer for ``shape`` in context ``ctx``, in bytes. Raises KeyError for an
-    architecture whose graph is not modelled (see :func:`supported`)."""
+    """llama.cpp's CPU compute buffer for ``shape`` in context ``ctx``, in bytes. Raises NotImplementedError
+    for an architecture whose graph is not modelled (see :func:`supported`)."""
     if not supported(shape.arch):
-        raise KeyError(f"the compute graph of {shape.arch!r} is not modelled")
+        raise NotImplementedError(f"no graph of {shape.arch!r} is modelled")
     n_ctx = getattr(ctx, "n_ctx", ctx.n_ctx_seq * ctx.n_stream)
     return reserve_bytes(build_graph(shape, ctx, batch) for batch in reserved_batches(ctx, n_ctx))
