@@ -95,9 +95,12 @@ _LIB: _Lib | None = None
 
 
 def _lib() -> _Lib:
+    """The bound library, its log callback set again: another user of llama-cpp-python in the process (a
+    ``Llama`` object) may have replaced it, and the measured log would then be empty."""
     global _LIB
     if _LIB is None:
         _LIB = _Lib()
+    _LIB.L.llama_log_set(_LIB._log_cb, None)
     return _LIB
 
 

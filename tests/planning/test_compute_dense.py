@@ -15,7 +15,7 @@ import pytest
 
 import tests.tiny_models as tm
 from gguf_construct.planning.compute import build_graph, compute_bytes, reserved_batches
-from tests.planning.local_shape import context_of, shape_of
+from tests.planning.plan_inputs import context_of, shape_of
 from tests.planning.tiny import tmp_dir
 
 pytest.importorskip("llama_cpp")
@@ -119,3 +119,21 @@ def test_planned_graph_is_llama_cpps_node_for_node(arch, flash_attn):
 
         assert nodes(planned) == nodes(actual)
         assert inputs(planned) == inputs(actual)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_plan_has_llama_cpps_batch_sizes_and_compute_buffer(arch):
+    """Through ``plan()``: llama.cpp bounds n_batch by the n_ctx asked for, before padding it to 256 (so 64
+    gives batches of 64 in a context of 256), and the compute buffer follows."""
+    import re
+
+    from gguf_construct.planning import plan
+    from tests.llama_memory import cpu_features, measure
+
+    path = model(arch)
+    for settings in (dict(n_ctx=64), dict(n_ctx=300, n_seq_max=2), dict(n_ctx=1000, n_ubatch=128, flash_attn="off")):
+        m = measure(path, **settings)
+        logged = {k: int(v) for k, v in re.findall(r"llama_context: (n_batch|n_ubatch) += (\d+)", "".join(m.log))}
+        p = plan(path, features=cpu_features(), **settings)
+        assert (p.context.n_batch, p.context.n_ubatch) == (logged["n_batch"], logged["n_ubatch"]), settings
+        assert p.compute_bytes == m.total("compute"), settings

@@ -8,8 +8,8 @@ several graphs with the same allocator and grows the buffer to the largest. This
 decision for decision, so the size is exact and not an estimate: a re-implementation (ggml-alloc is C code
 inside the llama.cpp build, with no Python binding that takes a graph that was never built).
 
-The CPU buffer type (ggml-backend.cpp): alignment TENSOR_ALIGNMENT (32, ggml-impl.h), no maximum size, and the
-allocation size of a tensor is ggml_nbytes.
+The CPU buffer type (ggml-backend.cpp): alignment TENSOR_ALIGNMENT (``schema/memory.json``'s buffer alignment),
+no maximum size, and the allocation size of a tensor is ggml_nbytes.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..shape import memory_table
 from .graph import INPLACE_OPS, Graph, Tensor
 
 __all__ = ["CPU_ALIGNMENT", "DynAllocator", "graph_bytes", "reserve_bytes"]
 
-CPU_ALIGNMENT = 32  # ggml/src/ggml-impl.h TENSOR_ALIGNMENT, returned by the CPU buffer type's get_alignment
+CPU_ALIGNMENT = int(memory_table().buffer["alignment"])  # TENSOR_ALIGNMENT: the CPU buffer type's get_alignment
 _SIZE_MAX = 2**64 - 1
 _MAX_CHUNKS = 16  # GGML_VBUFFER_MAX_CHUNKS
 

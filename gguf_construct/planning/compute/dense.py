@@ -4,11 +4,13 @@ gemma2, gemma3 (llama.cpp src/models/llama.cpp, qwen2.cpp, qwen3.cpp, phi3.cpp, 
 These graphs are one loop over layers (norm, attention over the KV cache, residual, norm, feed-forward,
 residual) differing in details: what each architecture does differently is a :class:`Recipe`; what a file has
 or lacks (biases, q/k norms, post-norms, a fused q/k/v, an output tied to the embeddings) is read from its
-tensors, as llama.cpp's loader makes those optional.
+tensors, as llama.cpp's loader makes those optional. The recipes are data: the ``graph`` entries of
+``schema/memory.json``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .llm_graph import GraphBuilder, KVInput
@@ -38,14 +40,20 @@ class Recipe:
     ffn_residual_first: bool = False
 
 
-RECIPES: dict[str, Recipe] = {
-    "llama": Recipe(),
-    "qwen2": Recipe(),
-    "qwen3": Recipe(),
-    "phi3": Recipe(q_scale=True, ffn="SWIGLU", ffn_par=False, iswa="if_swa", ffn_residual_first=True),
-    "gemma2": Recipe(embd_scale=True, q_scale=True, ffn="GELU", iswa="always", attn_softcap=True, final_softcap="always"),
-    "gemma3": Recipe(embd_scale=True, q_scale=True, ffn="GELU", iswa="if_swa", final_softcap="if_set"),
-}
+def _recipes() -> dict[str, Recipe]:
+    """The dense architectures of ``schema/memory.json`` (their ``graph`` entries) as recipes."""
+    from ..shape import memory_table
+
+    out = {}
+    for arch, entry in memory_table().architectures.items():
+        graph = entry.get("graph") if isinstance(entry, Mapping) else None
+        if graph and graph.get("family") == "dense":
+            out[arch] = Recipe(**{k: v for k, v in graph.items() if k not in ("family", "source")})
+    return out
+
+
+#: architecture → its recipe, for every dense architecture the schema describes
+RECIPES: dict[str, Recipe] = _recipes()
 
 
 def build_dense(b: GraphBuilder, recipe: Recipe) -> None:

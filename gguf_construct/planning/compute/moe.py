@@ -12,7 +12,7 @@ from __future__ import annotations
 from .graph import Tensor
 from .llm_graph import GraphBuilder
 
-__all__ = ["GATING", "build_llama_moe", "build_qwen2moe", "build_qwen3moe", "has_experts", "moe_ffn"]
+__all__ = ["GATING", "build_llama_moe", "build_moe", "has_experts", "moe_ffn"]
 
 #: llama.cpp's llama_expert_gating_func_type (src/llama-hparams.h): the value of {arch}.expert_gating_func
 GATING = {1: "softmax", 2: "sigmoid", 3: "softmax_weight"}
@@ -122,10 +122,11 @@ def _shared_expert(b: GraphBuilder, cur: Tensor, il: int) -> Tensor | None:
     return g.mul(cur_ffn, cur_gate)
 
 
-def _build_moe_transformer(b: GraphBuilder, *, norm_w: bool, rope_factors: bool) -> None:
+def build_moe(b: GraphBuilder, *, norm_w: bool) -> None:
     """The layer loop llama.cpp's llama (with experts), qwen2moe and qwen3moe graphs share: norm, attention
     (q/k RMS norms before rope when the file has them), residual, norm, experts (plus qwen2moe's gated shared
-    expert), residual (llama.cpp src/models/llama.cpp, qwen2moe.cpp, qwen3moe.cpp)."""
+    expert), residual (llama.cpp src/models/llama.cpp, qwen2moe.cpp, qwen3moe.cpp). ``norm_w``: the chosen
+    experts' weights are normalised to sum 1 (qwen3moe and llama, not qwen2moe)."""
     g, shape = b.g, b.shape
     md = shape.metadata
     n_expert = int(md.get(f"{shape.arch}.expert_count", 0))
@@ -135,7 +136,7 @@ def _build_moe_transformer(b: GraphBuilder, *, norm_w: bool, rope_factors: bool)
     inp_pos = b.inp_pos()
     inp_attn = b.attn_inp_kv()
     out_ids = b.inp_out_ids()
-    factors = b.w("rope_freqs.weight") if rope_factors else None
+    factors = b.w("rope_freqs.weight")  # llama's rope frequency factors (the qwen files have none)
     for il in range(shape.n_layer):
         residual = inp_l
         cur = b.norm(inp_l, b.need(f"blk.{il}.attn_norm.weight"))
@@ -161,20 +162,9 @@ def _build_moe_transformer(b: GraphBuilder, *, norm_w: bool, rope_factors: bool)
     g.expand(b.mm(b.w("output.weight") or b.need("token_embd.weight"), cur), output=True)
 
 
-def build_qwen3moe(b: GraphBuilder) -> None:
-    """llama.cpp src/models/qwen3moe.cpp: qwen3's attention (q/k norms before rope), normalised expert weights."""
-    _build_moe_transformer(b, norm_w=True, rope_factors=False)
-
-
-def build_qwen2moe(b: GraphBuilder) -> None:
-    """llama.cpp src/models/qwen2moe.cpp: qwen2's attention (q/k/v biases), unnormalised expert weights and a
-    gated shared expert."""
-    _build_moe_transformer(b, norm_w=False, rope_factors=False)
-
-
 def build_llama_moe(b: GraphBuilder) -> None:
     """llama.cpp src/models/llama.cpp for a file with experts (Mixtral): normalised expert weights."""
-    _build_moe_transformer(b, norm_w=True, rope_factors=True)
+    build_moe(b, norm_w=True)
 
 
 def has_experts(b: GraphBuilder) -> bool:
