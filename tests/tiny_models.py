@@ -2,7 +2,7 @@
 requires (llama.cpp src/models/<arch>.cpp: load_arch_hparams, load_arch_tensors) and a small SPM vocabulary.
 
 One builder per architecture returns a :class:`GGUFFile` (the caller saves it): :func:`llama`, :func:`qwen2`,
-:func:`qwen3`, :func:`qwen3moe`, :func:`qwen2moe`, :func:`gemma2`, :func:`gemma3`, :func:`phi3`, :func:`deepseek2`, :func:`mamba`,
+:func:`qwen3`, :func:`qwen3moe`, :func:`qwen2moe`, :func:`gpt_oss`, :func:`gemma2`, :func:`gemma3`, :func:`phi3`, :func:`deepseek2`, :func:`mamba`,
 :func:`rwkv6`, :func:`rwkv7`; :data:`BUILDERS` maps the architecture name to its builder. Sizes are parameters;
 ``wtype`` is the type of the weight matrices (the tensors llama.cpp's quantizer quantizes: llama.cpp
 src/llama-quant.cpp), one of :data:`WEIGHT_TYPES`. A matrix whose rows do not fill whole blocks of ``wtype`` is
@@ -322,6 +322,50 @@ def qwen2moe(
         m.weight(f"blk.{i}.ffn_gate_shexp.weight", n_embd, n_ff_shexp)
         m.weight(f"blk.{i}.ffn_up_shexp.weight", n_embd, n_ff_shexp)
         m.weight(f"blk.{i}.ffn_down_shexp.weight", n_ff_shexp, n_embd)
+    m.output_norm(n_embd)
+    return m.f
+
+
+def gpt_oss(
+    *,
+    n_layer: int = 2,
+    n_embd: int = 256,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    head_dim: int = 64,
+    n_expert: int = 8,
+    n_expert_used: int = 2,
+    n_ff_exp: int = 128,
+    sliding_window: int = 128,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+) -> GGUFFile:
+    """gpt-oss (llama.cpp's openai-moe): every other layer attends within ``sliding_window`` tokens, attention
+    sinks, biases on the attention output, the router and the experts, SwiGLU-OAI experts weighted by a softmax
+    over the chosen ones (llama.cpp src/models/openai-moe.cpp)."""
+    m = _Model("gpt-oss", wtype, seed, n_vocab, context_length)
+    _attention_keys(m, n_layer, n_embd, n_head, n_head_kv, head_dim)
+    m.key("rope.dimension_count", head_dim)
+    m.key("rope.freq_base", 150000.0, "f32")
+    m.key("feed_forward_length", n_ff_exp)
+    m.key("expert_count", n_expert)
+    m.key("expert_used_count", n_expert_used)
+    m.key("expert_feed_forward_length", n_ff_exp)
+    m.key("attention.sliding_window", sliding_window)
+    m.embeddings(n_embd)
+    for i in range(n_layer):
+        m.norm(f"blk.{i}.attn_norm", n_embd)
+        _qkvo(m, i, n_embd, head_dim * n_head, head_dim * n_head_kv, bias=True)
+        m.f32(f"blk.{i}.attn_output.bias", n_embd)
+        m.f32(f"blk.{i}.attn_sinks.weight", n_head)
+        m.norm(f"blk.{i}.post_attention_norm", n_embd)
+        _experts(m, i, n_embd, n_ff_exp, n_expert)
+        m.f32(f"blk.{i}.ffn_gate_inp.bias", n_expert)
+        m.f32(f"blk.{i}.ffn_gate_exps.bias", n_ff_exp, n_expert)
+        m.f32(f"blk.{i}.ffn_up_exps.bias", n_ff_exp, n_expert)
+        m.f32(f"blk.{i}.ffn_down_exps.bias", n_embd, n_expert)
     m.output_norm(n_embd)
     return m.f
 
@@ -672,6 +716,7 @@ BUILDERS: dict[str, Callable[..., GGUFFile]] = {
     "qwen3": qwen3,
     "qwen3moe": qwen3moe,
     "qwen2moe": qwen2moe,
+    "gpt-oss": gpt_oss,
     "gemma2": gemma2,
     "gemma3": gemma3,
     "phi3": phi3,

@@ -19,7 +19,7 @@ from .dense import RECIPES, build_dense
 from .graph import Graph
 from .llm_graph import Batch, ContextLike, GraphBuilder, ShapeLike
 from .mla import build_deepseek2
-from .moe import build_llama_moe, build_moe, has_experts
+from .moe import MoeRecipe, build_llama_moe, build_moe, has_experts
 from .recurrent import RECURRENT
 
 __all__ = ["ARCHITECTURES", "reserved_batches", "build_graph", "compute_bytes", "supported"]
@@ -39,8 +39,8 @@ def _builder(arch: str, graph: Mapping[str, Any]) -> Callable[[GraphBuilder], No
         dense: Callable[[GraphBuilder], None] = lambda b: build_dense(b, recipe)  # noqa: E731
         return (lambda b: _llama(b, dense)) if arch == "llama" else dense
     if family == "moe":
-        norm_w = bool(graph["norm_w"])
-        return lambda b: build_moe(b, norm_w=norm_w)
+        moe = MoeRecipe(**{k: v for k, v in graph.items() if k not in ("family", "source")})
+        return lambda b: build_moe(b, moe)
     if family == "mla":
         return build_deepseek2
     if family == "recurrent":
