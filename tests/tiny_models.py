@@ -1,9 +1,10 @@
 """Tiny GGUF models of the architectures the memory plan covers, each with every key and tensor llama.cpp's loader
 requires (llama.cpp src/models/<arch>.cpp: load_arch_hparams, load_arch_tensors) and a small SPM vocabulary.
 
-One builder per architecture returns a :class:`GGUFFile` (the caller saves it): :func:`llama`, :func:`qwen2`,
-:func:`qwen3`, :func:`qwen3moe`, :func:`qwen2moe`, :func:`gpt_oss`, :func:`gemma2`, :func:`gemma3`, :func:`phi3`, :func:`deepseek2`, :func:`mamba`,
-:func:`rwkv6`, :func:`rwkv7`; :data:`BUILDERS` maps the architecture name to its builder. Sizes are parameters;
+One builder per architecture returns a :class:`GGUFFile` (the caller saves it): :func:`llama` (with experts:
+Mixtral's layout), :func:`qwen2`, :func:`qwen3`, :func:`qwen3moe`, :func:`qwen2moe`, :func:`gpt_oss`, :func:`gemma2`,
+:func:`gemma3`, :func:`phi3`, :func:`deepseek2`, :func:`mamba`, :func:`rwkv6`, :func:`rwkv7`; :data:`BUILDERS`
+maps the architecture name to its builder. Sizes are parameters;
 ``wtype`` is the type of the weight matrices (the tensors llama.cpp's quantizer quantizes: llama.cpp
 src/llama-quant.cpp), one of :data:`WEIGHT_TYPES`. A matrix whose rows do not fill whole blocks of ``wtype`` is
 written as f16, as llama.cpp's quantizer falls back to another type for such rows. Norms are ones; other weights

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..context import PlanError
 from ..shape import memory_table
 from .alloc import reserve_bytes
 from .dense import RECIPES, build_dense
@@ -81,8 +82,17 @@ def build_graph(shape: ShapeLike, ctx: ContextLike, batch: Batch) -> Graph:
 
 def compute_bytes(shape: ShapeLike, ctx: ContextLike) -> int:
     """llama.cpp's CPU compute buffer for ``shape`` in context ``ctx``, in bytes. Raises NotImplementedError
-    for an architecture whose graph is not modelled (see :func:`supported`)."""
+    for an architecture whose graph is not modelled (see :func:`supported`), PlanError for a model whose header
+    and tensors cannot make the graph (llama.cpp refuses such a file)."""
     if not supported(shape.arch):
         raise NotImplementedError(f"no graph of {shape.arch!r} is modelled")
     n_ctx = getattr(ctx, "n_ctx", ctx.n_ctx_seq * ctx.n_stream)
-    return reserve_bytes(build_graph(shape, ctx, batch) for batch in reserved_batches(ctx, n_ctx))
+    try:
+        graphs = [build_graph(shape, ctx, batch) for batch in reserved_batches(ctx, n_ctx)]
+    except (KeyError, ValueError, IndexError, ZeroDivisionError) as e:
+        # a tensor the graph needs is missing, or the header's sizes do not fit the tensors (a reshape of the
+        # wrong element count, no heads, no experts): llama.cpp's loader refuses such a file
+        raise PlanError(
+            f"{shape.arch}: the header and the tensors do not make llama.cpp's graph ({e}); llama.cpp refuses the file"
+        ) from None
+    return reserve_bytes(graphs)

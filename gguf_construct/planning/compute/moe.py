@@ -52,6 +52,8 @@ def moe_ffn(
     """build_moe_ffn with gated experts (separate gate/up experts, or one merged ffn_gate_up_exps, with their
     biases where the file has them): ``act`` SILU (a SwiGLU of gate and up) or SWIGLU_OAI (gpt-oss's)."""
     g = b.g
+    if not 0 < n_expert_used <= n_expert:  # llama_model_base::load_hparams asserts it
+        raise ValueError(f"{n_expert_used} experts used of {n_expert}: llama.cpp needs 0 < expert_used_count <= expert_count")
     n_embd, n_tokens = cur.ne[0], cur.ne[1]
     logits = b.mm(b.need(f"blk.{il}.ffn_gate_inp.weight"), cur)
     gate_inp_b = b.layer(il, "ffn_gate_inp.bias")
