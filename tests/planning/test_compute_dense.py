@@ -87,6 +87,11 @@ def test_compute_buffer_is_llama_cpps_for_every_setting(arch):
         ("llama", dict(n_ctx=2048, n_batch=2048, n_ubatch=2048)),
         ("qwen2", dict(n_ctx=1000, n_batch=256, n_ubatch=512)),
         ("phi3", dict(n_ctx=512, n_batch=1, n_ubatch=1)),
+        ("llama", dict(n_ctx=1024, type_k="f32", type_v="f32")),  # flash attention casts an f32 cache to f16
+        ("gemma2", dict(n_ctx=1024, type_k="f32", type_v="f32", flash_attn="off")),
+        ("gemma3", dict(n_ctx=1024, type_k="bf16", type_v="bf16")),
+        ("qwen3", dict(n_ctx=1024, type_k="q5_0", type_v="q5_1")),
+        ("llama", dict(n_ctx=1024, type_k="iq4_nl", type_v="q4_1")),
     ],
 )
 def test_compute_buffer_of_other_shapes_and_contexts(name, settings):
