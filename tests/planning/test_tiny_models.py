@@ -7,10 +7,9 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-from llama_memory import measure  # noqa: E402
-from tiny_models import BUILDERS, WEIGHT_TYPES  # noqa: E402
-
 from gguf_construct.api.gguf_file import load_gguf  # noqa: E402
+from tests.llama_memory import measure  # noqa: E402
+from tests.tiny_models import BUILDERS, WEIGHT_TYPES  # noqa: E402
 
 RECURRENT = {"mamba", "rwkv6", "rwkv7"}
 SWA = {"gemma2", "gemma3"}

@@ -16,6 +16,9 @@ from .alloc import reserve_bytes
 from .dense import RECIPES, build_dense
 from .graph import Graph
 from .llm_graph import Batch, ContextLike, GraphBuilder, ShapeLike
+from .mla import build_deepseek2
+from .moe import build_llama_moe, build_qwen2moe, build_qwen3moe, has_experts
+from .recurrent import RECURRENT
 
 __all__ = ["ARCHITECTURES", "reserved_batches", "build_graph", "compute_bytes", "supported"]
 
@@ -27,6 +30,22 @@ def _dense(arch: str) -> Callable[[GraphBuilder], None]:
 
 #: architecture name → the function building its graph into a GraphBuilder
 ARCHITECTURES: dict[str, Callable[[GraphBuilder], None]] = {arch: _dense(arch) for arch in RECIPES}
+ARCHITECTURES.update(RECURRENT)
+ARCHITECTURES["qwen3moe"] = build_qwen3moe
+ARCHITECTURES["qwen2moe"] = build_qwen2moe
+
+
+_dense_llama = ARCHITECTURES["llama"]
+
+
+def _llama(b: GraphBuilder) -> None:
+    """llama, or llama with experts (Mixtral): llama.cpp's llama graph takes its MoE branch where a layer has a
+    router."""
+    (build_llama_moe if has_experts(b) else _dense_llama)(b)
+
+
+ARCHITECTURES["llama"] = _llama
+ARCHITECTURES["deepseek2"] = build_deepseek2
 
 
 def supported(arch: str) -> bool:

@@ -303,10 +303,9 @@ class Ggml:
         return self._unary_like(name, a, inplace=inplace)
 
     def clamp(self, a: Tensor) -> Tensor:
-        """ggml_clamp: computed in place (the result is a view of ``a``)."""
-        t = self.view_tensor(a, "CLAMP")
-        t.src = (a,)
-        return t
+        """ggml_clamp: a new tensor in the llama.cpp build the plan follows (its reserved graphs have no view
+        there), though older ggml.c made it a view of ``a``; CLAMP is not an op ggml-alloc runs in place."""
+        return self._op("CLAMP", a.type, a.ne, a)
 
     def rope(self, a: Tensor, pos: Tensor, freq_factors: Tensor | None = None, inplace: bool = False) -> Tensor:
         """ggml_rope_ext (and ggml_rope_multi): same shape as ``a``."""
@@ -372,7 +371,8 @@ class Ggml:
         return self._op("ARGSORT", "i32", a.ne, a)
 
     def repeat(self, a: Tensor, b: Tensor) -> Tensor:
-        return self._op("REPEAT", a.type, b.ne, a, b)
+        """ggml_repeat: ``a`` tiled to ``b``'s shape; ``b`` only gives the shape (it is not a source)."""
+        return self._op("REPEAT", a.type, b.ne, a)
 
     def pad(self, a: Tensor, p0: int, p1: int = 0, p2: int = 0, p3: int = 0) -> Tensor:
         return self._op("PAD", a.type, (a.ne[0] + p0, a.ne[1] + p1, a.ne[2] + p2, a.ne[3] + p3), a)
