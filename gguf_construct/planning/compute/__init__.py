@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..context import PlanError
 from .alloc import reserve_bytes
 from .dense import RECIPES, build_dense
-from .graph import Graph
+from .graph import Graph, ShapeError
 from .llm_graph import Batch, ContextLike, GraphBuilder, ShapeLike
 from .mla import build_deepseek2
 from .moe import build_llama_moe, build_qwen2moe, build_qwen3moe, has_experts
@@ -73,8 +74,12 @@ def build_graph(shape: ShapeLike, ctx: ContextLike, batch: Batch) -> Graph:
 
 def compute_bytes(shape: ShapeLike, ctx: ContextLike) -> int:
     """llama.cpp's CPU compute buffer for ``shape`` in context ``ctx``, in bytes. Raises NotImplementedError
-    for an architecture whose graph is not modelled (see :func:`supported`)."""
+    for an architecture whose graph is not modelled (see :func:`supported`), PlanError for a model whose tensors
+    and hyperparameters do not make a graph (llama.cpp refuses it)."""
     if not supported(shape.arch):
         raise NotImplementedError(f"no graph of {shape.arch!r} is modelled")
     n_ctx = getattr(ctx, "n_ctx", ctx.n_ctx_seq * ctx.n_stream)
-    return reserve_bytes(build_graph(shape, ctx, batch) for batch in reserved_batches(ctx, n_ctx))
+    try:
+        return reserve_bytes(build_graph(shape, ctx, batch) for batch in reserved_batches(ctx, n_ctx))
+    except ShapeError as e:
+        raise PlanError(f"{shape.arch}: {e}: llama.cpp refuses the model") from e
