@@ -3,6 +3,8 @@ refuses it: never another exception, whatever the header says."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -92,9 +94,7 @@ def test_an_inconsistent_header_is_refused(shape):
 def test_any_header_plans_or_is_refused(n_layer, n_embd, n_head, n_head_kv, n_ff, head, n_vocab, widths, flash_attn):
     try:
         shape = _llama(n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, head, widths)
-    except (ValueError, ZeroDivisionError):  # the shape reader's own refusal, before any graph
+    except ValueError:  # the shape reader's own refusal, before any graph
         return
-    try:
+    with contextlib.suppress(PlanError):
         assert _plan(shape, flash_attn=flash_attn) >= 0
-    except PlanError:
-        pass
