@@ -92,6 +92,8 @@ def test_compute_buffer_is_llama_cpps_for_every_setting(arch):
         ("gemma3", dict(n_ctx=1024, type_k="bf16", type_v="bf16")),
         ("qwen3", dict(n_ctx=1024, type_k="q5_0", type_v="q5_1")),
         ("llama", dict(n_ctx=1024, type_k="iq4_nl", type_v="q4_1")),
+        ("gemma3", dict(n_ctx=1024, n_seq_max=4, n_ubatch=3)),  # 3 tokens rounded up to one per sequence
+        ("phi3", dict(n_ctx=2000, n_seq_max=7, flash_attn="off", n_ubatch=77)),
     ],
 )
 def test_compute_buffer_of_other_shapes_and_contexts(name, settings):
@@ -142,3 +144,13 @@ def test_plan_has_llama_cpps_batch_sizes_and_compute_buffer(arch):
         p = plan(path, features=cpu_features(), **settings)
         assert (p.context.n_batch, p.context.n_ubatch) == (logged["n_batch"], logged["n_ubatch"]), settings
         assert p.compute_bytes == m.total("compute"), settings
+
+
+def test_more_sequences_than_the_batch_is_refused():
+    """llama.cpp aborts the process (GGML_ASSERT in llama_context::output_reserve) when n_seq_max exceeds
+    n_batch: the plan refuses the request instead."""
+    from gguf_construct.planning.context import PlanError
+
+    shape = shape_of(model("llama"))
+    with pytest.raises(PlanError, match="sequences"):
+        context_of(shape, n_ctx=1024, n_seq_max=4, n_batch=2, n_ubatch=2)
