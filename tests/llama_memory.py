@@ -95,11 +95,11 @@ _LIB: _Lib | None = None
 
 
 def _lib() -> _Lib:
-    """The bound library, its log callback set again: another user of llama-cpp-python in the process (a
-    ``Llama`` object) may have replaced it, and the measured log would then be empty."""
     global _LIB
     if _LIB is None:
         _LIB = _Lib()
+    # llama.cpp keeps one log callback: claimed again on every use, as this file may be imported twice (as
+    # tests.llama_memory and as llama_memory), each copy with its own callback and log
     _LIB.L.llama_log_set(_LIB._log_cb, None)
     return _LIB
 

@@ -74,6 +74,8 @@ def resolve(shape: ModelShape, req: ContextRequest) -> ResolvedContext:
     # causal attention: the batch is bounded by the n_ctx asked for, before llama.cpp pads it
     n_batch = min(n_ctx_asked, req.n_batch or int(rules["default_n_batch"]))
     n_ubatch = min(n_batch, req.n_ubatch or int(rules["default_n_ubatch"]))
+    if n_seq_max > n_batch:  # output_reserve(n_seq_max) asserts n_seq_max <= n_outputs_max (= n_batch)
+        raise PlanError(f"{n_seq_max} sequences need a batch of at least {n_seq_max}: llama.cpp aborts with n_batch {n_batch}")
     flash = req.flash_attn != "off"
     if shape.mla and req.type_k != req.type_v:  # the V cache is a view of K: llama_init_from_model refuses
         raise PlanError(f"an MLA model's K and V caches share one type: llama.cpp refuses K {req.type_k}, V {req.type_v}")

@@ -32,6 +32,10 @@ def model(name: str) -> Path:
         "gemma3-period3": lambda: tm.gemma3(n_layer=5, swa_period=3, sliding_window=256),
         "gemma2-window512": lambda: tm.gemma2(n_layer=3, sliding_window=512, wtype="q4_K"),
         "gemma3-nowindow": lambda: tm.gemma3(),
+        "gemma": lambda: _dense("gemma", output=False),
+        "mistral3": lambda: _dense("mistral3"),
+        "mistral3-temperature": lambda: _dense("mistral3", temperature=0.1),
+        "smollm3": lambda: _dense("smollm3", n_layer=5),
     }
     f = variants[name]() if name in variants else tm.BUILDERS[name]()
     if name == "gemma3-nowindow":  # gemma3 without the key: no sliding window, one cache
@@ -39,6 +43,18 @@ def model(name: str) -> Path:
     path = tmp_dir() / f"{name}.gguf"
     f.save(path)
     return path
+
+
+def _dense(arch: str, n_layer: int = 2, output: bool = True, temperature: float = 0.0):
+    """A llama-layout model of another architecture name (tests/tiny_models.py's shared writer)."""
+    m = tm._dense(
+        arch, n_layer=n_layer, n_embd=256, n_ff=512, n_head=4, n_head_kv=2, n_vocab=64, head_dim=None, wtype="f16",
+        seed=0, context_length=4096, output=output,
+    )  # fmt: skip
+    if temperature:  # Llama-4-style attention temperature (mistral3): a per-token scale of Q
+        m.key("attention.temperature_scale", temperature, "f32")
+        m.key("rope.scaling.original_context_length", 4096)
+    return m.f
 
 
 def _settings() -> list[dict]:
@@ -87,6 +103,13 @@ def test_compute_buffer_is_llama_cpps_for_every_setting(arch):
         ("llama", dict(n_ctx=2048, n_batch=2048, n_ubatch=2048)),
         ("qwen2", dict(n_ctx=1000, n_batch=256, n_ubatch=512)),
         ("phi3", dict(n_ctx=512, n_batch=1, n_ubatch=1)),
+        ("llama", dict(n_ctx=1024, type_k="f32", type_v="f32")),  # flash attention casts an f32 cache to f16
+        ("gemma2", dict(n_ctx=1024, type_k="f32", type_v="f32", flash_attn="off")),
+        ("gemma3", dict(n_ctx=1024, type_k="bf16", type_v="bf16")),
+        ("qwen3", dict(n_ctx=1024, type_k="q5_0", type_v="q5_1")),
+        ("llama", dict(n_ctx=1024, type_k="iq4_nl", type_v="q4_1")),
+        ("gemma3", dict(n_ctx=1024, n_seq_max=4, n_ubatch=3)),  # 3 tokens rounded up to one per sequence
+        ("phi3", dict(n_ctx=2000, n_seq_max=7, flash_attn="off", n_ubatch=77)),
     ],
 )
 def test_compute_buffer_of_other_shapes_and_contexts(name, settings):
@@ -96,7 +119,7 @@ def test_compute_buffer_of_other_shapes_and_contexts(name, settings):
     assert _planned(path, settings) == measure(path, **settings).total("compute")
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", [*ARCHS, "gemma", "mistral3-temperature", "smollm3"])
 @pytest.mark.parametrize("flash_attn", ["on", "off"])
 def test_planned_graph_is_llama_cpps_node_for_node(arch, flash_attn):
     """The same nodes (op, type, shape, strides of views) in the same order, and the same inputs: what the
@@ -136,4 +159,30 @@ def test_plan_has_llama_cpps_batch_sizes_and_compute_buffer(arch):
         logged = {k: int(v) for k, v in re.findall(r"llama_context: (n_batch|n_ubatch) += (\d+)", "".join(m.log))}
         p = plan(path, features=cpu_features(), **settings)
         assert (p.context.n_batch, p.context.n_ubatch) == (logged["n_batch"], logged["n_ubatch"]), settings
+        assert p.compute_bytes == m.total("compute"), settings
+
+
+def test_more_sequences_than_the_batch_is_refused():
+    """llama.cpp aborts the process (GGML_ASSERT in llama_context::output_reserve) when n_seq_max exceeds
+    n_batch: the plan refuses the request instead."""
+    from gguf_construct.planning.context import PlanError
+
+    shape = shape_of(model("llama"))
+    with pytest.raises(PlanError, match="sequences"):
+        context_of(shape, n_ctx=1024, n_seq_max=4, n_batch=2, n_ubatch=2)
+
+
+@pytest.mark.parametrize("name", ["gemma", "mistral3", "mistral3-temperature", "smollm3"])
+def test_plan_of_other_llama_layouts_is_llama_cpps(name):
+    """gemma (scaled embeddings and queries, GELU), mistral3 (with and without its attention temperature),
+    smollm3 (every fourth layer without rope): weights, KV cache and compute buffer through ``plan()``."""
+    from gguf_construct.planning import plan
+    from tests.llama_memory import cpu_features, measure
+
+    path = model(name)
+    for settings in (dict(n_ctx=1024), dict(n_ctx=1024, flash_attn="off"), dict(n_ctx=300, n_seq_max=2, type_k="q8_0", type_v="q8_0")):
+        m = measure(path, **settings)
+        p = plan(path, features=cpu_features(), **settings)
+        assert dict(p.weights.by_buffer) == {k: b["model"] for k, b in m.buffers.items() if b["model"]}, settings
+        assert p.kv_bytes == m.total("context"), settings
         assert p.compute_bytes == m.total("compute"), settings

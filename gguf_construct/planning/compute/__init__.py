@@ -17,7 +17,7 @@ from ..context import PlanError
 from ..shape import memory_table
 from .alloc import reserve_bytes
 from .dense import RECIPES, build_dense
-from .graph import Graph
+from .graph import Graph, ShapeError
 from .llm_graph import Batch, ContextLike, GraphBuilder, ShapeLike
 from .mla import build_deepseek2
 from .moe import MoeRecipe, build_llama_moe, build_moe, has_experts
@@ -89,10 +89,8 @@ def compute_bytes(shape: ShapeLike, ctx: ContextLike) -> int:
     n_ctx = getattr(ctx, "n_ctx", ctx.n_ctx_seq * ctx.n_stream)
     try:
         graphs = [build_graph(shape, ctx, batch) for batch in reserved_batches(ctx, n_ctx)]
-    except (KeyError, ValueError, IndexError, ZeroDivisionError) as e:
-        # a tensor the graph needs is missing, or the header's sizes do not fit the tensors (a reshape of the
-        # wrong element count, no heads, no experts): llama.cpp's loader refuses such a file
-        raise PlanError(
-            f"{shape.arch}: the header and the tensors do not make llama.cpp's graph ({e}); llama.cpp refuses the file"
-        ) from None
+    except (ShapeError, KeyError, ValueError, IndexError, ZeroDivisionError) as e:
+        # an op ggml refuses (ShapeError), a tensor the graph needs missing, or the header's sizes not fitting the
+        # tensors (no heads, no experts): llama.cpp refuses such a model
+        raise PlanError(f"{shape.arch}: {e}: llama.cpp refuses the model") from None
     return reserve_bytes(graphs)

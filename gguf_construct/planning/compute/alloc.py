@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..shape import memory_table
-from .graph import INPLACE_OPS, Graph, Tensor
+from .graph import INPLACE_OPS, Graph, ShapeError, Tensor
 
 __all__ = ["CPU_ALIGNMENT", "DynAllocator", "graph_bytes", "reserve_bytes"]
 
@@ -49,7 +49,7 @@ class DynAllocator:
 
     def _new_chunk(self, min_size: int) -> int:
         if len(self.chunks) >= _MAX_CHUNKS:
-            raise MemoryError("ggml-alloc: out of chunks")
+            raise ShapeError(f"ggml-alloc cannot place {min_size} bytes: its {_MAX_CHUNKS} buffers are full")
         size = max(min_size, self.max_chunk_size)
         if len(self.chunks) == _MAX_CHUNKS - 1:
             size = _SIZE_MAX // 2

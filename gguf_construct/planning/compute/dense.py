@@ -27,7 +27,9 @@ class Recipe:
     sliding-window cache is used always, never, or when the file sets a window ('if_swa'). ``attn_softcap``:
     logits soft-capped in attention (three ops without flash attention). ``final_softcap``: logits soft-capped
     at the output always, or when the file's key is set and non-zero. ``ffn_residual_first``: the second
-    residual sum's sources in the other order (it decides which one ggml-alloc may overwrite).
+    residual sum's sources in the other order (it decides which one ggml-alloc may overwrite). ``attn_temp``:
+    when the file sets ``attention.temperature_scale``, Q is multiplied by a per-token scale (an input).
+    ``no_rope_layer_step``: every this many layers one is without rope (0: rope in every layer).
     """
 
     embd_scale: bool = False
@@ -38,6 +40,8 @@ class Recipe:
     attn_softcap: bool = False
     final_softcap: str = "never"
     ffn_residual_first: bool = False
+    attn_temp: bool = False
+    no_rope_layer_step: int = 0
 
 
 def _recipes() -> dict[str, Recipe]:
@@ -66,6 +70,9 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
     if recipe.embd_scale:
         inp_l = g.scale(inp_l)
     inp_pos = b.inp_pos()
+    attn_scale = None
+    if recipe.attn_temp and shape.metadata.get(f"{shape.arch}.attention.temperature_scale"):
+        attn_scale = g.input("f32", 1, 1, b.n_tokens, name="attn_scale")  # build_inp_attn_scale
     full: KVInput
     swa: KVInput | None = None
     if iswa:
@@ -80,14 +87,19 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
         cur = b.norm(inp_l, b.layer(il, "attn_norm.weight"), b.layer(il, "attn_norm.bias"))
         q, k, v = b.qkv(il, cur)
         q_norm, k_norm = b.layer(il, "attn_q_norm.weight"), b.layer(il, "attn_k_norm.weight")
+        use_rope = not recipe.no_rope_layer_step or (il + 1) % recipe.no_rope_layer_step != 0
         if q_norm is not None:
             q = b.norm(q, q_norm)
-        q = g.rope(q, inp_pos, rope_factors)
+        if use_rope:
+            q = g.rope(q, inp_pos, rope_factors)
         if k_norm is not None:
             k = b.norm(k, k_norm)
-        k = g.rope(k, inp_pos, rope_factors)
+        if use_rope:
+            k = g.rope(k, inp_pos, rope_factors)
         if recipe.q_scale:
             q = g.scale(q)
+        if attn_scale is not None:
+            q = g.mul(q, attn_scale)
         inp = swa if (swa is not None and shape.swa_layers[il]) else full
         cur = b.attn(inp, il, q, k, v, b.layer(il, "attn_output.weight"), b.layer(il, "attn_output.bias"), iswa=iswa)
         if il == shape.n_layer - 1:

@@ -36,7 +36,13 @@ from dataclasses import dataclass, field
 from ...core.tables import GGML_TYPES
 from ...formats.gguf.offsets import ggml_nbytes
 
-__all__ = ["INPLACE_OPS", "Ggml", "Graph", "Tensor", "row_size"]
+__all__ = ["INPLACE_OPS", "Ggml", "Graph", "ShapeError", "Tensor", "row_size"]
+
+
+class ShapeError(ValueError):
+    """An operation ggml would refuse (its GGML_ASSERT on the sources' shapes fails): the model's tensors and
+    hyperparameters do not fit together, and llama.cpp would abort building the graph."""
+
 
 # ggml-alloc.c ggml_op_can_inplace: the ops whose result may take a source's memory; GGML_OP_UNARY is every
 # unary op, named by ggml_op_desc after the unary op (ggml.c GGML_UNARY_OP_NAME).
@@ -108,10 +114,37 @@ def _contiguous(ggml_type: str, ne: Shape) -> Shape:
     return (nb0, nb1, nb1 * ne[1], nb1 * ne[1] * ne[2])
 
 
+def _require(ok: bool, op: str, *tensors: Tensor) -> None:
+    if not ok:
+        shapes = ", ".join(f"{t.name or t.op}{list(t.ne)}" for t in tensors)
+        raise ShapeError(f"ggml_{op.lower()} refuses these sources: {shapes}")
+
+
+def _divides(d: int, n: int) -> bool:
+    return d > 0 and n % d == 0
+
+
+def _can_repeat(t0: Tensor, t1: Tensor) -> bool:
+    """ggml_can_repeat: ``t0`` tiles ``t1`` (every dimension of t1 a multiple of t0's)."""
+    if 0 in t0.ne:
+        return 0 in t1.ne
+    return all(_divides(a, b) for a, b in zip(t0.ne, t1.ne, strict=True))
+
+
+def _can_mul_mat(t0: Tensor, t1: Tensor) -> bool:
+    return t0.ne[0] == t1.ne[0] and _divides(t0.ne[2], t1.ne[2]) and _divides(t0.ne[3], t1.ne[3])
+
+
+def _nelements(t: Tensor) -> int:
+    return t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3]
+
+
 def _shape(dims: Sequence[int]) -> Shape:
     if not 1 <= len(dims) <= 4:
-        raise ValueError(f"a ggml tensor has 1 to 4 dimensions, not {len(dims)}")
+        raise ShapeError(f"a ggml tensor has 1 to 4 dimensions, not {len(dims)}")
     ne = [int(d) for d in dims] + [1] * (4 - len(dims))
+    if any(d < 0 for d in ne):
+        raise ShapeError(f"a ggml tensor cannot have a negative dimension: {ne}")
     return (ne[0], ne[1], ne[2], ne[3])
 
 
@@ -247,13 +280,15 @@ class Ggml:
             strides.append(strides[i - 1] * ne[i - 1])
         if len(dims) == 1:
             strides = list(_contiguous(a.type, ne))
+        root_offs = offset + (a.view_offs if a.view_src is not None else 0)
+        size = row_size(a.type, ne[0]) * ne[1] * ne[2] * ne[3]
+        _require(size == 0 or size + root_offs <= (a.view_src or a).nbytes, "VIEW", a)
         return self._view(a, ne, (strides[0], strides[1], strides[2], strides[3]), offset, "VIEW")
 
     def reshape(self, a: Tensor, *dims: int) -> Tensor:
         """ggml_reshape_1d..4d (``a`` must be contiguous)."""
         ne = _shape(dims)
-        if a.ne[0] * a.ne[1] * a.ne[2] * a.ne[3] != ne[0] * ne[1] * ne[2] * ne[3]:
-            raise ValueError(f"cannot reshape {a.ne} to {ne}")
+        _require(a.contiguous and _nelements(a) == ne[0] * ne[1] * ne[2] * ne[3], "RESHAPE", a)
         return self._view(a, ne, _contiguous(a.type, ne), 0, "RESHAPE")
 
     def permute(self, a: Tensor, *axes: int) -> Tensor:
@@ -280,14 +315,18 @@ class Ggml:
         """An op whose result is ggml_dup_tensor(a) (same type and shape, contiguous): for ops not listed here."""
         return self._op(op, a.type, a.ne, a, *src)
 
+    def _binary(self, op: str, a: Tensor, b: Tensor, inplace: bool) -> Tensor:
+        _require(_can_repeat(b, a), op, a, b)  # b is broadcast over a
+        return self._unary_like(op, a, b, inplace=inplace)
+
     def add(self, a: Tensor, b: Tensor, inplace: bool = False) -> Tensor:
-        return self._unary_like("ADD", a, b, inplace=inplace)
+        return self._binary("ADD", a, b, inplace)
 
     def mul(self, a: Tensor, b: Tensor, inplace: bool = False) -> Tensor:
-        return self._unary_like("MUL", a, b, inplace=inplace)
+        return self._binary("MUL", a, b, inplace)
 
     def div(self, a: Tensor, b: Tensor, inplace: bool = False) -> Tensor:
-        return self._unary_like("DIV", a, b, inplace=inplace)
+        return self._binary("DIV", a, b, inplace)
 
     def scale(self, a: Tensor, inplace: bool = False) -> Tensor:
         return self._unary_like("SCALE", a, inplace=inplace)
@@ -308,35 +347,47 @@ class Ggml:
         return self._op("CLAMP", a.type, a.ne, a)
 
     def rope(self, a: Tensor, pos: Tensor, freq_factors: Tensor | None = None, inplace: bool = False) -> Tensor:
-        """ggml_rope_ext (and ggml_rope_multi): same shape as ``a``."""
+        """ggml_rope_ext (and ggml_rope_multi): same shape as ``a``; one position per token (four with mrope)."""
+        _require(pos.type == "i32" and pos.ne[1:] == (1, 1, 1) and pos.ne[0] in (a.ne[2], 4 * a.ne[2]), "ROPE", a, pos)
         return self._unary_like("ROPE", a, pos, freq_factors, inplace=inplace)
 
     def soft_max_ext(self, a: Tensor, mask: Tensor | None = None, sinks: Tensor | None = None, inplace: bool = False) -> Tensor:
+        if mask is not None:
+            ok = mask.ne[0] == a.ne[0] and mask.ne[1] >= a.ne[1] and _divides(mask.ne[2], a.ne[2]) and _divides(mask.ne[3], a.ne[3])
+            _require(ok, "SOFT_MAX", a, mask)
         return self._unary_like("SOFT_MAX", a, mask, sinks, inplace=inplace)
 
     def mul_mat(self, a: Tensor, b: Tensor) -> Tensor:
+        _require(_can_mul_mat(a, b), "MUL_MAT", a, b)
         return self._op("MUL_MAT", "f32", (a.ne[1], b.ne[1], b.ne[2], b.ne[3]), a, b)
 
     def mul_mat_id(self, a: Tensor, b: Tensor, ids: Tensor) -> Tensor:
+        ok = a.ne[3] == 1 and b.ne[3] == 1 and ids.ne[2:] == (1, 1) and ids.ne[1] == b.ne[2] and a.ne[0] == b.ne[0]
+        _require(ok and _divides(b.ne[1], ids.ne[0]), "MUL_MAT_ID", a, b, ids)
         return self._op("MUL_MAT_ID", "f32", (a.ne[1], ids.ne[0], b.ne[2], 1), a, b, ids)
 
     def get_rows(self, a: Tensor, b: Tensor) -> Tensor:
+        _require(a.ne[2] == b.ne[1] and a.ne[3] == b.ne[2] and b.ne[3] == 1 and b.type == "i32", "GET_ROWS", a, b)
         return self._op("GET_ROWS", "i32" if a.type == "i32" else "f32", (a.ne[0], b.ne[0], b.ne[1], b.ne[2]), a, b)
 
     def set_rows(self, a: Tensor, b: Tensor, c: Tensor) -> Tensor:
         """ggml_set_rows: writes rows of ``b`` into ``a`` at ``c``; the result is a view of ``a``."""
+        ok = a.ne[0] == b.ne[0] and a.ne[2] == b.ne[2] and a.ne[3] == b.ne[3] and b.ne[1] == c.ne[0]
+        _require(ok and _divides(c.ne[1], b.ne[2]) and _divides(c.ne[2], b.ne[3]) and c.ne[3] == 1, "SET_ROWS", a, b, c)
         t = self.view_tensor(a, "SET_ROWS")
         t.src = (b, c, a)
         return t
 
     def cpy(self, a: Tensor, b: Tensor) -> Tensor:
         """ggml_cpy: ``a`` copied into ``b``; the result is a view of ``b``."""
+        _require(_nelements(a) == _nelements(b), "CPY", a, b)
         t = self.view_tensor(b, "CPY")
         t.src = (a, b)
         return t
 
     def cont(self, a: Tensor, *dims: int) -> Tensor:
         """ggml_cont / ggml_cont_2d..4d: a contiguous copy (reshaped to ``dims`` when given)."""
+        _require(not dims or _nelements(a) == _nelements(self.new_tensor(a.type, *dims)), "CONT", a)
         return self._op("CONT", a.type, dims or a.ne, a)
 
     def cast(self, a: Tensor, ggml_type: str) -> Tensor:
@@ -346,11 +397,13 @@ class Ggml:
         return t
 
     def concat(self, a: Tensor, b: Tensor, dim: int) -> Tensor:
+        _require(a.type == b.type and all(a.ne[d] == b.ne[d] for d in range(4) if d != dim), "CONCAT", a, b)
         ne = [a.ne[d] + b.ne[d] if d == dim else a.ne[d] for d in range(4)]
         return self._op("CONCAT", a.type, ne, a, b)
 
     def glu_split(self, name: str, a: Tensor, b: Tensor) -> Tensor:
         """ggml_swiglu_split / ggml_geglu_split / ...: ``name`` is the glu op ("SWIGLU", "GEGLU")."""
+        _require(a.ne == b.ne and a.type == b.type, name, a, b)
         return self._op(name, a.type, a.ne, a, b)
 
     def glu(self, name: str, a: Tensor) -> Tensor:
@@ -358,6 +411,10 @@ class Ggml:
         return self._op(name, a.type, (a.ne[0] // 2, a.ne[1], a.ne[2], a.ne[3]), a)
 
     def flash_attn_ext(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, sinks: Tensor | None = None) -> Tensor:
+        ok = _can_mul_mat(k, q) and q.ne[3] == k.ne[3] == v.ne[3] and k.ne[1] == v.ne[1]
+        if mask is not None:
+            ok = ok and mask.ne[1] >= q.ne[1] and _divides(mask.ne[2], q.ne[2]) and _divides(mask.ne[3], q.ne[3])
+        _require(ok, "FLASH_ATTN_EXT", q, k, v)
         return self._op("FLASH_ATTN_EXT", "f32", (v.ne[0], q.ne[2], q.ne[1], q.ne[3]), q, k, v, mask, sinks)
 
     def sum_rows(self, a: Tensor) -> Tensor:

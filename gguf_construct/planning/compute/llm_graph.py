@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ...core.tables import GGML_TYPES
-from .graph import Ggml, Tensor, row_size
+from .graph import Ggml, ShapeError, Tensor, row_size
 
 __all__ = ["Batch", "ContextLike", "GraphBuilder", "KVInput", "ShapeLike"]
 
@@ -107,7 +107,7 @@ class GraphBuilder:
     def need(self, name: str) -> Tensor:
         t = self.w(name)
         if t is None:
-            raise KeyError(f"{self.shape.arch}: the model has no tensor {name}")
+            raise ShapeError(f"the model has no tensor {name}")
         return t
 
     def layer(self, il: int, name: str) -> Tensor | None:
@@ -139,7 +139,7 @@ class GraphBuilder:
         if ctx.flash_attn:
             v_idxs = g.input("i64", self.n_tokens, name="attn_inp_v_idxs")
         else:  # the transposed V cache takes one index per value
-            v_max = max(self.shape.head_v[il] * self.shape.n_head_kv[il] for il in range(self.shape.n_layer))
+            v_max = max((self.shape.head_v[il] * self.shape.n_head_kv[il] for il in range(self.shape.n_layer)), default=0)
             v_idxs = g.input("i64", self.n_tokens * v_max, name="attn_inp_v_idxs")
         mask_type = "f16" if ctx.flash_attn else "f32"
         kq_mask = g.input(mask_type, n_kv, self.n_tokens // n_stream, 1, n_stream, name="attn_inp_kq_mask")
