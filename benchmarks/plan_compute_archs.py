@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from gguf_construct.planning import plan  # noqa: E402
 from tests.llama_memory import measure  # noqa: E402
-from tests.tiny_models import deepseek2, gpt_oss, llama, mamba, qwen3moe, rwkv6, rwkv7, zero_filled  # noqa: E402
+from tests.tiny_models import deepseek2, gpt_oss, llama, mamba, mamba2, qwen3moe, rwkv6, rwkv7, zero_filled  # noqa: E402
 
 MODELS = {
     "qwen3moe (Qwen3-30B-A3B widths, 16 of 128 experts)": lambda: zero_filled(
@@ -46,6 +46,9 @@ MODELS = {
         n_expert=16, n_expert_used=6, n_expert_shared=2, n_ff_exp=1408, n_ff=10944, n_vocab=102400, wtype="q4_0",
     ),
     "mamba (mamba-1.4b widths)": lambda: zero_filled(mamba, n_embd=2048, d_state=16, dt_rank=128, n_vocab=50280, wtype="q4_0"),
+    "mamba2 (Mamba-Codestral-7B widths)": lambda: zero_filled(
+        mamba2, n_embd=4096, d_state=128, head_dim=64, n_group=8, n_vocab=32768, wtype="q4_0"
+    ),
     "rwkv6 (RWKV-6 1.6B widths)": lambda: zero_filled(
         rwkv6, n_embd=2048, head_size=64, n_ff=7168, time_mix_extra_dim=32, time_decay_extra_dim=64, n_vocab=65536, wtype="q4_0"
     ),
@@ -84,7 +87,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     ap.add_argument("--smoke", action="store_true", help="one model, two settings")
+    ap.add_argument("--only", help="only the models whose name contains this")
     args = ap.parse_args()
+    if args.only:
+        for name in [m for m in MODELS if args.only not in m]:
+            del MODELS[name]
     found = rows(args.smoke)
     if args.json:
         print(json.dumps(found, indent=1))

@@ -3,7 +3,7 @@ requires (llama.cpp src/models/<arch>.cpp: load_arch_hparams, load_arch_tensors)
 
 One builder per architecture returns a :class:`GGUFFile` (the caller saves it): :func:`llama` (with experts:
 Mixtral's layout), :func:`qwen2`, :func:`qwen3`, :func:`qwen3moe`, :func:`qwen2moe`, :func:`gpt_oss`, :func:`gemma2`,
-:func:`gemma3`, :func:`phi3`, :func:`deepseek2`, :func:`mamba`, :func:`rwkv6`, :func:`rwkv7`; :data:`BUILDERS`
+:func:`gemma3`, :func:`phi3`, :func:`deepseek2`, :func:`mamba`, :func:`mamba2`, :func:`rwkv6`, :func:`rwkv7`; :data:`BUILDERS`
 maps the architecture name to its builder, :func:`zero_filled` makes any of them at a real model's size in a
 second. Sizes are parameters;
 ``wtype`` is the type of the weight matrices (the tensors llama.cpp's quantizer quantizes: llama.cpp
@@ -624,6 +624,52 @@ def mamba(
     return m.f
 
 
+def mamba2(
+    *,
+    n_layer: int = 2,
+    n_embd: int = 128,
+    d_state: int = 32,
+    d_conv: int = 4,
+    head_dim: int = 32,
+    n_group: int = 2,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+) -> GGUFFile:
+    """mamba2: d_inner = 2 * n_embd in heads of ``head_dim`` (ssm.time_step_rank is the head count), B and C in
+    ``n_group`` groups, a grouped RMS norm before the output (llama.cpp src/models/mamba2.cpp). Like llama.cpp's
+    converter it writes head_count 0 (llama.cpp takes the SSM head count for the tensors' shapes)."""
+    m = _Model("mamba2", wtype, seed, n_vocab, context_length)
+    d_inner = 2 * n_embd
+    n_head = d_inner // head_dim
+    m.key("embedding_length", n_embd)
+    m.key("block_count", n_layer)
+    m.key("feed_forward_length", 0)
+    m.key("attention.head_count", 0)
+    m.key("attention.layer_norm_rms_epsilon", 1e-5, "f32")
+    m.key("ssm.conv_kernel", d_conv)
+    m.key("ssm.inner_size", d_inner)
+    m.key("ssm.state_size", d_state)
+    m.key("ssm.time_step_rank", n_head)
+    m.key("ssm.group_count", n_group)
+    m.embeddings(n_embd)
+    conv = d_inner + 2 * n_group * d_state
+    for i in range(n_layer):
+        b = f"blk.{i}"
+        m.norm(f"{b}.attn_norm", n_embd)
+        m.weight(f"{b}.ssm_in.weight", n_embd, 2 * d_inner + 2 * n_group * d_state + n_head)
+        m.f32(f"{b}.ssm_conv1d.weight", d_conv, conv, scale=0.2)
+        m.f32(f"{b}.ssm_conv1d.bias", conv)
+        m.f32(f"{b}.ssm_dt.bias", n_head)
+        m.f32(f"{b}.ssm_a", 1, n_head, values=-np.arange(1, n_head + 1, dtype=np.float32))
+        m.f32(f"{b}.ssm_d", 1, n_head, values=np.ones(n_head))
+        m.f32(f"{b}.ssm_norm.weight", d_inner // n_group, n_group, values=np.ones(d_inner))
+        m.weight(f"{b}.ssm_out.weight", d_inner, n_embd)
+    m.output_norm(n_embd)
+    return m.f
+
+
 def _rwkv_keys(m: _Model, n_layer: int, n_embd: int, n_ff: int, head_size: int) -> None:
     """The keys llama.cpp's converter writes for rwkv6/rwkv7 (head_count is read and unused)."""
     if n_embd % head_size:
@@ -752,6 +798,7 @@ BUILDERS: dict[str, Callable[..., GGUFFile]] = {
     "phi3": phi3,
     "deepseek2": deepseek2,
     "mamba": mamba,
+    "mamba2": mamba2,
     "rwkv6": rwkv6,
     "rwkv7": rwkv7,
 }

@@ -1,6 +1,6 @@
-"""The graphs llama.cpp builds for its recurrent architectures, mamba (v1), rwkv6 and rwkv7, in the planning IR.
+"""The graphs llama.cpp builds for its recurrent architectures, mamba, mamba2, rwkv6 and rwkv7, in the planning IR.
 
-Each builder repeats llama.cpp's C++ call for call (llama.cpp src/models/mamba.cpp, mamba-base.cpp, rwkv6.cpp,
+Each builder repeats llama.cpp's C++ call for call (llama.cpp src/models/mamba.cpp, mamba2.cpp, mamba-base.cpp, rwkv6.cpp,
 rwkv6-base.cpp, rwkv7.cpp, rwkv7-base.cpp and the ``build_*`` helpers of src/llama-graph.cpp), including every
 ``ggml_build_forward_expand``: the node order decides which freed block a later tensor reuses. The recurrent
 state (llama.cpp src/llama-memory-recurrent.cpp) is one row of ``n_embd_r`` (the token shift or the conv state)
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from .graph import Ggml, Tensor
 from .llm_graph import GraphBuilder
 
-__all__ = ["RECURRENT", "build_mamba", "build_rwkv6", "build_rwkv7"]
+__all__ = ["RECURRENT", "build_mamba", "build_mamba2", "build_rwkv6", "build_rwkv7"]
 
 _F32 = 4  # sizeof(float): the element size of the f32 tensors these graphs view into
 
@@ -158,6 +158,72 @@ def build_mamba(b: GraphBuilder) -> None:
         y = g.glu_split("SWIGLU", g.cont(z), y)
         cur = r.mm(il, "ssm_out", y)
         cur = g.reshape(cur, cur.ne[0], n_seq_tokens * n_seqs)
+        if il == s.n_layer - 1:
+            cur = g.get_rows(cur, out_ids)
+            inp_l = g.get_rows(inp_l, out_ids)
+        inp_l = g.add(cur, inp_l)
+    r.output(inp_l, rms=True)
+
+
+def build_mamba2(b: GraphBuilder) -> None:
+    """llama.cpp src/models/mamba2.cpp with build_mamba2_layer of src/models/mamba-base.cpp, as the installed
+    build makes it: the input projection reshaped after the product, the states stored as 2-D views, the
+    grouped norm's output flattened to 2-D before the output projection."""
+    r = _Recurrent(b)
+    g, s = r.g, b.shape
+    n_seqs, n_seq_tokens = r.n_seqs, r.n_seq_tokens
+    d_conv, d_inner, d_state = s.ssm_d_conv, s.ssm_d_inner, s.ssm_d_state  # type: ignore[attr-defined]
+    n_head, n_group = s.ssm_dt_rank, s.ssm_n_group  # type: ignore[attr-defined]
+    if not n_head or not n_group or d_inner % n_head or d_inner % n_group:
+        raise ValueError(f"mamba2: d_inner {d_inner} in {n_head} heads and {n_group} groups")
+    head_dim = d_inner // n_head
+    conv_dim = d_inner + 2 * n_group * d_state
+    inp_l = b.inp_embd()
+    rs_inp = r.rs_inp()
+    out_ids = b.inp_out_ids()
+    for il in range(s.n_layer):
+        cur = b.norm(inp_l, r.lw(il, "attn_norm.weight"))
+        conv_states_all, ssm_states_all = r.state("r", il), r.state("s", il)
+        conv = r.rs(rs_inp, conv_states_all, conv_states_all.ne[0])
+        conv = g.reshape(conv, d_conv - 1, conv_dim, n_seqs)
+        zx = r.mm(il, "ssm_in", cur)
+        zx = g.reshape(zx, zx.ne[0], n_seq_tokens, n_seqs)
+        nb = [zx.nb[1], zx.nb[2]]
+        z = g.view(zx, head_dim, n_head, n_seq_tokens, n_seqs, nb=[head_dim * _F32, *nb])
+        xbc = g.view(zx, conv_dim, n_seq_tokens, n_seqs, nb=nb, offset=d_inner * _F32)
+        dt = g.view(zx, n_head, n_seq_tokens, n_seqs, nb=nb, offset=(2 * d_inner + 2 * n_group * d_state) * _F32)
+        conv_x = g.concat(conv, g.transpose(xbc), 0)
+        last_conv = g.view(conv_x, d_conv - 1, conv_dim, n_seqs, nb=[conv_x.nb[1], conv_x.nb[2]], offset=n_seq_tokens * conv_x.nb[0])
+        n_r = conv_states_all.ne[0]
+        g.expand(g.cpy(last_conv, g.view(conv_states_all, n_r, n_seqs, nb=[conv_states_all.nb[1]], offset=r.rs_head * n_r * _F32)))
+        xbc = _ssm_conv(g, conv_x, r.lw(il, "ssm_conv1d.weight"))
+        xbc = g.add(xbc, r.lw(il, "ssm_conv1d.bias"))
+        xbc = g.unary("SILU", xbc)
+        xnb = [xbc.nb[1], xbc.nb[2]]
+        x = g.view(xbc, head_dim, n_head, n_seq_tokens, n_seqs, nb=[head_dim * _F32, *xnb])
+        bb = g.view(xbc, d_state, n_group, n_seq_tokens, n_seqs, nb=[d_state * _F32, *xnb], offset=d_inner * _F32)
+        c = g.view(xbc, d_state, n_group, n_seq_tokens, n_seqs, nb=[d_state * _F32, *xnb], offset=(d_inner + n_group * d_state) * _F32)
+        dt = g.add(g.cont(dt), r.lw(il, "ssm_dt.bias"))
+        a = r.lw(il, "ssm_a")
+
+        def ssm_rows(states: Tensor, ids: Tensor, x: Tensor = x, dt: Tensor = dt, a: Tensor = a, bb: Tensor = bb, c: Tensor = c) -> Tensor:
+            ssm = g.reshape(states, d_state, head_dim, n_head, r.rs_size)
+            return _ssm_scan(g, ssm, x, dt, a, bb, c, ids)
+
+        y_ssm = r.rs(rs_inp, ssm_states_all, ssm_states_all.ne[0], ssm_rows)
+        n_s = ssm_states_all.ne[0]
+        x_elems = x.ne[0] * x.ne[1] * x.ne[2] * x.ne[3]
+        stored = g.view(y_ssm, n_s, n_seqs, nb=[n_s * _F32], offset=x_elems * _F32)
+        g.expand(g.cpy(stored, g.view(ssm_states_all, n_s, n_seqs, nb=[ssm_states_all.nb[1]], offset=r.rs_head * n_s * _F32)))
+        y = g.view(y_ssm, head_dim, n_head, n_seq_tokens, n_seqs, nb=[x.nb[1], n_head * x.nb[1], n_seq_tokens * n_head * x.nb[1]])
+        y = g.add(y, g.mul(x, r.lw(il, "ssm_d")))
+        y = g.glu_split("SWIGLU", g.cont(z), y)
+        norm = b.layer(il, "ssm_norm.weight")
+        if norm is not None:
+            y = g.reshape(y, d_inner // n_group, n_group, n_seq_tokens, n_seqs)
+            y = b.norm(y, norm)
+        y = g.reshape(y, d_inner, n_seq_tokens * n_seqs)
+        cur = r.mm(il, "ssm_out", y)
         if il == s.n_layer - 1:
             cur = g.get_rows(cur, out_ids)
             inp_l = g.get_rows(inp_l, out_ids)
@@ -391,4 +457,9 @@ def build_rwkv7(b: GraphBuilder) -> None:
 
 
 #: architecture name → the function building its graph into a GraphBuilder
-RECURRENT: dict[str, Callable[[GraphBuilder], None]] = {"mamba": build_mamba, "rwkv6": build_rwkv6, "rwkv7": build_rwkv7}
+RECURRENT: dict[str, Callable[[GraphBuilder], None]] = {
+    "mamba": build_mamba,
+    "mamba2": build_mamba2,
+    "rwkv6": build_rwkv6,
+    "rwkv7": build_rwkv7,
+}
