@@ -2,10 +2,10 @@
 requires (llama.cpp src/models/<arch>.cpp: load_arch_hparams, load_arch_tensors) and a small SPM vocabulary.
 
 One builder per architecture returns a :class:`GGUFFile` (the caller saves it): :func:`llama` (with experts:
-Mixtral's layout), :func:`qwen2`, :func:`qwen3`, :func:`qwen3moe`, :func:`qwen2moe`, :func:`gpt_oss`, :func:`gemma2`,
-:func:`gemma3`, :func:`phi3`, :func:`deepseek2`, :func:`mamba`, :func:`mamba2`, :func:`rwkv6`, :func:`rwkv7`; :data:`BUILDERS`
-maps the architecture name to its builder, :func:`zero_filled` makes any of them at a real model's size in a
-second. Sizes are parameters;
+Mixtral's layout), :func:`qwen2`, :func:`qwen3`, :func:`qwen3moe`, :func:`qwen2moe`, :func:`gpt_oss`,
+:func:`glm4moe`, :func:`gemma2`, :func:`gemma3`, :func:`phi3`, :func:`deepseek2`, :func:`mamba`, :func:`mamba2`,
+:func:`rwkv6`, :func:`rwkv7`; :data:`BUILDERS` maps the architecture name to its builder, :func:`zero_filled`
+makes any of them at a real model's size in a second. Sizes are parameters;
 ``wtype`` is the type of the weight matrices (the tensors llama.cpp's quantizer quantizes: llama.cpp
 src/llama-quant.cpp), one of :data:`WEIGHT_TYPES`. A matrix whose rows do not fill whole blocks of ``wtype`` is
 written as f16, as llama.cpp's quantizer falls back to another type for such rows. Norms are ones; other weights
@@ -396,6 +396,62 @@ def gpt_oss(
         m.f32(f"blk.{i}.ffn_gate_exps.bias", n_ff_exp, n_expert)
         m.f32(f"blk.{i}.ffn_up_exps.bias", n_ff_exp, n_expert)
         m.f32(f"blk.{i}.ffn_down_exps.bias", n_embd, n_expert)
+    m.output_norm(n_embd)
+    return m.f
+
+
+def glm4moe(
+    *,
+    n_layer: int = 3,
+    n_embd: int = 256,
+    n_ff: int = 512,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    head_dim: int = 64,
+    n_expert: int = 8,
+    n_expert_used: int = 2,
+    n_expert_shared: int = 1,
+    n_ff_exp: int = 128,
+    n_layer_dense_lead: int = 1,
+    n_nextn: int = 0,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+) -> GGUFFile:
+    """glm4moe (GLM-4.5): q/k/v biases, a post-attention norm before the FFN, dense leading layers, then
+    sigmoid-routed experts with a selection bias and shared experts; the last ``n_nextn`` of the ``n_layer``
+    blocks are next-token-prediction layers llama.cpp loads and skips (llama.cpp src/models/glm4-moe.cpp)."""
+    m = _Model("glm4moe", wtype, seed, n_vocab, context_length)
+    _attention_keys(m, n_layer, n_embd, n_head, n_head_kv, head_dim)
+    m.key("rope.dimension_count", head_dim // 2)
+    m.key("feed_forward_length", n_ff)
+    m.key("expert_count", n_expert)
+    m.key("expert_used_count", n_expert_used)
+    m.key("expert_shared_count", n_expert_shared)
+    m.key("expert_feed_forward_length", n_ff_exp)
+    m.key("leading_dense_block_count", n_layer_dense_lead)
+    m.key("expert_weights_scale", 2.5, "f32")
+    m.key("expert_weights_norm", True, "bool")
+    m.key("expert_gating_func", 2)  # sigmoid (llama.cpp's llama_expert_gating_func_type)
+    m.key("nextn_predict_layers", n_nextn)
+    m.embeddings(n_embd)
+    for i in range(n_layer):
+        m.norm(f"blk.{i}.attn_norm", n_embd)
+        _qkvo(m, i, n_embd, head_dim * n_head, head_dim * n_head_kv, bias=True)
+        m.norm(f"blk.{i}.post_attention_norm", n_embd)
+        if i < n_layer_dense_lead:
+            _swiglu(m, i, n_embd, n_ff)
+        else:
+            _experts(m, i, n_embd, n_ff_exp, n_expert)
+            m.f32(f"blk.{i}.exp_probs_b.bias", n_expert)
+            m.weight(f"blk.{i}.ffn_gate_shexp.weight", n_embd, n_ff_exp * n_expert_shared)
+            m.weight(f"blk.{i}.ffn_up_shexp.weight", n_embd, n_ff_exp * n_expert_shared)
+            m.weight(f"blk.{i}.ffn_down_shexp.weight", n_ff_exp * n_expert_shared, n_embd)
+        if i >= n_layer - n_nextn:
+            m.weight(f"blk.{i}.nextn.eh_proj.weight", 2 * n_embd, n_embd)
+            m.norm(f"blk.{i}.nextn.enorm", n_embd)
+            m.norm(f"blk.{i}.nextn.hnorm", n_embd)
     m.output_norm(n_embd)
     return m.f
 
@@ -793,6 +849,7 @@ BUILDERS: dict[str, Callable[..., GGUFFile]] = {
     "qwen3moe": qwen3moe,
     "qwen2moe": qwen2moe,
     "gpt-oss": gpt_oss,
+    "glm4moe": glm4moe,
     "gemma2": gemma2,
     "gemma3": gemma3,
     "phi3": phi3,
