@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from gguf_construct.planning import plan  # noqa: E402
 from tests.llama_memory import measure  # noqa: E402
-from tests.tiny_models import deepseek2, gpt_oss, llama, mamba, mamba2, qwen3moe, rwkv6, rwkv7, zero_filled  # noqa: E402
+from tests.tiny_models import deepseek2, glm4moe, gpt_oss, llama, mamba, mamba2, qwen3moe, rwkv6, rwkv7, zero_filled  # noqa: E402
 
 MODELS = {
     "qwen3moe (Qwen3-30B-A3B widths, 16 of 128 experts)": lambda: zero_filled(
@@ -37,6 +37,10 @@ MODELS = {
     "gpt-oss (gpt-oss-20b widths, 8 of 32 experts)": lambda: zero_filled(
         gpt_oss, n_embd=2880, n_head=64, n_head_kv=8, head_dim=64, n_expert=8, n_expert_used=4, n_ff_exp=2880,
         sliding_window=128, n_vocab=201088, wtype="q4_0",
+    ),
+    "glm4moe (GLM-4.5-Air widths, 16 of 128 experts, a next-token-prediction block)": lambda: zero_filled(
+        glm4moe, n_layer=3, n_nextn=1, n_embd=4096, n_ff=10944, n_head=96, n_head_kv=8, head_dim=128, n_expert=16,
+        n_expert_used=8, n_ff_exp=1408, n_vocab=151552, wtype="q4_0",
     ),
     "llama with experts (Mixtral-8x7B widths, 2 of 8 experts)": lambda: zero_filled(
         llama, n_embd=4096, n_ff=14336, n_head=32, n_head_kv=8, n_expert=2, n_expert_used=2, n_vocab=32000, wtype="q4_0"
