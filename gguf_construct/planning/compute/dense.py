@@ -30,6 +30,9 @@ class Recipe:
     residual sum's sources in the other order (it decides which one ggml-alloc may overwrite). ``attn_temp``:
     when the file sets ``attention.temperature_scale``, Q is multiplied by a per-token scale (an input).
     ``no_rope_layer_step``: every this many layers one is without rope (0: rope in every layer).
+    ``ffn_norm``: the name of the norm before the feed-forward (seed_oss calls it post_attention_norm, which
+    is then not a norm of the attention's output). ``n_pos_per_embd``: positions per token (4 with the
+    multi-section rope of qwen2vl).
     """
 
     embd_scale: bool = False
@@ -42,6 +45,8 @@ class Recipe:
     ffn_residual_first: bool = False
     attn_temp: bool = False
     no_rope_layer_step: int = 0
+    ffn_norm: str = "ffn_norm"
+    n_pos_per_embd: int = 1
 
 
 def _recipes() -> dict[str, Recipe]:
@@ -69,7 +74,7 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
     inp_l = b.inp_embd()
     if recipe.embd_scale:
         inp_l = g.scale(inp_l)
-    inp_pos = b.inp_pos()
+    inp_pos = b.inp_pos(recipe.n_pos_per_embd)
     attn_scale = None
     if recipe.attn_temp and shape.metadata.get(f"{shape.arch}.attention.temperature_scale"):
         attn_scale = g.input("f32", 1, 1, b.n_tokens, name="attn_scale")  # build_inp_attn_scale
@@ -105,11 +110,11 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
         if il == shape.n_layer - 1:
             cur = g.get_rows(cur, out_ids)
             residual = g.get_rows(residual, out_ids)
-        post = b.layer(il, "post_attention_norm.weight")
+        post = b.layer(il, "post_attention_norm.weight") if recipe.ffn_norm != "post_attention_norm" else None
         if post is not None:
             cur = b.norm(cur, post)
         ffn_inp = g.add(cur, residual)
-        cur = b.norm(ffn_inp, b.layer(il, "ffn_norm.weight"), b.layer(il, "ffn_norm.bias"))
+        cur = b.norm(ffn_inp, b.layer(il, f"{recipe.ffn_norm}.weight"), b.layer(il, f"{recipe.ffn_norm}.bias"))
         cur = b.ffn(cur, il, recipe.ffn, recipe.ffn_par)
         post = b.layer(il, "post_ffw_norm.weight")
         if post is not None:

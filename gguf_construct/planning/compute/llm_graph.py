@@ -125,8 +125,9 @@ class GraphBuilder:
         g.expand(embd)
         return cur
 
-    def inp_pos(self) -> Tensor:
-        return self.g.input("i32", self.n_tokens, name="inp_pos")
+    def inp_pos(self, n_pos_per_embd: int = 1) -> Tensor:
+        """build_inp_pos: a position per token (four with the multi-section rope)."""
+        return self.g.input("i32", self.n_tokens * n_pos_per_embd, name="inp_pos")
 
     def inp_out_ids(self) -> Tensor:
         return self.g.input("i32", self.batch.n_outputs, name="inp_out_ids")
