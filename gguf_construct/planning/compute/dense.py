@@ -32,7 +32,8 @@ class Recipe:
     ``no_rope_layer_step``: every this many layers one is without rope (0: rope in every layer).
     ``ffn_norm``: the name of the norm before the feed-forward (seed_oss calls it post_attention_norm, which
     is then not a norm of the attention's output). ``n_pos_per_embd``: positions per token (4 with the
-    multi-section rope of qwen2vl).
+    multi-section rope of qwen2vl). ``pre_norms``: the attention and the feed-forward read normed inputs
+    (olmo2 norms their outputs only). q/k norms as wide as all heads apply before Q and K are split into heads.
     """
 
     embd_scale: bool = False
@@ -47,6 +48,7 @@ class Recipe:
     no_rope_layer_step: int = 0
     ffn_norm: str = "ffn_norm"
     n_pos_per_embd: int = 1
+    pre_norms: bool = True
 
 
 def _recipes() -> dict[str, Recipe]:
@@ -89,9 +91,15 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
 
     for il in range(shape.n_layer):
         residual = inp_l
-        cur = b.norm(inp_l, b.layer(il, "attn_norm.weight"), b.layer(il, "attn_norm.bias"))
-        q, k, v = b.qkv(il, cur)
+        cur = inp_l
+        if recipe.pre_norms:
+            cur = b.norm(inp_l, b.layer(il, "attn_norm.weight"), b.layer(il, "attn_norm.bias"))
         q_norm, k_norm = b.layer(il, "attn_q_norm.weight"), b.layer(il, "attn_k_norm.weight")
+        if q_norm is not None and q_norm.ne[0] != shape.head_k[il]:  # over all heads at once, before the reshape
+            q, k, v = b.qkv(il, cur, full_norms=(q_norm, k_norm))
+            q_norm = k_norm = None
+        else:
+            q, k, v = b.qkv(il, cur)
         use_rope = not recipe.no_rope_layer_step or (il + 1) % recipe.no_rope_layer_step != 0
         if q_norm is not None:
             q = b.norm(q, q_norm)
@@ -114,7 +122,9 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
         if post is not None:
             cur = b.norm(cur, post)
         ffn_inp = g.add(cur, residual)
-        cur = b.norm(ffn_inp, b.layer(il, f"{recipe.ffn_norm}.weight"), b.layer(il, f"{recipe.ffn_norm}.bias"))
+        cur = ffn_inp
+        if recipe.pre_norms:
+            cur = b.norm(ffn_inp, b.layer(il, f"{recipe.ffn_norm}.weight"), b.layer(il, f"{recipe.ffn_norm}.bias"))
         cur = b.ffn(cur, il, recipe.ffn, recipe.ffn_par)
         post = b.layer(il, "post_ffw_norm.weight")
         if post is not None:
