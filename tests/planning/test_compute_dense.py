@@ -23,8 +23,8 @@ pytest.importorskip("llama_cpp")
 ARCHS = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3")
 #: more architectures of the llama layout, written by :func:`_dense`
 OTHER_LAYOUTS = (
-    "gemma", "mistral3", "mistral3-temperature", "smollm3", "exaone", "ernie4_5", "xverse", "seed_oss", "qwen2vl", "olmo2",
-    "olmo2-window",
+    "gemma", "mistral3", "mistral3-temperature", "smollm3", "exaone", "ernie4_5", "xverse", "seed_oss", "qwen2vl", "glm4",
+    "olmo2", "olmo2-window",
 )  # fmt: skip
 
 
@@ -47,6 +47,7 @@ def model(name: str) -> Path:
         # seed_oss names the norm before its feed-forward post_attention_norm
         "seed_oss": lambda: _dense("seed_oss", rename=("ffn_norm.weight", "post_attention_norm.weight")),
         "qwen2vl": lambda: _dense("qwen2vl", qkv_bias=True, arrays={"rope.dimension_sections": [8, 12, 12, 0]}),
+        "glm4": lambda: _glm4(),
         "olmo2": lambda: _olmo2(),
         "olmo2-window": lambda: _olmo2(window=128),
     }
@@ -74,6 +75,20 @@ def _dense(arch: str, n_layer: int = 2, output: bool = True, temperature: float 
     if rename:
         for il in range(n_layer):
             m.f.tensors.rename(f"blk.{il}.{rename[0]}", f"blk.{il}.{rename[1]}")
+    return m.f
+
+
+def _glm4():
+    """glm4: post-norms, one fused up projection holding gate and up, rope over half of each head."""
+    m = tm._dense(
+        "glm4", n_layer=2, n_embd=256, n_ff=512, n_head=4, n_head_kv=2, n_vocab=64, head_dim=None, wtype="f16",
+        seed=0, context_length=4096, post_norms=True,
+    )  # fmt: skip
+    for il in range(2):
+        del m.f.tensors[f"blk.{il}.ffn_gate.weight"]
+        del m.f.tensors[f"blk.{il}.ffn_up.weight"]
+        m.weight(f"blk.{il}.ffn_up.weight", 256, 1024)
+    m.key("rope.dimension_count", 32)
     return m.f
 
 
@@ -214,7 +229,8 @@ def test_more_sequences_than_the_batch_is_refused():
 def test_plan_of_other_llama_layouts_is_llama_cpps(name):
     """gemma (scaled embeddings and queries, GELU), mistral3 (with and without its attention temperature),
     smollm3 (every fourth layer without rope), exaone, ernie4_5, xverse (llama's graph), seed_oss (its
-    feed-forward norm named post_attention_norm), qwen2vl (four positions per token), olmo2 (norms after, not
+    feed-forward norm named post_attention_norm), qwen2vl (four positions per token), glm4 (post-norms, a fused
+    gate and up), olmo2 (norms after, not
     before; with and without a sliding window): weights, KV cache and compute buffer through ``plan()``."""
     from gguf_construct.planning import plan
     from tests.llama_memory import cpu_features, measure

@@ -70,6 +70,8 @@ RECIPES: dict[str, Recipe] = _recipes()
 def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
     """Build the architecture's graph for ``b``'s batch into ``b.g``."""
     g, shape = b.g, b.shape
+    if shape.metadata.get(f"{shape.arch}.nextn_predict_layers"):
+        raise NotImplementedError("the multi-token-prediction layers (nextn_predict_layers) are not modelled")
     iswa = recipe.iswa == "always" or (recipe.iswa == "if_swa" and any(shape.swa_layers))
     b.attn_soft_cap = recipe.attn_softcap
 
