@@ -34,6 +34,7 @@ class Recipe:
     is then not a norm of the attention's output). ``n_pos_per_embd``: positions per token (4 with the
     multi-section rope of qwen2vl). ``pre_norms``: the attention and the feed-forward read normed inputs
     (olmo2 norms their outputs only). q/k norms as wide as all heads apply before Q and K are split into heads.
+    ``norm``: rms (RMS norms) or layer (LayerNorm, LLM_NORM).
     """
 
     embd_scale: bool = False
@@ -49,6 +50,7 @@ class Recipe:
     ffn_norm: str = "ffn_norm"
     n_pos_per_embd: int = 1
     pre_norms: bool = True
+    norm: str = "rms"
 
 
 def _recipes() -> dict[str, Recipe]:
@@ -70,6 +72,7 @@ RECIPES: dict[str, Recipe] = _recipes()
 def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
     """Build the architecture's graph for ``b``'s batch into ``b.g``."""
     g, shape = b.g, b.shape
+    rms = recipe.norm == "rms"
     if shape.metadata.get(f"{shape.arch}.nextn_predict_layers"):
         raise NotImplementedError("the multi-token-prediction layers (nextn_predict_layers) are not modelled")
     iswa = recipe.iswa == "always" or (recipe.iswa == "if_swa" and any(shape.swa_layers))
@@ -95,7 +98,7 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
         residual = inp_l
         cur = inp_l
         if recipe.pre_norms:
-            cur = b.norm(inp_l, b.layer(il, "attn_norm.weight"), b.layer(il, "attn_norm.bias"))
+            cur = b.norm(inp_l, b.layer(il, "attn_norm.weight"), b.layer(il, "attn_norm.bias"), rms=rms)
         q_norm, k_norm = b.layer(il, "attn_q_norm.weight"), b.layer(il, "attn_k_norm.weight")
         if q_norm is not None and q_norm.ne[0] != shape.head_k[il]:  # over all heads at once, before the reshape
             q, k, v = b.qkv(il, cur, full_norms=(q_norm, k_norm))
@@ -104,11 +107,11 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
             q, k, v = b.qkv(il, cur)
         use_rope = not recipe.no_rope_layer_step or (il + 1) % recipe.no_rope_layer_step != 0
         if q_norm is not None:
-            q = b.norm(q, q_norm)
+            q = b.norm(q, q_norm, rms=rms)
         if use_rope:
             q = g.rope(q, inp_pos, rope_factors)
         if k_norm is not None:
-            k = b.norm(k, k_norm)
+            k = b.norm(k, k_norm, rms=rms)
         if use_rope:
             k = g.rope(k, inp_pos, rope_factors)
         if recipe.q_scale:
@@ -122,19 +125,19 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
             residual = g.get_rows(residual, out_ids)
         post = b.layer(il, "post_attention_norm.weight") if recipe.ffn_norm != "post_attention_norm" else None
         if post is not None:
-            cur = b.norm(cur, post)
+            cur = b.norm(cur, post, rms=rms)
         ffn_inp = g.add(cur, residual)
         cur = ffn_inp
         if recipe.pre_norms:
-            cur = b.norm(ffn_inp, b.layer(il, f"{recipe.ffn_norm}.weight"), b.layer(il, f"{recipe.ffn_norm}.bias"))
+            cur = b.norm(ffn_inp, b.layer(il, f"{recipe.ffn_norm}.weight"), b.layer(il, f"{recipe.ffn_norm}.bias"), rms=rms)
         cur = b.ffn(cur, il, recipe.ffn, recipe.ffn_par)
         post = b.layer(il, "post_ffw_norm.weight")
         if post is not None:
-            cur = b.norm(cur, post)
+            cur = b.norm(cur, post, rms=rms)
         cur = g.add(ffn_inp, cur) if recipe.ffn_residual_first else g.add(cur, ffn_inp)
         inp_l = cur
 
-    cur = b.norm(inp_l, b.need("output_norm.weight"), b.w("output_norm.bias"))
+    cur = b.norm(inp_l, b.need("output_norm.weight"), b.w("output_norm.bias"), rms=rms)
     cur.output = True  # res->t_embd
     out = b.w("output.weight") or b.need("token_embd.weight")
     cur = b.mm(out, cur)
