@@ -34,7 +34,10 @@ class Recipe:
     is then not a norm of the attention's output). ``n_pos_per_embd``: positions per token (4 with the
     multi-section rope of qwen2vl). ``pre_norms``: the attention and the feed-forward read normed inputs
     (olmo2 norms their outputs only). q/k norms as wide as all heads apply before Q and K are split into heads.
-    ``norm``: rms (RMS norms) or layer (LayerNorm, LLM_NORM).
+    ``norm``: rms (RMS norms) or layer (LayerNorm, LLM_NORM). ``parallel``: attention and feed-forward both
+    read the layer's normed input and their outputs add to the residual (command-r). ``rope_swa_only``: only the
+    sliding-window layers use rope (cohere2). ``logit_scale``: the logits are scaled when the file's
+    ``logit_scale`` is non-zero.
     """
 
     embd_scale: bool = False
@@ -51,6 +54,9 @@ class Recipe:
     n_pos_per_embd: int = 1
     pre_norms: bool = True
     norm: str = "rms"
+    parallel: bool = False
+    rope_swa_only: bool = False
+    logit_scale: bool = False
 
 
 def _recipes() -> dict[str, Recipe]:
@@ -105,7 +111,10 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
             q_norm = k_norm = None
         else:
             q, k, v = b.qkv(il, cur)
+        ffn_src = cur  # the parallel feed-forward's input
         use_rope = not recipe.no_rope_layer_step or (il + 1) % recipe.no_rope_layer_step != 0
+        if recipe.rope_swa_only:
+            use_rope = shape.swa_layers[il]
         if q_norm is not None:
             q = b.norm(q, q_norm, rms=rms)
         if use_rope:
@@ -123,6 +132,13 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
         if il == shape.n_layer - 1:
             cur = g.get_rows(cur, out_ids)
             residual = g.get_rows(residual, out_ids)
+            if recipe.parallel:
+                ffn_src = g.get_rows(ffn_src, out_ids)
+        if recipe.parallel:
+            attn_out = cur
+            cur = b.ffn(ffn_src, il, recipe.ffn, recipe.ffn_par)
+            inp_l = g.add(g.add(cur, residual), attn_out)
+            continue
         post = b.layer(il, "post_attention_norm.weight") if recipe.ffn_norm != "post_attention_norm" else None
         if post is not None:
             cur = b.norm(cur, post, rms=rms)
@@ -144,6 +160,8 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
     bias = b.w("output.bias")
     if bias is not None:
         cur = g.add(cur, bias)
+    if recipe.logit_scale and shape.metadata.get(f"{shape.arch}.logit_scale"):
+        cur = g.scale(cur)
     softcap = shape.metadata.get(f"{shape.arch}.final_logit_softcapping")
     if recipe.final_softcap == "always" or (recipe.final_softcap == "if_set" and softcap):
         cur = g.scale(cur)
