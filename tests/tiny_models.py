@@ -1,9 +1,11 @@
 """Tiny GGUF models of the architectures the memory plan covers, each with every key and tensor llama.cpp's loader
 requires (llama.cpp src/models/<arch>.cpp: load_arch_hparams, load_arch_tensors) and a small SPM vocabulary.
 
-One builder per architecture returns a :class:`GGUFFile` (the caller saves it): :func:`llama`, :func:`qwen2`,
-:func:`qwen3`, :func:`qwen3moe`, :func:`qwen2moe`, :func:`gemma2`, :func:`gemma3`, :func:`phi3`, :func:`deepseek2`, :func:`mamba`,
-:func:`rwkv6`, :func:`rwkv7`; :data:`BUILDERS` maps the architecture name to its builder. Sizes are parameters;
+One builder per architecture returns a :class:`GGUFFile` (the caller saves it): :func:`llama` (with experts:
+Mixtral's layout), :func:`qwen2`, :func:`qwen3`, :func:`qwen3moe`, :func:`qwen2moe`, :func:`gpt_oss`, :func:`gemma2`,
+:func:`gemma3`, :func:`phi3`, :func:`deepseek2`, :func:`mamba`, :func:`rwkv6`, :func:`rwkv7`; :data:`BUILDERS`
+maps the architecture name to its builder, :func:`zero_filled` makes any of them at a real model's size in a
+second. Sizes are parameters;
 ``wtype`` is the type of the weight matrices (the tensors llama.cpp's quantizer quantizes: llama.cpp
 src/llama-quant.cpp), one of :data:`WEIGHT_TYPES`. A matrix whose rows do not fill whole blocks of ``wtype`` is
 written as f16, as llama.cpp's quantizer falls back to another type for such rows. Norms are ones; other weights
@@ -17,16 +19,32 @@ wrong ggml (ggml_op_desc then aborts on llama.cpp's op numbers).
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
 
 from gguf_construct.api.gguf_file import GGUFFile, new
+from gguf_construct.core.tables import GGML_TYPES
 from gguf_construct.quants.quantize import quantize
 
 WEIGHT_TYPES = ("f32", "f16", "q8_0", "q4_0", "q4_K")
 _BLOCK = {"f32": 1, "f16": 1, "q8_0": 32, "q4_0": 32, "q4_K": 256}
 _FILE_TYPE = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q4_K": 15}  # llama.cpp's llama_ftype (q4_K: Q4_K_M)
+
+
+_ZERO_FILLED: ContextVar[bool] = ContextVar("tiny_models_zero_filled", default=False)
+
+
+def zero_filled(builder: Callable[..., GGUFFile], **sizes: Any) -> GGUFFile:
+    """``builder(**sizes)`` with every tensor's data zero bytes, produced as the file is written: a model of a
+    real model's widths and vocabulary in a second (no random values, no quantizing). llama.cpp loads and plans
+    it like any other; only its outputs are meaningless."""
+    token = _ZERO_FILLED.set(True)
+    try:
+        return builder(**sizes)
+    finally:
+        _ZERO_FILLED.reset(token)
 
 
 class _Model:
@@ -53,10 +71,20 @@ class _Model:
     def _values(self, ne: tuple[int, ...], scale: float) -> np.ndarray:
         return (self.rng.standard_normal(ne[::-1]) * scale).astype(np.float32)
 
+    def _zeros(self, name: str, kind: str, ne: tuple[int, ...]) -> bool:
+        """Under :func:`zero_filled`: the tensor's data are zero bytes made when the file is written."""
+        if not _ZERO_FILLED.get():
+            return False
+        size = GGML_TYPES.lookup(kind).nbytes(ne[0]) * int(np.prod(ne[1:], dtype=np.int64))
+        self.f.tensors.add(name, lambda: bytes(size), kind, ne)
+        return True
+
     def weight(self, name: str, *ne: int) -> None:
         """A weight matrix (2-D or a 3-D stack of experts/heads) in ``wtype``."""
-        values = self._values(ne, 0.02)
         kind = self.wtype if ne[0] % _BLOCK[self.wtype] == 0 else "f16"
+        if self._zeros(name, kind, ne):
+            return
+        values = self._values(ne, 0.02)
         if kind == "f32":
             self.f.tensors.add(name, values)
         elif kind == "f16":
@@ -66,6 +94,8 @@ class _Model:
 
     def f32(self, name: str, *ne: int, values: np.ndarray | None = None, scale: float = 0.02) -> None:
         """A tensor llama.cpp keeps in f32 (norms, biases, small parameters): ``values`` or random."""
+        if self._zeros(name, "f32", ne):
+            return
         data = self._values(ne, scale) if values is None else np.asarray(values, np.float32).reshape(ne[::-1])
         self.f.tensors.add(name, data)
 
@@ -322,6 +352,50 @@ def qwen2moe(
         m.weight(f"blk.{i}.ffn_gate_shexp.weight", n_embd, n_ff_shexp)
         m.weight(f"blk.{i}.ffn_up_shexp.weight", n_embd, n_ff_shexp)
         m.weight(f"blk.{i}.ffn_down_shexp.weight", n_ff_shexp, n_embd)
+    m.output_norm(n_embd)
+    return m.f
+
+
+def gpt_oss(
+    *,
+    n_layer: int = 2,
+    n_embd: int = 256,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    head_dim: int = 64,
+    n_expert: int = 8,
+    n_expert_used: int = 2,
+    n_ff_exp: int = 128,
+    sliding_window: int = 128,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+) -> GGUFFile:
+    """gpt-oss (llama.cpp's openai-moe): every other layer attends within ``sliding_window`` tokens, attention
+    sinks, biases on the attention output, the router and the experts, SwiGLU-OAI experts weighted by a softmax
+    over the chosen ones (llama.cpp src/models/openai-moe.cpp)."""
+    m = _Model("gpt-oss", wtype, seed, n_vocab, context_length)
+    _attention_keys(m, n_layer, n_embd, n_head, n_head_kv, head_dim)
+    m.key("rope.dimension_count", head_dim)
+    m.key("rope.freq_base", 150000.0, "f32")
+    m.key("feed_forward_length", n_ff_exp)
+    m.key("expert_count", n_expert)
+    m.key("expert_used_count", n_expert_used)
+    m.key("expert_feed_forward_length", n_ff_exp)
+    m.key("attention.sliding_window", sliding_window)
+    m.embeddings(n_embd)
+    for i in range(n_layer):
+        m.norm(f"blk.{i}.attn_norm", n_embd)
+        _qkvo(m, i, n_embd, head_dim * n_head, head_dim * n_head_kv, bias=True)
+        m.f32(f"blk.{i}.attn_output.bias", n_embd)
+        m.f32(f"blk.{i}.attn_sinks.weight", n_head)
+        m.norm(f"blk.{i}.post_attention_norm", n_embd)
+        _experts(m, i, n_embd, n_ff_exp, n_expert)
+        m.f32(f"blk.{i}.ffn_gate_inp.bias", n_expert)
+        m.f32(f"blk.{i}.ffn_gate_exps.bias", n_ff_exp, n_expert)
+        m.f32(f"blk.{i}.ffn_up_exps.bias", n_ff_exp, n_expert)
+        m.f32(f"blk.{i}.ffn_down_exps.bias", n_embd, n_expert)
     m.output_norm(n_embd)
     return m.f
 
@@ -672,6 +746,7 @@ BUILDERS: dict[str, Callable[..., GGUFFile]] = {
     "qwen3": qwen3,
     "qwen3moe": qwen3moe,
     "qwen2moe": qwen2moe,
+    "gpt-oss": gpt_oss,
     "gemma2": gemma2,
     "gemma3": gemma3,
     "phi3": phi3,

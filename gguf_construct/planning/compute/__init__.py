@@ -10,43 +10,51 @@ grows; the buffer's final size is the result.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..context import PlanError
+from ..shape import memory_table
 from .alloc import reserve_bytes
 from .dense import RECIPES, build_dense
 from .graph import Graph, ShapeError
 from .llm_graph import Batch, ContextLike, GraphBuilder, ShapeLike
 from .mla import build_deepseek2
-from .moe import build_llama_moe, build_qwen2moe, build_qwen3moe, has_experts
+from .moe import MoeRecipe, build_llama_moe, build_moe, has_experts
 from .recurrent import RECURRENT
 
 __all__ = ["ARCHITECTURES", "reserved_batches", "build_graph", "compute_bytes", "supported"]
 
 
-def _dense(arch: str) -> Callable[[GraphBuilder], None]:
-    recipe = RECIPES[arch]
-    return lambda b: build_dense(b, recipe)
+def _llama(b: GraphBuilder, dense: Callable[[GraphBuilder], None]) -> None:
+    """llama, or llama with experts (Mixtral): llama.cpp's llama graph takes its MoE branch where a layer has a
+    router."""
+    (build_llama_moe if has_experts(b) else dense)(b)
+
+
+def _builder(arch: str, graph: Mapping[str, Any]) -> Callable[[GraphBuilder], None]:
+    """The function building ``arch``'s graph, from its family in ``schema/memory.json``."""
+    family = graph["family"]
+    if family == "dense":
+        recipe = RECIPES[arch]
+        dense: Callable[[GraphBuilder], None] = lambda b: build_dense(b, recipe)  # noqa: E731
+        return (lambda b: _llama(b, dense)) if arch == "llama" else dense
+    if family == "moe":
+        moe = MoeRecipe(**{k: v for k, v in graph.items() if k not in ("family", "source")})
+        return lambda b: build_moe(b, moe)
+    if family == "mla":
+        return build_deepseek2
+    if family == "recurrent":
+        return RECURRENT[arch]
+    raise ValueError(f"schema/memory.json: {arch} has a graph of unknown family {family!r}")
 
 
 #: architecture name → the function building its graph into a GraphBuilder
-ARCHITECTURES: dict[str, Callable[[GraphBuilder], None]] = {arch: _dense(arch) for arch in RECIPES}
-ARCHITECTURES.update(RECURRENT)
-ARCHITECTURES["qwen3moe"] = build_qwen3moe
-ARCHITECTURES["qwen2moe"] = build_qwen2moe
-
-
-_dense_llama = ARCHITECTURES["llama"]
-
-
-def _llama(b: GraphBuilder) -> None:
-    """llama, or llama with experts (Mixtral): llama.cpp's llama graph takes its MoE branch where a layer has a
-    router."""
-    (build_llama_moe if has_experts(b) else _dense_llama)(b)
-
-
-ARCHITECTURES["llama"] = _llama
-ARCHITECTURES["deepseek2"] = build_deepseek2
+ARCHITECTURES: dict[str, Callable[[GraphBuilder], None]] = {
+    arch: _builder(arch, entry["graph"])
+    for arch, entry in memory_table().architectures.items()
+    if isinstance(entry, Mapping) and "graph" in entry
+}
 
 
 def supported(arch: str) -> bool:
@@ -74,12 +82,15 @@ def build_graph(shape: ShapeLike, ctx: ContextLike, batch: Batch) -> Graph:
 
 def compute_bytes(shape: ShapeLike, ctx: ContextLike) -> int:
     """llama.cpp's CPU compute buffer for ``shape`` in context ``ctx``, in bytes. Raises NotImplementedError
-    for an architecture whose graph is not modelled (see :func:`supported`), PlanError for a model whose tensors
-    and hyperparameters do not make a graph (llama.cpp refuses it)."""
+    for an architecture whose graph is not modelled (see :func:`supported`), PlanError for a model whose header
+    and tensors cannot make the graph (llama.cpp refuses such a file)."""
     if not supported(shape.arch):
         raise NotImplementedError(f"no graph of {shape.arch!r} is modelled")
     n_ctx = getattr(ctx, "n_ctx", ctx.n_ctx_seq * ctx.n_stream)
     try:
-        return reserve_bytes(build_graph(shape, ctx, batch) for batch in reserved_batches(ctx, n_ctx))
-    except ShapeError as e:
-        raise PlanError(f"{shape.arch}: {e}: llama.cpp refuses the model") from e
+        graphs = [build_graph(shape, ctx, batch) for batch in reserved_batches(ctx, n_ctx)]
+    except (ShapeError, KeyError, ValueError, IndexError, ZeroDivisionError) as e:
+        # an op ggml refuses (ShapeError), a tensor the graph needs missing, or the header's sizes not fitting the
+        # tensors (no heads, no experts): llama.cpp refuses such a model
+        raise PlanError(f"{shape.arch}: {e}: llama.cpp refuses the model") from None
+    return reserve_bytes(graphs)
