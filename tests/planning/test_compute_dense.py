@@ -21,6 +21,11 @@ from tests.planning.tiny import tmp_dir
 pytest.importorskip("llama_cpp")
 
 ARCHS = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3")
+#: more architectures of the llama layout, written by :func:`_dense`
+OTHER_LAYOUTS = (
+    "gemma", "mistral3", "mistral3-temperature", "smollm3", "exaone", "ernie4_5", "xverse", "seed_oss", "qwen2vl", "glm4",
+    "starcoder2", "command-r", "cohere2", "olmo2", "olmo2-window",
+)  # fmt: skip
 
 
 @cache
@@ -36,6 +41,18 @@ def model(name: str) -> Path:
         "mistral3": lambda: _dense("mistral3"),
         "mistral3-temperature": lambda: _dense("mistral3", temperature=0.1),
         "smollm3": lambda: _dense("smollm3", n_layer=5),
+        "exaone": lambda: _dense("exaone"),
+        "ernie4_5": lambda: _dense("ernie4_5"),
+        "xverse": lambda: _dense("xverse"),
+        # seed_oss names the norm before its feed-forward post_attention_norm
+        "seed_oss": lambda: _dense("seed_oss", rename=("ffn_norm.weight", "post_attention_norm.weight")),
+        "qwen2vl": lambda: _dense("qwen2vl", qkv_bias=True, arrays={"rope.dimension_sections": [8, 12, 12, 0]}),
+        "glm4": lambda: _glm4(),
+        "starcoder2": lambda: _starcoder2(),
+        "command-r": lambda: _cohere("command-r"),
+        "cohere2": lambda: _cohere("cohere2"),
+        "olmo2": lambda: _olmo2(),
+        "olmo2-window": lambda: _olmo2(window=128),
     }
     f = variants[name]() if name in variants else tm.BUILDERS[name]()
     if name == "gemma3-nowindow":  # gemma3 without the key: no sliding window, one cache
@@ -45,15 +62,86 @@ def model(name: str) -> Path:
     return path
 
 
-def _dense(arch: str, n_layer: int = 2, output: bool = True, temperature: float = 0.0):
-    """A llama-layout model of another architecture name (tests/tiny_models.py's shared writer)."""
+def _dense(arch: str, n_layer: int = 2, output: bool = True, temperature: float = 0.0, qkv_bias: bool = False,
+           rename: tuple[str, str] | None = None, arrays: dict | None = None):  # fmt: skip
+    """A llama-layout model of another architecture name (tests/tiny_models.py's shared writer): ``rename`` a
+    per-layer tensor, set ``arrays`` keys."""
     m = tm._dense(
         arch, n_layer=n_layer, n_embd=256, n_ff=512, n_head=4, n_head_kv=2, n_vocab=64, head_dim=None, wtype="f16",
-        seed=0, context_length=4096, output=output,
+        seed=0, context_length=4096, output=output, qkv_bias=qkv_bias,
     )  # fmt: skip
     if temperature:  # Llama-4-style attention temperature (mistral3): a per-token scale of Q
         m.key("attention.temperature_scale", temperature, "f32")
         m.key("rope.scaling.original_context_length", 4096)
+    for key, value in (arrays or {}).items():
+        m.f.metadata[f"{arch}.{key}"] = value
+    if rename:
+        for il in range(n_layer):
+            m.f.tensors.rename(f"blk.{il}.{rename[0]}", f"blk.{il}.{rename[1]}")
+    return m.f
+
+
+def _glm4():
+    """glm4: post-norms, one fused up projection holding gate and up, rope over half of each head."""
+    m = tm._dense(
+        "glm4", n_layer=2, n_embd=256, n_ff=512, n_head=4, n_head_kv=2, n_vocab=64, head_dim=None, wtype="f16",
+        seed=0, context_length=4096, post_norms=True,
+    )  # fmt: skip
+    for il in range(2):
+        del m.f.tensors[f"blk.{il}.ffn_gate.weight"]
+        del m.f.tensors[f"blk.{il}.ffn_up.weight"]
+        m.weight(f"blk.{il}.ffn_up.weight", 256, 1024)
+    m.key("rope.dimension_count", 32)
+    return m.f
+
+
+def _starcoder2():
+    """starcoder2: LayerNorms with biases, a GELU feed-forward without gate, biases on every projection."""
+    m = tm._dense(
+        "starcoder2", n_layer=2, n_embd=256, n_ff=512, n_head=4, n_head_kv=2, n_vocab=64, head_dim=None, wtype="f16",
+        seed=0, context_length=4096, qkv_bias=True,
+    )  # fmt: skip
+    m.key("attention.layer_norm_epsilon", 1e-5, "f32")
+    for il in range(2):
+        del m.f.tensors[f"blk.{il}.ffn_gate.weight"]
+        for name, n in (("attn_norm", 256), ("ffn_norm", 256), ("attn_output", 256), ("ffn_up", 512), ("ffn_down", 256)):
+            m.f32(f"blk.{il}.{name}.bias", n)
+    m.f32("output_norm.bias", 256)
+    return m.f
+
+
+def _cohere(arch: str):
+    """command-r and cohere2: attention and feed-forward in parallel from one LayerNorm, scaled logits, the
+    output tied to token_embd; cohere2 with a sliding window in three of every four layers (rope only there)."""
+    n_layer = 4
+    m = tm._dense(
+        arch, n_layer=n_layer, n_embd=256, n_ff=512, n_head=4, n_head_kv=2, n_vocab=64, head_dim=None, wtype="f16",
+        seed=0, context_length=4096, output=False,
+    )  # fmt: skip
+    m.key("attention.layer_norm_epsilon", 1e-5, "f32")
+    m.key("logit_scale", 0.0625, "f32")
+    for il in range(n_layer):
+        del m.f.tensors[f"blk.{il}.ffn_norm.weight"]
+    if arch == "cohere2":
+        m.key("attention.sliding_window", 128)
+    return m.f
+
+
+def _olmo2(window: int = 0):
+    """olmo2: no norms before attention and feed-forward, norms after both, q/k norms over all heads; a
+    sliding window in three of every four layers when the key is set (OLMo 3)."""
+    n_layer = 4
+    m = tm._dense(
+        "olmo2", n_layer=n_layer, n_embd=256, n_ff=512, n_head=4, n_head_kv=2, n_vocab=64, head_dim=None, wtype="f16",
+        seed=0, context_length=4096, post_norms=True,
+    )  # fmt: skip
+    for il in range(n_layer):
+        del m.f.tensors[f"blk.{il}.attn_norm.weight"]
+        del m.f.tensors[f"blk.{il}.ffn_norm.weight"]
+        m.norm(f"blk.{il}.attn_q_norm", 256)
+        m.norm(f"blk.{il}.attn_k_norm", 128)
+    if window:
+        m.key("attention.sliding_window", window)
     return m.f
 
 
@@ -119,7 +207,7 @@ def test_compute_buffer_of_other_shapes_and_contexts(name, settings):
     assert _planned(path, settings) == measure(path, **settings).total("compute")
 
 
-@pytest.mark.parametrize("arch", [*ARCHS, "gemma", "mistral3-temperature", "smollm3"])
+@pytest.mark.parametrize("arch", [*ARCHS, *OTHER_LAYOUTS])
 @pytest.mark.parametrize("flash_attn", ["on", "off"])
 def test_planned_graph_is_llama_cpps_node_for_node(arch, flash_attn):
     """The same nodes (op, type, shape, strides of views) in the same order, and the same inputs: what the
@@ -172,10 +260,14 @@ def test_more_sequences_than_the_batch_is_refused():
         context_of(shape, n_ctx=1024, n_seq_max=4, n_batch=2, n_ubatch=2)
 
 
-@pytest.mark.parametrize("name", ["gemma", "mistral3", "mistral3-temperature", "smollm3"])
+@pytest.mark.parametrize("name", OTHER_LAYOUTS)
 def test_plan_of_other_llama_layouts_is_llama_cpps(name):
     """gemma (scaled embeddings and queries, GELU), mistral3 (with and without its attention temperature),
-    smollm3 (every fourth layer without rope): weights, KV cache and compute buffer through ``plan()``."""
+    smollm3 (every fourth layer without rope), exaone, ernie4_5, xverse (llama's graph), seed_oss (its
+    feed-forward norm named post_attention_norm), qwen2vl (four positions per token), glm4 (post-norms, a fused
+    gate and up), starcoder2 (LayerNorm, biases, GELU without gate), command-r and cohere2 (attention and
+    feed-forward in parallel; cohere2's rope only in its sliding-window layers), olmo2 (norms after, not
+    before; with and without a sliding window): weights, KV cache and compute buffer through ``plan()``."""
     from gguf_construct.planning import plan
     from tests.llama_memory import cpu_features, measure
 

@@ -30,6 +30,14 @@ class Recipe:
     residual sum's sources in the other order (it decides which one ggml-alloc may overwrite). ``attn_temp``:
     when the file sets ``attention.temperature_scale``, Q is multiplied by a per-token scale (an input).
     ``no_rope_layer_step``: every this many layers one is without rope (0: rope in every layer).
+    ``ffn_norm``: the name of the norm before the feed-forward (seed_oss calls it post_attention_norm, which
+    is then not a norm of the attention's output). ``n_pos_per_embd``: positions per token (4 with the
+    multi-section rope of qwen2vl). ``pre_norms``: the attention and the feed-forward read normed inputs
+    (olmo2 norms their outputs only). q/k norms as wide as all heads apply before Q and K are split into heads.
+    ``norm``: rms (RMS norms) or layer (LayerNorm, LLM_NORM). ``parallel``: attention and feed-forward both
+    read the layer's normed input and their outputs add to the residual (command-r). ``rope_swa_only``: only the
+    sliding-window layers use rope (cohere2). ``logit_scale``: the logits are scaled when the file's
+    ``logit_scale`` is non-zero.
     """
 
     embd_scale: bool = False
@@ -42,6 +50,13 @@ class Recipe:
     ffn_residual_first: bool = False
     attn_temp: bool = False
     no_rope_layer_step: int = 0
+    ffn_norm: str = "ffn_norm"
+    n_pos_per_embd: int = 1
+    pre_norms: bool = True
+    norm: str = "rms"
+    parallel: bool = False
+    rope_swa_only: bool = False
+    logit_scale: bool = False
 
 
 def _recipes() -> dict[str, Recipe]:
@@ -63,13 +78,16 @@ RECIPES: dict[str, Recipe] = _recipes()
 def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
     """Build the architecture's graph for ``b``'s batch into ``b.g``."""
     g, shape = b.g, b.shape
+    rms = recipe.norm == "rms"
+    if shape.metadata.get(f"{shape.arch}.nextn_predict_layers"):
+        raise NotImplementedError("the multi-token-prediction layers (nextn_predict_layers) are not modelled")
     iswa = recipe.iswa == "always" or (recipe.iswa == "if_swa" and any(shape.swa_layers))
     b.attn_soft_cap = recipe.attn_softcap
 
     inp_l = b.inp_embd()
     if recipe.embd_scale:
         inp_l = g.scale(inp_l)
-    inp_pos = b.inp_pos()
+    inp_pos = b.inp_pos(recipe.n_pos_per_embd)
     attn_scale = None
     if recipe.attn_temp and shape.metadata.get(f"{shape.arch}.attention.temperature_scale"):
         attn_scale = g.input("f32", 1, 1, b.n_tokens, name="attn_scale")  # build_inp_attn_scale
@@ -84,16 +102,25 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
 
     for il in range(shape.n_layer):
         residual = inp_l
-        cur = b.norm(inp_l, b.layer(il, "attn_norm.weight"), b.layer(il, "attn_norm.bias"))
-        q, k, v = b.qkv(il, cur)
+        cur = inp_l
+        if recipe.pre_norms:
+            cur = b.norm(inp_l, b.layer(il, "attn_norm.weight"), b.layer(il, "attn_norm.bias"), rms=rms)
         q_norm, k_norm = b.layer(il, "attn_q_norm.weight"), b.layer(il, "attn_k_norm.weight")
+        if q_norm is not None and q_norm.ne[0] != shape.head_k[il]:  # over all heads at once, before the reshape
+            q, k, v = b.qkv(il, cur, full_norms=(q_norm, k_norm))
+            q_norm = k_norm = None
+        else:
+            q, k, v = b.qkv(il, cur)
+        ffn_src = cur  # the parallel feed-forward's input
         use_rope = not recipe.no_rope_layer_step or (il + 1) % recipe.no_rope_layer_step != 0
+        if recipe.rope_swa_only:
+            use_rope = shape.swa_layers[il]
         if q_norm is not None:
-            q = b.norm(q, q_norm)
+            q = b.norm(q, q_norm, rms=rms)
         if use_rope:
             q = g.rope(q, inp_pos, rope_factors)
         if k_norm is not None:
-            k = b.norm(k, k_norm)
+            k = b.norm(k, k_norm, rms=rms)
         if use_rope:
             k = g.rope(k, inp_pos, rope_factors)
         if recipe.q_scale:
@@ -105,25 +132,36 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
         if il == shape.n_layer - 1:
             cur = g.get_rows(cur, out_ids)
             residual = g.get_rows(residual, out_ids)
-        post = b.layer(il, "post_attention_norm.weight")
+            if recipe.parallel:
+                ffn_src = g.get_rows(ffn_src, out_ids)
+        if recipe.parallel:
+            attn_out = cur
+            cur = b.ffn(ffn_src, il, recipe.ffn, recipe.ffn_par)
+            inp_l = g.add(g.add(cur, residual), attn_out)
+            continue
+        post = b.layer(il, "post_attention_norm.weight") if recipe.ffn_norm != "post_attention_norm" else None
         if post is not None:
-            cur = b.norm(cur, post)
+            cur = b.norm(cur, post, rms=rms)
         ffn_inp = g.add(cur, residual)
-        cur = b.norm(ffn_inp, b.layer(il, "ffn_norm.weight"), b.layer(il, "ffn_norm.bias"))
+        cur = ffn_inp
+        if recipe.pre_norms:
+            cur = b.norm(ffn_inp, b.layer(il, f"{recipe.ffn_norm}.weight"), b.layer(il, f"{recipe.ffn_norm}.bias"), rms=rms)
         cur = b.ffn(cur, il, recipe.ffn, recipe.ffn_par)
         post = b.layer(il, "post_ffw_norm.weight")
         if post is not None:
-            cur = b.norm(cur, post)
+            cur = b.norm(cur, post, rms=rms)
         cur = g.add(ffn_inp, cur) if recipe.ffn_residual_first else g.add(cur, ffn_inp)
         inp_l = cur
 
-    cur = b.norm(inp_l, b.need("output_norm.weight"), b.w("output_norm.bias"))
+    cur = b.norm(inp_l, b.need("output_norm.weight"), b.w("output_norm.bias"), rms=rms)
     cur.output = True  # res->t_embd
     out = b.w("output.weight") or b.need("token_embd.weight")
     cur = b.mm(out, cur)
     bias = b.w("output.bias")
     if bias is not None:
         cur = g.add(cur, bias)
+    if recipe.logit_scale and shape.metadata.get(f"{shape.arch}.logit_scale"):
+        cur = g.scale(cur)
     softcap = shape.metadata.get(f"{shape.arch}.final_logit_softcapping")
     if recipe.final_softcap == "always" or (recipe.final_softcap == "if_set" and softcap):
         cur = g.scale(cur)

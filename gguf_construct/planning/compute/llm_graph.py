@@ -125,8 +125,9 @@ class GraphBuilder:
         g.expand(embd)
         return cur
 
-    def inp_pos(self) -> Tensor:
-        return self.g.input("i32", self.n_tokens, name="inp_pos")
+    def inp_pos(self, n_pos_per_embd: int = 1) -> Tensor:
+        """build_inp_pos: a position per token (four with the multi-section rope)."""
+        return self.g.input("i32", self.n_tokens * n_pos_per_embd, name="inp_pos")
 
     def inp_out_ids(self) -> Tensor:
         return self.g.input("i32", self.batch.n_outputs, name="inp_out_ids")
@@ -192,9 +193,10 @@ class GraphBuilder:
         res = self.g.mul_mat(w, cur)
         return self.g.mul(res, scale) if scale is not None else res
 
-    def qkv(self, il: int, cur: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def qkv(self, il: int, cur: Tensor, full_norms: tuple[Tensor, Tensor | None] | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """build_qkv: Q, K, V as [head, heads, tokens], from attn_qkv (views of one product) or attn_q/k/v
-        (each with its optional bias)."""
+        (each with its optional bias); ``full_norms``: RMS norms of Q and K over all heads, before the split
+        (olmo2)."""
         g, s = self.g, self.shape
         head, n_head, n_head_kv = s.head_k[il], s.n_head[il], s.n_head_kv[il]
         n_q, n_kv = head * n_head, head * n_head_kv
@@ -214,6 +216,9 @@ class GraphBuilder:
             t = self.mm(self.need(f"blk.{il}.{name}.weight"), cur, self.layer(il, f"{name}.scale"))
             b = self.layer(il, f"{name}.bias")
             out.append(g.add(t, b) if b is not None else t)
+        if full_norms is not None:
+            out[0] = self.norm(out[0], full_norms[0])
+            out[1] = self.norm(out[1], full_norms[1])
         q = g.reshape(out[0], head, n_head, self.n_tokens)
         k = g.reshape(out[1], head, n_head_kv, self.n_tokens)
         v = g.reshape(out[2], s.head_v[il], n_head_kv, self.n_tokens)
