@@ -42,8 +42,8 @@ MODELS = {
         glm4moe, n_layer=3, n_nextn=1, n_embd=4096, n_ff=10944, n_head=96, n_head_kv=8, head_dim=128, n_expert=16,
         n_expert_used=8, n_ff_exp=1408, n_vocab=151552, wtype="q4_0",
     ),
-    "llama with experts (Mixtral-8x7B widths, 2 of 8 experts)": lambda: zero_filled(
-        llama, n_embd=4096, n_ff=14336, n_head=32, n_head_kv=8, n_expert=2, n_expert_used=2, n_vocab=32000, wtype="q4_0"
+    "llama with experts (Mixtral-8x7B widths, 4 of 8 experts)": lambda: zero_filled(
+        llama, n_embd=4096, n_ff=14336, n_head=32, n_head_kv=8, n_expert=4, n_expert_used=2, n_vocab=32000, wtype="q4_0"
     ),
     "deepseek2 MLA (DeepSeek-V2-Lite widths, 16 of 64 experts)": lambda: zero_filled(
         deepseek2, n_embd=2048, n_head=16, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
