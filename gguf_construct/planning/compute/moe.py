@@ -1,4 +1,4 @@
-"""Mixture-of-experts feed-forward blocks and the qwen3moe graph, as llama.cpp builds them.
+"""Mixture-of-experts feed-forward blocks and the MoE graphs, as llama.cpp builds them.
 
 :func:`moe_ffn` is ``llm_graph_context::build_moe_ffn`` (llama.cpp src/llama-graph.cpp): the router's
 probabilities, the top ``n_expert_used`` experts per token (ggml_argsort_top_k: a full argsort and a view of its

@@ -11,13 +11,32 @@ and one of ``n_embd_s`` (the wkv or ssm state) per cell and layer; while reservi
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol, cast
 
 from .graph import Ggml, Tensor
-from .llm_graph import GraphBuilder
+from .llm_graph import GraphBuilder, ShapeLike
 
 __all__ = ["RECURRENT", "build_mamba", "build_mamba2", "build_rwkv6", "build_rwkv7"]
 
 _F32 = 4  # sizeof(float): the element size of the f32 tensors these graphs view into
+
+
+class RecurrentShape(ShapeLike, Protocol):
+    """What the recurrent graphs read of a model beyond ShapeLike (planning.shape.ModelShape provides it)."""
+
+    ssm_d_conv: int
+    ssm_d_inner: int
+    ssm_d_state: int
+    ssm_dt_rank: int
+    ssm_n_group: int
+    wkv_head_size: int
+    token_shift_count: int
+
+    @property
+    def n_embd_r(self) -> int: ...
+
+    @property
+    def n_embd_s(self) -> int: ...
 
 
 class _Recurrent:
@@ -25,7 +44,7 @@ class _Recurrent:
     (``rs_size`` cells of f32), every cell in use, the head and the zeroed cell at 0."""
 
     def __init__(self, b: GraphBuilder) -> None:
-        self.b, self.g, self.shape = b, b.g, b.shape
+        self.b, self.g, self.shape = b, b.g, cast(RecurrentShape, b.shape)
         self.n_seqs = b.batch.n_seqs
         self.n_tokens = b.batch.n_tokens
         self.n_seq_tokens = b.batch.n_tokens // b.batch.n_seqs
@@ -42,7 +61,7 @@ class _Recurrent:
 
     def state(self, kind: str, il: int) -> Tensor:
         """Layer ``il``'s 'r' or 's' state tensor (llama.cpp's cache_r_l / cache_s_l)."""
-        size = self.shape.n_embd_r if kind == "r" else self.shape.n_embd_s  # type: ignore[attr-defined]
+        size = self.shape.n_embd_r if kind == "r" else self.shape.n_embd_s
         return self.g.external("f32", size, self.rs_size, name=f"cache_{kind}_l{il}")
 
     def rs_inp(self) -> tuple[Tensor, Tensor]:
@@ -108,9 +127,9 @@ def _sub(g: Ggml, a: Tensor, b: Tensor) -> Tensor:
 def build_mamba(b: GraphBuilder) -> None:
     """llama.cpp src/models/mamba.cpp with build_mamba_layer of src/models/mamba-base.cpp."""
     r = _Recurrent(b)
-    g, s = r.g, b.shape
+    g, s = r.g, r.shape
     n_seqs, n_seq_tokens = r.n_seqs, r.n_seq_tokens
-    d_conv, d_inner, d_state, dt_rank = s.ssm_d_conv, s.ssm_d_inner, s.ssm_d_state, s.ssm_dt_rank  # type: ignore[attr-defined]
+    d_conv, d_inner, d_state, dt_rank = s.ssm_d_conv, s.ssm_d_inner, s.ssm_d_state, s.ssm_dt_rank
     dt_b_c_rms = bool(s.metadata.get(f"{s.arch}.ssm.dt_b_c_rms", False))
     inp_l = b.inp_embd()
     rs_inp = r.rs_inp()
@@ -170,10 +189,10 @@ def build_mamba2(b: GraphBuilder) -> None:
     build makes it: the input projection reshaped after the product, the states stored as 2-D views, the
     grouped norm's output flattened to 2-D before the output projection."""
     r = _Recurrent(b)
-    g, s = r.g, b.shape
+    g, s = r.g, r.shape
     n_seqs, n_seq_tokens = r.n_seqs, r.n_seq_tokens
-    d_conv, d_inner, d_state = s.ssm_d_conv, s.ssm_d_inner, s.ssm_d_state  # type: ignore[attr-defined]
-    n_head, n_group = s.ssm_dt_rank, s.ssm_n_group  # type: ignore[attr-defined]
+    d_conv, d_inner, d_state = s.ssm_d_conv, s.ssm_d_inner, s.ssm_d_state
+    n_head, n_group = s.ssm_dt_rank, s.ssm_n_group
     if not n_head or not n_group or d_inner % n_head or d_inner % n_group:
         raise ValueError(f"mamba2: d_inner {d_inner} in {n_head} heads and {n_group} groups")
     head_dim = d_inner // n_head
@@ -239,9 +258,9 @@ ChannelMix = Callable[[_Recurrent, int, Tensor, Tensor], Tensor]
 def _build_rwkv(b: GraphBuilder, time_mix: TimeMix, channel_mix: ChannelMix) -> None:
     """The layer loop of llama.cpp src/models/rwkv6.cpp and rwkv7.cpp (the same but for the mixes)."""
     r = _Recurrent(b)
-    g, s = r.g, b.shape
+    g, s = r.g, r.shape
     n_embd, n_seqs, n_seq_tokens, n_tokens = r.n_embd, r.n_seqs, r.n_seq_tokens, r.n_tokens
-    shift_count = s.token_shift_count  # type: ignore[attr-defined]
+    shift_count = s.token_shift_count
     rescale = int(s.metadata.get(f"{s.arch}.rescale_every_n_layers", 0) or 0)
     inp_l = b.inp_embd()
     inp_l = b.norm(inp_l, b.need("token_embd_norm.weight"), b.need("token_embd_norm.bias"), rms=False)
@@ -313,9 +332,9 @@ def _lerp(r: _Recurrent, il: int, name: str, sx: Tensor, cur: Tensor) -> Tensor:
 
 def _rwkv6_time_mix(r: _Recurrent, rs_inp: tuple[Tensor, Tensor], cur: Tensor, x_prev: Tensor, first: dict[str, Tensor], il: int) -> Tensor:
     """build_rwkv6_time_mix of llama.cpp src/models/rwkv6-base.cpp (rwkv6: time_mix_first is present)."""
-    b, g, s = r.b, r.g, r.b.shape
+    b, g, s = r.b, r.g, r.shape
     n_embd, n_tokens = r.n_embd, r.n_tokens
-    head_size = s.wkv_head_size  # type: ignore[attr-defined]
+    head_size = s.wkv_head_size
     n_head, n_head_kv = n_embd // head_size, s.n_head_kv[il]
     cache_s = r.state("s", il)
     sx = _sub(g, x_prev, cur)
@@ -397,9 +416,9 @@ def _lora(r: _Recurrent, il: int, name: str, x: Tensor, act: str | None = None) 
 
 def _rwkv7_time_mix(r: _Recurrent, rs_inp: tuple[Tensor, Tensor], cur: Tensor, x_prev: Tensor, first: dict[str, Tensor], il: int) -> Tensor:
     """build_rwkv7_time_mix of llama.cpp src/models/rwkv7-base.cpp."""
-    b, g, s = r.b, r.g, r.b.shape
+    b, g, s = r.b, r.g, r.shape
     n_embd, n_tokens = r.n_embd, r.n_tokens
-    head_size = s.wkv_head_size  # type: ignore[attr-defined]
+    head_size = s.wkv_head_size
     head_count = n_embd // head_size
     has_gating = b.layer(il, "time_mix_g1.weight") is not None and b.layer(il, "time_mix_g2.weight") is not None
     cache_s = r.state("s", il)
