@@ -36,6 +36,24 @@ def _full_corpus() -> Path | None:
     return beside if (beside / "manifest.json").is_file() else None
 
 
+def _isolate_llama_cpp() -> None:
+    """Load llama-cpp-python's libraries bound to their own ggml (RTLD_DEEPBIND, RTLD_LOCAL) before anything
+    imports llama_cpp: ggml-python (the quantization oracle) puts its older ggml's symbols in the process's
+    global scope, and llama.cpp's own calls into ggml would otherwise resolve there first, running llama.cpp's
+    graphs on the other ggml (its op numbers, its op names). Local, so ggml-python keeps its own ggml too; later
+    loads of the same files by llama_cpp get these handles."""
+    import ctypes
+    import importlib.util
+
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.submodule_search_locations or not hasattr(os, "RTLD_DEEPBIND"):
+        return
+    lib = Path(next(iter(spec.submodule_search_locations))) / "lib" / "libllama.so"
+    if lib.is_file():
+        ctypes.CDLL(str(lib), mode=os.RTLD_LOCAL | os.RTLD_DEEPBIND)
+
+
+_isolate_llama_cpp()
 FULL_CORPUS: Path | None = _full_corpus()
 TIERS: tuple[Path, ...] = (DATA,) if FULL_CORPUS is None else (DATA, FULL_CORPUS)
 #: kept for older imports; read files through corpus_file / corpus_files, which work without it

@@ -11,9 +11,8 @@ src/llama-quant.cpp), one of :data:`WEIGHT_TYPES`. A matrix whose rows do not fi
 written as f16, as llama.cpp's quantizer falls back to another type for such rows. Norms are ones; other weights
 are 0.02 * normal, so that a model also runs (finite logits), not just loads.
 
-Quantized weights come from the library's own quantizer (byte for byte ggml_quantize_chunk's), not ggml-python:
-its libggml-base.so has the soname of llama-cpp-python's, so loading both in one process binds llama.cpp to the
-wrong ggml (ggml_op_desc then aborts on llama.cpp's op numbers).
+Quantized weights come from the library's own quantizer (byte for byte ggml_quantize_chunk's), not ggml-python,
+whose ggml is a second, older one in the process (tests/conftest.py keeps llama.cpp bound to its own).
 """
 
 from __future__ import annotations
