@@ -48,9 +48,12 @@ def _isolate_llama_cpp() -> None:
     spec = importlib.util.find_spec("llama_cpp")
     if spec is None or not spec.submodule_search_locations or not hasattr(os, "RTLD_DEEPBIND"):
         return
-    lib = Path(next(iter(spec.submodule_search_locations))) / "lib" / "libllama.so"
-    if lib.is_file():
-        ctypes.CDLL(str(lib), mode=os.RTLD_LOCAL | os.RTLD_DEEPBIND)
+    lib = Path(next(iter(spec.submodule_search_locations))) / "lib"
+    # libllama and its ggml, and the ggml files the tests' ctypes helpers open by these names (llama_memory.py,
+    # wkv7_kernel.py): each bound to itself first, whatever the process loads later
+    for name in ("libllama.so", "libggml-base.so", "libggml-cpu.so", "libggml.so"):
+        if (lib / name).is_file():
+            ctypes.CDLL(str(lib / name), mode=os.RTLD_LOCAL | os.RTLD_DEEPBIND)
 
 
 _isolate_llama_cpp()
