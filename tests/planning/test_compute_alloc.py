@@ -54,10 +54,13 @@ def test_in_place_ops_take_their_source_memory_and_views_take_none():
     ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items()),
 )
 def test_llama_cpp_graphs_allocate_to_llama_cpp_compute_buffer(settings):
+    _replayed_equals_measured(tiny_llama_path(), settings)
+
+
+def _replayed_equals_measured(path, settings):
     from tests.llama_memory import measure
     from tests.planning.llama_cgraph import reserved_graph
 
-    path = tiny_llama_path()
     measured = measure(path, **settings).total("compute")
     n_seqs = settings.get("n_seq_max", 1)
     n_tokens = min(settings["n_ctx"], settings.get("n_ubatch", 512))  # n_ubatch, bounded by the n_ctx asked for
@@ -65,3 +68,14 @@ def test_llama_cpp_graphs_allocate_to_llama_cpp_compute_buffer(settings):
     pp = reserved_graph(path, n_tokens=n_tokens, n_seqs=n_seqs, **settings)
     tg = reserved_graph(path, n_tokens=n_seqs, n_seqs=n_seqs, **settings)
     assert reserve_bytes([pp, tg, pp]) == measured
+
+
+@pytest.mark.parametrize("type_v", ["f16", "q8_0"])
+def test_llama_cpp_graphs_of_a_mixture_of_experts_allocate_to_its_compute_buffer(type_v, tmp_path):
+    """Experts' weights normalised by their clamped sum: ggml-alloc runs CLAMP in place in this build (with a
+    quantized V cache and 128-wide heads the buffer's peak depends on it)."""
+    from tests.tiny_models import llama
+
+    path = tmp_path / "moe.gguf"
+    llama(n_embd=256, n_ff=512, n_head=2, n_head_kv=1, n_expert=2, n_expert_used=2).save(path)
+    _replayed_equals_measured(path, dict(n_ctx=1024, n_ubatch=512, type_v=type_v))
