@@ -79,3 +79,25 @@ def test_llama_cpp_graphs_of_a_mixture_of_experts_allocate_to_its_compute_buffer
     path = tmp_path / "moe.gguf"
     llama(n_embd=256, n_ff=512, n_head=2, n_head_kv=1, n_expert=2, n_expert_used=2).save(path)
     _replayed_equals_measured(path, dict(n_ctx=1024, n_ubatch=512, type_v=type_v))
+
+
+def test_in_place_ops_are_the_llama_cpp_builds():
+    """INPLACE_OPS against ggml_op_can_inplace of the installed build, op by op (UNARY standing for every unary op)."""
+    import ctypes
+    from pathlib import Path
+
+    import llama_cpp
+
+    from gguf_construct.planning.compute.graph import _UNARY_OPS, INPLACE_OPS
+
+    base = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
+    for fn, res in (("ggml_op_can_inplace", ctypes.c_bool), ("ggml_op_name", ctypes.c_char_p), ("ggml_unary_op_name", ctypes.c_char_p)):
+        getattr(base, fn).restype, getattr(base, fn).argtypes = res, [ctypes.c_int]
+    names = []
+    while (name := base.ggml_op_name(len(names))) is not None and name.decode() != "GLU":
+        names.append(name.decode())
+    names.append("GLU")
+    in_place = {name for i, name in enumerate(names) if base.ggml_op_can_inplace(i)}
+    assert "UNARY" in in_place
+    assert in_place - {"UNARY"} == INPLACE_OPS - _UNARY_OPS
+    assert {base.ggml_unary_op_name(i).decode() for i in range(len(_UNARY_OPS))} == _UNARY_OPS

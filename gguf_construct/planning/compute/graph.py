@@ -45,9 +45,8 @@ class ShapeError(ValueError):
 
 
 # ggml-alloc.c ggml_op_can_inplace: the ops whose result may take a source's memory; GGML_OP_UNARY is every
-# unary op, named by ggml_op_desc after the unary op (ggml.c GGML_UNARY_OP_NAME). CLAMP is one in the llama.cpp
-# build the plan follows: replaying ggml-alloc over that build's own reserved graphs of a mixture-of-experts
-# model (whose expert weights' sum is clamped) gives its compute buffer to the byte only with CLAMP in place.
+# unary op, named by ggml_op_desc after the unary op (ggml.c GGML_UNARY_OP_NAME). The list is the llama.cpp build's
+# (its libggml-base exports ggml_op_can_inplace: tests compare), which has CLAMP where older ggml did not.
 _UNARY_OPS = frozenset(
     [
         "ABS",
