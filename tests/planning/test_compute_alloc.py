@@ -101,3 +101,22 @@ def test_in_place_ops_are_the_llama_cpp_builds():
     assert "UNARY" in in_place
     assert in_place - {"UNARY"} == INPLACE_OPS - _UNARY_OPS
     assert {base.ggml_unary_op_name(i).decode() for i in range(len(_UNARY_OPS))} == _UNARY_OPS
+
+
+def test_cpu_buffer_type_is_the_llama_cpp_builds():
+    """The allocator's alignment and chunk size against the installed build's CPU buffer type."""
+    import ctypes
+    from pathlib import Path
+
+    import llama_cpp
+
+    from gguf_construct.planning.compute.alloc import CPU_ALIGNMENT
+
+    base = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
+    base.ggml_backend_cpu_buffer_type.restype = ctypes.c_void_p
+    for fn in ("ggml_backend_buft_get_alignment", "ggml_backend_buft_get_max_size"):
+        getattr(base, fn).restype, getattr(base, fn).argtypes = ctypes.c_size_t, [ctypes.c_void_p]
+    buft = base.ggml_backend_cpu_buffer_type()
+    assert base.ggml_backend_buft_get_alignment(buft) == CPU_ALIGNMENT
+    assert base.ggml_backend_buft_get_max_size(buft) == 2**64 - 1  # one chunk: DynAllocator's default
+    assert DynAllocator().max_chunk_size == (2**64 - 1) // 2  # ggml_dyn_tallocr_new clamps it to SIZE_MAX / 2
