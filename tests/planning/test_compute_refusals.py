@@ -98,3 +98,11 @@ def test_any_header_plans_or_is_refused(n_layer, n_embd, n_head, n_head_kv, n_ff
         return
     with contextlib.suppress(PlanError):
         assert _plan(shape, flash_attn=flash_attn) >= 0
+
+
+def test_a_dense_architecture_with_experts_is_not_modelled():
+    """A router in a dense architecture's layers (a mixture of experts llama.cpp's graph for it would take):
+    not planned rather than planned as dense."""
+    shape = _llama(arch="qwen2", widths={"blk.0.ffn_gate_inp.weight": (64, 4)})
+    with pytest.raises(NotImplementedError, match="experts"):
+        _plan(shape)

@@ -36,8 +36,9 @@ class Recipe:
     (olmo2 norms their outputs only). q/k norms as wide as all heads apply before Q and K are split into heads.
     ``norm``: rms (RMS norms) or layer (LayerNorm, LLM_NORM). ``parallel``: attention and feed-forward both
     read the layer's normed input and their outputs add to the residual (command-r). ``rope_swa_only``: only the
-    sliding-window layers use rope (cohere2). ``logit_scale``: the logits are scaled when the file's
-    ``logit_scale`` is non-zero.
+    sliding-window layers use rope (cohere2). ``logit_scale``: the logits are scaled never, always, or if_set
+    (the file's ``logit_scale`` non-zero). ``embedding_scale`` / ``residual_scale``: the embeddings / each
+    block's output before its residual sum are scaled when the file's key of that name is non-zero (granite).
     """
 
     embd_scale: bool = False
@@ -56,7 +57,9 @@ class Recipe:
     norm: str = "rms"
     parallel: bool = False
     rope_swa_only: bool = False
-    logit_scale: bool = False
+    logit_scale: str = "never"
+    embedding_scale: bool = False
+    residual_scale: bool = False
 
 
 def _recipes() -> dict[str, Recipe]:
@@ -84,9 +87,14 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
     iswa = recipe.iswa == "always" or (recipe.iswa == "if_swa" and any(shape.swa_layers))
     b.attn_soft_cap = recipe.attn_softcap
 
+    if any(b.layer(il, "ffn_gate_inp.weight") is not None for il in range(shape.n_layer)):
+        raise NotImplementedError(f"{shape.arch} with experts (a router in its layers) is not modelled")
+    if recipe.embedding_scale and shape.metadata.get(f"{shape.arch}.deepstack_mapping"):
+        raise NotImplementedError("the deepstack layers of a vision model are not modelled")
     inp_l = b.inp_embd()
-    if recipe.embd_scale:
-        inp_l = g.scale(inp_l)
+    if recipe.embd_scale or (recipe.embedding_scale and shape.metadata.get(f"{shape.arch}.embedding_scale")):
+        inp_l = g.scale(inp_l)  # build_inp_embd's f_embedding_scale: the rows are contiguous, no ggml_cont
+    residual_scale = recipe.residual_scale and bool(shape.metadata.get(f"{shape.arch}.residual_scale"))
     inp_pos = b.inp_pos(recipe.n_pos_per_embd)
     attn_scale = None
     if recipe.attn_temp and shape.metadata.get(f"{shape.arch}.attention.temperature_scale"):
@@ -142,6 +150,8 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
         post = b.layer(il, "post_attention_norm.weight") if recipe.ffn_norm != "post_attention_norm" else None
         if post is not None:
             cur = b.norm(cur, post, rms=rms)
+        if residual_scale:
+            cur = g.scale(cur)
         ffn_inp = g.add(cur, residual)
         cur = ffn_inp
         if recipe.pre_norms:
@@ -150,6 +160,8 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
         post = b.layer(il, "post_ffw_norm.weight")
         if post is not None:
             cur = b.norm(cur, post, rms=rms)
+        if residual_scale:
+            cur = g.scale(cur)
         cur = g.add(ffn_inp, cur) if recipe.ffn_residual_first else g.add(cur, ffn_inp)
         inp_l = cur
 
@@ -160,7 +172,7 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
     bias = b.w("output.bias")
     if bias is not None:
         cur = g.add(cur, bias)
-    if recipe.logit_scale and shape.metadata.get(f"{shape.arch}.logit_scale"):
+    if recipe.logit_scale == "always" or (recipe.logit_scale == "if_set" and shape.metadata.get(f"{shape.arch}.logit_scale")):
         cur = g.scale(cur)
     softcap = shape.metadata.get(f"{shape.arch}.final_logit_softcapping")
     if recipe.final_softcap == "always" or (recipe.final_softcap == "if_set" and softcap):
