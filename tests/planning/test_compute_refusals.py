@@ -90,10 +90,11 @@ def test_an_inconsistent_header_is_refused(shape):
         max_size=2,
     ),
     flash_attn=st.sampled_from(["on", "off"]),
+    arch=st.sampled_from(["llama", "qwen3", "gemma2", "gemma3", "phi3", "cohere2", "olmo2", "starcoder2", "granite", "qwen2vl"]),
 )
-def test_any_header_plans_or_is_refused(n_layer, n_embd, n_head, n_head_kv, n_ff, head, n_vocab, widths, flash_attn):
+def test_any_header_plans_or_is_refused(n_layer, n_embd, n_head, n_head_kv, n_ff, head, n_vocab, widths, flash_attn, arch):
     try:
-        shape = _llama(n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, head, widths)
+        shape = _llama(n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, head, widths, arch=arch)
     except ValueError:  # the shape reader's own refusal, before any graph
         return
     with contextlib.suppress(PlanError):
