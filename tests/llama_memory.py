@@ -98,6 +98,9 @@ def _lib() -> _Lib:
     global _LIB
     if _LIB is None:
         _LIB = _Lib()
+    # llama.cpp keeps one log callback: claimed again on every use, as this file may be imported twice (as
+    # tests.llama_memory and as llama_memory), each copy with its own callback and log
+    _LIB.L.llama_log_set(_LIB._log_cb, None)
     return _LIB
 
 

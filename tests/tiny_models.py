@@ -1,28 +1,50 @@
 """Tiny GGUF models of the architectures the memory plan covers, each with every key and tensor llama.cpp's loader
 requires (llama.cpp src/models/<arch>.cpp: load_arch_hparams, load_arch_tensors) and a small SPM vocabulary.
 
-One builder per architecture returns a :class:`GGUFFile` (the caller saves it): :func:`llama`, :func:`qwen2`,
-:func:`qwen3`, :func:`qwen3moe`, :func:`gemma2`, :func:`gemma3`, :func:`phi3`, :func:`deepseek2`, :func:`mamba`,
-:func:`rwkv6`, :func:`rwkv7`; :data:`BUILDERS` maps the architecture name to its builder. Sizes are parameters;
+One builder per architecture returns a :class:`GGUFFile` (the caller saves it): :func:`llama` (with experts:
+Mixtral's layout), :func:`qwen2`, :func:`qwen3`, :func:`qwen3moe`, :func:`qwen2moe`, :func:`gpt_oss`, :func:`gemma2`,
+:func:`gemma3`, :func:`phi3`, :func:`deepseek2`, :func:`mamba`, :func:`rwkv6`, :func:`rwkv7`; :data:`BUILDERS`
+maps the architecture name to its builder, :func:`zero_filled` makes any of them at a real model's size in a
+second. Sizes are parameters;
 ``wtype`` is the type of the weight matrices (the tensors llama.cpp's quantizer quantizes: llama.cpp
 src/llama-quant.cpp), one of :data:`WEIGHT_TYPES`. A matrix whose rows do not fill whole blocks of ``wtype`` is
 written as f16, as llama.cpp's quantizer falls back to another type for such rows. Norms are ones; other weights
 are 0.02 * normal, so that a model also runs (finite logits), not just loads.
+
+Quantized weights come from the library's own quantizer (byte for byte ggml_quantize_chunk's), not ggml-python:
+its libggml-base.so has the soname of llama-cpp-python's, so loading both in one process binds llama.cpp to the
+wrong ggml (ggml_op_desc then aborts on llama.cpp's op numbers).
 """
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
 
 from gguf_construct.api.gguf_file import GGUFFile, new
+from gguf_construct.core.tables import GGML_TYPES
+from gguf_construct.quants.quantize import quantize
 
 WEIGHT_TYPES = ("f32", "f16", "q8_0", "q4_0", "q4_K")
 _BLOCK = {"f32": 1, "f16": 1, "q8_0": 32, "q4_0": 32, "q4_K": 256}
 _FILE_TYPE = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q4_K": 15}  # llama.cpp's llama_ftype (q4_K: Q4_K_M)
+
+
+_ZERO_FILLED: ContextVar[bool] = ContextVar("tiny_models_zero_filled", default=False)
+
+
+def zero_filled(builder: Callable[..., GGUFFile], **sizes: Any) -> GGUFFile:
+    """``builder(**sizes)`` with every tensor's data zero bytes, produced as the file is written: a model of a
+    real model's widths and vocabulary in a second (no random values, no quantizing). llama.cpp loads and plans
+    it like any other; only its outputs are meaningless."""
+    token = _ZERO_FILLED.set(True)
+    try:
+        return builder(**sizes)
+    finally:
+        _ZERO_FILLED.reset(token)
 
 
 class _Model:
@@ -49,19 +71,31 @@ class _Model:
     def _values(self, ne: tuple[int, ...], scale: float) -> np.ndarray:
         return (self.rng.standard_normal(ne[::-1]) * scale).astype(np.float32)
 
+    def _zeros(self, name: str, kind: str, ne: tuple[int, ...]) -> bool:
+        """Under :func:`zero_filled`: the tensor's data are zero bytes made when the file is written."""
+        if not _ZERO_FILLED.get():
+            return False
+        size = GGML_TYPES.lookup(kind).nbytes(ne[0]) * int(np.prod(ne[1:], dtype=np.int64))
+        self.f.tensors.add(name, lambda: bytes(size), kind, ne)
+        return True
+
     def weight(self, name: str, *ne: int) -> None:
         """A weight matrix (2-D or a 3-D stack of experts/heads) in ``wtype``."""
-        values = self._values(ne, 0.02)
         kind = self.wtype if ne[0] % _BLOCK[self.wtype] == 0 else "f16"
+        if self._zeros(name, kind, ne):
+            return
+        values = self._values(ne, 0.02)
         if kind == "f32":
             self.f.tensors.add(name, values)
         elif kind == "f16":
             self.f.tensors.add(name, values.astype(np.float16))
         else:
-            self.f.tensors.add(name, _quantize(values.reshape(-1, ne[0]), kind), kind, ne)
+            self.f.tensors.add(name, quantize(values.reshape(-1, ne[0]), kind), kind, ne)
 
     def f32(self, name: str, *ne: int, values: np.ndarray | None = None, scale: float = 0.02) -> None:
         """A tensor llama.cpp keeps in f32 (norms, biases, small parameters): ``values`` or random."""
+        if self._zeros(name, "f32", ne):
+            return
         data = self._values(ne, scale) if values is None else np.asarray(values, np.float32).reshape(ne[::-1])
         self.f.tensors.add(name, data)
 
@@ -78,21 +112,6 @@ class _Model:
 
     def output_norm(self, n_embd: int, bias: bool = False) -> None:
         self.norm("output_norm", n_embd, bias)
-
-
-def _quantize(rows: np.ndarray, kind: str) -> bytes:
-    """Rows of float32 quantized by ggml's C quantizer (ggml-python): the library's own numpy quantizer gives the
-    same bytes, but takes about a second for a k-quant model where ggml takes milliseconds."""
-    import ggml
-
-    t = getattr(ggml, f"GGML_TYPE_{kind.upper()}")
-    rows = np.ascontiguousarray(rows, np.float32)
-    out = np.zeros(ggml.ggml_row_size(t, rows.shape[1]) * rows.shape[0], np.uint8)
-    src = rows.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-    n = ggml.ggml_quantize_chunk(t, src, out.ctypes.data_as(ctypes.c_void_p), 0, rows.shape[0], rows.shape[1], None)
-    if n != len(out):
-        raise RuntimeError(f"ggml_quantize_chunk wrote {n} bytes of {len(out)}")
-    return out.tobytes()
 
 
 def _spm_vocabulary(f: GGUFFile, n_vocab: int) -> None:
@@ -139,6 +158,14 @@ def _swiglu(m: _Model, i: int, n_embd: int, n_ff: int) -> None:
     m.weight(f"blk.{i}.ffn_down.weight", n_ff, n_embd)
 
 
+def _experts(m: _Model, i: int, n_embd: int, n_ff_exp: int, n_expert: int) -> None:
+    """The router and the stacked SwiGLU experts of one layer."""
+    m.f32(f"blk.{i}.ffn_gate_inp.weight", n_embd, n_expert)
+    m.weight(f"blk.{i}.ffn_gate_exps.weight", n_embd, n_ff_exp, n_expert)
+    m.weight(f"blk.{i}.ffn_up_exps.weight", n_embd, n_ff_exp, n_expert)
+    m.weight(f"blk.{i}.ffn_down_exps.weight", n_ff_exp, n_embd, n_expert)
+
+
 def _dense(
     arch: str,
     *,
@@ -156,11 +183,17 @@ def _dense(
     qk_norm: bool = False,
     post_norms: bool = False,
     output: bool = True,
+    n_expert: int = 0,
+    n_expert_used: int = 0,
 ) -> _Model:
-    """The llama-like layout shared by llama, qwen2, qwen3, gemma2 and gemma3."""
+    """The llama-like layout shared by llama, qwen2, qwen3, gemma2 and gemma3; with ``n_expert``, each layer's
+    FFN is a mixture of that many SwiGLU experts of ``n_ff`` (Mixtral's layout of llama)."""
     m = _Model(arch, wtype, seed, n_vocab, context_length)
     hd = _attention_keys(m, n_layer, n_embd, n_head, n_head_kv, head_dim)
     m.key("feed_forward_length", n_ff)
+    if n_expert:
+        m.key("expert_count", n_expert)
+        m.key("expert_used_count", n_expert_used)
     m.embeddings(n_embd, output)
     for i in range(n_layer):
         m.norm(f"blk.{i}.attn_norm", n_embd)
@@ -171,7 +204,10 @@ def _dense(
         if post_norms:
             m.norm(f"blk.{i}.post_attention_norm", n_embd)
         m.norm(f"blk.{i}.ffn_norm", n_embd)
-        _swiglu(m, i, n_embd, n_ff)
+        if n_expert:
+            _experts(m, i, n_embd, n_ff, n_expert)
+        else:
+            _swiglu(m, i, n_embd, n_ff)
         if post_norms:
             m.norm(f"blk.{i}.post_ffw_norm", n_embd)
     m.output_norm(n_embd)
@@ -189,11 +225,15 @@ def llama(
     wtype: str = "f16",
     seed: int = 0,
     context_length: int = 4096,
+    n_expert: int = 0,
+    n_expert_used: int = 0,
 ) -> GGUFFile:
-    """llama (llama.cpp src/models/llama.cpp)."""
+    """llama (llama.cpp src/models/llama.cpp); with ``n_expert`` experts of ``n_ff``, ``n_expert_used`` per
+    token, Mixtral's mixture-of-experts layout."""
     m = _dense(
         "llama", n_layer=n_layer, n_embd=n_embd, n_ff=n_ff, n_head=n_head, n_head_kv=n_head_kv, n_vocab=n_vocab,
-        head_dim=None, wtype=wtype, seed=seed, context_length=context_length,
+        head_dim=None, wtype=wtype, seed=seed, context_length=context_length, n_expert=n_expert,
+        n_expert_used=n_expert_used,
     )  # fmt: skip
     m.key("rope.dimension_count", n_embd // n_head)
     return m.f
@@ -272,10 +312,90 @@ def qwen3moe(
         m.norm(f"blk.{i}.attn_q_norm", hd)
         m.norm(f"blk.{i}.attn_k_norm", hd)
         m.norm(f"blk.{i}.ffn_norm", n_embd)
-        m.f32(f"blk.{i}.ffn_gate_inp.weight", n_embd, n_expert)
-        m.weight(f"blk.{i}.ffn_gate_exps.weight", n_embd, n_ff_exp, n_expert)
-        m.weight(f"blk.{i}.ffn_up_exps.weight", n_embd, n_ff_exp, n_expert)
-        m.weight(f"blk.{i}.ffn_down_exps.weight", n_ff_exp, n_embd, n_expert)
+        _experts(m, i, n_embd, n_ff_exp, n_expert)
+    m.output_norm(n_embd)
+    return m.f
+
+
+def qwen2moe(
+    *,
+    n_layer: int = 2,
+    n_embd: int = 256,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    n_expert: int = 8,
+    n_expert_used: int = 2,
+    n_ff_exp: int = 128,
+    n_ff_shexp: int = 256,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+) -> GGUFFile:
+    """qwen2moe: qwen2's attention (q/k/v biases), experts and a shared expert scaled by its own sigmoid-like
+    gate (llama.cpp src/models/qwen2moe.cpp)."""
+    m = _Model("qwen2moe", wtype, seed, n_vocab, context_length)
+    hd = _attention_keys(m, n_layer, n_embd, n_head, n_head_kv, None)
+    m.key("rope.freq_base", 1000000.0, "f32")
+    m.key("feed_forward_length", n_ff_shexp)
+    m.key("expert_count", n_expert)
+    m.key("expert_used_count", n_expert_used)
+    m.key("expert_feed_forward_length", n_ff_exp)
+    m.key("expert_shared_feed_forward_length", n_ff_shexp)
+    m.embeddings(n_embd)
+    for i in range(n_layer):
+        m.norm(f"blk.{i}.attn_norm", n_embd)
+        _qkvo(m, i, n_embd, hd * n_head, hd * n_head_kv, bias=True)
+        m.norm(f"blk.{i}.ffn_norm", n_embd)
+        _experts(m, i, n_embd, n_ff_exp, n_expert)
+        m.f32(f"blk.{i}.ffn_gate_inp_shexp.weight", n_embd)
+        m.weight(f"blk.{i}.ffn_gate_shexp.weight", n_embd, n_ff_shexp)
+        m.weight(f"blk.{i}.ffn_up_shexp.weight", n_embd, n_ff_shexp)
+        m.weight(f"blk.{i}.ffn_down_shexp.weight", n_ff_shexp, n_embd)
+    m.output_norm(n_embd)
+    return m.f
+
+
+def gpt_oss(
+    *,
+    n_layer: int = 2,
+    n_embd: int = 256,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    head_dim: int = 64,
+    n_expert: int = 8,
+    n_expert_used: int = 2,
+    n_ff_exp: int = 128,
+    sliding_window: int = 128,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+) -> GGUFFile:
+    """gpt-oss (llama.cpp's openai-moe): every other layer attends within ``sliding_window`` tokens, attention
+    sinks, biases on the attention output, the router and the experts, SwiGLU-OAI experts weighted by a softmax
+    over the chosen ones (llama.cpp src/models/openai-moe.cpp)."""
+    m = _Model("gpt-oss", wtype, seed, n_vocab, context_length)
+    _attention_keys(m, n_layer, n_embd, n_head, n_head_kv, head_dim)
+    m.key("rope.dimension_count", head_dim)
+    m.key("rope.freq_base", 150000.0, "f32")
+    m.key("feed_forward_length", n_ff_exp)
+    m.key("expert_count", n_expert)
+    m.key("expert_used_count", n_expert_used)
+    m.key("expert_feed_forward_length", n_ff_exp)
+    m.key("attention.sliding_window", sliding_window)
+    m.embeddings(n_embd)
+    for i in range(n_layer):
+        m.norm(f"blk.{i}.attn_norm", n_embd)
+        _qkvo(m, i, n_embd, head_dim * n_head, head_dim * n_head_kv, bias=True)
+        m.f32(f"blk.{i}.attn_output.bias", n_embd)
+        m.f32(f"blk.{i}.attn_sinks.weight", n_head)
+        m.norm(f"blk.{i}.post_attention_norm", n_embd)
+        _experts(m, i, n_embd, n_ff_exp, n_expert)
+        m.f32(f"blk.{i}.ffn_gate_inp.bias", n_expert)
+        m.f32(f"blk.{i}.ffn_gate_exps.bias", n_ff_exp, n_expert)
+        m.f32(f"blk.{i}.ffn_up_exps.bias", n_ff_exp, n_expert)
+        m.f32(f"blk.{i}.ffn_down_exps.bias", n_embd, n_expert)
     m.output_norm(n_embd)
     return m.f
 
@@ -385,23 +505,38 @@ def deepseek2(
     wtype: str = "f16",
     seed: int = 0,
     context_length: int = 4096,
+    mla: bool = True,
+    expert_groups: tuple[int, int] = (0, 0),
+    probs_bias: bool = False,
+    gating_func: int = 1,
 ) -> GGUFFile:
     """deepseek2 with multi-head latent attention in the layout llama.cpp's converter writes now: k_b and v_b
     split, the cache one latent "head" of kv_lora_rank + rope dims (key_length) and kv_lora_rank (value_length),
-    the per-head sizes in key_length_mla / value_length_mla. ``q_lora_rank`` 0: one q projection (the "lite"
-    variants), else q_a/q_b. The first ``n_layer_dense_lead`` layers have a dense FFN, the rest experts with
-    shared experts (llama.cpp src/models/deepseek2.cpp)."""
+    the per-head sizes in key_length_mla / value_length_mla. ``mla`` False: the older layout (one attn_kv_b,
+    the per-head sizes in key_length / value_length, a K and V cache). ``q_lora_rank`` 0: one q projection (the
+    "lite" variants), else q_a/q_b. The first ``n_layer_dense_lead`` layers have a dense FFN, the rest experts
+    with shared experts; ``expert_groups`` (count, used) routes within groups as DeepSeek V3 does,
+    ``probs_bias`` adds its expert selection bias, ``gating_func`` is llama.cpp's llama_expert_gating_func_type
+    (1 softmax, 2 sigmoid) (llama.cpp src/models/deepseek2.cpp)."""
     m = _Model("deepseek2", wtype, seed, n_vocab, context_length)
     k_mla = qk_nope_head_dim + qk_rope_head_dim
     m.key("embedding_length", n_embd)
     m.key("block_count", n_layer)
     m.key("feed_forward_length", n_ff)
     m.key("attention.head_count", n_head)
-    m.key("attention.head_count_kv", 1)
-    m.key("attention.key_length", kv_lora_rank + qk_rope_head_dim)
-    m.key("attention.value_length", kv_lora_rank)
-    m.key("attention.key_length_mla", k_mla)
-    m.key("attention.value_length_mla", v_head_dim)
+    if mla:
+        m.key("attention.head_count_kv", 1)
+        m.key("attention.key_length", kv_lora_rank + qk_rope_head_dim)
+        m.key("attention.value_length", kv_lora_rank)
+        m.key("attention.key_length_mla", k_mla)
+        m.key("attention.value_length_mla", v_head_dim)
+    else:
+        m.key("attention.head_count_kv", n_head)
+        m.key("attention.key_length", k_mla)
+        m.key("attention.value_length", v_head_dim)
+    if expert_groups[0]:
+        m.key("expert_group_count", expert_groups[0])
+        m.key("expert_group_used_count", expert_groups[1])
     m.key("attention.layer_norm_rms_epsilon", 1e-6, "f32")
     m.key("attention.q_lora_rank", q_lora_rank)
     m.key("attention.kv_lora_rank", kv_lora_rank)
@@ -413,7 +548,7 @@ def deepseek2(
     m.key("expert_feed_forward_length", n_ff_exp)
     m.key("expert_weights_scale", 1.0, "f32")
     m.key("expert_weights_norm", True, "bool")
-    m.key("expert_gating_func", 1)  # softmax (llama.cpp's llama_expert_gating_func_type)
+    m.key("expert_gating_func", gating_func)
     m.embeddings(n_embd)
     for i in range(n_layer):
         m.norm(f"blk.{i}.attn_norm", n_embd)
@@ -425,14 +560,19 @@ def deepseek2(
             m.weight(f"blk.{i}.attn_q.weight", n_embd, n_head * k_mla)
         m.weight(f"blk.{i}.attn_kv_a_mqa.weight", n_embd, kv_lora_rank + qk_rope_head_dim)
         m.norm(f"blk.{i}.attn_kv_a_norm", kv_lora_rank)
-        m.weight(f"blk.{i}.attn_k_b.weight", qk_nope_head_dim, kv_lora_rank, n_head)
-        m.weight(f"blk.{i}.attn_v_b.weight", kv_lora_rank, v_head_dim, n_head)
+        if mla:
+            m.weight(f"blk.{i}.attn_k_b.weight", qk_nope_head_dim, kv_lora_rank, n_head)
+            m.weight(f"blk.{i}.attn_v_b.weight", kv_lora_rank, v_head_dim, n_head)
+        else:
+            m.weight(f"blk.{i}.attn_kv_b.weight", kv_lora_rank, n_head * (qk_nope_head_dim + v_head_dim))
         m.weight(f"blk.{i}.attn_output.weight", n_head * v_head_dim, n_embd)
         m.norm(f"blk.{i}.ffn_norm", n_embd)
         if i < n_layer_dense_lead:
             _swiglu(m, i, n_embd, n_ff)
             continue
         m.f32(f"blk.{i}.ffn_gate_inp.weight", n_embd, n_expert)
+        if probs_bias:
+            m.f32(f"blk.{i}.exp_probs_b.bias", n_expert)
         m.weight(f"blk.{i}.ffn_gate_exps.weight", n_embd, n_ff_exp, n_expert)
         m.weight(f"blk.{i}.ffn_up_exps.weight", n_embd, n_ff_exp, n_expert)
         m.weight(f"blk.{i}.ffn_down_exps.weight", n_ff_exp, n_embd, n_expert)
@@ -605,6 +745,8 @@ BUILDERS: dict[str, Callable[..., GGUFFile]] = {
     "qwen2": qwen2,
     "qwen3": qwen3,
     "qwen3moe": qwen3moe,
+    "qwen2moe": qwen2moe,
+    "gpt-oss": gpt_oss,
     "gemma2": gemma2,
     "gemma3": gemma3,
     "phi3": phi3,

@@ -58,7 +58,8 @@ def resolve(shape: ModelShape, req: ContextRequest) -> ResolvedContext:
     rules = memory_table().context
     pad = int(rules["pad"])
     n_seq_max = max(1, req.n_seq_max)
-    n_ctx = _pad(req.n_ctx or shape.n_ctx_train, pad)
+    n_ctx_asked = req.n_ctx or shape.n_ctx_train
+    n_ctx = _pad(n_ctx_asked, pad)
     if req.kv_unified:
         n_ctx_seq = n_ctx
     else:
@@ -66,8 +67,11 @@ def resolve(shape: ModelShape, req: ContextRequest) -> ResolvedContext:
         if n_ctx_seq == 0:
             raise PlanError("n_ctx_seq is 0: llama.cpp refuses the context")
         n_ctx = n_ctx_seq * n_seq_max
-    n_batch = min(n_ctx, req.n_batch or int(rules["default_n_batch"]))  # causal attention
+    # causal attention: the batch is bounded by the n_ctx asked for, before llama.cpp pads it
+    n_batch = min(n_ctx_asked, req.n_batch or int(rules["default_n_batch"]))
     n_ubatch = min(n_batch, req.n_ubatch or int(rules["default_n_ubatch"]))
+    if n_seq_max > n_batch:  # output_reserve(n_seq_max) asserts n_seq_max <= n_outputs_max (= n_batch)
+        raise PlanError(f"{n_seq_max} sequences need a batch of at least {n_seq_max}: llama.cpp aborts with n_batch {n_batch}")
     flash = req.flash_attn != "off"
     if shape.mla and req.type_k != req.type_v:  # the V cache is a view of K: llama_init_from_model refuses
         raise PlanError(f"an MLA model's K and V caches share one type: llama.cpp refuses K {req.type_k}, V {req.type_v}")
