@@ -30,7 +30,7 @@ KEYS = (
     "wkv.head_size",
     "ssm.inner_size",
 )
-VALUES = ["12", 1.5, True, -1, 2**40, 0, 1, 2**32 - 1, [4, 4, 4], [-4, 4], ["a", "b"], [[1]], None, np.array([2, 2])]
+VALUES = ["12", 1.5, True, -1, 2**40, 0, 1, 2**32 - 1, [4, 4, 4], [-4, 4], ["a", "b"], [[1]], np.array([2, 2])]
 
 
 def _planned_or_refused(path) -> None:
