@@ -155,6 +155,12 @@ def test_unknown_matches_anything_and_every_difference_is_reported():
     }
     theirs["dequant"] = {"t": "zz", "u": "cc"}  # every tensor differs: one cause of the file, not one per type
     assert [f.signature for f in compare_views(ours, theirs, "x") if "dequant" in f.signature] == ["value-mismatch/x/dequant:many-types"]
+    # in a big-endian file, even one type that differs is the file's byte order: one kind, whatever the type
+    theirs["dequant"] = {"t": "zz", "u": "dd"}
+    ours_be = {**ours, "byte_order": "big"}
+    assert [f.signature for f in compare_views(ours_be, theirs, "x") if "dequant" in f.signature] == ["value-mismatch/x/dequant:big-endian"]
+    theirs["dequant"] = {"t": "aa", "u": "dd"}
+    assert [f.signature for f in compare_views(ours_be, theirs, "x") if "dequant" in f.signature] == ["value-mismatch/x/dequant:big-endian"]
 
 
 def test_first_frame_skips_the_runtime():

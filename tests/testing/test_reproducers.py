@@ -1,5 +1,5 @@
 """The reproducers the fuzzers found (tests/reproducers/, docs/findings.md): our behaviour on each, and what the
-other reader does today. If an assertion about gguf-py or ggml fails, that reader changed: update the findings."""
+other reader does today. If an assertion about another reader fails, that reader changed: update the findings."""
 
 from __future__ import annotations
 

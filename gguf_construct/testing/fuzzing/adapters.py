@@ -90,7 +90,8 @@ def read_ours(path: str, profile: GGUFProfile = "spec", *, strict: bool = True, 
         tensors.append([t.name, t.type.name.lower(), list(t.shape), t.offset, t.nbytes])
         if dequantize and t.nbytes <= DEQUANT_LIMIT:
             dequant[t.name] = digest(t.to_numpy())
-    return {"version": f.version, "alignment": f.alignment, "data_offset": f.data_offset, "kv": kvs, "tensors": tensors, "dequant": dequant}
+    view = {"version": f.version, "alignment": f.alignment, "data_offset": f.data_offset, "kv": kvs, "tensors": tensors}
+    return {**view, "dequant": dequant, "byte_order": f.byte_order}  # byte_order: a cause triage names (not compared)
 
 
 # -- gguf-py ---------------------------------------------------------------------------------------------

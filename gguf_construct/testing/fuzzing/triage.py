@@ -312,7 +312,16 @@ def compare_views(ours: dict[str, Any], theirs: dict[str, Any], other: str) -> l
         compared = [n for n in da.keys() & db.keys() if _known(da[n], db[n])]
         differ = [n for n in compared if da[n] != db[n]]
         types = sorted({str((ta_ or {}).get(n, [n, "?"])[1]) for n in differ})
-        if len(types) >= MANY_TYPES or (len(types) > 1 and len(differ) == len(compared)):
+        if differ and ours.get("byte_order") == "big":
+            # a big-endian file whose values differ: the other reader's byte order, whatever the types
+            out.append(
+                Finding(
+                    "value-mismatch",
+                    f"value-mismatch/{other}/dequant:big-endian",
+                    f"dequantized values of a big-endian file differ ({len(differ)} tensors: {', '.join(types)})",
+                )
+            )
+        elif len(types) >= MANY_TYPES or (len(types) > 1 and len(differ) == len(compared)):
             # many types differ at once (or every tensor): a cause of the file (byte order, data offset), not of
             # each type's code; one kind, not one per type
             out.append(
