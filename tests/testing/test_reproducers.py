@@ -327,3 +327,28 @@ def test_hf_gguf_pads_to_an_alignment_that_is_not_a_power_of_two_with_a_bit_mask
     finally:
         target.close()
     assert answer.view is not None and answer.view["data_offset"] == 104, (_hf_known(version, "puts the data at 104"), answer)
+
+
+def test_the_known_lists_silence_every_bug_found_here():
+    """fuzz/known/<reader>.txt lists the triaged kinds of each campaign (for --known); each bug above is among them."""
+    from gguf_construct.testing.fuzzing.runner import load_known
+
+    known = Path(__file__).parents[2] / "fuzz" / "known"
+    bugs = {
+        "ggml.txt": [
+            "dos/ggml/GGML_ASSERT(!key.empty())@gguf.cpp:143",
+            "dos/ggml/GGML_ASSERT(type_to_gguf_type<T>::value == type)@gguf.cpp:194",
+            "dos/ggml/SIGFPE@gguf_init_from_file (called from adapters.py)",
+        ],
+        "llama.cpp.txt": [
+            "dos/llama.cpp/GGML_ASSERT(id_to_token.size() == token_to_id.size())@llama-vocab.cpp:2544",
+            "dos/llama.cpp/abort(fatal error)@llama-vocab.cpp:3207",
+        ],
+        "gguf-py.txt": ["accepted-invalid/gguf-py/string.length", "value-mismatch/gguf-py/dequant:big-endian", "hang/gguf-py"],
+        "hf_gguf_reader.txt": ["accepted-invalid/hf_gguf_reader.cjs/header.n_kv", "hang/hf_gguf_reader.cjs"],
+        "safetensors.txt": [],
+    }
+    assert {p.name for p in known.glob("*.txt")} == set(bugs)
+    for name, signatures in bugs.items():
+        listed = load_known(known / name)
+        assert listed and set(signatures) <= set(listed), name
