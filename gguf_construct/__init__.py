@@ -14,6 +14,8 @@
   for remote reads, ``MigrationError`` for a migration); ``VerificationError`` when a conversion's output does
   not read back as its input; ``MissingExtraError`` (an ``ImportError``) names the extra an optional feature needs.
 - ``safe_open(path)``: the safetensors library's access (native dtypes, numpy order) to safetensors and GGUF files.
+- ``plan(path, n_ctx=...)``: llama.cpp's memory for a GGUF model (weights, KV cache, recurrent state, compute
+  buffer) from its header alone, local or remote.
 
 ``import gguf_construct`` loads only this module, the exceptions and ``migrate``'s two entry points; every other
 name is imported on first use (PEP 562 ``__getattr__`` over ``_LAZY``, the package's one lazy-import mechanism):
@@ -66,6 +68,7 @@ _LAZY: dict[str, str] = {
     "swap_byte_order": "quants",
     "quantize": "quants.quantize",
     "safe_open": "api.safe_open",
+    "plan": "planning",
 }
 
 if TYPE_CHECKING:
@@ -78,6 +81,7 @@ if TYPE_CHECKING:
     from .formats.legacy.schema import GGML
     from .formats.rwkv.schema import RWKV
     from .formats.safetensors.schema import SAFETENSORS
+    from .planning import plan
     from .quants import dequantize, swap_byte_order
     from .quants.quantize import quantize
     from .validation import Issue
@@ -127,6 +131,8 @@ __all__ = [
     # migration
     "export",
     "migrate",
+    # memory
+    "plan",
     # exceptions
     "DuplicateError",
     "FormatError",

@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Measured", "graph", "measure"]
+__all__ = ["Measured", "cpu_features", "graph", "measure"]
 
 _MAP_SIZE = 48  # sizeof(std::map) in libstdc++: comparator, header node (color, parent, left, right), count
 _NODE_BASE = 32  # sizeof(_Rb_tree_node_base); the value (key pointer, three size_t) follows
@@ -98,7 +98,19 @@ def _lib() -> _Lib:
     global _LIB
     if _LIB is None:
         _LIB = _Lib()
+    # llama.cpp keeps one log callback: claimed again on every use, as this file may be imported twice (as
+    # tests.llama_memory and as llama_memory), each copy with its own callback and log
+    _LIB.L.llama_log_set(_LIB._log_cb, None)
     return _LIB
+
+
+def cpu_features() -> frozenset[str]:
+    """The CPU features the installed llama.cpp was built for and runs with ('avx2', 'avx512'): the ones that
+    decide which weights it repacks (ggml_cpu_has_* of libggml-cpu)."""
+    import llama_cpp
+
+    cpu = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-cpu.so"))
+    return frozenset(name for name in ("avx2", "avx512") if getattr(cpu, f"ggml_cpu_has_{name}")())
 
 
 def _context(lib: _Lib, model, *, n_ctx, n_batch, n_ubatch, n_seq_max, type_k, type_v, flash_attn, swa_full, kv_unified):
@@ -118,7 +130,7 @@ def _context(lib: _Lib, model, *, n_ctx, n_batch, n_ubatch, n_seq_max, type_k, t
 def _load(lib: _Lib, path: str | Path, use_mmap: bool):
     L = lib.L
     mp = L.llama_model_default_params()
-    mp.use_mmap = use_mmap
+    mp.load_mode = L.LLAMA_LOAD_MODE_MMAP if use_mmap else L.LLAMA_LOAD_MODE_NONE
     mp.n_gpu_layers = 0
     model = L.llama_model_load_from_file(str(path).encode(), mp)
     if not model:

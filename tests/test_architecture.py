@@ -139,7 +139,7 @@ def _is(module: str, prefix: str) -> bool:
 SOURCES_LOW = ("sources.byte_source", "sources.urls", "sources.http", "sources.options")
 SOURCES_HIGH = ("sources.openers", "sources.ollama_registry", "sources.ranged_safetensors", "sources.remote_shards")
 API_OBJECTS = tuple(m.partition(".")[2] for m in MODULES if _is(m, "api.") and not _is(m, "api.registry"))
-TOP = ("security", "convert", "migration", "testing", "cli")
+TOP = ("security", "convert", "migration", "planning", "testing", "cli")
 
 #: (who, what it must never import, why)
 RULES: list[tuple[tuple[str, ...], tuple[str, ...], str]] = [

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..core.progress import progress
 from ..errors import FormatError, MissingExtraError
-from . import convert, diff, edit, info, quantize, scan, split, validate
+from . import convert, diff, edit, info, plan, quantize, scan, split, validate
 from . import fuzz as fuzz_cli
 from . import hash as hash_cli
 from . import migrate as migrate_cli
@@ -91,6 +91,7 @@ def parser() -> argparse.ArgumentParser:
     edit.register(sub)
     diff.register(sub)
     hash_cli.register(sub)
+    plan.register(sub)
     split.register(sub)
 
     convert.register(sub)

@@ -176,8 +176,25 @@ def _quantize(d: Mapping[str, Any]) -> QuantizeTable:
     return QuantizeTable(source=d["_source"], **{**fields, "output_type": QuantizeOutputType(**d["output_type"])})
 
 
+@dataclass(frozen=True)
+class MemoryTable:
+    """How llama.cpp sizes the buffers it allocates for a model (``planning``): each part a read-only mapping
+    with its own ``source``."""
+
+    source: str
+    context: Mapping[str, Any]
+    buffer: Mapping[str, Any]
+    swa: Mapping[str, Any]
+    recurrent: Mapping[str, Any]
+    architectures: Mapping[str, Any]
+    repack: Mapping[str, Any]
+    duplicated_output: Mapping[str, Any]
+    limits: Mapping[str, Any]
+
+
 #: table name → its builder (``tables.load_table`` calls them through ``tables._later``).
 BUILDERS: dict[str, Any] = {
+    "memory": lambda d: MemoryTable(**d),
     "migrate": _migrate,
     "quantize": _quantize,
     "mlx_quant_types": lambda d: MlxQuantTypesTable(

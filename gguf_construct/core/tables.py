@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 import numpy as np
 
 if TYPE_CHECKING:  # the records no file reader needs (``table_records``, imported by ``load_table`` when asked for)
-    from .table_records import MigrateTable, MlxQuantTypesTable, QuantizeTable, RwkvLlamaTable, SafetensorsDtypesTable
+    from .table_records import MemoryTable, MigrateTable, MlxQuantTypesTable, QuantizeTable, RwkvLlamaTable, SafetensorsDtypesTable
 
 _HERE = Path(__file__).resolve().parents[1]
 
@@ -329,6 +329,7 @@ _BUILDERS: dict[str, Any] = {
     "keys": lambda d: KeysTable(d["source"], tuple(StandardKey(**k) for k in d["keys"]), d["architectures"]),
     "legacy": _legacy,
     "limits": lambda d: LimitsTable(d["source"], tuple(Limit(**r) for r in d["limits"])),
+    "memory": partial(_later, "memory"),
     "migrate": partial(_later, "migrate"),
     "mlx_quant_types": partial(_later, "mlx_quant_types"),
     "quantize": partial(_later, "quantize"),
@@ -355,6 +356,7 @@ TableName = Literal[
     "keys",
     "legacy",
     "limits",
+    "memory",
     "migrate",
     "mlx_quant_types",
     "quantize",
@@ -376,6 +378,8 @@ def load_table(name: Literal["keys"]) -> KeysTable: ...
 def load_table(name: Literal["legacy"]) -> LegacyTable: ...
 @overload
 def load_table(name: Literal["limits"]) -> LimitsTable: ...
+@overload
+def load_table(name: Literal["memory"]) -> MemoryTable: ...
 @overload
 def load_table(name: Literal["migrate"]) -> MigrateTable: ...
 @overload

@@ -1,0 +1,264 @@
+"""A model's shape as llama.cpp reads it from the GGUF header: the hyper-parameters that size its buffers.
+
+``ModelShape.of(f)`` reads the ``{arch}.*`` keys the way ``llama_model_base::load_hparams`` and the
+architecture's ``load_arch_hparams`` do (llama.cpp src/llama-model.cpp, src/models/<arch>.cpp): scalars or
+per-layer arrays for head counts and feed-forward sizes, head sizes defaulting to ``n_embd / n_head``, the
+sliding-window pattern, MLA and recurrent sizes. Architecture facts (which memory, which window rule) come
+from ``schema/memory.json``. Tensors are kept as (name, type, shape, file index, absolute offset, bytes): the
+weights plan needs where each one lies in its file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from ..core.table_records import MemoryTable
+from ..core.tables import load_table
+
+__all__ = ["ModelShape", "PlanError", "TensorSpan", "memory_table"]
+
+
+@cache
+def memory_table() -> MemoryTable:
+    """``schema/memory.json``: llama.cpp's sizing rules."""
+    return load_table("memory")
+
+
+@dataclass(frozen=True)
+class TensorSpan:
+    """One tensor as the loader sees it: its type name, ggml shape (ne0 first), the file it is in (index of the
+    shard), its absolute offset in that file and its size in bytes."""
+
+    name: str
+    type: str
+    shape: tuple[int, ...]
+    file: int
+    offset: int
+    nbytes: int
+
+
+class PlanError(ValueError):
+    """What llama.cpp would refuse, so the plan refuses it instead of planning it: a header it cannot size a
+    model from (a key of the wrong type or out of range), or a context request it rejects."""
+
+
+def _uint(key: str, value: Any) -> int:
+    """A key llama.cpp reads as uint32: an integer (not a bool, not an array) in 0 .. 2**32 - 1."""
+    most = int(memory_table().limits["max_value"])
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise PlanError(f"{key} is {type(value).__name__}, not an integer: llama.cpp refuses the model")
+    if not 0 <= int(value) <= most:
+        raise PlanError(f"{key} = {value} is outside 0 .. {most}: llama.cpp refuses the model")
+    return int(value)
+
+
+def _per_layer(key: str, value: Any, n_layer: int, default: int) -> tuple[int, ...]:
+    """A key that is a scalar or an array of one value per layer (``get_key_or_arr``: an array of another
+    length is refused)."""
+    if value is None:
+        return (default,) * n_layer
+    if isinstance(value, (list, tuple, np.ndarray)):
+        if len(value) != n_layer:
+            raise PlanError(f"{key} has {len(value)} values for {n_layer} layers: llama.cpp refuses the model")
+        return tuple(_uint(f"{key}[{i}]", v) for i, v in enumerate(value))
+    return (_uint(key, value),) * n_layer
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The hyper-parameters llama.cpp sizes its buffers by. Per-layer tuples have ``n_layer`` entries."""
+
+    arch: str
+    n_layer: int
+    n_embd: int
+    n_vocab: int
+    n_ctx_train: int
+    n_head: tuple[int, ...]
+    n_head_kv: tuple[int, ...]
+    n_ff: tuple[int, ...]
+    head_k: tuple[int, ...]  # n_embd_head_k per layer (the SWA layers' own size where the file gives one)
+    head_v: tuple[int, ...]
+    n_rot: int
+    swa_layers: tuple[bool, ...]
+    n_swa: int
+    mla: bool  # DeepSeek's multi-head latent attention: the cache holds K only
+    n_lora_kv: int
+    n_lora_q: int
+    head_k_mla: int
+    head_v_mla: int
+    n_expert: int
+    n_expert_used: int
+    n_ff_exp: int
+    n_expert_shared: int
+    n_ff_shexp: int
+    n_layer_dense_lead: int
+    ssm_d_conv: int
+    ssm_d_inner: int
+    ssm_d_state: int
+    ssm_dt_rank: int
+    ssm_n_group: int
+    wkv_head_size: int
+    token_shift_count: int
+    rwkv_lora: Mapping[str, int]  # RWKV's LoRA ranks (time_decay, decay, iclr, value_residual_mix, gate ...)
+    tensors: tuple[TensorSpan, ...]
+    metadata: Mapping[str, Any] = field(repr=False)
+
+    @property
+    def known(self) -> bool:
+        """Whether ``schema/memory.json`` describes this architecture (its KV cache or state can be planned)."""
+        return self.arch in memory_table().architectures
+
+    @property
+    def memory(self) -> str | None:
+        """'kv', 'recurrent', or None for an architecture the table does not describe."""
+        entry = memory_table().architectures.get(self.arch)
+        return entry["memory"] if entry else None
+
+    def n_embd_k_gqa(self, il: int) -> int:
+        return self.head_k[il] * self.n_head_kv[il]
+
+    def n_embd_v_gqa(self, il: int) -> int:
+        return self.head_v[il] * self.n_head_kv[il]
+
+    @property
+    def n_embd_r(self) -> int:
+        """Values per cell of the recurrent 'r' state (token shifts, or Mamba's convolution state)."""
+        if self.wkv_head_size:
+            return self.token_shift_count * self.n_embd
+        return max(self.ssm_d_conv - 1, 0) * (self.ssm_d_inner + 2 * self.ssm_n_group * self.ssm_d_state)
+
+    @property
+    def n_embd_s(self) -> int:
+        """Values per cell of the recurrent 's' state (the WKV state, or Mamba's SSM state)."""
+        if self.wkv_head_size:
+            return self.n_embd * self.wkv_head_size
+        return self.ssm_d_state * self.ssm_d_inner
+
+    def tensor(self, name: str) -> TensorSpan | None:
+        return next((t for t in self.tensors if t.name == name), None)
+
+    # -- reading ------------------------------------------------------------------------------------------
+    @classmethod
+    def of(cls, f: Any) -> ModelShape:
+        """The shape of an opened GGUF model (a ``GGUFFile`` or a ``ShardedGGUF``; local or remote)."""
+        md = f.metadata
+        arch = str(md.get("general.architecture", ""))
+        return cls.from_metadata(dict(md.items()) if hasattr(md, "items") else dict(md), _spans(f), arch)
+
+    @classmethod
+    def from_metadata(cls, md: Mapping[str, Any], tensors: Sequence[TensorSpan], arch: str) -> ModelShape:
+        def key(name: str, default: Any = None) -> Any:
+            return md.get(f"{arch}.{name}", default)
+
+        def uint(name: str, default: int = 0) -> int:
+            value = key(name, default)
+            return default if value is None else _uint(f"{arch}.{name}", value)
+
+        def layers(name: str) -> tuple[int, ...]:
+            return _per_layer(f"{arch}.{name}", key(name), n_layer, 0)
+
+        entry = memory_table().architectures.get(arch, {})
+        limits = memory_table().limits
+        n_layer = uint("block_count")
+        if n_layer > int(limits["max_layers"]):
+            raise PlanError(f"{arch}.block_count = {n_layer} is more than llama.cpp's {limits['max_layers']} layers")
+        n_embd = uint("embedding_length")
+        n_head = layers("attention.head_count")
+        n_head_kv = layers("attention.head_count_kv") if key("attention.head_count_kv") is not None else n_head
+        n_ff = layers("feed_forward_length")
+        h0 = n_head[0] if n_head else 0
+        head_k_full = uint("attention.key_length", n_embd // h0 if h0 else 0)
+        head_v_full = uint("attention.value_length", n_embd // h0 if h0 else 0)
+        head_k_swa = uint("attention.key_length_swa", head_k_full)
+        head_v_swa = uint("attention.value_length_swa", head_v_full)
+
+        swa_layers, n_swa = _swa(entry.get("swa"), key, n_layer)
+        head_k = tuple(head_k_swa if s else head_k_full for s in swa_layers)
+        head_v = tuple(head_v_swa if s else head_v_full for s in swa_layers)
+
+        tokens = md.get("tokenizer.ggml.tokens")
+        n_vocab = uint("vocab_size", len(tokens) if isinstance(tokens, (list, tuple)) else 0)
+        if not n_vocab:
+            embd = next((t for t in tensors if t.name == "token_embd.weight"), None)
+            n_vocab = embd.shape[1] if embd and len(embd.shape) > 1 else 0
+        head_k_mla, head_v_mla = uint("attention.key_length_mla"), uint("attention.value_length_mla")
+        lora = {k.split(".")[-2]: _uint(k, v) for k, v in md.items() if k.startswith(f"{arch}.") and k.endswith("lora_rank")}
+        n_expert = uint("expert_count")
+        if n_expert > int(limits["max_experts"]):
+            raise PlanError(f"{arch}.expert_count = {n_expert} is more than llama.cpp's {limits['max_experts']} experts")
+        return cls(
+            arch=arch,
+            n_layer=n_layer,
+            n_embd=n_embd,
+            n_vocab=n_vocab,
+            n_ctx_train=uint("context_length"),
+            n_head=n_head,
+            n_head_kv=n_head_kv,
+            n_ff=n_ff,
+            head_k=head_k,
+            head_v=head_v,
+            n_rot=uint("rope.dimension_count", head_k_full),
+            swa_layers=swa_layers,
+            n_swa=n_swa,
+            mla=bool(entry.get("mla")) and head_k_mla != 0 and head_v_mla != 0,
+            n_lora_kv=uint("attention.kv_lora_rank"),
+            n_lora_q=uint("attention.q_lora_rank"),
+            head_k_mla=head_k_mla,
+            head_v_mla=head_v_mla,
+            n_expert=n_expert,
+            n_expert_used=uint("expert_used_count"),
+            n_ff_exp=uint("expert_feed_forward_length"),
+            n_expert_shared=uint("expert_shared_count"),
+            n_ff_shexp=uint("expert_shared_feed_forward_length"),
+            n_layer_dense_lead=uint("leading_dense_block_count"),
+            ssm_d_conv=uint("ssm.conv_kernel"),
+            ssm_d_inner=uint("ssm.inner_size"),
+            ssm_d_state=uint("ssm.state_size"),
+            ssm_dt_rank=uint("ssm.time_step_rank"),
+            ssm_n_group=uint("ssm.group_count"),
+            wkv_head_size=uint("wkv.head_size"),
+            token_shift_count=uint("token_shift_count", int(entry.get("token_shift_count", 0))),
+            rwkv_lora=lora,
+            tensors=tuple(tensors),
+            metadata=md,
+        )
+
+
+def _swa(rule: Mapping[str, Any] | None, key: Any, n_layer: int) -> tuple[tuple[bool, ...], int]:
+    """Which layers use the sliding window, and its size (``set_swa_pattern`` in src/llama-hparams.cpp)."""
+    none = ((False,) * n_layer, 0)
+    if not rule or rule.get("disabled"):
+        return none
+    found = key("attention.sliding_window")
+    window = rule.get("window") if found is None else _uint("attention.sliding_window", found)
+    if not window:
+        return none
+    pattern = key("attention.sliding_window_pattern", rule.get("period"))
+    if isinstance(pattern, (list, tuple, np.ndarray)):  # one flag per layer
+        if len(pattern) != n_layer or not all(isinstance(p, (bool, int, np.integer)) for p in pattern):
+            raise PlanError(f"attention.sliding_window_pattern is not {n_layer} flags: llama.cpp refuses the model")
+        return tuple(bool(p) for p in pattern), window
+    period = _uint("attention.sliding_window_pattern", pattern)
+    return tuple(period == 0 or il % period < period - 1 for il in range(n_layer)), window
+
+
+def _spans(f: Any) -> list[TensorSpan]:
+    """Every tensor with the file it lies in and its absolute offset there (shards in order)."""
+    from ..formats.gguf.offsets import ggml_nbytes
+
+    out = []
+    for index, part in enumerate(getattr(f, "shards", None) or [f]):
+        base = part.data_offset
+        for name in part.tensors:
+            t = part.tensors[name]
+            type_name = t.type.name
+            if t.type.status != "active":
+                raise PlanError(f"tensor {name!r} has type {type_name}, which has no size: llama.cpp refuses the model")
+            shape = tuple(int(d) for d in t.shape)
+            out.append(TensorSpan(name, type_name, shape, index, base + int(t.offset or 0), ggml_nbytes(shape, type_name)))
+    return out
