@@ -54,10 +54,13 @@ def test_in_place_ops_take_their_source_memory_and_views_take_none():
     ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items()),
 )
 def test_llama_cpp_graphs_allocate_to_llama_cpp_compute_buffer(settings):
+    _replayed_equals_measured(tiny_llama_path(), settings)
+
+
+def _replayed_equals_measured(path, settings):
     from tests.llama_memory import measure
     from tests.planning.llama_cgraph import reserved_graph
 
-    path = tiny_llama_path()
     measured = measure(path, **settings).total("compute")
     n_seqs = settings.get("n_seq_max", 1)
     n_tokens = min(settings["n_ctx"], settings.get("n_ubatch", 512))  # n_ubatch, bounded by the n_ctx asked for
@@ -65,3 +68,55 @@ def test_llama_cpp_graphs_allocate_to_llama_cpp_compute_buffer(settings):
     pp = reserved_graph(path, n_tokens=n_tokens, n_seqs=n_seqs, **settings)
     tg = reserved_graph(path, n_tokens=n_seqs, n_seqs=n_seqs, **settings)
     assert reserve_bytes([pp, tg, pp]) == measured
+
+
+@pytest.mark.parametrize("type_v", ["f16", "q8_0"])
+def test_llama_cpp_graphs_of_a_mixture_of_experts_allocate_to_its_compute_buffer(type_v, tmp_path):
+    """Experts' weights normalised by their clamped sum: ggml-alloc runs CLAMP in place in this build (with a
+    quantized V cache and 128-wide heads the buffer's peak depends on it)."""
+    from tests.tiny_models import llama
+
+    path = tmp_path / "moe.gguf"
+    llama(n_embd=256, n_ff=512, n_head=2, n_head_kv=1, n_expert=2, n_expert_used=2).save(path)
+    _replayed_equals_measured(path, dict(n_ctx=1024, n_ubatch=512, type_v=type_v))
+
+
+def test_in_place_ops_are_the_llama_cpp_builds():
+    """INPLACE_OPS against ggml_op_can_inplace of the installed build, op by op (UNARY standing for every unary op)."""
+    import ctypes
+    from pathlib import Path
+
+    import llama_cpp
+
+    from gguf_construct.planning.compute.graph import _UNARY_OPS, INPLACE_OPS
+
+    base = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
+    for fn, res in (("ggml_op_can_inplace", ctypes.c_bool), ("ggml_op_name", ctypes.c_char_p), ("ggml_unary_op_name", ctypes.c_char_p)):
+        getattr(base, fn).restype, getattr(base, fn).argtypes = res, [ctypes.c_int]
+    names = []
+    while (name := base.ggml_op_name(len(names))) is not None and name.decode() != "GLU":
+        names.append(name.decode())
+    names.append("GLU")
+    in_place = {name for i, name in enumerate(names) if base.ggml_op_can_inplace(i)}
+    assert "UNARY" in in_place
+    assert in_place - {"UNARY"} == INPLACE_OPS - _UNARY_OPS
+    assert {base.ggml_unary_op_name(i).decode() for i in range(len(_UNARY_OPS))} == _UNARY_OPS
+
+
+def test_cpu_buffer_type_is_the_llama_cpp_builds():
+    """The allocator's alignment and chunk size against the installed build's CPU buffer type."""
+    import ctypes
+    from pathlib import Path
+
+    import llama_cpp
+
+    from gguf_construct.planning.compute.alloc import CPU_ALIGNMENT
+
+    base = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
+    base.ggml_backend_cpu_buffer_type.restype = ctypes.c_void_p
+    for fn in ("ggml_backend_buft_get_alignment", "ggml_backend_buft_get_max_size"):
+        getattr(base, fn).restype, getattr(base, fn).argtypes = ctypes.c_size_t, [ctypes.c_void_p]
+    buft = base.ggml_backend_cpu_buffer_type()
+    assert base.ggml_backend_buft_get_alignment(buft) == CPU_ALIGNMENT
+    assert base.ggml_backend_buft_get_max_size(buft) == 2**64 - 1  # one chunk: DynAllocator's default
+    assert DynAllocator().max_chunk_size == (2**64 - 1) // 2  # ggml_dyn_tallocr_new clamps it to SIZE_MAX / 2

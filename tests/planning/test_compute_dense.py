@@ -24,7 +24,7 @@ ARCHS = ("llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3")
 #: more architectures of the llama layout, written by :func:`_dense`
 OTHER_LAYOUTS = (
     "gemma", "mistral3", "mistral3-temperature", "smollm3", "exaone", "ernie4_5", "xverse", "seed_oss", "qwen2vl", "glm4",
-    "starcoder2", "command-r", "cohere2", "olmo2", "olmo2-window",
+    "starcoder2", "command-r", "cohere2", "granite", "granite-unscaled", "olmo2", "olmo2-window",
 )  # fmt: skip
 
 
@@ -50,6 +50,8 @@ def model(name: str) -> Path:
         "glm4": lambda: _glm4(),
         "starcoder2": lambda: _starcoder2(),
         "command-r": lambda: _cohere("command-r"),
+        "granite": lambda: _granite(scales=True),
+        "granite-unscaled": lambda: _granite(scales=False),
         "cohere2": lambda: _cohere("cohere2"),
         "olmo2": lambda: _olmo2(),
         "olmo2-window": lambda: _olmo2(window=128),
@@ -107,6 +109,19 @@ def _starcoder2():
         for name, n in (("attn_norm", 256), ("ffn_norm", 256), ("attn_output", 256), ("ffn_up", 512), ("ffn_down", 256)):
             m.f32(f"blk.{il}.{name}.bias", n)
     m.f32("output_norm.bias", 256)
+    return m.f
+
+
+def _granite(scales: bool):
+    """granite: scaled logits; with ``scales``, scaled embeddings and block outputs too."""
+    m = tm._dense(
+        "granite", n_layer=2, n_embd=256, n_ff=512, n_head=4, n_head_kv=2, n_vocab=64, head_dim=None, wtype="f16",
+        seed=0, context_length=4096,
+    )  # fmt: skip
+    m.key("logit_scale", 8.0, "f32")
+    if scales:
+        m.key("residual_scale", 0.22, "f32")
+        m.key("embedding_scale", 12.0, "f32")
     return m.f
 
 
@@ -266,7 +281,8 @@ def test_plan_of_other_llama_layouts_is_llama_cpps(name):
     smollm3 (every fourth layer without rope), exaone, ernie4_5, xverse (llama's graph), seed_oss (its
     feed-forward norm named post_attention_norm), qwen2vl (four positions per token), glm4 (post-norms, a fused
     gate and up), starcoder2 (LayerNorm, biases, GELU without gate), command-r and cohere2 (attention and
-    feed-forward in parallel; cohere2's rope only in its sliding-window layers), olmo2 (norms after, not
+    feed-forward in parallel; cohere2's rope only in its sliding-window layers), granite (scaled embeddings,
+    residuals and logits), olmo2 (norms after, not
     before; with and without a sliding window): weights, KV cache and compute buffer through ``plan()``."""
     from gguf_construct.planning import plan
     from tests.llama_memory import cpu_features, measure

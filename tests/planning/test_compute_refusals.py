@@ -90,11 +90,20 @@ def test_an_inconsistent_header_is_refused(shape):
         max_size=2,
     ),
     flash_attn=st.sampled_from(["on", "off"]),
+    arch=st.sampled_from(["llama", "qwen3", "gemma2", "gemma3", "phi3", "cohere2", "olmo2", "starcoder2", "granite", "qwen2vl"]),
 )
-def test_any_header_plans_or_is_refused(n_layer, n_embd, n_head, n_head_kv, n_ff, head, n_vocab, widths, flash_attn):
+def test_any_header_plans_or_is_refused(n_layer, n_embd, n_head, n_head_kv, n_ff, head, n_vocab, widths, flash_attn, arch):
     try:
-        shape = _llama(n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, head, widths)
+        shape = _llama(n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, head, widths, arch=arch)
     except ValueError:  # the shape reader's own refusal, before any graph
         return
     with contextlib.suppress(PlanError):
         assert _plan(shape, flash_attn=flash_attn) >= 0
+
+
+def test_a_dense_architecture_with_experts_is_not_modelled():
+    """A router in a dense architecture's layers (a mixture of experts llama.cpp's graph for it would take):
+    not planned rather than planned as dense."""
+    shape = _llama(arch="qwen2", widths={"blk.0.ffn_gate_inp.weight": (64, 4)})
+    with pytest.raises(NotImplementedError, match="experts"):
+        _plan(shape)

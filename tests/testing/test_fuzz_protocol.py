@@ -155,6 +155,15 @@ def test_unknown_matches_anything_and_every_difference_is_reported():
     }
     theirs["dequant"] = {"t": "zz", "u": "cc"}  # every tensor differs: one cause of the file, not one per type
     assert [f.signature for f in compare_views(ours, theirs, "x") if "dequant" in f.signature] == ["value-mismatch/x/dequant:many-types"]
+    # gguf-py gives no element type for an empty array, nested ones included (whose values no view compares)
+    empty = {"kv": [["e", "arr[u8]", []], ["n", "arr[arr]", None]]}
+    assert compare_views(empty, {"kv": [["e", "arr[None]", None], ["n", "arr[None]", None]]}, "gguf-py") == []
+    # in a big-endian file, even one type that differs is the file's byte order: one kind, whatever the type
+    theirs["dequant"] = {"t": "zz", "u": "dd"}
+    ours_be = {**ours, "byte_order": "big"}
+    assert [f.signature for f in compare_views(ours_be, theirs, "x") if "dequant" in f.signature] == ["value-mismatch/x/dequant:big-endian"]
+    theirs["dequant"] = {"t": "aa", "u": "dd"}
+    assert [f.signature for f in compare_views(ours_be, theirs, "x") if "dequant" in f.signature] == ["value-mismatch/x/dequant:big-endian"]
 
 
 def test_first_frame_skips_the_runtime():
@@ -233,3 +242,37 @@ def test_what_a_c_reader_printed_before_dying_reaches_triage(tmp_path):
     finally:
         target.close()
     assert found is not None and found.signature == "dos/ggml/GGML_ASSERT(n_dims <= 4)@gguf.cpp:99", found
+
+
+def test_a_signal_in_native_code_names_the_native_function_called(tmp_path):
+    """A reader that dies of a signal inside a binding call leaves only Python frames in faulthandler's dump; the
+    kind names the native function the innermost line calls (not the Python frame, nor its line number)."""
+    script = tmp_path / "dies_natively.py"
+    script.write_text(
+        "import ctypes, faulthandler, os, signal, sys\nfaulthandler.enable()\nlibc = ctypes.CDLL(None)\n"
+        "for line in sys.stdin:\n"
+        "    libc.kill(os.getpid(), signal.SIGFPE)\n"
+    )
+    target = LineTarget([sys.executable, str(script)], timeout=20)
+    try:
+        found = failure(target.ask(str(tmp_path / "any.gguf")), "toy")
+    finally:
+        target.close()
+    assert found is not None and found.signature == "dos/toy/SIGFPE@kill (called from dies_natively.py)", found
+
+
+@pytest.mark.parametrize(
+    ("printed", "signature"),
+    [
+        ("/src/llama.cpp/src/llama-vocab.cpp:3207: fatal error\n", "dos/r/abort(fatal error)@llama-vocab.cpp:3207"),
+        ("python3: reader.c:12: load: Assertion `n > 0' failed.\n", "dos/r/abort(load: Assertion `n > N' failed.)@reader.c:12"),
+    ],
+)
+def test_a_deliberate_abort_is_denial_of_service_at_its_source_line(printed, signature):
+    """GGML_ABORT (ggml_abort prints ``file:line: message``) and libc's assert are deliberate aborts on a crafted
+    file, like GGML_ASSERT: dos, at the line that aborted. A SIGABRT without such a line stays a crash."""
+    assert failure(Answer("crash", returncode=-6, stderr=printed), "r") == failure(Answer("crash", returncode=134, stderr=printed), "r")
+    found = failure(Answer("crash", returncode=-6, stderr=printed), "r")
+    assert found is not None and (found.cls, found.signature) == ("dos", signature)
+    assert failure(Answer("crash", returncode=-6, stderr="/src/x.c:3:7: runtime error: shift\n"), "r").cls == "crash"
+    assert failure(Answer("crash", returncode=-6, stderr="no message"), "r").cls == "crash"

@@ -6,6 +6,13 @@ allocated as ggml-alloc allocates them (:mod:`.alloc`).
 reserves a prompt batch (``min(n_ctx, n_ubatch)`` tokens over ``n_seq_max`` sequences, every token output up to
 ``n_outputs_max``), then one token per sequence, then the prompt batch again, with one allocator whose buffer only
 grows; the buffer's final size is the result.
+
+Adding an architecture: when llama.cpp builds it like an existing dense one but for a few details, a ``graph``
+entry in ``schema/memory.json`` with its :class:`~.dense.Recipe` fields is all it takes. Otherwise write a
+function building its graph on a :class:`~.llm_graph.GraphBuilder` (the ``llm_graph_context`` of one batch:
+``b.inp_embd()``, ``b.attn(...)``, ``b.ffn(...)`` and ``b.g``, the :class:`~.graph.Ggml` operations), calling
+ggml's operations in llama.cpp's order, and give its family here. Check it node for node against llama.cpp's
+reserved graph (tests/planning/llama_cgraph.py) and byte for byte against its compute buffer.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The graph of the llama family of dense transformers, as llama.cpp builds it: llama, qwen2, qwen3, phi3,
-gemma2, gemma3 (llama.cpp src/models/llama.cpp, qwen2.cpp, qwen3.cpp, phi3.cpp, gemma2.cpp, gemma3.cpp).
+"""The graph of the dense transformers of the llama layout, as llama.cpp builds them (llama.cpp
+src/models/<arch>.cpp): llama, qwen2, qwen3, phi3, gemma, gemma2, gemma3, mistral3, smollm3, glm4, olmo2,
+command-r, cohere2, granite, starcoder2 and the others with a dense ``graph`` entry in ``schema/memory.json``.
 
 These graphs are one loop over layers (norm, attention over the KV cache, residual, norm, feed-forward,
 residual) differing in details: what each architecture does differently is a :class:`Recipe`; what a file has
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .graph import Tensor
 from .llm_graph import GraphBuilder, KVInput
 
 __all__ = ["RECIPES", "Recipe", "build_dense"]
@@ -36,8 +38,9 @@ class Recipe:
     (olmo2 norms their outputs only). q/k norms as wide as all heads apply before Q and K are split into heads.
     ``norm``: rms (RMS norms) or layer (LayerNorm, LLM_NORM). ``parallel``: attention and feed-forward both
     read the layer's normed input and their outputs add to the residual (command-r). ``rope_swa_only``: only the
-    sliding-window layers use rope (cohere2). ``logit_scale``: the logits are scaled when the file's
-    ``logit_scale`` is non-zero.
+    sliding-window layers use rope (cohere2). ``logit_scale``: the logits are scaled never, always, or if_set
+    (the file's ``logit_scale`` non-zero). ``embedding_scale`` / ``residual_scale``: the embeddings / each
+    block's output before its residual sum are scaled when the file's key of that name is non-zero (granite).
     """
 
     embd_scale: bool = False
@@ -56,7 +59,9 @@ class Recipe:
     norm: str = "rms"
     parallel: bool = False
     rope_swa_only: bool = False
-    logit_scale: bool = False
+    logit_scale: str = "never"
+    embedding_scale: bool = False
+    residual_scale: bool = False
 
 
 def _recipes() -> dict[str, Recipe]:
@@ -75,92 +80,122 @@ def _recipes() -> dict[str, Recipe]:
 RECIPES: dict[str, Recipe] = _recipes()
 
 
+@dataclass
+class _Inputs:
+    """The graph inputs every layer reads: positions, the KV caches' inputs, the output rows."""
+
+    pos: Tensor
+    attn_scale: Tensor | None
+    full: KVInput
+    swa: KVInput | None
+    out_ids: Tensor
+    rope_factors: Tensor | None
+    iswa: bool
+    residual_scale: bool
+
+
 def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
     """Build the architecture's graph for ``b``'s batch into ``b.g``."""
     g, shape = b.g, b.shape
-    rms = recipe.norm == "rms"
     if shape.metadata.get(f"{shape.arch}.nextn_predict_layers"):
         raise NotImplementedError("the multi-token-prediction layers (nextn_predict_layers) are not modelled")
-    iswa = recipe.iswa == "always" or (recipe.iswa == "if_swa" and any(shape.swa_layers))
+    if any(b.layer(il, "ffn_gate_inp.weight") is not None for il in range(shape.n_layer)):
+        raise NotImplementedError(f"{shape.arch} with experts (a router in its layers) is not modelled")
+    if recipe.embedding_scale and shape.metadata.get(f"{shape.arch}.deepstack_mapping"):
+        raise NotImplementedError("the deepstack layers of a vision model are not modelled")
     b.attn_soft_cap = recipe.attn_softcap
 
     inp_l = b.inp_embd()
-    if recipe.embd_scale:
-        inp_l = g.scale(inp_l)
-    inp_pos = b.inp_pos(recipe.n_pos_per_embd)
+    if recipe.embd_scale or (recipe.embedding_scale and shape.metadata.get(f"{shape.arch}.embedding_scale")):
+        inp_l = g.scale(inp_l)  # build_inp_embd's f_embedding_scale: the rows are contiguous, no ggml_cont
+    inputs = _inputs(b, recipe)
+    for il in range(shape.n_layer):
+        inp_l = _layer(b, recipe, inputs, il, inp_l)
+    _output(b, recipe, inp_l)
+
+
+def _inputs(b: GraphBuilder, recipe: Recipe) -> _Inputs:
+    g, shape = b.g, b.shape
+    iswa = recipe.iswa == "always" or (recipe.iswa == "if_swa" and any(shape.swa_layers))
+    pos = b.inp_pos(recipe.n_pos_per_embd)
     attn_scale = None
     if recipe.attn_temp and shape.metadata.get(f"{shape.arch}.attention.temperature_scale"):
         attn_scale = g.input("f32", 1, 1, b.n_tokens, name="attn_scale")  # build_inp_attn_scale
-    full: KVInput
-    swa: KVInput | None = None
-    if iswa:
-        full, swa = b.attn_inp_kv_iswa()
+    full, swa = b.attn_inp_kv_iswa() if iswa else (b.attn_inp_kv(), None)
+    residual_scale = recipe.residual_scale and bool(shape.metadata.get(f"{shape.arch}.residual_scale"))
+    return _Inputs(pos, attn_scale, full, swa, b.inp_out_ids(), b.w("rope_freqs.weight"), iswa, residual_scale)
+
+
+def _layer(b: GraphBuilder, recipe: Recipe, inputs: _Inputs, il: int, inp_l: Tensor) -> Tensor:
+    """One layer: attention over the cache, then the feed-forward, each with its residual sum."""
+    g, shape = b.g, b.shape
+    rms = recipe.norm == "rms"
+    residual = cur = inp_l
+    if recipe.pre_norms:
+        cur = b.norm(inp_l, b.layer(il, "attn_norm.weight"), b.layer(il, "attn_norm.bias"), rms=rms)
+    q_norm, k_norm = b.layer(il, "attn_q_norm.weight"), b.layer(il, "attn_k_norm.weight")
+    if q_norm is not None and q_norm.ne[0] != shape.head_k[il]:  # over all heads at once, before the reshape
+        q, k, v = b.qkv(il, cur, full_norms=(q_norm, k_norm))
+        q_norm = k_norm = None
     else:
-        full = b.attn_inp_kv()
-    out_ids = b.inp_out_ids()
-    rope_factors = b.w("rope_freqs.weight")
-
-    for il in range(shape.n_layer):
-        residual = inp_l
-        cur = inp_l
-        if recipe.pre_norms:
-            cur = b.norm(inp_l, b.layer(il, "attn_norm.weight"), b.layer(il, "attn_norm.bias"), rms=rms)
-        q_norm, k_norm = b.layer(il, "attn_q_norm.weight"), b.layer(il, "attn_k_norm.weight")
-        if q_norm is not None and q_norm.ne[0] != shape.head_k[il]:  # over all heads at once, before the reshape
-            q, k, v = b.qkv(il, cur, full_norms=(q_norm, k_norm))
-            q_norm = k_norm = None
-        else:
-            q, k, v = b.qkv(il, cur)
-        ffn_src = cur  # the parallel feed-forward's input
-        use_rope = not recipe.no_rope_layer_step or (il + 1) % recipe.no_rope_layer_step != 0
-        if recipe.rope_swa_only:
-            use_rope = shape.swa_layers[il]
-        if q_norm is not None:
-            q = b.norm(q, q_norm, rms=rms)
-        if use_rope:
-            q = g.rope(q, inp_pos, rope_factors)
-        if k_norm is not None:
-            k = b.norm(k, k_norm, rms=rms)
-        if use_rope:
-            k = g.rope(k, inp_pos, rope_factors)
-        if recipe.q_scale:
-            q = g.scale(q)
-        if attn_scale is not None:
-            q = g.mul(q, attn_scale)
-        inp = swa if (swa is not None and shape.swa_layers[il]) else full
-        cur = b.attn(inp, il, q, k, v, b.layer(il, "attn_output.weight"), b.layer(il, "attn_output.bias"), iswa=iswa)
-        if il == shape.n_layer - 1:
-            cur = g.get_rows(cur, out_ids)
-            residual = g.get_rows(residual, out_ids)
-            if recipe.parallel:
-                ffn_src = g.get_rows(ffn_src, out_ids)
+        q, k, v = b.qkv(il, cur)
+    ffn_src = cur  # the parallel feed-forward's input
+    use_rope = not recipe.no_rope_layer_step or (il + 1) % recipe.no_rope_layer_step != 0
+    if recipe.rope_swa_only:
+        use_rope = shape.swa_layers[il]
+    if q_norm is not None:
+        q = b.norm(q, q_norm, rms=rms)
+    if use_rope:
+        q = g.rope(q, inputs.pos, inputs.rope_factors)
+    if k_norm is not None:
+        k = b.norm(k, k_norm, rms=rms)
+    if use_rope:
+        k = g.rope(k, inputs.pos, inputs.rope_factors)
+    if recipe.q_scale:
+        q = g.scale(q)
+    if inputs.attn_scale is not None:
+        q = g.mul(q, inputs.attn_scale)
+    kv = inputs.swa if (inputs.swa is not None and shape.swa_layers[il]) else inputs.full
+    wo, wo_b = b.layer(il, "attn_output.weight"), b.layer(il, "attn_output.bias")
+    cur = b.attn(kv, il, q, k, v, wo, wo_b, iswa=inputs.iswa)
+    if il == shape.n_layer - 1:  # only the output rows go on
+        cur = g.get_rows(cur, inputs.out_ids)
+        residual = g.get_rows(residual, inputs.out_ids)
         if recipe.parallel:
-            attn_out = cur
-            cur = b.ffn(ffn_src, il, recipe.ffn, recipe.ffn_par)
-            inp_l = g.add(g.add(cur, residual), attn_out)
-            continue
-        post = b.layer(il, "post_attention_norm.weight") if recipe.ffn_norm != "post_attention_norm" else None
-        if post is not None:
-            cur = b.norm(cur, post, rms=rms)
-        ffn_inp = g.add(cur, residual)
-        cur = ffn_inp
-        if recipe.pre_norms:
-            cur = b.norm(ffn_inp, b.layer(il, f"{recipe.ffn_norm}.weight"), b.layer(il, f"{recipe.ffn_norm}.bias"), rms=rms)
-        cur = b.ffn(cur, il, recipe.ffn, recipe.ffn_par)
-        post = b.layer(il, "post_ffw_norm.weight")
-        if post is not None:
-            cur = b.norm(cur, post, rms=rms)
-        cur = g.add(ffn_inp, cur) if recipe.ffn_residual_first else g.add(cur, ffn_inp)
-        inp_l = cur
+            ffn_src = g.get_rows(ffn_src, inputs.out_ids)
+    if recipe.parallel:
+        attn_out = cur
+        cur = b.ffn(ffn_src, il, recipe.ffn, recipe.ffn_par)
+        return g.add(g.add(cur, residual), attn_out)
 
-    cur = b.norm(inp_l, b.need("output_norm.weight"), b.w("output_norm.bias"), rms=rms)
+    post = b.layer(il, "post_attention_norm.weight") if recipe.ffn_norm != "post_attention_norm" else None
+    if post is not None:
+        cur = b.norm(cur, post, rms=rms)
+    if inputs.residual_scale:
+        cur = g.scale(cur)
+    ffn_inp = cur = g.add(cur, residual)
+    if recipe.pre_norms:
+        cur = b.norm(ffn_inp, b.layer(il, f"{recipe.ffn_norm}.weight"), b.layer(il, f"{recipe.ffn_norm}.bias"), rms=rms)
+    cur = b.ffn(cur, il, recipe.ffn, recipe.ffn_par)
+    post = b.layer(il, "post_ffw_norm.weight")
+    if post is not None:
+        cur = b.norm(cur, post, rms=rms)
+    if inputs.residual_scale:
+        cur = g.scale(cur)
+    return g.add(ffn_inp, cur) if recipe.ffn_residual_first else g.add(cur, ffn_inp)
+
+
+def _output(b: GraphBuilder, recipe: Recipe, inp_l: Tensor) -> None:
+    """The output norm (t_embd) and the logits (t_logits), both graph outputs."""
+    g, shape = b.g, b.shape
+    cur = b.norm(inp_l, b.need("output_norm.weight"), b.w("output_norm.bias"), rms=recipe.norm == "rms")
     cur.output = True  # res->t_embd
     out = b.w("output.weight") or b.need("token_embd.weight")
     cur = b.mm(out, cur)
     bias = b.w("output.bias")
     if bias is not None:
         cur = g.add(cur, bias)
-    if recipe.logit_scale and shape.metadata.get(f"{shape.arch}.logit_scale"):
+    if recipe.logit_scale == "always" or (recipe.logit_scale == "if_set" and shape.metadata.get(f"{shape.arch}.logit_scale")):
         cur = g.scale(cur)
     softcap = shape.metadata.get(f"{shape.arch}.final_logit_softcapping")
     if recipe.final_softcap == "always" or (recipe.final_softcap == "if_set" and softcap):

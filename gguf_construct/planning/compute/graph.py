@@ -45,7 +45,8 @@ class ShapeError(ValueError):
 
 
 # ggml-alloc.c ggml_op_can_inplace: the ops whose result may take a source's memory; GGML_OP_UNARY is every
-# unary op, named by ggml_op_desc after the unary op (ggml.c GGML_UNARY_OP_NAME).
+# unary op, named by ggml_op_desc after the unary op (ggml.c GGML_UNARY_OP_NAME). The list is the llama.cpp build's
+# (its libggml-base exports ggml_op_can_inplace: tests compare), which has CLAMP where older ggml did not.
 _UNARY_OPS = frozenset(
     [
         "ABS",
@@ -76,6 +77,7 @@ INPLACE_OPS = (
     frozenset(
         [
             "FILL",
+            "CLAMP",
             "SCALE",
             "DIAG_MASK_ZERO",
             "DIAG_MASK_INF",
@@ -343,7 +345,7 @@ class Ggml:
 
     def clamp(self, a: Tensor) -> Tensor:
         """ggml_clamp: a new tensor in the llama.cpp build the plan follows (its reserved graphs have no view
-        there), though older ggml.c made it a view of ``a``; CLAMP is not an op ggml-alloc runs in place."""
+        there), though older ggml.c made it a view of ``a``; ggml-alloc may run it in place (INPLACE_OPS)."""
         return self._op("CLAMP", a.type, a.ne, a)
 
     def rope(self, a: Tensor, pos: Tensor, freq_factors: Tensor | None = None, inplace: bool = False) -> Tensor:

@@ -92,6 +92,8 @@ class GraphBuilder:
         self.g = Ggml()
         self.n_tokens = batch.n_tokens
         self._weights: dict[str, Tensor] = {}
+        #: hparams.attn_soft_cap: attention logits soft-capped (three more ops without flash attention)
+        self.attn_soft_cap = False
 
     # -- the model's tensors ---------------------------------------------------------------------------
     def w(self, name: str) -> Tensor | None:
@@ -332,8 +334,6 @@ class GraphBuilder:
             cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
         g.expand(cur)
         return cur
-
-    attn_soft_cap = False
 
     def attn(self, inp: KVInput, il: int, q: Tensor, k: Tensor, v: Tensor, wo: Tensor | None, wo_b: Tensor | None,
              *, iswa: bool = False) -> Tensor:  # fmt: skip

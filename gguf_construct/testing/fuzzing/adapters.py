@@ -90,7 +90,8 @@ def read_ours(path: str, profile: GGUFProfile = "spec", *, strict: bool = True, 
         tensors.append([t.name, t.type.name.lower(), list(t.shape), t.offset, t.nbytes])
         if dequantize and t.nbytes <= DEQUANT_LIMIT:
             dequant[t.name] = digest(t.to_numpy())
-    return {"version": f.version, "alignment": f.alignment, "data_offset": f.data_offset, "kv": kvs, "tensors": tensors, "dequant": dequant}
+    view = {"version": f.version, "alignment": f.alignment, "data_offset": f.data_offset, "kv": kvs, "tensors": tensors}
+    return {**view, "dequant": dequant, "byte_order": f.byte_order}  # byte_order: a cause triage names (not compared)
 
 
 # -- gguf-py ---------------------------------------------------------------------------------------------
@@ -224,10 +225,11 @@ def _ggml_open(ggml: Any, path: str) -> tuple[Any, str]:
 C_LOG_ENV = "GGUF_CONSTRUCT_FUZZ_C_LOG"
 
 
-def _with_stderr(call: Callable[[], Any], marker: str = "") -> tuple[Any, str]:
-    """``call()`` with the C stderr captured: its result and the first log line (containing ``marker``, if given),
-    function name prefix removed. The log goes to the file named by ``$GGUF_CONSTRUCT_FUZZ_C_LOG`` when set, so that
-    what a reader printed before dying (``GGML_ASSERT``, a sanitizer report) reaches the fuzzer's triage."""
+def _with_stderr(call: Callable[[], Any], marker: str = "", path: str = "") -> tuple[Any, str]:
+    """``call()`` with the C stderr captured: its result and the first log line (containing ``marker``, if given,
+    outside the file's ``path``, which a reader may print), function name prefix removed. The log goes to the file
+    named by ``$GGUF_CONSTRUCT_FUZZ_C_LOG`` when set, so that what a reader printed before dying (``GGML_ASSERT``, a
+    sanitizer report) reaches the fuzzer's triage."""
     import os
     import tempfile
 
@@ -244,7 +246,7 @@ def _with_stderr(call: Callable[[], Any], marker: str = "") -> tuple[Any, str]:
         text = log.read().decode("utf-8", "replace")
         if named:
             log.truncate(0)
-    lines = [line for line in text.strip().splitlines() if line.strip() and marker in line]
+    lines = [line for line in text.strip().splitlines() if line.strip() and marker in (line.replace(path, "") if path else line)]
     return result, (lines[0].split(": ", 1)[-1] if lines else "")
 
 
@@ -262,7 +264,7 @@ def read_llama_cpp(path: str, profile: str = "ggml") -> dict[str, Any]:
         llama_cpp.llama_backend_init()
         _LLAMA["params"] = llama_cpp.llama_model_default_params()
         _LLAMA["params"].vocab_only = True
-    model, why = _with_stderr(lambda: llama_cpp.llama_model_load_from_file(str(path).encode(), _LLAMA["params"]), "error")
+    model, why = _with_stderr(lambda: llama_cpp.llama_model_load_from_file(str(path).encode(), _LLAMA["params"]), "error", str(path))
     if not model:
         raise ReaderRefused(why.removeprefix("error loading model: ") or "llama_model_load_from_file returned NULL")
     try:

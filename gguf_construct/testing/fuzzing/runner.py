@@ -178,6 +178,8 @@ def _python_worker(reader: str, profile: str, memory_mb: int, timeout: float) ->
         os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[3]), os.environ.get("PYTHONPATH", "")) if p)
     )
     env[C_LOG_ENV] = side_log
+    # ggml_abort runs gdb for a backtrace (seconds per abort); the abort's own line names the assertion
+    env.setdefault("GGML_NO_BACKTRACE", "1")
     argv = [sys.executable, "-m", "gguf_construct.testing.fuzzing.worker", reader, profile, str(memory_mb)]
     return LineTarget(
         argv, timeout=timeout, memory_mb=memory_mb, guard="none", env=env, start_timeout=120, side_log=side_log

@@ -4,8 +4,8 @@ Classes, most serious first (:data:`CLASSES`):
 
 - ``crash`` — a signal (SIGSEGV, SIGBUS, SIGILL, an abort without a known cause) or a sanitizer's memory-error
   report; the signature names the signal or report kind and the first frame in the reader's own code;
-- ``dos`` — denial of service by design flaw rather than memory error: an assertion abort (``GGML_ASSERT``), an
-  uncaught C++ exception (``std::length_error``), SIGFPE (an integer division by zero);
+- ``dos`` — denial of service by design flaw rather than memory error: an assertion abort (``GGML_ASSERT``,
+  ``GGML_ABORT``, libc's ``assert``), an uncaught C++ exception (``std::length_error``), SIGFPE (an integer division by zero);
 - ``hang`` — no answer within the time limit;
 - ``memory`` — the memory cap reached, MemoryError, an uncaught ``std::bad_alloc`` or a sanitizer's
   out-of-memory report (an allocation too big to honour, not memory corruption); a reader that asked for an
@@ -40,6 +40,10 @@ _RUNTIME_FRAME = re.compile(
     r"__asan|__ubsan|__sanitizer|__interceptor|__interception|asan_|ubsan_|libc\.so|libstdc\+\+|libc\+\+|"
     r"libgcc|\b(raise|abort|memcpy|memmove|memset|strlen|malloc|calloc|realloc|free|operator new|operator delete)\b"
 )
+#: The line a deliberate abort prints before SIGABRT: ``GGML_ABORT(...)`` (``file.cpp:N: message``, as ggml_abort
+#: formats it) and libc's ``assert`` (``prog: file.c:N: func: Assertion `x' failed.``). A sanitizer's
+#: ``file:N:C: runtime error`` has a column, so it does not match.
+_ABORT_LINE = re.compile(r"(?:^|[\s/:])([\w.\-]+\.(?:c|cc|cpp|h|hpp)):(\d+): (?!runtime error)(.+)$", re.M)
 _SIGNALS = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 5: "SIGTRAP"}
 
 
@@ -64,7 +68,21 @@ def _frames(text: str) -> list[str]:
         frames = [f"{func} ({path.rsplit('/', 1)[-1]}:{line})" for path, line, func in dump]
         if "most recent call last" in text:
             frames.reverse()
+        elif dump:  # faulthandler: a signal inside native code, called from the innermost Python frame
+            called = _native_call(dump[0][0], int(dump[0][1]))
+            if called:  # no line number: the kind stays the same when the caller's file is edited
+                frames[0] = f"{called} (called from {dump[0][0].rsplit('/', 1)[-1]})"
     return frames
+
+
+def _native_call(path: str, line: int) -> str | None:
+    """The function a Python line calls through a binding (``ggml.gguf_init_from_file(...)`` names
+    ``gguf_init_from_file``): where a reader died of a signal is that native function, not the Python frame that
+    called it. The first ``name.attribute(`` call on the line; None when the source is not readable or has none."""
+    import linecache
+
+    m = re.search(r"\b[A-Za-z_]\w*\.([A-Za-z_]\w*)\s*\(", linecache.getline(path, line))
+    return m.group(1) if m else None
 
 
 def first_frame(text: str) -> str:
@@ -120,6 +138,11 @@ def failure(answer: Answer, reader: str) -> Finding | None:
                 f"{reader} dies of an uncaught std::bad_alloc (an allocation it could not honour)",
             )
         return Finding("dos", f"dos/{reader}/uncaught {exc}", f"{reader} dies of an uncaught {exc}")
+    m = _ABORT_LINE.search(text)
+    if m and _signal_of(answer.returncode) == "SIGABRT":
+        what = re.sub(r"-?\d+", "N", m.group(3).strip())[:80]
+        where = f"{m.group(1)}:{m.group(2)}"
+        return Finding("dos", f"dos/{reader}/abort({what})@{where}", f"{reader} aborts with '{m.group(3).strip()[:120]}' at {where}")
     m = re.search(r"runtime error: (.+)", text)
     sig = _signal_of(answer.returncode)
     if answer.status == "crash" and m:
@@ -234,8 +257,8 @@ def compare_views(ours: dict[str, Any], theirs: dict[str, Any], other: str) -> l
             )
         for key in ka.keys() & kb.keys():
             (ta, va), (tb, vb) = ka[key], kb[key]
-            if ta.startswith("arr[") and tb == "arr[None]" and va == []:
-                continue  # gguf-py keeps no element type for an empty array
+            if ta.startswith("arr[") and tb == "arr[None]" and (va == [] or ta == "arr[arr]"):
+                continue  # gguf-py keeps no element type for an empty array (nested ones: the view has no values)
             if _known(ta, tb) and ta != tb:
                 cls = "value-mismatch" if isinstance(tb, str) and (tb in _LABELS or tb.startswith("arr[")) else "adapter-representation"
                 out.append(Finding(cls, f"{cls}/{other}/kv.type:{key}", f"type of {key!r}: ours {ta}, {other} {tb}"))
@@ -289,7 +312,16 @@ def compare_views(ours: dict[str, Any], theirs: dict[str, Any], other: str) -> l
         compared = [n for n in da.keys() & db.keys() if _known(da[n], db[n])]
         differ = [n for n in compared if da[n] != db[n]]
         types = sorted({str((ta_ or {}).get(n, [n, "?"])[1]) for n in differ})
-        if len(types) >= MANY_TYPES or (len(types) > 1 and len(differ) == len(compared)):
+        if differ and ours.get("byte_order") == "big":
+            # a big-endian file whose values differ: the other reader's byte order, whatever the types
+            out.append(
+                Finding(
+                    "value-mismatch",
+                    f"value-mismatch/{other}/dequant:big-endian",
+                    f"dequantized values of a big-endian file differ ({len(differ)} tensors: {', '.join(types)})",
+                )
+            )
+        elif len(types) >= MANY_TYPES or (len(types) > 1 and len(differ) == len(compared)):
             # many types differ at once (or every tensor): a cause of the file (byte order, data offset), not of
             # each type's code; one kind, not one per type
             out.append(

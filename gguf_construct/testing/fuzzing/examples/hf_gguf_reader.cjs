@@ -17,7 +17,7 @@ const LABEL = { UINT8: "u8", INT8: "i8", UINT16: "u16", INT16: "i16", UINT32: "u
 const HEADER = new Set(["version", "tensor_count", "kv_count"]);
 
 function bits(value, label) {
-  // a float as its bit pattern (NaN payloads survive in a Float32Array round trip on x86-64)
+  // a float as its bit pattern; the reader returns doubles, so a signalling f32 NaN comes back quiet
   if (label === "f32") { const b = new DataView(new ArrayBuffer(4)); b.setFloat32(0, Number(value), true); return b.getUint32(0, true); }
   if (label === "f64") { const b = new DataView(new ArrayBuffer(8)); b.setFloat64(0, Number(value), true); return b.getBigUint64(0, true); }
   if (label === "bool") return value ? 1 : 0;
