@@ -13,6 +13,7 @@ it matches nothing, so an empty parametrisation can never pass silently.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -20,6 +21,12 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+
+# llama.cpp (llama-cpp-python) is loaded before any test module imports ggml-python: ggml-python puts its own,
+# older ggml libraries in the process's global symbol scope, and a llama.cpp loaded after them calls that ggml
+# instead of its own (the graphs and buffers llama.cpp's memory oracle reports would then be a mix of the two).
+with contextlib.suppress(ImportError):
+    import llama_cpp  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
