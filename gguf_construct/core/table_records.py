@@ -189,6 +189,7 @@ class MemoryTable:
     architectures: Mapping[str, Any]
     repack: Mapping[str, Any]
     duplicated_output: Mapping[str, Any]
+    limits: Mapping[str, Any]
 
 
 #: table name → its builder (``tables.load_table`` calls them through ``tables._later``).

@@ -85,16 +85,18 @@ class Plan:
 
 
 def _compute(shape: ModelShape, ctx: ResolvedContext) -> tuple[int | None, str | None]:
-    import importlib
+    from .compute import compute_bytes
 
-    try:
-        compute_bytes = importlib.import_module(".compute", __package__).compute_bytes
-    except ImportError:
-        return None, "the compute buffer is not modelled in this installation"
     try:
         return compute_bytes(shape, ctx), None
     except NotImplementedError as e:
         return None, f"the compute buffer is not modelled for {shape.arch!r}: {e}"
+    except (TypeError, ValueError, ArithmeticError, LookupError) as e:
+        if isinstance(e, PlanError):
+            raise
+        # an optional key the graph reads (expert gating, scales, flags) of a type or value no converter writes:
+        # llama.cpp's get_key refuses such a file, and so does the plan
+        raise PlanError(f"{shape.arch}: a key the compute graph reads has a type or value llama.cpp refuses ({e})") from None
 
 
 def plan_shape(

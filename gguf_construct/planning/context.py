@@ -7,13 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .shape import ModelShape, memory_table
+from .shape import ModelShape, PlanError, memory_table
 
 __all__ = ["ContextRequest", "PlanError", "ResolvedContext", "resolve"]
-
-
-class PlanError(ValueError):
-    """A request llama.cpp would refuse (the plan says so instead of planning it)."""
 
 
 def _pad(n: int, to: int) -> int:

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+import numpy as np
+
 from ..core.table_records import MemoryTable
 from ..core.tables import load_table
 
-__all__ = ["ModelShape", "TensorSpan", "memory_table"]
+__all__ = ["ModelShape", "PlanError", "TensorSpan", "memory_table"]
 
 
 @cache
@@ -40,15 +42,31 @@ class TensorSpan:
     nbytes: int
 
 
-def _per_layer(value: Any, n_layer: int, default: int) -> tuple[int, ...]:
-    """A key that is a scalar or an array of one value per layer (``get_key_or_arr``)."""
+class PlanError(ValueError):
+    """What llama.cpp would refuse, so the plan refuses it instead of planning it: a header it cannot size a
+    model from (a key of the wrong type or out of range), or a context request it rejects."""
+
+
+def _uint(key: str, value: Any) -> int:
+    """A key llama.cpp reads as uint32: an integer (not a bool, not an array) in 0 .. 2**32 - 1."""
+    most = int(memory_table().limits["max_value"])
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise PlanError(f"{key} is {type(value).__name__}, not an integer: llama.cpp refuses the model")
+    if not 0 <= int(value) <= most:
+        raise PlanError(f"{key} = {value} is outside 0 .. {most}: llama.cpp refuses the model")
+    return int(value)
+
+
+def _per_layer(key: str, value: Any, n_layer: int, default: int) -> tuple[int, ...]:
+    """A key that is a scalar or an array of one value per layer (``get_key_or_arr``: an array of another
+    length is refused)."""
     if value is None:
         return (default,) * n_layer
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, np.ndarray)):
         if len(value) != n_layer:
-            raise ValueError(f"a per-layer array of {len(value)} values for {n_layer} layers")
-        return tuple(int(v) for v in value)
-    return (int(value),) * n_layer
+            raise PlanError(f"{key} has {len(value)} values for {n_layer} layers: llama.cpp refuses the model")
+        return tuple(_uint(f"{key}[{i}]", v) for i, v in enumerate(value))
+    return (_uint(key, value),) * n_layer
 
 
 @dataclass(frozen=True)
@@ -139,14 +157,20 @@ class ModelShape:
 
         def uint(name: str, default: int = 0) -> int:
             value = key(name, default)
-            return int(value) if value is not None else default
+            return default if value is None else _uint(f"{arch}.{name}", value)
+
+        def layers(name: str) -> tuple[int, ...]:
+            return _per_layer(f"{arch}.{name}", key(name), n_layer, 0)
 
         entry = memory_table().architectures.get(arch, {})
+        limits = memory_table().limits
         n_layer = uint("block_count")
+        if n_layer > int(limits["max_layers"]):
+            raise PlanError(f"{arch}.block_count = {n_layer} is more than llama.cpp's {limits['max_layers']} layers")
         n_embd = uint("embedding_length")
-        n_head = _per_layer(key("attention.head_count"), n_layer, 0)
-        n_head_kv = _per_layer(key("attention.head_count_kv"), n_layer, 0) if key("attention.head_count_kv") is not None else n_head
-        n_ff = _per_layer(key("feed_forward_length"), n_layer, 0)
+        n_head = layers("attention.head_count")
+        n_head_kv = layers("attention.head_count_kv") if key("attention.head_count_kv") is not None else n_head
+        n_ff = layers("feed_forward_length")
         h0 = n_head[0] if n_head else 0
         head_k_full = uint("attention.key_length", n_embd // h0 if h0 else 0)
         head_v_full = uint("attention.value_length", n_embd // h0 if h0 else 0)
@@ -158,16 +182,15 @@ class ModelShape:
         head_v = tuple(head_v_swa if s else head_v_full for s in swa_layers)
 
         tokens = md.get("tokenizer.ggml.tokens")
-        n_vocab = uint("vocab_size", len(tokens) if tokens is not None else 0)
+        n_vocab = uint("vocab_size", len(tokens) if isinstance(tokens, (list, tuple)) else 0)
         if not n_vocab:
             embd = next((t for t in tensors if t.name == "token_embd.weight"), None)
             n_vocab = embd.shape[1] if embd and len(embd.shape) > 1 else 0
         head_k_mla, head_v_mla = uint("attention.key_length_mla"), uint("attention.value_length_mla")
-        lora = {
-            k.split(".")[-2] if k.endswith("lora_rank") else k: int(v)
-            for k, v in md.items()
-            if k.startswith(f"{arch}.") and k.endswith("lora_rank") and isinstance(v, int)
-        }
+        lora = {k.split(".")[-2]: _uint(k, v) for k, v in md.items() if k.startswith(f"{arch}.") and k.endswith("lora_rank")}
+        n_expert = uint("expert_count")
+        if n_expert > int(limits["max_experts"]):
+            raise PlanError(f"{arch}.expert_count = {n_expert} is more than llama.cpp's {limits['max_experts']} experts")
         return cls(
             arch=arch,
             n_layer=n_layer,
@@ -187,7 +210,7 @@ class ModelShape:
             n_lora_q=uint("attention.q_lora_rank"),
             head_k_mla=head_k_mla,
             head_v_mla=head_v_mla,
-            n_expert=uint("expert_count"),
+            n_expert=n_expert,
             n_expert_used=uint("expert_used_count"),
             n_ff_exp=uint("expert_feed_forward_length"),
             n_expert_shared=uint("expert_shared_count"),
@@ -211,14 +234,17 @@ def _swa(rule: Mapping[str, Any] | None, key: Any, n_layer: int) -> tuple[tuple[
     none = ((False,) * n_layer, 0)
     if not rule or rule.get("disabled"):
         return none
-    window = key("attention.sliding_window", rule.get("window"))
+    found = key("attention.sliding_window")
+    window = rule.get("window") if found is None else _uint("attention.sliding_window", found)
     if not window:
         return none
     pattern = key("attention.sliding_window_pattern", rule.get("period"))
-    if isinstance(pattern, (list, tuple)):
-        return tuple(bool(p) for p in pattern[:n_layer]), int(window)
-    period = int(pattern)
-    return tuple(period == 0 or il % period < period - 1 for il in range(n_layer)), int(window)
+    if isinstance(pattern, (list, tuple, np.ndarray)):  # one flag per layer
+        if len(pattern) != n_layer or not all(isinstance(p, (bool, int, np.integer)) for p in pattern):
+            raise PlanError(f"attention.sliding_window_pattern is not {n_layer} flags: llama.cpp refuses the model")
+        return tuple(bool(p) for p in pattern), window
+    period = _uint("attention.sliding_window_pattern", pattern)
+    return tuple(period == 0 or il % period < period - 1 for il in range(n_layer)), window
 
 
 def _spans(f: Any) -> list[TensorSpan]:
@@ -231,6 +257,8 @@ def _spans(f: Any) -> list[TensorSpan]:
         for name in part.tensors:
             t = part.tensors[name]
             type_name = t.type.name
+            if t.type.status != "active":
+                raise PlanError(f"tensor {name!r} has type {type_name}, which has no size: llama.cpp refuses the model")
             shape = tuple(int(d) for d in t.shape)
             out.append(TensorSpan(name, type_name, shape, index, base + int(t.offset or 0), ggml_nbytes(shape, type_name)))
     return out

@@ -87,6 +87,7 @@ def _check_metadata(c: Container, ggml: bool, out: list[Issue]) -> str | None:
             _check_v1_type(kv, f"{path}.value_type", at, out)
     _check_standard_types(c, arch, out)
     _check_tokenizer_lengths(values, out)
+    _check_tokens(values, out)
     return arch
 
 
@@ -218,6 +219,47 @@ def _check_tokenizer_lengths(values: dict[str, tuple[int, Any]], out: list[Issue
                     kv.get("_offset"),
                 )
             )
+
+
+#: llama.cpp's token type of a byte token (llama_token_type LLAMA_TOKEN_TYPE_BYTE, include/llama.h).
+BYTE_TOKEN = 6
+_BYTE_SPELLING = re.compile(r"<0x[0-9A-Fa-f]{2}>\Z")
+
+
+def _check_tokens(values: dict[str, tuple[int, Any]], out: list[Issue]) -> None:
+    """Warnings for what llama.cpp's vocabulary loader aborts on or refuses (src/llama-vocab.cpp), which GGUF
+    itself allows: two tokens of the same text (its map from text to id loses one, and it asserts both are the
+    same size), and BYTE tokens it cannot decode (token_to_byte reads ``<0xHH>`` for SPM and aborts for WPM)."""
+    arr = VALUE_TYPES.lookup("arr").id
+    i, tokens = values.get("tokenizer.ggml.tokens", (None, None))
+    if tokens is None or value_type_id(tokens["value_type"]) != arr or VALUE_TYPES[value_type_id(tokens["value"]["type"])].name != "str":
+        return
+    try:
+        texts = list(tokens["value"]["array"])
+    except errors.FormatError:  # a token that is no UTF-8: the string rules report it
+        return
+    seen: dict[str, int] = {}
+    for t, text in enumerate(texts):
+        first = seen.setdefault(text, t)
+        if first != t:
+            # vocabularies llama.cpp never loads have them: whisper.cpp's, written with replacement characters
+            why = f"token {t} is {text!r}, as token {first} is: llama.cpp's vocabulary loader refuses it"
+            at = f"metadata_kv[{i}].value.array[{t}]"
+            out.append(Issue(rules.TOKENIZER_DUPLICATE, why, at, tokens.get("_offset"), severity="warning"))
+            break  # one is enough: a vocabulary with one collision is refused whole
+    j, types = values.get("tokenizer.ggml.token_type", (None, None))
+    _, model = values.get("tokenizer.ggml.model", (None, None))
+    if types is None or value_type_id(types["value_type"]) != arr or model is None or model["value"] not in ("llama", "bert"):
+        return
+    for t in (int(k) for k in np.flatnonzero(np.asarray(types["value"]["array"]) == BYTE_TOKEN)):
+        if t >= len(texts):
+            break
+        if model["value"] == "bert" or not _BYTE_SPELLING.match(texts[t]):
+            why = "a WPM (bert) vocabulary has no byte tokens" if model["value"] == "bert" else "a byte token is spelled <0xHH>"
+            at = f"metadata_kv[{j}].value.array[{t}]"
+            message = f"token {t} {texts[t]!r} is a BYTE token: {why}; llama.cpp's vocabulary loader aborts on it"
+            out.append(Issue(rules.TOKENIZER_BYTE_TOKEN, message, at, types.get("_offset"), severity="warning"))
+            break
 
 
 def _check_alignment(c: Container, ggml: bool, out: list[Issue]) -> int:

@@ -28,8 +28,8 @@ def test_every_integer_key_changed_plans_or_is_refused(arch, tmp_path):
     refused = 0
     for key in keys:
         for value in VALUES:
-            shape = ModelShape.from_metadata({**md, key: value}, tensors, arch)
-            try:
+            try:  # the header's reading refuses some (more layers than llama.cpp holds), the planners the rest
+                shape = ModelShape.from_metadata({**md, key: value}, tensors, arch)
                 plan_shape(shape, ContextRequest(n_ctx=256, n_ubatch=32))
             except PlanError as e:
                 assert arch in str(e) or "llama.cpp" in str(e)

@@ -120,6 +120,33 @@ RULE_BREAKERS: list[RuleBreaker] = [
     B("value.truncated", "gguf-prefixes-u32", lambda: gguf_raw([kv_u32("general.x", 7)]), "prefixes"),
     B("array.truncated", "gguf-prefixes-array", lambda: gguf_raw([kv_arr("general.a", 4, [struct.pack("<I", 1)])]), "prefixes"),
     B("data.padding", "gguf-prefixes-padding", lambda: gguf_raw([], [f32_tensor()], F32_8), "prefixes"),
+    B(
+        "tokenizer.duplicate",
+        "gguf-vocab-duplicate-token",  # a warning: valid GGUF that llama.cpp's vocabulary loader refuses
+        lambda: gguf_raw([kv_str("tokenizer.ggml.model", "llama"), kv_arr("tokenizer.ggml.tokens", 8, [_s("a"), _s("b"), _s("a")])]),
+    ),
+    B(
+        "tokenizer.byte_token",
+        "gguf-vocab-wpm-byte-token",  # a warning, as above: llama.cpp's token_to_byte aborts for WPM
+        lambda: gguf_raw(
+            [
+                kv_str("tokenizer.ggml.model", "bert"),
+                kv_arr("tokenizer.ggml.tokens", 8, [_s("[PAD]"), _s("a")]),
+                kv_arr("tokenizer.ggml.token_type", 5, [struct.pack("<i", 3), struct.pack("<i", 6)]),
+            ]
+        ),
+    ),
+    B(
+        "tokenizer.byte_token",
+        "gguf-vocab-spm-byte-token-spelling",
+        lambda: gguf_raw(
+            [
+                kv_str("tokenizer.ggml.model", "llama"),
+                kv_arr("tokenizer.ggml.tokens", 8, [_s("<unk>"), _s("<0x-1>")]),
+                kv_arr("tokenizer.ggml.token_type", 5, [struct.pack("<i", 2), struct.pack("<i", 6)]),
+            ]
+        ),
+    ),
     B("key.ascii", "gguf-key-non-ascii", lambda: gguf_raw([kv_u32("général.x", 1)])),
     B("key.syntax", "gguf-key-upper", lambda: gguf_raw([kv_u32("General.X", 1)])),
     B("key.length", "gguf-key-65536", lambda: gguf_raw([kv_u32("a" * 65536, 1)])),
