@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from gguf_construct.planning import plan  # noqa: E402
 from tests.llama_memory import measure  # noqa: E402
-from tests.tiny_models import deepseek2, gpt_oss, llama, mamba, qwen3moe, rwkv6, rwkv7, zero_filled  # noqa: E402
+from tests.tiny_models import deepseek2, glm4moe, gpt_oss, llama, mamba, mamba2, qwen3moe, rwkv6, rwkv7, zero_filled  # noqa: E402
 
 MODELS = {
     "qwen3moe (Qwen3-30B-A3B widths, 16 of 128 experts)": lambda: zero_filled(
@@ -38,14 +38,21 @@ MODELS = {
         gpt_oss, n_embd=2880, n_head=64, n_head_kv=8, head_dim=64, n_expert=8, n_expert_used=4, n_ff_exp=2880,
         sliding_window=128, n_vocab=201088, wtype="q4_0",
     ),
-    "llama with experts (Mixtral-8x7B widths, 2 of 8 experts)": lambda: zero_filled(
-        llama, n_embd=4096, n_ff=14336, n_head=32, n_head_kv=8, n_expert=2, n_expert_used=2, n_vocab=32000, wtype="q4_0"
+    "glm4moe (GLM-4.5-Air widths, 16 of 128 experts, a next-token-prediction block)": lambda: zero_filled(
+        glm4moe, n_layer=3, n_nextn=1, n_embd=4096, n_ff=10944, n_head=96, n_head_kv=8, head_dim=128, n_expert=16,
+        n_expert_used=8, n_ff_exp=1408, n_vocab=151552, wtype="q4_0",
+    ),
+    "llama with experts (Mixtral-8x7B widths, 4 of 8 experts)": lambda: zero_filled(
+        llama, n_embd=4096, n_ff=14336, n_head=32, n_head_kv=8, n_expert=4, n_expert_used=2, n_vocab=32000, wtype="q4_0"
     ),
     "deepseek2 MLA (DeepSeek-V2-Lite widths, 16 of 64 experts)": lambda: zero_filled(
         deepseek2, n_embd=2048, n_head=16, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
         n_expert=16, n_expert_used=6, n_expert_shared=2, n_ff_exp=1408, n_ff=10944, n_vocab=102400, wtype="q4_0",
     ),
     "mamba (mamba-1.4b widths)": lambda: zero_filled(mamba, n_embd=2048, d_state=16, dt_rank=128, n_vocab=50280, wtype="q4_0"),
+    "mamba2 (Mamba-Codestral-7B widths)": lambda: zero_filled(
+        mamba2, n_embd=4096, d_state=128, head_dim=64, n_group=8, n_vocab=32768, wtype="q4_0"
+    ),
     "rwkv6 (RWKV-6 1.6B widths)": lambda: zero_filled(
         rwkv6, n_embd=2048, head_size=64, n_ff=7168, time_mix_extra_dim=32, time_decay_extra_dim=64, n_vocab=65536, wtype="q4_0"
     ),
@@ -84,7 +91,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     ap.add_argument("--smoke", action="store_true", help="one model, two settings")
+    ap.add_argument("--only", help="only the models whose name contains this")
     args = ap.parse_args()
+    if args.only:
+        for name in [m for m in MODELS if args.only not in m]:
+            del MODELS[name]
     found = rows(args.smoke)
     if args.json:
         print(json.dumps(found, indent=1))

@@ -13,7 +13,6 @@ it matches nothing, so an empty parametrisation can never pass silently.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -21,12 +20,6 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-
-# llama.cpp (llama-cpp-python) is loaded before any test module imports ggml-python: ggml-python puts its own,
-# older ggml libraries in the process's global symbol scope, and a llama.cpp loaded after them calls that ggml
-# instead of its own (the graphs and buffers llama.cpp's memory oracle reports would then be a mix of the two).
-with contextlib.suppress(ImportError):
-    import llama_cpp  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
@@ -43,6 +36,27 @@ def _full_corpus() -> Path | None:
     return beside if (beside / "manifest.json").is_file() else None
 
 
+def _isolate_llama_cpp() -> None:
+    """Load llama-cpp-python's libraries bound to their own ggml (RTLD_DEEPBIND, RTLD_LOCAL) before anything
+    imports llama_cpp: ggml-python (the quantization oracle) puts its older ggml's symbols in the process's
+    global scope, and llama.cpp's own calls into ggml would otherwise resolve there first, running llama.cpp's
+    graphs on the other ggml (its op numbers, its op names). Local, so ggml-python keeps its own ggml too; later
+    loads of the same files by llama_cpp get these handles."""
+    import ctypes
+    import importlib.util
+
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.submodule_search_locations or not hasattr(os, "RTLD_DEEPBIND"):
+        return
+    lib = Path(next(iter(spec.submodule_search_locations))) / "lib"
+    # libllama and its ggml, and the ggml files the tests' ctypes helpers open by these names (llama_memory.py,
+    # wkv7_kernel.py): each bound to itself first, whatever the process loads later
+    for name in ("libllama.so", "libggml-base.so", "libggml-cpu.so", "libggml.so"):
+        if (lib / name).is_file():
+            ctypes.CDLL(str(lib / name), mode=os.RTLD_LOCAL | os.RTLD_DEEPBIND)
+
+
+_isolate_llama_cpp()
 FULL_CORPUS: Path | None = _full_corpus()
 TIERS: tuple[Path, ...] = (DATA,) if FULL_CORPUS is None else (DATA, FULL_CORPUS)
 #: kept for older imports; read files through corpus_file / corpus_files, which work without it

@@ -14,6 +14,7 @@ planned graph with.
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,9 @@ class _Lib:
         from llama_cpp import llama_cpp as L
 
         self.L = L
-        base = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
+        # its own copy of ggml-base, its symbols bound to itself (RTLD_DEEPBIND): ggml-python's ggml-base, when loaded
+        # in the same process, would otherwise answer the calls ggml_op_desc makes inside (older op names)
+        base = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"), mode=os.RTLD_LOCAL | os.RTLD_DEEPBIND)
         self.base = base
         for name, res, args in (
             ("ggml_backend_buft_name", ctypes.c_char_p, [ctypes.c_void_p]),

@@ -2,18 +2,17 @@
 requires (llama.cpp src/models/<arch>.cpp: load_arch_hparams, load_arch_tensors) and a small SPM vocabulary.
 
 One builder per architecture returns a :class:`GGUFFile` (the caller saves it): :func:`llama` (with experts:
-Mixtral's layout), :func:`qwen2`, :func:`qwen3`, :func:`qwen3moe`, :func:`qwen2moe`, :func:`gpt_oss`, :func:`gemma2`,
-:func:`gemma3`, :func:`phi3`, :func:`deepseek2`, :func:`mamba`, :func:`rwkv6`, :func:`rwkv7`; :data:`BUILDERS`
-maps the architecture name to its builder, :func:`zero_filled` makes any of them at a real model's size in a
-second. Sizes are parameters;
+Mixtral's layout), :func:`qwen2`, :func:`qwen3`, :func:`qwen3moe`, :func:`qwen2moe`, :func:`gpt_oss`,
+:func:`glm4moe`, :func:`gemma2`, :func:`gemma3`, :func:`phi3`, :func:`deepseek2`, :func:`mamba`, :func:`mamba2`,
+:func:`rwkv6`, :func:`rwkv7`; :data:`BUILDERS` maps the architecture name to its builder, :func:`zero_filled`
+makes any of them at a real model's size in a second. Sizes are parameters;
 ``wtype`` is the type of the weight matrices (the tensors llama.cpp's quantizer quantizes: llama.cpp
 src/llama-quant.cpp), one of :data:`WEIGHT_TYPES`. A matrix whose rows do not fill whole blocks of ``wtype`` is
 written as f16, as llama.cpp's quantizer falls back to another type for such rows. Norms are ones; other weights
 are 0.02 * normal, so that a model also runs (finite logits), not just loads.
 
-Quantized weights come from the library's own quantizer (byte for byte ggml_quantize_chunk's), not ggml-python:
-its libggml-base.so has the soname of llama-cpp-python's, so loading both in one process binds llama.cpp to the
-wrong ggml (ggml_op_desc then aborts on llama.cpp's op numbers).
+Quantized weights come from the library's own quantizer (byte for byte ggml_quantize_chunk's), not ggml-python,
+whose ggml is a second, older one in the process (tests/conftest.py keeps llama.cpp bound to its own).
 """
 
 from __future__ import annotations
@@ -400,6 +399,62 @@ def gpt_oss(
     return m.f
 
 
+def glm4moe(
+    *,
+    n_layer: int = 3,
+    n_embd: int = 256,
+    n_ff: int = 512,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    head_dim: int = 64,
+    n_expert: int = 8,
+    n_expert_used: int = 2,
+    n_expert_shared: int = 1,
+    n_ff_exp: int = 128,
+    n_layer_dense_lead: int = 1,
+    n_nextn: int = 0,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+) -> GGUFFile:
+    """glm4moe (GLM-4.5): q/k/v biases, a post-attention norm before the FFN, dense leading layers, then
+    sigmoid-routed experts with a selection bias and shared experts; the last ``n_nextn`` of the ``n_layer``
+    blocks are next-token-prediction layers llama.cpp loads and skips (llama.cpp src/models/glm4-moe.cpp)."""
+    m = _Model("glm4moe", wtype, seed, n_vocab, context_length)
+    _attention_keys(m, n_layer, n_embd, n_head, n_head_kv, head_dim)
+    m.key("rope.dimension_count", head_dim // 2)
+    m.key("feed_forward_length", n_ff)
+    m.key("expert_count", n_expert)
+    m.key("expert_used_count", n_expert_used)
+    m.key("expert_shared_count", n_expert_shared)
+    m.key("expert_feed_forward_length", n_ff_exp)
+    m.key("leading_dense_block_count", n_layer_dense_lead)
+    m.key("expert_weights_scale", 2.5, "f32")
+    m.key("expert_weights_norm", True, "bool")
+    m.key("expert_gating_func", 2)  # sigmoid (llama.cpp's llama_expert_gating_func_type)
+    m.key("nextn_predict_layers", n_nextn)
+    m.embeddings(n_embd)
+    for i in range(n_layer):
+        m.norm(f"blk.{i}.attn_norm", n_embd)
+        _qkvo(m, i, n_embd, head_dim * n_head, head_dim * n_head_kv, bias=True)
+        m.norm(f"blk.{i}.post_attention_norm", n_embd)
+        if i < n_layer_dense_lead:
+            _swiglu(m, i, n_embd, n_ff)
+        else:
+            _experts(m, i, n_embd, n_ff_exp, n_expert)
+            m.f32(f"blk.{i}.exp_probs_b.bias", n_expert)
+            m.weight(f"blk.{i}.ffn_gate_shexp.weight", n_embd, n_ff_exp * n_expert_shared)
+            m.weight(f"blk.{i}.ffn_up_shexp.weight", n_embd, n_ff_exp * n_expert_shared)
+            m.weight(f"blk.{i}.ffn_down_shexp.weight", n_ff_exp * n_expert_shared, n_embd)
+        if i >= n_layer - n_nextn:
+            m.weight(f"blk.{i}.nextn.eh_proj.weight", 2 * n_embd, n_embd)
+            m.norm(f"blk.{i}.nextn.enorm", n_embd)
+            m.norm(f"blk.{i}.nextn.hnorm", n_embd)
+    m.output_norm(n_embd)
+    return m.f
+
+
 def gemma2(
     *,
     n_layer: int = 2,
@@ -624,6 +679,52 @@ def mamba(
     return m.f
 
 
+def mamba2(
+    *,
+    n_layer: int = 2,
+    n_embd: int = 128,
+    d_state: int = 32,
+    d_conv: int = 4,
+    head_dim: int = 32,
+    n_group: int = 2,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+) -> GGUFFile:
+    """mamba2: d_inner = 2 * n_embd in heads of ``head_dim`` (ssm.time_step_rank is the head count), B and C in
+    ``n_group`` groups, a grouped RMS norm before the output (llama.cpp src/models/mamba2.cpp). Like llama.cpp's
+    converter it writes head_count 0 (llama.cpp takes the SSM head count for the tensors' shapes)."""
+    m = _Model("mamba2", wtype, seed, n_vocab, context_length)
+    d_inner = 2 * n_embd
+    n_head = d_inner // head_dim
+    m.key("embedding_length", n_embd)
+    m.key("block_count", n_layer)
+    m.key("feed_forward_length", 0)
+    m.key("attention.head_count", 0)
+    m.key("attention.layer_norm_rms_epsilon", 1e-5, "f32")
+    m.key("ssm.conv_kernel", d_conv)
+    m.key("ssm.inner_size", d_inner)
+    m.key("ssm.state_size", d_state)
+    m.key("ssm.time_step_rank", n_head)
+    m.key("ssm.group_count", n_group)
+    m.embeddings(n_embd)
+    conv = d_inner + 2 * n_group * d_state
+    for i in range(n_layer):
+        b = f"blk.{i}"
+        m.norm(f"{b}.attn_norm", n_embd)
+        m.weight(f"{b}.ssm_in.weight", n_embd, 2 * d_inner + 2 * n_group * d_state + n_head)
+        m.f32(f"{b}.ssm_conv1d.weight", d_conv, conv, scale=0.2)
+        m.f32(f"{b}.ssm_conv1d.bias", conv)
+        m.f32(f"{b}.ssm_dt.bias", n_head)
+        m.f32(f"{b}.ssm_a", 1, n_head, values=-np.arange(1, n_head + 1, dtype=np.float32))
+        m.f32(f"{b}.ssm_d", 1, n_head, values=np.ones(n_head))
+        m.f32(f"{b}.ssm_norm.weight", d_inner // n_group, n_group, values=np.ones(d_inner))
+        m.weight(f"{b}.ssm_out.weight", d_inner, n_embd)
+    m.output_norm(n_embd)
+    return m.f
+
+
 def _rwkv_keys(m: _Model, n_layer: int, n_embd: int, n_ff: int, head_size: int) -> None:
     """The keys llama.cpp's converter writes for rwkv6/rwkv7 (head_count is read and unused)."""
     if n_embd % head_size:
@@ -747,11 +848,13 @@ BUILDERS: dict[str, Callable[..., GGUFFile]] = {
     "qwen3moe": qwen3moe,
     "qwen2moe": qwen2moe,
     "gpt-oss": gpt_oss,
+    "glm4moe": glm4moe,
     "gemma2": gemma2,
     "gemma3": gemma3,
     "phi3": phi3,
     "deepseek2": deepseek2,
     "mamba": mamba,
+    "mamba2": mamba2,
     "rwkv6": rwkv6,
     "rwkv7": rwkv7,
 }

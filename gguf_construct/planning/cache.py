@@ -46,9 +46,12 @@ def kv_cache(shape: ModelShape, ctx: ResolvedContext) -> list[CacheLayer]:
     if shape.memory != "kv":
         return []
     v_trans = not ctx.flash_attn
-    v_max = max((shape.n_embd_v_gqa(il) for il in range(shape.n_layer)), default=0)
+    # the next-token-prediction blocks at the end (glm4moe's nextn_predict_layers) have no cache: llama.cpp's
+    # n_layer() leaves them out (src/llama-hparams.cpp)
+    n_layer = shape.n_layer - int(shape.metadata.get(f"{shape.arch}.nextn_predict_layers", 0) or 0)
+    v_max = max((shape.n_embd_v_gqa(il) for il in range(n_layer)), default=0)
     out = []
-    for il in range(shape.n_layer):
+    for il in range(n_layer):
         cells = ctx.n_ctx_swa if shape.swa_layers[il] else ctx.n_ctx_seq
         k = aligned(ggml_nbytes((shape.n_embd_k_gqa(il), cells, ctx.n_stream), ctx.type_k))
         v = 0

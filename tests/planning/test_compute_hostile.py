@@ -12,7 +12,7 @@ from gguf_construct.planning.context import ContextRequest
 from gguf_construct.planning.shape import ModelShape
 from tests.tiny_models import BUILDERS
 
-ARCHS = ["qwen3moe", "qwen2moe", "gpt-oss", "deepseek2", "mamba", "rwkv6", "rwkv7", "llama"]
+ARCHS = ["qwen3moe", "qwen2moe", "gpt-oss", "glm4moe", "deepseek2", "mamba", "mamba2", "rwkv6", "rwkv7", "llama"]
 VALUES = (0, 1, 7, 100_000)
 
 

@@ -11,7 +11,7 @@ pytest.importorskip("llama_cpp")
 
 from gguf_construct.planning.compute import Batch  # noqa: E402
 from tests.planning.compute_check import graph_summaries, planned_and_measured  # noqa: E402
-from tests.tiny_models import gpt_oss, llama, qwen2moe, qwen3moe  # noqa: E402
+from tests.tiny_models import glm4moe, gpt_oss, llama, qwen2moe, qwen3moe  # noqa: E402
 
 SETTINGS = [
     dict(n_ctx=512),
@@ -28,6 +28,8 @@ VARIANTS = {
     "qwen2moe q4_0, 3 of 6": dict(builder=qwen2moe, n_layer=3, n_expert=6, n_expert_used=3, n_ff_shexp=192, wtype="q4_0"),
     "llama with 4 experts": dict(builder=llama, n_expert=4, n_expert_used=2, n_ff=256),
     "gpt-oss": dict(builder=gpt_oss),
+    "glm4moe": dict(builder=glm4moe),
+    "glm4moe with a next-token-prediction block, q4_0": dict(builder=glm4moe, n_layer=4, n_nextn=1, wtype="q4_0"),
     "gpt-oss q4_0, window 300, 3 layers": dict(builder=gpt_oss, n_layer=3, sliding_window=300, n_expert=4, wtype="q4_0"),
     "llama with 8 experts, f32": dict(builder=llama, n_layer=3, n_expert=8, n_expert_used=2, n_ff=128, n_head_kv=2, wtype="f32"),
     "one expert of 16, wider heads": dict(n_expert=16, n_expert_used=1, n_ff_exp=96, head_dim=128, n_head=2, n_head_kv=1, wtype="q4_0"),
@@ -60,8 +62,21 @@ def test_other_expert_counts_and_sizes(variant, flash_attn, models):
     assert planned == measured
 
 
-@pytest.mark.parametrize("variant", ["default", "qwen2moe", "llama with 4 experts", "gpt-oss"])
+@pytest.mark.parametrize("variant", ["default", "qwen2moe", "llama with 4 experts", "gpt-oss", "glm4moe"])
 @pytest.mark.parametrize("flash_attn", ["on", "off"])
 def test_graph_is_llama_cpps_node_for_node(variant, flash_attn, models):
     planned, ref = graph_summaries(models[variant], Batch(16, 2, 16), n_ctx=256, n_seq_max=2, flash_attn=flash_attn)
     assert planned == ref
+
+
+def test_next_token_prediction_blocks_have_no_cache_and_no_graph(models):
+    """glm4moe's last nextn_predict_layers blocks are loaded (their bytes are in the model buffer) but llama.cpp
+    neither caches nor computes them: the whole plan equals llama.cpp's breakdown."""
+    from gguf_construct.planning import plan
+    from tests.llama_memory import measure
+
+    path = models["glm4moe with a next-token-prediction block, q4_0"]
+    for settings in (dict(n_ctx=1024, n_seq_max=2), dict(n_ctx=2048, flash_attn="off")):
+        p, m = plan(path, **settings), measure(path, **settings)
+        assert (p.model_bytes, p.kv_bytes, p.compute_bytes) == (m.total("model"), m.total("context"), m.total("compute"))
+        assert len(p.kv_layers) == 3

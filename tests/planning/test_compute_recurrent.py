@@ -1,4 +1,4 @@
-"""The compute buffer of llama.cpp's recurrent architectures (mamba, rwkv6, rwkv7), planned from the GGUF header
+"""The compute buffer of llama.cpp's recurrent architectures (mamba, mamba2, rwkv6, rwkv7), planned from the GGUF header
 and measured by llama.cpp itself: the same bytes, across batch sizes, contexts and 1 to 4 sequences."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ SETTINGS = [
 # other sizes and weight types than the builders' defaults
 VARIANTS = {
     "mamba": dict(n_layer=3, n_embd=64, d_state=8, d_conv=3, dt_rank=4, n_vocab=300, wtype="q8_0"),
+    "mamba2": dict(n_layer=3, n_embd=256, d_state=64, head_dim=64, n_group=1, n_vocab=300, wtype="q4_0"),
     "rwkv6": dict(n_layer=3, n_embd=96, head_size=16, n_ff=320, time_mix_extra_dim=16, n_vocab=300, wtype="f32"),
     "rwkv7": dict(n_layer=3, n_embd=192, head_size=64, n_ff=384, gate_lora_rank=32, n_vocab=300, wtype="q4_0"),
 }

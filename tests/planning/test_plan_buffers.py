@@ -14,7 +14,7 @@ from tiny_models import BUILDERS  # noqa: E402
 
 from gguf_construct.planning import PlanError, plan  # noqa: E402
 
-RECURRENT = {"mamba", "rwkv6", "rwkv7"}
+RECURRENT = {"mamba", "mamba2", "rwkv6", "rwkv7"}
 SETTINGS = [
     dict(n_ctx=64),
     dict(n_ctx=1000, n_ubatch=128, flash_attn="off"),
@@ -48,7 +48,7 @@ def _compare(path, settings):
 def test_buffers_match_llama_cpp(arch, tmp_path):
     path = tmp_path / f"{arch}.gguf"
     BUILDERS[arch]().save(path)
-    _compare(path, SETTINGS + (SWA_SETTINGS if arch in ("gemma2", "gemma3") else []))
+    _compare(path, SETTINGS + (SWA_SETTINGS if arch in ("gemma2", "gemma3", "gpt-oss") else []))
 
 
 @pytest.mark.parametrize("wtype", ["q4_0", "q4_K", "q8_0"])

@@ -11,7 +11,7 @@ from gguf_construct.api.gguf_file import load_gguf  # noqa: E402
 from tests.llama_memory import measure  # noqa: E402
 from tests.tiny_models import BUILDERS, WEIGHT_TYPES  # noqa: E402
 
-RECURRENT = {"mamba", "rwkv6", "rwkv7"}
+RECURRENT = {"mamba", "mamba2", "rwkv6", "rwkv7"}
 SWA = {"gemma2", "gemma3", "gpt-oss"}
 # one more weight type per architecture, in turn, so that every type is loaded by several architectures
 OTHER_TYPE = {arch: [t for t in WEIGHT_TYPES if t != "f16"][i % 4] for i, arch in enumerate(BUILDERS)}

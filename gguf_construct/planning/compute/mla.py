@@ -10,11 +10,22 @@ The feed-forward is dense for the first ``leading_dense_block_count`` layers, th
 
 from __future__ import annotations
 
+from typing import Protocol, cast
+
 from .graph import Tensor, row_size
-from .llm_graph import GraphBuilder, KVInput
+from .llm_graph import GraphBuilder, KVInput, ShapeLike
 from .moe import GATING, moe_ffn
 
-__all__ = ["build_deepseek2"]
+__all__ = ["MlaShape", "build_deepseek2"]
+
+
+class MlaShape(ShapeLike, Protocol):
+    """What the deepseek2 graph reads of a model beyond ShapeLike (planning.shape.ModelShape provides it)."""
+
+    mla: bool
+    head_k_mla: int
+    head_v_mla: int
+    n_lora_kv: int
 
 
 def _attn_mha_mla(b: GraphBuilder, q: Tensor, k: Tensor, v: Tensor, kq_mask: Tensor, v_mla: Tensor | None) -> Tensor:
@@ -89,23 +100,21 @@ def _gating(b: GraphBuilder) -> str:
 
 def build_deepseek2(b: GraphBuilder) -> None:
     """llama.cpp src/models/deepseek2.cpp (the deepseek2 architecture; not its OCR variant)."""
-    g, s = b.g, b.shape
+    g, s = b.g, cast(MlaShape, b.shape)
     md, arch = s.metadata, s.arch
-    mla = bool(s.mla)  # type: ignore[attr-defined]
-    head_k = s.head_k_mla if mla else s.head_k[0]  # type: ignore[attr-defined]
-    head_v = s.head_v_mla if mla else s.head_v[0]  # type: ignore[attr-defined]
-    n_rot, kv_lora_rank = s.n_rot, s.n_lora_kv  # type: ignore[attr-defined]
+    mla = bool(s.mla)
+    head_k = s.head_k_mla if mla else s.head_k[0]
+    head_v = s.head_v_mla if mla else s.head_v[0]
+    n_rot, kv_lora_rank = s.n_rot, s.n_lora_kv
     nope = head_k - n_rot
     n_tokens = b.n_tokens
-    moe = dict(
-        n_expert=int(md.get(f"{arch}.expert_count", 0)),
-        n_expert_used=int(md.get(f"{arch}.expert_used_count", 0)),
-        norm_w=bool(md.get(f"{arch}.expert_weights_norm", False)),
-        w_scale=float(md.get(f"{arch}.expert_weights_scale", 0.0) or 0.0),
-        gating=_gating(b),
-        n_expert_groups=int(md.get(f"{arch}.expert_group_count", 0) or 0),
-        n_group_used=int(md.get(f"{arch}.expert_group_used_count", 0) or 0),
-    )
+    n_expert = int(md.get(f"{arch}.expert_count", 0))
+    n_expert_used = int(md.get(f"{arch}.expert_used_count", 0))
+    norm_w = bool(md.get(f"{arch}.expert_weights_norm", False))
+    w_scale = float(md.get(f"{arch}.expert_weights_scale", 0.0) or 0.0)
+    gating = _gating(b)
+    n_groups = int(md.get(f"{arch}.expert_group_count", 0) or 0)
+    n_group_used = int(md.get(f"{arch}.expert_group_used_count", 0) or 0)
     n_dense_lead = int(md.get(f"{arch}.leading_dense_block_count", 0) or 0)
 
     inp_l = b.inp_embd()
@@ -166,7 +175,11 @@ def build_deepseek2(b: GraphBuilder) -> None:
         if il < n_dense_lead:
             cur = b.ffn(cur, il, "SILU", True)
         else:
-            moe_out = moe_ffn(b, cur, il, exp_probs_b=b.layer(il, "exp_probs_b.bias"), **moe)  # type: ignore[arg-type]
+            moe_out = moe_ffn(
+                b, cur, il, n_expert=n_expert, n_expert_used=n_expert_used, norm_w=norm_w, w_scale=w_scale,
+                gating=gating, exp_probs_b=b.layer(il, "exp_probs_b.bias"), n_expert_groups=n_groups,
+                n_group_used=n_group_used,
+            )  # fmt: skip
             cur = g.add(moe_out, _shared_ffn(b, cur, il))
         inp_l = g.add(cur, ffn_inp)
     cur = b.norm(inp_l, b.need("output_norm.weight"))

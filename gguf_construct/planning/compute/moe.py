@@ -1,11 +1,11 @@
-"""Mixture-of-experts feed-forward blocks and the qwen3moe graph, as llama.cpp builds them.
+"""Mixture-of-experts feed-forward blocks and the MoE graphs, as llama.cpp builds them.
 
 :func:`moe_ffn` is ``llm_graph_context::build_moe_ffn`` (llama.cpp src/llama-graph.cpp): the router's
 probabilities, the top ``n_expert_used`` experts per token (ggml_argsort_top_k: a full argsort and a view of its
 first columns), their weights (normalised and scaled if asked), the experts' SwiGLU through MUL_MAT_ID and the
-sum of the weighted expert outputs. The graphs of qwen3moe, qwen2moe, gpt-oss and llama with experts (Mixtral)
-are one loop around it, what differs a :class:`MoeRecipe` (llama.cpp src/models/qwen3moe.cpp, qwen2moe.cpp,
-openai-moe.cpp, llama.cpp).
+sum of the weighted expert outputs. The graphs of qwen3moe, qwen2moe, gpt-oss, glm4moe and llama with experts
+(Mixtral) are one loop around it, what differs a :class:`MoeRecipe` (llama.cpp src/models/qwen3moe.cpp,
+qwen2moe.cpp, openai-moe.cpp, glm4-moe.cpp, llama.cpp).
 """
 
 from __future__ import annotations
@@ -126,17 +126,21 @@ def moe_ffn(
 
 
 def _shared_expert(b: GraphBuilder, cur: Tensor, il: int) -> Tensor | None:
-    """qwen2moe's shared expert: a SwiGLU FFN scaled per token by silu(g) / g of its own router output g."""
-    gate_inp = b.layer(il, "ffn_gate_inp_shexp.weight")
-    if gate_inp is None:
+    """The shared experts: a SwiGLU FFN (glm4moe), scaled per token by silu(g) / g of its own router output g
+    where the layer has that router (qwen2moe); None for a layer without them."""
+    up_w = b.layer(il, "ffn_up_shexp.weight")
+    if up_w is None:
         return None
     g = b.g
-    cur_gate_inp = b.mm(gate_inp, cur)
-    cur_gate = g.div(g.unary("SILU", cur_gate_inp), cur_gate_inp)
-    up = b.mm(b.need(f"blk.{il}.ffn_up_shexp.weight"), cur)
+    gate_inp = b.layer(il, "ffn_gate_inp_shexp.weight")
+    cur_gate = None
+    if gate_inp is not None:
+        cur_gate_inp = b.mm(gate_inp, cur)
+        cur_gate = g.div(g.unary("SILU", cur_gate_inp), cur_gate_inp)
+    up = b.mm(up_w, cur)
     gate = b.mm(b.need(f"blk.{il}.ffn_gate_shexp.weight"), cur)
     cur_ffn = b.mm(b.need(f"blk.{il}.ffn_down_shexp.weight"), g.glu_split("SWIGLU", gate, up))
-    return g.mul(cur_ffn, cur_gate)
+    return g.mul(cur_ffn, cur_gate) if cur_gate is not None else cur_ffn
 
 
 @dataclass(frozen=True)
@@ -145,7 +149,9 @@ class MoeRecipe:
     chosen experts' weights normalised to sum 1; ``gating``: the router's softmax, sigmoid, or softmax over the
     chosen ones (softmax_weight); ``act``: SILU or SWIGLU_OAI experts; ``iswa``: the sliding-window cache used
     always or never; ``ffn_norm``: the tensor normalising the FFN input; ``rows_after_loop``: the output tokens'
-    rows are taken after the layer loop, not in the last layer, whose output is then kept (a graph output)."""
+    rows are taken after the layer loop, not in the last layer, whose output is then kept (a graph output);
+    ``from_keys``: the file's expert_gating_func and expert_weights_norm keys override ``gating`` and
+    ``norm_w`` (the defaults when a key is absent)."""
 
     norm_w: bool = True
     gating: str = "softmax"
@@ -153,17 +159,25 @@ class MoeRecipe:
     iswa: str = "never"
     ffn_norm: str = "ffn_norm"
     rows_after_loop: bool = False
+    from_keys: bool = False
 
 
 def build_moe(b: GraphBuilder, recipe: MoeRecipe) -> None:
-    """The layer loop llama.cpp's llama (with experts), qwen2moe, qwen3moe and gpt-oss graphs share: norm,
-    attention (q/k RMS norms before rope when the file has them), residual, norm, experts (plus qwen2moe's gated
-    shared expert), residual (llama.cpp src/models/llama.cpp, qwen2moe.cpp, qwen3moe.cpp, openai-moe.cpp)."""
+    """The layer loop llama.cpp's llama (with experts), qwen2moe, qwen3moe, gpt-oss and glm4moe graphs share:
+    norm, attention (q/k RMS norms before rope when the file has them), residual, norm, experts (plus shared
+    experts), residual (llama.cpp src/models/llama.cpp, qwen2moe.cpp, qwen3moe.cpp, openai-moe.cpp,
+    glm4-moe.cpp)."""
     g, shape = b.g, b.shape
     md = shape.metadata
     n_expert = int(md.get(f"{shape.arch}.expert_count", 0))
     n_expert_used = int(md.get(f"{shape.arch}.expert_used_count", 0))
     w_scale = float(md.get(f"{shape.arch}.expert_weights_scale", 0.0) or 0.0)
+    gating, norm_w = recipe.gating, recipe.norm_w
+    if recipe.from_keys:
+        gating = GATING.get(int(md.get(f"{shape.arch}.expert_gating_func", 0) or 0), gating)
+        norm_w = bool(md.get(f"{shape.arch}.expert_weights_norm", norm_w))
+    # next-token-prediction blocks at the end are loaded and skipped (llama.cpp's n_layer() leaves them out)
+    n_layer = shape.n_layer - int(md.get(f"{shape.arch}.nextn_predict_layers", 0) or 0)
     iswa = recipe.iswa == "always"
     inp_l = b.inp_embd()
     inp_pos = b.inp_pos()
@@ -175,7 +189,7 @@ def build_moe(b: GraphBuilder, recipe: MoeRecipe) -> None:
         full = b.attn_inp_kv()
     out_ids = b.inp_out_ids()
     factors = b.w("rope_freqs.weight")  # llama's rope frequency factors (the other files have none)
-    for il in range(shape.n_layer):
+    for il in range(n_layer):
         residual = inp_l
         cur = b.norm(inp_l, b.need(f"blk.{il}.attn_norm.weight"))
         q, k, v = b.qkv(il, cur)
@@ -184,7 +198,7 @@ def build_moe(b: GraphBuilder, recipe: MoeRecipe) -> None:
         k = g.rope(b.norm(k, k_norm) if k_norm is not None else k, inp_pos, factors)
         inp = swa if (swa is not None and shape.swa_layers[il]) else full
         cur = b.attn(inp, il, q, k, v, b.need(f"blk.{il}.attn_output.weight"), b.layer(il, "attn_output.bias"), iswa=iswa)
-        if il == shape.n_layer - 1 and not recipe.rows_after_loop:
+        if il == n_layer - 1 and not recipe.rows_after_loop:
             cur = g.get_rows(cur, out_ids)
             residual = g.get_rows(residual, out_ids)
         ffn_inp = g.add(cur, residual)
@@ -193,8 +207,8 @@ def build_moe(b: GraphBuilder, recipe: MoeRecipe) -> None:
             cur = b.ffn(cur, il, "SILU", True)
         else:
             moe_out = moe_ffn(
-                b, cur, il, n_expert=n_expert, n_expert_used=n_expert_used, norm_w=recipe.norm_w, w_scale=w_scale,
-                gating=recipe.gating, act=recipe.act,
+                b, cur, il, n_expert=n_expert, n_expert_used=n_expert_used, norm_w=norm_w, w_scale=w_scale,
+                gating=gating, act=recipe.act, exp_probs_b=b.layer(il, "exp_probs_b.bias"),
             )  # fmt: skip
             shared = _shared_expert(b, cur, il)
             cur = g.add(moe_out, shared) if shared is not None else moe_out

@@ -1,6 +1,6 @@
-"""The graphs llama.cpp builds for its recurrent architectures, mamba (v1), rwkv6 and rwkv7, in the planning IR.
+"""The graphs llama.cpp builds for its recurrent architectures, mamba, mamba2, rwkv6 and rwkv7, in the planning IR.
 
-Each builder repeats llama.cpp's C++ call for call (llama.cpp src/models/mamba.cpp, mamba-base.cpp, rwkv6.cpp,
+Each builder repeats llama.cpp's C++ call for call (llama.cpp src/models/mamba.cpp, mamba2.cpp, mamba-base.cpp, rwkv6.cpp,
 rwkv6-base.cpp, rwkv7.cpp, rwkv7-base.cpp and the ``build_*`` helpers of src/llama-graph.cpp), including every
 ``ggml_build_forward_expand``: the node order decides which freed block a later tensor reuses. The recurrent
 state (llama.cpp src/llama-memory-recurrent.cpp) is one row of ``n_embd_r`` (the token shift or the conv state)
@@ -11,13 +11,32 @@ and one of ``n_embd_s`` (the wkv or ssm state) per cell and layer; while reservi
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol, cast
 
 from .graph import Ggml, Tensor
-from .llm_graph import GraphBuilder
+from .llm_graph import GraphBuilder, ShapeLike
 
-__all__ = ["RECURRENT", "build_mamba", "build_rwkv6", "build_rwkv7"]
+__all__ = ["RECURRENT", "build_mamba", "build_mamba2", "build_rwkv6", "build_rwkv7"]
 
 _F32 = 4  # sizeof(float): the element size of the f32 tensors these graphs view into
+
+
+class RecurrentShape(ShapeLike, Protocol):
+    """What the recurrent graphs read of a model beyond ShapeLike (planning.shape.ModelShape provides it)."""
+
+    ssm_d_conv: int
+    ssm_d_inner: int
+    ssm_d_state: int
+    ssm_dt_rank: int
+    ssm_n_group: int
+    wkv_head_size: int
+    token_shift_count: int
+
+    @property
+    def n_embd_r(self) -> int: ...
+
+    @property
+    def n_embd_s(self) -> int: ...
 
 
 class _Recurrent:
@@ -25,7 +44,7 @@ class _Recurrent:
     (``rs_size`` cells of f32), every cell in use, the head and the zeroed cell at 0."""
 
     def __init__(self, b: GraphBuilder) -> None:
-        self.b, self.g, self.shape = b, b.g, b.shape
+        self.b, self.g, self.shape = b, b.g, cast(RecurrentShape, b.shape)
         self.n_seqs = b.batch.n_seqs
         self.n_tokens = b.batch.n_tokens
         self.n_seq_tokens = b.batch.n_tokens // b.batch.n_seqs
@@ -42,7 +61,7 @@ class _Recurrent:
 
     def state(self, kind: str, il: int) -> Tensor:
         """Layer ``il``'s 'r' or 's' state tensor (llama.cpp's cache_r_l / cache_s_l)."""
-        size = self.shape.n_embd_r if kind == "r" else self.shape.n_embd_s  # type: ignore[attr-defined]
+        size = self.shape.n_embd_r if kind == "r" else self.shape.n_embd_s
         return self.g.external("f32", size, self.rs_size, name=f"cache_{kind}_l{il}")
 
     def rs_inp(self) -> tuple[Tensor, Tensor]:
@@ -108,9 +127,9 @@ def _sub(g: Ggml, a: Tensor, b: Tensor) -> Tensor:
 def build_mamba(b: GraphBuilder) -> None:
     """llama.cpp src/models/mamba.cpp with build_mamba_layer of src/models/mamba-base.cpp."""
     r = _Recurrent(b)
-    g, s = r.g, b.shape
+    g, s = r.g, r.shape
     n_seqs, n_seq_tokens = r.n_seqs, r.n_seq_tokens
-    d_conv, d_inner, d_state, dt_rank = s.ssm_d_conv, s.ssm_d_inner, s.ssm_d_state, s.ssm_dt_rank  # type: ignore[attr-defined]
+    d_conv, d_inner, d_state, dt_rank = s.ssm_d_conv, s.ssm_d_inner, s.ssm_d_state, s.ssm_dt_rank
     dt_b_c_rms = bool(s.metadata.get(f"{s.arch}.ssm.dt_b_c_rms", False))
     inp_l = b.inp_embd()
     rs_inp = r.rs_inp()
@@ -165,6 +184,72 @@ def build_mamba(b: GraphBuilder) -> None:
     r.output(inp_l, rms=True)
 
 
+def build_mamba2(b: GraphBuilder) -> None:
+    """llama.cpp src/models/mamba2.cpp with build_mamba2_layer of src/models/mamba-base.cpp, as the installed
+    build makes it: the input projection reshaped after the product, the states stored as 2-D views, the
+    grouped norm's output flattened to 2-D before the output projection."""
+    r = _Recurrent(b)
+    g, s = r.g, r.shape
+    n_seqs, n_seq_tokens = r.n_seqs, r.n_seq_tokens
+    d_conv, d_inner, d_state = s.ssm_d_conv, s.ssm_d_inner, s.ssm_d_state
+    n_head, n_group = s.ssm_dt_rank, s.ssm_n_group
+    if not n_head or not n_group or d_inner % n_head or d_inner % n_group:
+        raise ValueError(f"mamba2: d_inner {d_inner} in {n_head} heads and {n_group} groups")
+    head_dim = d_inner // n_head
+    conv_dim = d_inner + 2 * n_group * d_state
+    inp_l = b.inp_embd()
+    rs_inp = r.rs_inp()
+    out_ids = b.inp_out_ids()
+    for il in range(s.n_layer):
+        cur = b.norm(inp_l, r.lw(il, "attn_norm.weight"))
+        conv_states_all, ssm_states_all = r.state("r", il), r.state("s", il)
+        conv = r.rs(rs_inp, conv_states_all, conv_states_all.ne[0])
+        conv = g.reshape(conv, d_conv - 1, conv_dim, n_seqs)
+        zx = r.mm(il, "ssm_in", cur)
+        zx = g.reshape(zx, zx.ne[0], n_seq_tokens, n_seqs)
+        nb = [zx.nb[1], zx.nb[2]]
+        z = g.view(zx, head_dim, n_head, n_seq_tokens, n_seqs, nb=[head_dim * _F32, *nb])
+        xbc = g.view(zx, conv_dim, n_seq_tokens, n_seqs, nb=nb, offset=d_inner * _F32)
+        dt = g.view(zx, n_head, n_seq_tokens, n_seqs, nb=nb, offset=(2 * d_inner + 2 * n_group * d_state) * _F32)
+        conv_x = g.concat(conv, g.transpose(xbc), 0)
+        last_conv = g.view(conv_x, d_conv - 1, conv_dim, n_seqs, nb=[conv_x.nb[1], conv_x.nb[2]], offset=n_seq_tokens * conv_x.nb[0])
+        n_r = conv_states_all.ne[0]
+        g.expand(g.cpy(last_conv, g.view(conv_states_all, n_r, n_seqs, nb=[conv_states_all.nb[1]], offset=r.rs_head * n_r * _F32)))
+        xbc = _ssm_conv(g, conv_x, r.lw(il, "ssm_conv1d.weight"))
+        xbc = g.add(xbc, r.lw(il, "ssm_conv1d.bias"))
+        xbc = g.unary("SILU", xbc)
+        xnb = [xbc.nb[1], xbc.nb[2]]
+        x = g.view(xbc, head_dim, n_head, n_seq_tokens, n_seqs, nb=[head_dim * _F32, *xnb])
+        bb = g.view(xbc, d_state, n_group, n_seq_tokens, n_seqs, nb=[d_state * _F32, *xnb], offset=d_inner * _F32)
+        c = g.view(xbc, d_state, n_group, n_seq_tokens, n_seqs, nb=[d_state * _F32, *xnb], offset=(d_inner + n_group * d_state) * _F32)
+        dt = g.add(g.cont(dt), r.lw(il, "ssm_dt.bias"))
+        a = r.lw(il, "ssm_a")
+
+        def ssm_rows(states: Tensor, ids: Tensor, x: Tensor = x, dt: Tensor = dt, a: Tensor = a, bb: Tensor = bb, c: Tensor = c) -> Tensor:
+            ssm = g.reshape(states, d_state, head_dim, n_head, r.rs_size)
+            return _ssm_scan(g, ssm, x, dt, a, bb, c, ids)
+
+        y_ssm = r.rs(rs_inp, ssm_states_all, ssm_states_all.ne[0], ssm_rows)
+        n_s = ssm_states_all.ne[0]
+        x_elems = x.ne[0] * x.ne[1] * x.ne[2] * x.ne[3]
+        stored = g.view(y_ssm, n_s, n_seqs, nb=[n_s * _F32], offset=x_elems * _F32)
+        g.expand(g.cpy(stored, g.view(ssm_states_all, n_s, n_seqs, nb=[ssm_states_all.nb[1]], offset=r.rs_head * n_s * _F32)))
+        y = g.view(y_ssm, head_dim, n_head, n_seq_tokens, n_seqs, nb=[x.nb[1], n_head * x.nb[1], n_seq_tokens * n_head * x.nb[1]])
+        y = g.add(y, g.mul(x, r.lw(il, "ssm_d")))
+        y = g.glu_split("SWIGLU", g.cont(z), y)
+        norm = b.layer(il, "ssm_norm.weight")
+        if norm is not None:
+            y = g.reshape(y, d_inner // n_group, n_group, n_seq_tokens, n_seqs)
+            y = b.norm(y, norm)
+        y = g.reshape(y, d_inner, n_seq_tokens * n_seqs)
+        cur = r.mm(il, "ssm_out", y)
+        if il == s.n_layer - 1:
+            cur = g.get_rows(cur, out_ids)
+            inp_l = g.get_rows(inp_l, out_ids)
+        inp_l = g.add(cur, inp_l)
+    r.output(inp_l, rms=True)
+
+
 # -- rwkv6 / rwkv7: the token shift and the layer loop they share ------------------------------------------------
 TimeMix = Callable[[_Recurrent, tuple[Tensor, Tensor], Tensor, Tensor, dict[str, Tensor], int], Tensor]
 ChannelMix = Callable[[_Recurrent, int, Tensor, Tensor], Tensor]
@@ -173,9 +258,9 @@ ChannelMix = Callable[[_Recurrent, int, Tensor, Tensor], Tensor]
 def _build_rwkv(b: GraphBuilder, time_mix: TimeMix, channel_mix: ChannelMix) -> None:
     """The layer loop of llama.cpp src/models/rwkv6.cpp and rwkv7.cpp (the same but for the mixes)."""
     r = _Recurrent(b)
-    g, s = r.g, b.shape
+    g, s = r.g, r.shape
     n_embd, n_seqs, n_seq_tokens, n_tokens = r.n_embd, r.n_seqs, r.n_seq_tokens, r.n_tokens
-    shift_count = s.token_shift_count  # type: ignore[attr-defined]
+    shift_count = s.token_shift_count
     rescale = int(s.metadata.get(f"{s.arch}.rescale_every_n_layers", 0) or 0)
     inp_l = b.inp_embd()
     inp_l = b.norm(inp_l, b.need("token_embd_norm.weight"), b.need("token_embd_norm.bias"), rms=False)
@@ -247,9 +332,9 @@ def _lerp(r: _Recurrent, il: int, name: str, sx: Tensor, cur: Tensor) -> Tensor:
 
 def _rwkv6_time_mix(r: _Recurrent, rs_inp: tuple[Tensor, Tensor], cur: Tensor, x_prev: Tensor, first: dict[str, Tensor], il: int) -> Tensor:
     """build_rwkv6_time_mix of llama.cpp src/models/rwkv6-base.cpp (rwkv6: time_mix_first is present)."""
-    b, g, s = r.b, r.g, r.b.shape
+    b, g, s = r.b, r.g, r.shape
     n_embd, n_tokens = r.n_embd, r.n_tokens
-    head_size = s.wkv_head_size  # type: ignore[attr-defined]
+    head_size = s.wkv_head_size
     n_head, n_head_kv = n_embd // head_size, s.n_head_kv[il]
     cache_s = r.state("s", il)
     sx = _sub(g, x_prev, cur)
@@ -331,9 +416,9 @@ def _lora(r: _Recurrent, il: int, name: str, x: Tensor, act: str | None = None) 
 
 def _rwkv7_time_mix(r: _Recurrent, rs_inp: tuple[Tensor, Tensor], cur: Tensor, x_prev: Tensor, first: dict[str, Tensor], il: int) -> Tensor:
     """build_rwkv7_time_mix of llama.cpp src/models/rwkv7-base.cpp."""
-    b, g, s = r.b, r.g, r.b.shape
+    b, g, s = r.b, r.g, r.shape
     n_embd, n_tokens = r.n_embd, r.n_tokens
-    head_size = s.wkv_head_size  # type: ignore[attr-defined]
+    head_size = s.wkv_head_size
     head_count = n_embd // head_size
     has_gating = b.layer(il, "time_mix_g1.weight") is not None and b.layer(il, "time_mix_g2.weight") is not None
     cache_s = r.state("s", il)
@@ -391,4 +476,9 @@ def build_rwkv7(b: GraphBuilder) -> None:
 
 
 #: architecture name → the function building its graph into a GraphBuilder
-RECURRENT: dict[str, Callable[[GraphBuilder], None]] = {"mamba": build_mamba, "rwkv6": build_rwkv6, "rwkv7": build_rwkv7}
+RECURRENT: dict[str, Callable[[GraphBuilder], None]] = {
+    "mamba": build_mamba,
+    "mamba2": build_mamba2,
+    "rwkv6": build_rwkv6,
+    "rwkv7": build_rwkv7,
+}
