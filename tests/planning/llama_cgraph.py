@@ -21,9 +21,9 @@ _FLAG_INPUT, _FLAG_OUTPUT = 1, 2  # ggml.h enum ggml_tensor_flag
 
 def ggml_of_llama() -> ctypes.CDLL:
     """The ggml library llama.cpp was built with (libllama's own dependencies, looked up through its handle), for
-    op and type names and the allocator's constants. llama.cpp calls it when it is loaded before ggml-python
-    (tests/conftest.py sees to that): ggml-python's older ggml, in the global symbol scope, would otherwise take
-    its place. Opening llama_cpp/lib/libggml-base.so by its path gives yet another copy."""
+    op and type names and the allocator's constants: the ggml llama.cpp calls, since tests/conftest.py binds
+    llama.cpp to its own ggml (ggml-python's older ggml, in the global symbol scope, would otherwise take its
+    place)."""
     lib = _lib().L._lib
     for name, res, args in (
         ("ggml_op_desc", ctypes.c_char_p, [ctypes.c_void_p]),
