@@ -1,88 +1,165 @@
-"""The memory plan against llama.cpp's own accounting, per architecture and context, and the bytes fetched to plan
-a remote file.
+"""The memory plan against llama.cpp's own accounting at real models' widths, what a plan costs, and the bytes
+fetched to plan a remote file.
 
-1. For each architecture of ``tests/tiny_models.py`` (built larger than the tests build them, q4_0 weights so that
-   the CPU's repacking shows) and each context, ``gguf_construct.plan`` against ``llama_get_memory_breakdown``
-   through llama-cpp-python: model, KV cache + recurrent state, compute buffer (bytes and our / llama.cpp).
-2. The same model split into shards, served over HTTP by the loopback test server: requests and bytes fetched
-   by ``plan(URL)`` against the size of the set.
+1. Models with the widths, heads and vocabularies of released ones, two layers each (every layer reuses the same
+   compute memory, and the weights and KV cache scale with the depth by rule), fewer experts where a real count
+   would make the file large (the count only sizes the router's logits), tensors of zero bytes
+   (``tests/tiny_models.zero_filled``: written in a second). For each context setting: ``gguf_construct.plan``
+   against ``llama_get_memory_breakdown`` through llama-cpp-python: the model buffers and the KV cache / state
+   (equal or not), the compute buffer (bytes, difference), and the plan's time over llama.cpp's time to load the
+   model and make the context, within this run.
+2. The compute buffer of an 80-layer, Llama-3-70B-like shape planned from metadata alone: its time over the best
+   llama.cpp load of step 1.
+3. A model split into shards and served by the loopback test server: requests and bytes ``plan(URL)`` fetches,
+   against the size of the set.
 
-    PYTHONPATH=. python benchmarks/bench_plan.py [--quick] [--contexts 512,4096,32768] [--markdown]
+    PYTHONPATH=. python benchmarks/bench_plan.py [--quick] [--only NAME] [--json]
 
-Needs the test extra (llama-cpp-python). ``--quick`` runs two architectures at one context.
+Needs the test extra (llama-cpp-python). ``--quick``: one model, two settings, a small remote set.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the oracle, the tiny models and the loopback server live with the tests
-
-from http_testserver import TestServer  # noqa: E402
-from llama_memory import cpu_features, measure  # noqa: E402
-from tiny_models import BUILDERS  # noqa: E402
+sys.path.insert(0, str(ROOT))
 
 from gguf_construct.api.shard_set import split  # noqa: E402
-from gguf_construct.planning import plan  # noqa: E402
+from gguf_construct.planning import ContextRequest, ModelShape, plan, plan_shape  # noqa: E402
+from gguf_construct.planning.shape import TensorSpan  # noqa: E402
+from tests.http_testserver import TestServer  # noqa: E402
+from tests.llama_memory import cpu_features, measure  # noqa: E402
+from tests.tiny_models import (  # noqa: E402
+    deepseek2,
+    gemma3,
+    glm4moe,
+    gpt_oss,
+    llama,
+    mamba,
+    mamba2,
+    qwen3,
+    qwen3moe,
+    rwkv6,
+    rwkv7,
+    zero_filled,
+)
 
-SIZES = {
-    "rwkv6": dict(n_embd=512),
-    "rwkv7": dict(n_embd=512),
-    "mamba": dict(n_embd=512),
-}
-LARGER = dict(n_layer=4, n_embd=512)
+MODELS = {
+    "llama (Llama-3.2-1B widths)": lambda: zero_filled(llama, n_embd=2048, n_ff=8192, n_head=32, n_head_kv=8, n_vocab=128256, wtype="q4_0"),
+    "qwen3 (Qwen3-0.6B widths)": lambda: zero_filled(
+        qwen3, n_embd=1024, n_ff=3072, n_head=16, n_head_kv=8, head_dim=128, n_vocab=151936, wtype="q4_0"
+    ),
+    "gemma3 (Gemma-3-1B widths)": lambda: zero_filled(
+        gemma3, n_embd=1152, n_ff=6912, n_head=4, n_head_kv=1, head_dim=256, sliding_window=512, n_vocab=262144, wtype="q4_0"
+    ),
+    "qwen3moe (Qwen3-30B-A3B widths, 16 of 128 experts)": lambda: zero_filled(
+        qwen3moe, n_embd=2048, n_head=32, n_head_kv=4, head_dim=128, n_expert=16, n_expert_used=8, n_ff_exp=768,
+        n_vocab=151936, wtype="q4_0",
+    ),
+    "gpt-oss (gpt-oss-20b widths, 8 of 32 experts)": lambda: zero_filled(
+        gpt_oss, n_embd=2880, n_head=64, n_head_kv=8, head_dim=64, n_expert=8, n_expert_used=4, n_ff_exp=2880,
+        sliding_window=128, n_vocab=201088, wtype="q4_0",
+    ),
+    "glm4moe (GLM-4.5-Air widths, 16 of 128 experts, a next-token-prediction block)": lambda: zero_filled(
+        glm4moe, n_layer=3, n_nextn=1, n_embd=4096, n_ff=10944, n_head=96, n_head_kv=8, head_dim=128, n_expert=16,
+        n_expert_used=8, n_ff_exp=1408, n_vocab=151552, wtype="q4_0",
+    ),
+    "llama with experts (Mixtral-8x7B widths, 4 of 8 experts)": lambda: zero_filled(
+        llama, n_embd=4096, n_ff=14336, n_head=32, n_head_kv=8, n_expert=4, n_expert_used=2, n_vocab=32000, wtype="q4_0"
+    ),
+    "deepseek2 MLA (DeepSeek-V2-Lite widths, 16 of 64 experts)": lambda: zero_filled(
+        deepseek2, n_embd=2048, n_head=16, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
+        n_expert=16, n_expert_used=6, n_expert_shared=2, n_ff_exp=1408, n_ff=10944, n_vocab=102400, wtype="q4_0",
+    ),
+    "mamba (mamba-1.4b widths)": lambda: zero_filled(mamba, n_embd=2048, d_state=16, dt_rank=128, n_vocab=50280, wtype="q4_0"),
+    "mamba2 (Mamba-Codestral-7B widths)": lambda: zero_filled(
+        mamba2, n_embd=4096, d_state=128, head_dim=64, n_group=8, n_vocab=32768, wtype="q4_0"
+    ),
+    "rwkv6 (RWKV-6 1.6B widths)": lambda: zero_filled(
+        rwkv6, n_embd=2048, head_size=64, n_ff=7168, time_mix_extra_dim=32, time_decay_extra_dim=64, n_vocab=65536, wtype="q4_0"
+    ),
+    "rwkv7 (RWKV-7 1.5B widths)": lambda: zero_filled(
+        rwkv7, n_embd=2048, head_size=64, n_ff=8192, decay_lora_rank=96, iclr_lora_rank=96, value_residual_mix_lora_rank=64,
+        gate_lora_rank=256, n_vocab=65536, wtype="q4_0",
+    ),
+}  # fmt: skip
+SETTINGS = [
+    dict(n_ctx=4096),
+    dict(n_ctx=4096, flash_attn="off"),
+    dict(n_ctx=8192, n_ubatch=2048, n_batch=2048, type_k="q8_0", type_v="q8_0"),
+    dict(n_ctx=16384, n_seq_max=4, n_ubatch=256),
+]
 
 
-def mib(n: int | None) -> str:
-    return "n/a" if n is None else f"{n / 2**20:.2f}"
-
-
-def ratio(ours: int | None, theirs: int) -> str:
-    if ours is None or theirs == 0:
-        return "n/a" if ours is None else ("1.0000" if ours == 0 else "inf")
-    return f"{ours / theirs:.4f}"
-
-
-def build(arch: str, folder: Path) -> Path:
-    kw = SIZES.get(arch, LARGER)
-    path = folder / f"{arch}.gguf"
-    try:
-        BUILDERS[arch](wtype="q4_0", **kw).save(path)
-    except TypeError:  # a builder without one of the size parameters
-        BUILDERS[arch](wtype="q4_0").save(path)
-    return path
-
-
-def table(archs: list[str], contexts: list[int], folder: Path) -> list[str]:
+def rows(models: dict, settings: list[dict]) -> list[dict]:
     features = cpu_features()
-    rows = [
-        "| architecture | n_ctx asked → used | model MiB (ours/llama.cpp) | KV+state MiB (ours/llama.cpp) "
-        "| compute MiB ours | compute MiB llama.cpp | compute ratio |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for arch in archs:
-        path = build(arch, folder)
-        for n_ctx in contexts:
-            m = measure(path, n_ctx=n_ctx)
-            p = plan(path, n_ctx=n_ctx, features=features)
-            model_ok = "=" if p.model_bytes == m.total("model") else "≠"
-            ctx_ok = "=" if p.kv_bytes + p.recurrent_bytes == m.total("context") else "≠"
-            rows.append(
-                f"| {arch} | {n_ctx} → {m.n_ctx} | {mib(p.model_bytes)} {model_ok} {mib(m.total('model'))} | "
-                f"{mib(p.kv_bytes + p.recurrent_bytes)} {ctx_ok} {mib(m.total('context'))} | {mib(p.compute_bytes)} | "
-                f"{mib(m.total('compute'))} | {ratio(p.compute_bytes, m.total('compute'))} |"
-            )
-            print(rows[-1], flush=True)
-    return rows
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, build in models.items():
+            path = Path(tmp) / "model.gguf"
+            build().save(path)
+            for kw in settings:
+                t0 = time.perf_counter()
+                p = plan(path, features=features, **kw)
+                t1 = time.perf_counter()
+                m = measure(path, **kw)
+                t2 = time.perf_counter()
+                out.append(
+                    dict(
+                        model=name,
+                        settings=kw,
+                        n_ctx=m.n_ctx,
+                        model_equal=p.model_bytes == m.total("model"),
+                        cache_equal=p.kv_bytes + p.recurrent_bytes == m.total("context"),
+                        planned=p.compute_bytes,
+                        llama_cpp=m.total("compute"),
+                        llama_seconds=t2 - t1,
+                        time_ratio=(t1 - t0) / (t2 - t1),
+                    )
+                )
+                print(json.dumps(out[-1]), file=sys.stderr, flush=True)
+    return out
 
 
-def remote(folder: Path) -> list[str]:
-    shards = split(BUILDERS["llama"](n_layer=8, n_embd=1024, n_ff=2816), folder / "remote", max_tensors=20)
+def deep_shape(n_layer: int) -> ModelShape:
+    """A Llama-3-70B-like shape from metadata alone: what planning a large model costs without reading it."""
+    md = {
+        "general.architecture": "llama",
+        "llama.block_count": n_layer,
+        "llama.embedding_length": 8192,
+        "llama.feed_forward_length": 28672,
+        "llama.attention.head_count": 64,
+        "llama.attention.head_count_kv": 8,
+        "llama.context_length": 8192,
+        "llama.vocab_size": 128256,
+    }
+    spans = [TensorSpan("token_embd.weight", "q4_0", (8192, 128256), 0, 0, 0)]
+    spans += [TensorSpan("output_norm.weight", "f32", (8192,), 0, 0, 0), TensorSpan("output.weight", "q6_K", (8192, 128256), 0, 0, 0)]
+    for il in range(n_layer):
+        for name, ne in (
+            ("attn_norm", (8192,)),
+            ("attn_q", (8192, 8192)),
+            ("attn_k", (8192, 1024)),
+            ("attn_v", (8192, 1024)),
+            ("attn_output", (8192, 8192)),
+            ("ffn_norm", (8192,)),
+            ("ffn_gate", (8192, 28672)),
+            ("ffn_up", (8192, 28672)),
+            ("ffn_down", (28672, 8192)),
+        ):
+            spans.append(TensorSpan(f"blk.{il}.{name}.weight", "f32" if len(ne) == 1 else "q4_K", ne, 0, 0, 0))
+    return ModelShape.from_metadata(md, spans, "llama")
+
+
+def remote(folder: Path, quick: bool) -> list[str]:
+    sizes = dict(n_layer=2, n_embd=512, n_ff=1024) if quick else dict(n_layer=8, n_embd=1024, n_ff=2816)
+    shards = split(llama(**sizes), folder / "remote", max_tensors=20)
     size = sum(s.stat().st_size for s in shards)
     with TestServer() as server:
         for s in shards:
@@ -93,25 +170,52 @@ def remote(folder: Path) -> list[str]:
         assert p.to_json() == plan(shards[0], n_ctx=4096).to_json()
         return [
             "| set | shards | bytes of the set | requests | bytes fetched | fetched / set | seconds |",
-            "|---|---|---|---|---|---|---|",
-            f"| llama, 8 layers, f16 | {len(shards)} | {size:,} | {server.counts.requests} | "
+            "|---|---:|---:|---:|---:|---:|---:|",
+            f"| llama, {sizes['n_layer']} layers, f16 | {len(shards)} | {size:,} | {server.counts.requests} | "
             f"{server.counts.bytes:,} | {server.counts.bytes / size:.4f} | {seconds:.2f} |",
         ]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="two architectures, one context: a smoke test")
-    ap.add_argument("--contexts", default="512,4096,32768", help="contexts to plan (comma-separated)")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="one model, two settings, a small remote set: a smoke test")
+    ap.add_argument("--only", help="only the models whose name contains this")
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = ap.parse_args()
-    contexts = [512] if args.quick else [int(c) for c in args.contexts.split(",")]
-    archs = ["llama", "rwkv7"] if args.quick else list(BUILDERS)
+    models = {k: v for k, v in MODELS.items() if not args.only or args.only in k}
+    if args.quick:
+        models = dict(list(models.items())[:1])
+    found = rows(models, SETTINGS[:2] if args.quick else SETTINGS)
+    if args.json:
+        print(json.dumps(found, indent=1))
+        return
+    print(
+        "| model | settings | n_ctx used | model | KV / state | compute planned | compute llama.cpp | difference "
+        "| plan time / llama.cpp time |"
+    )
+    print("|---|---|---:|---|---|---:|---:|---:|---:|")
+    for r in found:
+        s = ", ".join(f"{k}={v}" for k, v in r["settings"].items())
+        same = {True: "equal", False: "differs"}
+        if r["planned"] is None:
+            diff = "not planned"
+        elif r["planned"] == r["llama_cpp"]:
+            diff = "exact"
+        else:
+            diff = f"{100 * (r['planned'] - r['llama_cpp']) / r['llama_cpp']:+.2f}%"
+        print(
+            f"| {r['model']} | {s} | {r['n_ctx']} | {same[r['model_equal']]} | {same[r['cache_equal']]} | "
+            f"{r['planned'] or 0:,} | {r['llama_cpp']:,} | {diff} | {r['time_ratio']:.2f} |"
+        )
+    shape = deep_shape(80)
+    t = time.perf_counter()
+    plan_shape(shape, ContextRequest(n_ctx=8192))
+    t_plan = time.perf_counter() - t
+    best = min(r["llama_seconds"] for r in found)
+    print(f"\nplanning an 80-layer model from its metadata: {t_plan:.3f} s, {t_plan / best:.2f}x the fastest llama.cpp load above")
     with tempfile.TemporaryDirectory() as tmp:
-        rows = table(archs, contexts, Path(tmp))
         print()
-        print("\n".join(rows))
-        print()
-        print("\n".join(remote(Path(tmp))))
+        print("\n".join(remote(Path(tmp), args.quick)))
 
 
 if __name__ == "__main__":

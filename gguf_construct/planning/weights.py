@@ -59,7 +59,9 @@ def repacks(t: TensorSpan, features: Iterable[str]) -> bool:
     """Whether the CPU backend copies ``t`` into its repacked buffer on a CPU with ``features``."""
     table = memory_table().repack
     base = t.name.split(".")[-2] if t.name.count(".") >= 1 else t.name
-    if base in table["not_mul_mat"] or len(t.shape) not in (2, 3):
+    if base in table["not_mul_mat"]:
+        return False
+    if len(t.shape) != (3 if base in table["mul_mat_id"] else 2):  # MUL_MAT repacks matrices, MUL_MAT_ID stacks
         return False
     features = set(features)
     return any(

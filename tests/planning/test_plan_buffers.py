@@ -52,10 +52,11 @@ def test_buffers_match_llama_cpp(arch, tmp_path):
 
 
 @pytest.mark.parametrize("wtype", ["q4_0", "q4_K", "q8_0"])
-@pytest.mark.parametrize("arch", ["llama", "qwen3moe", "gemma3", "rwkv7"])
+@pytest.mark.parametrize("arch", ["llama", "qwen3moe", "gemma3", "deepseek2", "rwkv7"])
 def test_weight_buffers_of_quantized_models(arch, wtype, tmp_path):
     """Quantized weights: q4_0 and q4_K are copied to the CPU_REPACK buffer on AVX2 and AVX-512 (the mapped span
-    shrinks around them), q8_0 is not; a tied output layer adds a repacked copy of token_embd."""
+    shrinks around them), q8_0 is not; a tied output layer adds a repacked copy of token_embd; the experts' 3-D
+    stacks are repacked, MLA's 3-D per-head matrices are not."""
     kw = {"n_embd": 256} if arch == "rwkv7" else {}
     path = tmp_path / f"{arch}-{wtype}.gguf"
     BUILDERS[arch](wtype=wtype, **kw).save(path)
