@@ -19,6 +19,27 @@ from tests.llama_memory import _TENSOR, _context, _lib, _load
 _FLAG_INPUT, _FLAG_OUTPUT = 1, 2  # ggml.h enum ggml_tensor_flag
 
 
+def ggml_of_llama() -> ctypes.CDLL:
+    """The ggml library llama.cpp was built with (libllama's own dependencies, looked up through its handle), for
+    op and type names and the allocator's constants: the ggml llama.cpp calls, since tests/conftest.py binds
+    llama.cpp to its own ggml (ggml-python's older ggml, in the global symbol scope, would otherwise take its
+    place)."""
+    lib = _lib().L._lib
+    for name, res, args in (
+        ("ggml_op_desc", ctypes.c_char_p, [ctypes.c_void_p]),
+        ("ggml_type_name", ctypes.c_char_p, [ctypes.c_int]),
+        ("ggml_op_name", ctypes.c_char_p, [ctypes.c_int]),
+        ("ggml_unary_op_name", ctypes.c_char_p, [ctypes.c_int]),
+        ("ggml_op_can_inplace", ctypes.c_bool, [ctypes.c_int]),
+        ("ggml_backend_cpu_buffer_type", ctypes.c_void_p, []),
+        ("ggml_backend_buft_get_alignment", ctypes.c_size_t, [ctypes.c_void_p]),
+        ("ggml_backend_buft_get_max_size", ctypes.c_size_t, [ctypes.c_void_p]),
+    ):
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    return lib
+
+
 def _cgraph(g: int) -> tuple[list[int], list[int]]:
     """The node and leaf pointers of a ``struct ggml_cgraph`` (ggml-impl.h: size, n_nodes, n_leafs, nodes, grads,
     grad_accs, leafs)."""
@@ -32,6 +53,7 @@ def _cgraph(g: int) -> tuple[list[int], list[int]]:
 def reserved_graph(path: str | Path, *, n_tokens: int, n_seqs: int = 1, n_outputs: int | None = None, **context) -> Graph:
     """llama.cpp's reserved graph for ``n_tokens`` tokens in ``n_seqs`` sequences, as a planning Graph."""
     lib = _lib()
+    ggml = ggml_of_llama()
     lib.log.clear()
     model = _load(lib, path, context.pop("use_mmap", True))
     defaults = dict(n_ctx=512, n_batch=2048, n_ubatch=512, n_seq_max=1, type_k="f16", type_v="f16")
@@ -54,10 +76,10 @@ def reserved_graph(path: str | Path, *, n_tokens: int, n_seqs: int = 1, n_output
             srcs = [s for s in struct.unpack_from("<10Q", raw, 152) if s]
             view_src, view_offs, data = struct.unpack_from("<3Q", raw, 232)
             t = Tensor(
-                type=lib.base.ggml_type_name(typ).decode(),
+                type=ggml.ggml_type_name(typ).decode(),
                 ne=ne,
                 nb=nb,
-                op=lib.base.ggml_op_desc(p).decode(),
+                op=ggml.ggml_op_desc(p).decode(),
                 src=tuple(convert(s) for s in srcs),
                 view_src=convert(view_src) if view_src else None,
                 view_offs=view_offs,

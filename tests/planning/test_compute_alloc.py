@@ -82,41 +82,29 @@ def test_llama_cpp_graphs_of_a_mixture_of_experts_allocate_to_its_compute_buffer
 
 
 def test_in_place_ops_are_the_llama_cpp_builds():
-    """INPLACE_OPS against ggml_op_can_inplace of the installed build, op by op (UNARY standing for every unary op)."""
-    import ctypes
-    from pathlib import Path
-
-    import llama_cpp
-
+    """INPLACE_OPS against ggml_op_can_inplace of the ggml llama.cpp runs on, op by op (UNARY standing for every
+    unary op)."""
     from gguf_construct.planning.compute.graph import _UNARY_OPS, INPLACE_OPS
+    from tests.planning.llama_cgraph import ggml_of_llama
 
-    base = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
-    for fn, res in (("ggml_op_can_inplace", ctypes.c_bool), ("ggml_op_name", ctypes.c_char_p), ("ggml_unary_op_name", ctypes.c_char_p)):
-        getattr(base, fn).restype, getattr(base, fn).argtypes = res, [ctypes.c_int]
+    ggml = ggml_of_llama()
     names = []
-    while (name := base.ggml_op_name(len(names))) is not None and name.decode() != "GLU":
+    while (name := ggml.ggml_op_name(len(names))) is not None and name.decode() != "GLU":
         names.append(name.decode())
     names.append("GLU")
-    in_place = {name for i, name in enumerate(names) if base.ggml_op_can_inplace(i)}
+    in_place = {name for i, name in enumerate(names) if ggml.ggml_op_can_inplace(i)}
     assert "UNARY" in in_place
     assert in_place - {"UNARY"} == INPLACE_OPS - _UNARY_OPS
-    assert {base.ggml_unary_op_name(i).decode() for i in range(len(_UNARY_OPS))} == _UNARY_OPS
+    assert {ggml.ggml_unary_op_name(i).decode() for i in range(len(_UNARY_OPS))} == _UNARY_OPS
 
 
 def test_cpu_buffer_type_is_the_llama_cpp_builds():
-    """The allocator's alignment and chunk size against the installed build's CPU buffer type."""
-    import ctypes
-    from pathlib import Path
-
-    import llama_cpp
-
+    """The allocator's alignment and chunk size against the CPU buffer type of the ggml llama.cpp runs on."""
     from gguf_construct.planning.compute.alloc import CPU_ALIGNMENT
+    from tests.planning.llama_cgraph import ggml_of_llama
 
-    base = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
-    base.ggml_backend_cpu_buffer_type.restype = ctypes.c_void_p
-    for fn in ("ggml_backend_buft_get_alignment", "ggml_backend_buft_get_max_size"):
-        getattr(base, fn).restype, getattr(base, fn).argtypes = ctypes.c_size_t, [ctypes.c_void_p]
-    buft = base.ggml_backend_cpu_buffer_type()
-    assert base.ggml_backend_buft_get_alignment(buft) == CPU_ALIGNMENT
-    assert base.ggml_backend_buft_get_max_size(buft) == 2**64 - 1  # one chunk: DynAllocator's default
+    ggml = ggml_of_llama()
+    buft = ggml.ggml_backend_cpu_buffer_type()
+    assert ggml.ggml_backend_buft_get_alignment(buft) == CPU_ALIGNMENT
+    assert ggml.ggml_backend_buft_get_max_size(buft) == 2**64 - 1  # one chunk: DynAllocator's default
     assert DynAllocator().max_chunk_size == (2**64 - 1) // 2  # ggml_dyn_tallocr_new clamps it to SIZE_MAX / 2

@@ -19,25 +19,51 @@ __all__ = ["Batch", "ContextLike", "GraphBuilder", "KVInput", "ShapeLike"]
 
 
 class _Span(Protocol):
-    type: str
-    shape: tuple[int, ...]
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
 
 
 class ShapeLike(Protocol):
-    """What the graphs read of a model (planning.shape.ModelShape provides it)."""
+    """What the graphs read of a model (planning.shape.ModelShape provides it), read-only."""
 
-    arch: str
-    n_layer: int
-    n_embd: int
-    n_vocab: int
-    n_head: tuple[int, ...]
-    n_head_kv: tuple[int, ...]
-    n_ff: tuple[int, ...]
-    head_k: tuple[int, ...]
-    head_v: tuple[int, ...]
-    n_rot: int
-    swa_layers: tuple[bool, ...]
-    metadata: Mapping[str, Any]
+    @property
+    def arch(self) -> str: ...
+
+    @property
+    def n_layer(self) -> int: ...
+
+    @property
+    def n_embd(self) -> int: ...
+
+    @property
+    def n_vocab(self) -> int: ...
+
+    @property
+    def n_head(self) -> tuple[int, ...]: ...
+
+    @property
+    def n_head_kv(self) -> tuple[int, ...]: ...
+
+    @property
+    def n_ff(self) -> tuple[int, ...]: ...
+
+    @property
+    def head_k(self) -> tuple[int, ...]: ...
+
+    @property
+    def head_v(self) -> tuple[int, ...]: ...
+
+    @property
+    def n_rot(self) -> int: ...
+
+    @property
+    def swa_layers(self) -> tuple[bool, ...]: ...
+
+    @property
+    def metadata(self) -> Mapping[str, Any]: ...
 
     def tensor(self, name: str) -> _Span | None: ...
 
@@ -45,16 +71,35 @@ class ShapeLike(Protocol):
 class ContextLike(Protocol):
     """What the graphs read of the context llama.cpp resolved (planning.context.ResolvedContext provides it)."""
 
-    n_ctx_seq: int
-    n_stream: int
-    n_ubatch: int
-    n_seq_max: int
-    n_outputs_max: int
-    flash_attn: bool
-    type_k: str
-    type_v: str
-    kv_unified: bool
-    n_ctx_swa: int
+    @property
+    def n_ctx_seq(self) -> int: ...
+
+    @property
+    def n_stream(self) -> int: ...
+
+    @property
+    def n_ubatch(self) -> int: ...
+
+    @property
+    def n_seq_max(self) -> int: ...
+
+    @property
+    def n_outputs_max(self) -> int: ...
+
+    @property
+    def flash_attn(self) -> bool: ...
+
+    @property
+    def type_k(self) -> str: ...
+
+    @property
+    def type_v(self) -> str: ...
+
+    @property
+    def kv_unified(self) -> bool: ...
+
+    @property
+    def n_ctx_swa(self) -> int: ...
 
 
 @dataclass(frozen=True)
