@@ -33,6 +33,7 @@ VARIANTS = {
     "gpt-oss q4_0, window 300, 3 layers": dict(builder=gpt_oss, n_layer=3, sliding_window=300, n_expert=4, wtype="q4_0"),
     "llama with 8 experts, f32": dict(builder=llama, n_layer=3, n_expert=8, n_expert_used=2, n_ff=128, n_head_kv=2, wtype="f32"),
     "one expert of 16, wider heads": dict(n_expert=16, n_expert_used=1, n_ff_exp=96, head_dim=128, n_head=2, n_head_kv=1, wtype="q4_0"),
+    "every expert used": dict(n_expert=2, n_expert_used=2),
     "four of 4, 3 layers": dict(n_layer=3, n_expert=4, n_expert_used=4, n_embd=128, n_vocab=500, wtype="f32"),
 }
 
@@ -80,3 +81,11 @@ def test_next_token_prediction_blocks_have_no_cache_and_no_graph(models):
         p, m = plan(path, **settings), measure(path, **settings)
         assert (p.model_bytes, p.kv_bytes, p.compute_bytes) == (m.total("model"), m.total("context"), m.total("compute"))
         assert len(p.kv_layers) == 3
+
+
+@pytest.mark.parametrize("type_v", ["f16", "q8_0"])
+def test_every_expert_used_with_a_quantized_v_cache(type_v, models):
+    """All experts chosen (the top-k view covers the whole argsort) and the V rotation of a quantized cache: the
+    buffer's peak then depends on the clamp of the weight sum being computed in place."""
+    planned, measured = planned_and_measured(models["every expert used"], n_ctx=4096, n_ubatch=1024, n_batch=1024, type_v=type_v)
+    assert planned == measured
