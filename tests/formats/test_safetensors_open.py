@@ -112,6 +112,13 @@ def test_the_vectorised_entry_check_agrees_with_the_per_entry_one(entries):
             assert table.entry(i) == (name, e["dtype"], tuple(e["shape"]), *e["data_offsets"])
 
 
+def test_offsets_past_u64_are_refused_by_both_checks():
+    """The safetensors library reads data_offsets as u64: an end of 2**64 is no offset, on either path."""
+    top = {"t": {"dtype": "U8", "shape": [1], "data_offsets": [2**64 - 1, 2**64]}}
+    assert sound_table(top) is None
+    assert [rule for rule, _ in entry_problems("t", top["t"])] == ["tensor.data_offsets"]
+
+
 def test_huge_sound_tensors_take_the_exact_path():
     """Past 2**56 elements the vectorised check steps aside (its int64 products could overflow); the per-entry
     check still accepts what is sound."""

@@ -192,6 +192,10 @@ def _is_int(x: Any) -> bool:
     return type(x) is int
 
 
+#: data_offsets are u64 in the safetensors library (a larger number is not one it can read)
+OFFSET_MAX = 2**64 - 1
+
+
 def entry_problems(name: str, value: Any) -> list[tuple[str, str]]:
     """(rule, message) for everything wrong with one tensor entry on its own (not its place in the data)."""
     if _entry_is_sound(value):  # the common case, decided without building messages
@@ -216,6 +220,8 @@ def entry_problems(name: str, value: Any) -> list[tuple[str, str]]:
         out.append(("tensor.data_offsets", f"data_offsets {json.dumps(offsets)} is not a pair of integers"))
     elif offsets[0] < 0 or offsets[1] < offsets[0]:
         out.append(("tensor.data_offsets", f"data_offsets {offsets}: need 0 <= begin <= end"))
+    elif offsets[1] > OFFSET_MAX:
+        out.append(("tensor.data_offsets", f"data_offsets {offsets}: past {OFFSET_MAX}, the largest u64"))
     if out or known is None:
         return out
     n = element_count(shape)
@@ -234,7 +240,9 @@ def _entry_is_sound(value: Any) -> bool:
         known = dtypes()[dtype]
     except (KeyError, TypeError, ValueError):
         return False
-    if type(shape) is not list or type(begin) is not int or type(end) is not int or not 0 <= begin <= end or len(shape) > NUMPY_MAX_DIMS:
+    if type(shape) is not list or type(begin) is not int or type(end) is not int or not 0 <= begin <= end <= OFFSET_MAX:
+        return False
+    if len(shape) > NUMPY_MAX_DIMS:
         return False
     n = 1
     for d in shape:
