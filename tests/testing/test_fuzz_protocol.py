@@ -26,7 +26,8 @@ def gguf_with(marker: str) -> bytes:
 @pytest.fixture
 def toy(tmp_path):
     starts = tmp_path / "starts"
-    target = LineTarget([sys.executable, str(TOY), "--count-starts", str(starts)], timeout=1.5, memory_mb=300, guard="rss")
+    # 4 s: room for a loaded machine (only the hang waits it out)
+    target = LineTarget([sys.executable, str(TOY), "--count-starts", str(starts)], timeout=4.0, memory_mb=300, guard="rss")
     yield target, starts
     target.close()
 
