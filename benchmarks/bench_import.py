@@ -2,9 +2,10 @@
 
 Prints the cumulative microseconds (``python -X importtime``) of the ``gguf_construct`` line, the package's
 modules loaded, and the same for ``import numpy, construct`` (the runtime dependencies) as the floor. Then the
-command line's start-up: the wall time of ``python -m gguf_construct.cli.main hash`` and ``set ... -o NEW`` on
-the package's small example file (53 KB), against ``python -c 'import numpy, construct'`` and ``python -c pass``
-measured the same way, and the package's modules each command loads. Children run with bytecode caching allowed
+command line's start-up: the wall time of ``python -m gguf_construct.cli.main --version``, ``--help``, and
+``info``, ``hash`` and ``set ... -o NEW`` on the package's small example file (53 KB), against ``python -c
+'import numpy, construct'`` and ``python -c pass`` measured the same way, and the package's modules each command
+loads. Children run with bytecode caching allowed
 (``PYTHONDONTWRITEBYTECODE`` dropped), as an installed package runs. ``PYTHONPATH=. python
 benchmarks/bench_import.py [--repeat 7] [--source DIR]`` (``--source``: another checkout to compare).
 """
@@ -24,7 +25,10 @@ COUNT_MODULES = """
 import contextlib, io, sys
 from gguf_construct.cli.main import main
 with contextlib.redirect_stdout(io.StringIO()):
-    main(sys.argv[1:])
+    try:
+        main(sys.argv[1:])
+    except SystemExit:  # --version and --help exit
+        pass
 print(sum(m.startswith("gguf_construct") for m in sys.modules))
 """
 
@@ -50,6 +54,9 @@ def startup(source: str, repeat: int) -> None:
     example = str(Path(source, "gguf_construct", "data", "gguf-construct-example-26K-v1.0-F16.gguf").resolve())
     with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
         commands = {
+            "--version": ["--version"],
+            "--help": ["--help"],
+            "info": ["info", example],
             "hash": ["hash", example],
             "set one key (-o new file)": ["set", example, "general.name", "x", "-o", os.path.join(tmp, "out.gguf")],
         }
@@ -62,8 +69,9 @@ def startup(source: str, repeat: int) -> None:
                 [sys.executable, "-c", COUNT_MODULES, *args], cwd=source, env=_env(source), capture_output=True, text=True, check=True
             )
             print(
-                f"CLI {label} on example.gguf: best {t * 1000:.0f} ms wall ({(t - floor) * 1000:.0f} ms "
-                f"above numpy + construct), {count.stdout.strip()} gguf_construct modules"
+                f"CLI {label}{' on example.gguf' if len(args) > 1 else ''}: best {t * 1000:.0f} ms wall "
+                f"({(t - bare) * 1000:.0f} ms above python -c pass, {(t - floor) * 1000:.0f} ms above numpy + construct), "
+                f"{count.stdout.strip()} gguf_construct modules"
             )
 
 

@@ -77,7 +77,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "convert",
         _run,
-        help="GGUF byte order/version; safetensors, Ollama blobs and manifests to and from GGUF",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -263,7 +263,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "set",
         _cmd_set,
-        help="set a metadata key (any type or size; the file is rewritten atomically)",
         description=(
             "Set KEY to VALUE. The type is --type, else the existing key's, else the standard key's, else read from "
             "VALUE as JSON (a number, true/false, a list) or str. A standard key must get one of its standard types "
@@ -287,7 +286,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "delete",
         _cmd_delete,
-        help="remove metadata keys (the file is rewritten atomically)",
         description="Remove KEYs from FILE's metadata.",
     )
     d.add_argument("file", metavar="FILE", help="the GGUF file to edit")
@@ -298,7 +296,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "rename-tensor",
         _cmd_rename,
-        help="rename a tensor (the file is rewritten atomically)",
         description="Rename tensor OLD to NEW; order and data are unchanged.",
     )
     r.add_argument("file", metavar="FILE", help="the GGUF file to edit")

@@ -95,7 +95,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "fuzz",
         _run,
-        help="run generated and mutated files through another reader and ours, report crashes, hangs and disagreements",
         description=(
             "Differential fuzzing: seed files, valid files of every shape, files broken one labelled way at a time, and mutations "
             "go through our reader and another one (each a long-lived process under a time limit and a memory guard, restarted "

@@ -218,7 +218,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "hash",
         _cmd_hash,
-        help="sha1/sha256 per tensor and of all tensor data (gguf_hash's output)",
         description=(
             "Print sha1 and sha256 of every tensor and of all tensor data, and llama.cpp's UUIDv5, as gguf-py's "
             "gguf_hash prints them. With --against OTHER: compare tensor by tensor (exit 1 when any differs or is "

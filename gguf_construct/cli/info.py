@@ -188,7 +188,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "info",
         _cmd_info,
-        help="show a file's model summary, metadata and tensors (or a table over many files)",
         description=(
             "Show a model file: architecture, parameter count, size by tensor type, general.* keys, tokenizer, chat "
             "template, the file name's components (with warnings where the metadata disagrees), then every key with "

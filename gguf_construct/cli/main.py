@@ -8,71 +8,22 @@ extra, the network, a refused request.
 from __future__ import annotations
 
 import argparse
-import os
+import importlib
 import sys
 from collections.abc import Sequence
-from typing import Any
 
-from ..core.progress import progress
 from ..errors import FormatError, MissingExtraError
-from . import convert, diff, edit, info, plan, quantize, scan, split, validate
-from . import fuzz as fuzz_cli
-from . import hash as hash_cli
-from . import migrate as migrate_cli
-from .shared import EXIT_OK, command, exit_code, usage
+from .commands import COMMANDS
+from .shared import EXIT_OK, exit_code, usage
+
+#: ``parser``'s default: every command's full parser (the help tests and the docs walk them all)
+ALL = "*"
 
 
-def _cmd_dequant(args: argparse.Namespace) -> int:
-    from ..api.fileio import check_output, files_of, reading
-    from ..api.registry import load
-    from ..core import rules
-
-    kind = os.path.splitext(args.output)[1].lower()
-    if kind not in (".npy", ".npz"):  # np.save/np.savez would add their suffix: the file written is the one named
-        raise rules.OUTPUT_SUFFIX.error(f"{args.output}: name an .npz file (any number of tensors) or an .npy file (one tensor)")
-    check_output(args.output, [args.file])
-    f = load(args.file)
-    names = args.tensor or list(f.tensors)
-    missing = [n for n in names if n not in f.tensors]
-    if missing:
-        usage(f"gguf-construct dequant: no tensor {missing[0]!r} in {args.file}")
-    if kind == ".npy" and len(names) != 1:
-        usage("gguf-construct dequant: .npy holds one tensor: name it with --tensor")
-    with reading(files_of(f)):
-        write_arrays(args.output, f, names)
-    print(f"{args.output}: {len(names)} tensors as float32")
-    return EXIT_OK
-
-
-def write_arrays(path: str, f: Any, names: list[str]) -> None:
-    """Dequantize ``names`` of ``f`` into ``path`` (.npy: the one tensor; else an .npz), atomically and at exactly
-    that path: numpy writes into the temporary file object, so it adds no suffix of its own."""
-    import numpy as np
-
-    from ..api.fileio import write_atomic
-
-    def write(out: Any) -> None:
-        import zipfile
-
-        if path.lower().endswith(".npy"):
-            np.save(out, f.tensors[names[0]].to_numpy())
-            return
-        with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED, allowZip64=True) as z:  # np.savez's layout, one array at a time
-            for n in progress(names, len(names), "dequantizing", unit="tensor", minimum=8):
-                with z.open(n + ".npy", "w", force_zip64=True) as member:
-                    np.lib.format.write_array(member, f.tensors[n].to_numpy(), allow_pickle=False)
-
-    write_atomic(path, write)
-
-
-def _cmd_example(args: argparse.Namespace) -> int:
-    from ..data import example_path
-
-    print(example_path())
-    return EXIT_OK
-
-
-def parser() -> argparse.ArgumentParser:
+def parser(command: str | None = ALL) -> argparse.ArgumentParser:
+    """The command line's parser. ``command``: the one command whose module is imported and whose full parser is
+    built; every other command is listed by its line in ``commands.COMMANDS`` alone (so ``--version``, ``--help``
+    and each command import no other command's module). ``ALL``: every command's full parser."""
     from .remote_args import HELP
 
     p = argparse.ArgumentParser(
@@ -85,33 +36,14 @@ def parser() -> argparse.ArgumentParser:
 
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    info.register(sub)
-    validate.register(sub)
-    edit.register(sub)
-    diff.register(sub)
-    hash_cli.register(sub)
-    plan.register(sub)
-    split.register(sub)
-
-    convert.register(sub)
-    quantize.register(sub)
-    scan.register(sub)
-    migrate_cli.register(sub)
-    fuzz_cli.register(sub)
-
-    deq = command(
-        sub,
-        "dequant",
-        _cmd_dequant,
-        help="write tensors as float32 numpy arrays",
-        description="Dequantize tensors (bit-exact with ggml) into an .npz (any number of "
-        "tensors) or .npy (one tensor), shaped in numpy order.",
-    )
-    deq.add_argument("file", metavar="FILE", help="a model file or URL (any format gguf-construct reads)")
-    deq.add_argument("output", metavar="OUT", help="OUT.npz (any number of tensors) or OUT.npy (one tensor)")
-    deq.add_argument("--tensor", action="append", metavar="NAME", help="a tensor to write (repeatable; default: all)")
-    command(sub, "example", _cmd_example, help="print the path of a small GGUF file shipped with the package")
+    wanted = COMMANDS[command].module if command in COMMANDS else None
+    for name, entry in COMMANDS.items():
+        if name in sub.choices:
+            continue  # registered with another command of its module
+        if command == ALL or entry.module == wanted:
+            importlib.import_module(f"{__package__}.{entry.module}").register(sub)
+        else:
+            sub.add_parser(name, help=entry.help, add_help=False)
     limit_help = "change a named resource limit (schema/limits.json: string_length, nesting, dimensions, ...); repeatable"
     p.add_argument("--limit", action="append", default=[], dest="limits_global", metavar="NAME=VALUE", help=limit_help)
     for each in sub.choices.values():
@@ -119,10 +51,22 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word that is neither an option nor ``--limit``'s value."""
+    words = iter(argv)
+    for word in words:
+        if word == "--limit":
+            next(words, None)
+        elif word == "--":
+            return next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
 def _apply_limits(args: argparse.Namespace) -> None:
     """``--limit NAME=VALUE`` (before or after the command) for the rest of the process."""
     from ..core.limits import parse_assignment, set_defaults
-    from .shared import usage
 
     try:
         set_defaults(dict(parse_assignment(a) for a in [*getattr(args, "limits_global", []), *getattr(args, "limits_command", [])]))
@@ -133,7 +77,8 @@ def _apply_limits(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     from .remote_args import apply_remote_args
 
-    args = parser().parse_args(apply_remote_args(sys.argv[1:] if argv is None else argv))
+    argv = apply_remote_args(sys.argv[1:] if argv is None else argv)
+    args = parser(command_of(argv)).parse_args(argv)
     _apply_limits(args)
     try:
         if getattr(args, "sync", False):  # a writing command's --sync: every write of the command is fsynced

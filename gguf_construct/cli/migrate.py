@@ -43,7 +43,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "migrate",
         _cmd_migrate,
-        help="turn a GGML/GGMF/GGJT, whisper.cpp or rwkv.cpp file (or GGUF v1/v2) into GGUF v3 (RWKV v6/v7: llama.cpp's rwkv6/rwkv7)",
         description="Write IN as GGUF v3 at OUT. Tensors whose layout is current are copied bit for bit; retired block layouts are "
         "re-encoded when no value changes, else written as F16/F32 (with a notice). The output is validated and every tensor compared "
         "with the input before it replaces OUT; IN is never modified.",
@@ -75,7 +74,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "export",
         _cmd_export,
-        help="write a GGUF file as GGJT v3 (llama) or rwkv.cpp v101 (rwkv, rwkv6, rwkv7) for old tools",
         description="Write a GGUF file in a legacy format where its types allow; migrating the result back gives the same GGUF file.",
     )
     add_in_out(e, "the GGJT v3 or rwkv.cpp file to write", "the GGUF file to read")

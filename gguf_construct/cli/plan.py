@@ -93,7 +93,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "plan",
         _cmd_plan,
-        help="llama.cpp's memory for a model: weights, KV cache, recurrent state, compute buffer",
         description=(
             "Plan the memory llama.cpp allocates for a GGUF model (a path, the first shard of a split set, or a "
             "URL: only the header is fetched): the model buffers (memory-mapped, repacked for this CPU, "

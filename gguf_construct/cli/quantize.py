@@ -190,7 +190,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "quantize",
         _run,
-        help="quantize a model (GGUF, safetensors/Ollama blob, legacy) to a ggml type, bit-exact with ggml",
         description=DESCRIPTION,
     )
     add_in_out(p, "the GGUF file to write")

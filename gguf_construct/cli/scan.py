@@ -62,7 +62,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "scan",
         _run,
-        help="info --json and validate over many paths or URLs, one JSON line each (resumable; threads or Dask)",
         description=(
             "For each source (a path, a directory, a URL, or a file listing one source a line): open it once, "
             "write one JSON line with its info (as info --json) and its validation issues. Sources already in "

@@ -80,13 +80,15 @@ def command(
     name: str,
     run: Callable[[argparse.Namespace], int],
     *,
-    help: str,
     description: str | None = None,
     **options,
 ) -> argparse.ArgumentParser:
-    """Register the subcommand ``name``: its parser (``help`` in the command list, ``description`` on its own page,
-    ``options`` such as an epilog passed to argparse) with ``run(args) -> exit code`` as its handler."""
-    p = sub.add_parser(name, help=help, description=description, **options)
+    """Register the subcommand ``name``: its parser (its line in the command list from ``commands.COMMANDS``,
+    ``description`` on its own page, ``options`` such as an epilog passed to argparse) with ``run(args) -> exit
+    code`` as its handler."""
+    from .commands import COMMANDS
+
+    p = sub.add_parser(name, help=COMMANDS[name].help, description=description, **options)
     p.set_defaults(run=run)
     return p
 

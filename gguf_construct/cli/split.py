@@ -69,7 +69,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "split",
         _cmd_split,
-        help="split a GGUF file into gguf-split shards",
         description=(
             "Write FILE as PREFIX-00001-of-0000N.gguf ... with llama.cpp's gguf-split conventions: the first shard holds "
             "all metadata; every shard holds split.no (u16, 0-based), split.count (u16) and split.tensors.count (i32)."
@@ -87,7 +86,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "merge",
         _cmd_merge,
-        help="merge a gguf-split shard set into one file",
         description="Merge the set FIRST_SHARD belongs to (every shard in the same folder) into OUT, dropping the split.* keys.",
     )
     m.add_argument(

@@ -105,7 +105,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub,
         "validate",
         _cmd_validate,
-        help="check files against the spec or ggml's reader",
         description=(
             "Check files (and every model file under a directory); print one line per problem (rule, field, byte "
             "offset) and, for several files, a summary table. Exit 1 if any file is invalid."

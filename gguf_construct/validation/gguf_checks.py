@@ -239,7 +239,7 @@ def _check_tokens(values: dict[str, tuple[int, Any]], out: list[Issue]) -> None:
     except errors.FormatError:  # a token that is no UTF-8: the string rules report it
         return
     seen: dict[str, int] = {}
-    for t, text in enumerate(texts):
+    for t, text in enumerate(texts if len(set(texts)) < len(texts) else ()):  # the set answers a vocabulary without duplicates at C speed
         first = seen.setdefault(text, t)
         if first != t:
             # vocabularies llama.cpp never loads have them: whisper.cpp's, written with replacement characters

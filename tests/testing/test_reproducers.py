@@ -77,7 +77,8 @@ def test_a_valid_file_allocates_little_beyond_its_output_once_tables_are_built()
 def test_the_string_scan_allocates_in_proportion_to_its_window_not_the_file():
     """fuzz_dequant: 1.1 MB allocated parsing this 33 KB file, whose string array claims more strings than it
     holds over a region of zeros (every position a candidate for the speculative scan, whose window spanned the
-    region). Windows are now at most 1/16 of the file; the file is rejected within the fuzzers' budget."""
+    region). A window starts at 16 KiB and grows only as far as the strings go (at most 1 MiB, whatever the
+    file's size); the file is rejected within the fuzzers' budget."""
     import tracemalloc
 
     raw = data("ours-string-scan-window.gguf")

@@ -76,11 +76,22 @@ def _short_string_candidates(view: memoryview, pos: int, window: int, order: str
     return cand, lens
 
 
-#: The fewest bytes the speculative scan looks at per step. Its temporaries take up to ~33 bytes per byte of
-#: window (a window of zeros makes every position a candidate), so a window is at most 1/16 of the file (or
-#: this minimum): the scan's memory stays near twice the file's size whatever the bytes (fuzz_dequant found
-#: 1.1 MB allocated for a 33 KB file when a window spanned the whole string region).
+#: The speculative scan's window, in bytes: the first one, and the largest. Its temporaries take up to ~33
+#: bytes per byte of window (a window of zeros makes every position a candidate), so the cap bounds them
+#: (~35 MB) whatever the file's size. A window doubles each time the strings run past its end, and never
+#: spans much more than the strings left can take at the mean length seen so far: the scan reads the string
+#: region and at most a window beyond it, never the tensor data of a large file.
 SCAN_WINDOW = 1 << 14
+SCAN_WINDOW_MAX = 1 << 20
+
+
+def _next_window(step: int, done: int, n: int, scanned: int) -> int:
+    """The next window's size: twice the last (the strings outran it), at most what the ``n - done`` strings
+    left would span at twice the mean length of the ``done`` already proven over ``scanned`` bytes, within
+    ``[SCAN_WINDOW, SCAN_WINDOW_MAX]``."""
+    mean = scanned / done if done else 16.0
+    expected = int((n - done) * mean * 2) + 4096
+    return max(SCAN_WINDOW, min(2 * step, expected, SCAN_WINDOW_MAX))
 
 
 def _scan_speculative(stream: BufferStream, n: int, order: str, starts: np.ndarray) -> int:
@@ -96,7 +107,8 @@ def _scan_speculative(stream: BufferStream, n: int, order: str, starts: np.ndarr
     view, size = stream.view, stream.size
     unpack = struct.Struct(order + "Q").unpack_from
     done, pos, last_end = 0, stream.pos, stream.pos
-    step = max(SCAN_WINDOW, size // 16)
+    first = pos
+    step = SCAN_WINDOW
     while done < n:
         window = min(size - pos, step)
         if window < 16:
@@ -135,5 +147,6 @@ def _scan_speculative(stream: BufferStream, n: int, order: str, starts: np.ndarr
         if cur == 0:
             break
         pos += cur
+        step = _next_window(step, done, n, pos - first)
     stream.pos = last_end
     return done
