@@ -1,8 +1,5 @@
 """``info``: a readable report of one model file (``--json``, ``--markdown``), or a table over many files and
-directories, read on a process pool with a progress bar.
-
-Also the helpers every many-files command shares: ``expand`` (files and directories to file paths) and
-``run_pool`` (a function over paths on worker processes, results in input order).
+directories, read on a process pool with a progress bar (``many_files``).
 """
 
 from __future__ import annotations
@@ -11,56 +8,11 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..core.progress import progress
 from ..errors import FormatError
+from .many_files import default_jobs, expand, run_pool
 from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, whole
-
-
-# -- shared by the many-files commands ----------------------------------------------------------------
-def expand(paths: Iterable[str], *, skip_later_shards: bool = False) -> list[str]:
-    """Files as given; directories walked (sorted) for files ``detect()`` recognises. ``skip_later_shards``
-    leaves out shards 2..N of a gguf-split set, whose first shard opens the whole set."""
-    from ..api.registry import detect
-    from ..core.naming import shard_of
-
-    out: list[str] = []
-    for path in paths:
-        if not os.path.isdir(path):
-            out.append(path)
-            continue
-        for root, dirs, files in os.walk(path):
-            dirs.sort()
-            for name in sorted(files):
-                full = os.path.join(root, name)
-                if name.startswith(".") or not os.path.isfile(full):
-                    continue
-                try:
-                    detect(full)
-                except (ValueError, OSError):
-                    continue
-                shard = shard_of(name)
-                if skip_later_shards and shard and shard[1] > 1:
-                    continue
-                out.append(full)
-    return out
-
-
-def default_jobs() -> int:
-    return max(1, min(os.cpu_count() or 1, 8))
-
-
-def run_pool(work: Callable[[str], Any], paths: list[str], jobs: int, desc: str) -> list[Any]:
-    """``work(path)`` for every path, on ``jobs`` worker processes when there are several files, with a
-    progress bar on a terminal. ``work`` must be a picklable top-level callable."""
-    if jobs <= 1 or len(paths) <= 1:
-        return list(progress((work(p) for p in paths), len(paths), desc, unit="file"))
-    from concurrent.futures import ProcessPoolExecutor  # here: its import costs every command's start-up
-
-    with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
-        return list(progress(pool.map(work, paths, chunksize=1), len(paths), desc, unit="file"))
 
 
 # -- info ----------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ def sources_of(args: list[str]) -> list[str]:
     """URLs and model files as given; directories walked; ``-`` and files ending in .txt, .list, .lst or .urls
     are lists, one source a line (blank lines and ``#`` comments skipped)."""
     from ..sources.urls import is_remote
-    from .info import expand
+    from .many_files import expand
 
     out: list[str] = []
     for a in args:

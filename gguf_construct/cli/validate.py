@@ -13,7 +13,7 @@ from functools import partial
 from typing import Any
 
 from ..validation.profiles import PROFILES
-from .info import default_jobs, expand, run_pool
+from .many_files import default_jobs, expand, run_pool
 from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, whole
 
 #: Issues printed per file by default: a file broken 60,000 ways is known to be broken after a screenful.
