@@ -291,11 +291,11 @@ def scan(
     counts = {"skipped": 0, "scanned": 0, "ok": 0, "invalid": 0, "unreadable": 0}
     sources = list(sources)
     if isinstance(out, (str, os.PathLike)):
-        from ..api.fileio import check_output
+        from ..api.fileio import check_output, open_append
 
         check_output(out, [*inputs, *sources], what="--output")  # a model or a list being scanned is never appended to
         done = done_sources(out)
-        stream: TextIO = open(out, "a", encoding="utf-8")  # noqa: SIM115 - closed below, after the run
+        stream: TextIO = open_append(out, what="--output")  # closed below, after the run
     else:
         done, stream = set(), out
     todo = pending(sources, done)

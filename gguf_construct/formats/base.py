@@ -117,6 +117,20 @@ def open_regular(path: str | os.PathLike[str]) -> Any:
         raise
 
 
+def read_regular(path: str | os.PathLike[str], *, what: str = "the file", most: int | None = None) -> bytes:
+    """A small input file whole (a value file, a list of sources, a vocabulary): a regular file only
+    (``open_regular``: a FIFO never blocks, ``/dev/zero`` is refused), at most ``most`` bytes (default: the
+    ``header_bytes`` limit), its size checked before a byte is read and the read bounded too (a file that grows
+    meanwhile is refused, not read without end)."""
+    most = limit("header_bytes") if most is None else most
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        data = f.read(most + 1) if size <= most else b""
+    if size > most or len(data) > most:
+        raise breach("header_bytes", f"{what} {os.fspath(path)} has more than {most} bytes")
+    return data
+
+
 def _file_kind(mode: int) -> str:
     for test, name in (
         (stat.S_ISDIR, "a directory"),

@@ -61,6 +61,8 @@ class MappedSource:
         self.name = os.fspath(path)
         self._view = map_file(path)
         self.size = len(self._view)
+        #: (device, inode, size, mtime_ns) of the file as opened: a rewrite of it checks this before its rename
+        self.signature = _signature(self._view, self.name)
 
     def view(self) -> memoryview:
         return self._view
@@ -73,6 +75,19 @@ class MappedSource:
 
     def parse_header(self, schema: Any, tail: str, **kw: Any) -> Any:
         return schema.parse(self._view, **kw)
+
+
+def _signature(view: memoryview, path: str) -> tuple[int, int, int, int] | None:
+    """The opened file's (device, inode, size, mtime_ns): from the map's own descriptor, else (an empty file is
+    not mapped) from the path."""
+    from ..formats.filedata import _owner
+
+    owner = _owner(view)
+    try:
+        st = os.fstat(owner.fd) if owner is not None else os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 class _Intervals:
