@@ -100,12 +100,41 @@ def check_writable(target: str | os.PathLike[str], *, what: str = "the output") 
     except ValueError:
         raise rules.OUTPUT_NOT_REGULAR.error(f"{what} {name!r} is not a path the system can take (a NUL byte)") from None
     except OSError:
-        return  # absent (created), or a folder that cannot be searched: the write itself then fails with an OSError
-    if not stat.S_ISREG(st.st_mode):
+        st = None  # absent (created), or a folder that cannot be searched: the write itself then fails with an OSError
+    place = _system_place(name)
+    if place is not None:
+        raise rules.OUTPUT_NOT_REGULAR.error(
+            f"{what} {name} is {place}, not a file of a folder of files: only regular files are written; give a file path"
+        )
+    if st is not None and not stat.S_ISREG(st.st_mode):
         link = " (through a symlink)" if os.path.islink(name) else ""
         raise rules.OUTPUT_NOT_REGULAR.error(
             f"{what} {name} is {_kind(st.st_mode)}{link}, not a regular file: only regular files are written; give a file path"
         )
+
+
+#: Folders of the system's own objects (devices, processes, kernel settings): never a place for an output, even
+#: when what a name there leads to is a regular file (``/dev/stdout`` → ``/proc/self/fd/1`` → a log file: the
+#: rename would replace the link ``/dev/stdout`` itself).
+_SYSTEM_FOLDERS = ("/dev", "/proc", "/sys")
+
+
+def _system_place(name: str) -> str | None:
+    """What makes ``name`` a system object rather than a file: in one of ``_SYSTEM_FOLDERS``, or a symlink into
+    one (a process's descriptor), by its name or at any step of its chain of links (``realpath`` alone would
+    follow ``/proc/self/fd/1`` on to the file behind it); None for an ordinary path."""
+    path, how = os.path.abspath(name), "in"
+    for _ in range(41):  # the system's own bound on a chain of links is 40
+        for candidate in (path, os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))):
+            for folder in _SYSTEM_FOLDERS:
+                if candidate == folder or candidate.startswith(folder + "/"):
+                    return f"{how} {folder}"
+        try:
+            link = os.readlink(path)
+        except (OSError, ValueError):
+            return None  # not a link (or nothing there): the end of the chain
+        path, how = os.path.normpath(os.path.join(os.path.dirname(path), link)), "a link into"
+    return None
 
 
 def open_append(path: str | os.PathLike[str], *, what: str = "the output") -> Any:

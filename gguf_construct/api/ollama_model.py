@@ -23,7 +23,7 @@ from typing import Any
 
 from ..core import rules
 from ..errors import FormatError, InvalidValueError
-from ..formats.base import map_file, open_regular, real_path
+from ..formats.base import map_untracked, open_regular, real_path
 from ..formats.ollama.schema import (
     DIGEST,
     MEDIA_CONFIG,
@@ -152,7 +152,7 @@ def open_model(
         if layer.digest not in views:
             p = blob_path(base, layer.digest)
             try:
-                view = map_file(p)
+                view = map_untracked(p)  # one descriptor at most per blob, held by its map: a model has one blob per tensor
             except FileNotFoundError:
                 raise rules.BLOB_MISSING.error(f"blob {p} is missing", path=layer.name or layer.digest) from None
             except FormatError as e:  # a directory, a FIFO, a device at the blob's path

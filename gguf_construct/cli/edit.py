@@ -162,6 +162,8 @@ def _cmd_set(args: argparse.Namespace) -> int:
     try:
         f.save(_output(args), keep_valid=not args.force)
     except FormatError as e:  # the value makes a file the reader rejects (general.alignment 0, ...): nothing written
+        if e.rule.startswith("output."):
+            raise  # the target's fault, not the value's: reported with its rule (exit 2)
         usage(f"gguf-construct set: {args.key}: {e.message}")
     print(f"{_output(args)}: {args.key} = {_shown(meta[args.key])} ({meta.type_of(args.key)})")
     return EXIT_OK

@@ -178,6 +178,22 @@ def map_file(path: str | os.PathLike[str]) -> memoryview:
     return memoryview(open_map(path))
 
 
+def map_untracked(path: str | os.PathLike[str]) -> memoryview:
+    """Memory-map a regular file read-only holding as few descriptors as the platform allows: none where
+    ``mmap`` takes ``trackfd=False`` (Python 3.13+), else the one the map keeps, and never ``FileMap``'s second
+    one. For models made of many files (an Ollama model's blobs, one per tensor): a 600-blob model stays far
+    under the usual limit of 1,024 open files. Copies out of such a map go through memory, not
+    ``copy_file_range``."""
+    with open_regular(path) as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return memoryview(b"")
+        try:
+            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ, trackfd=False)  # type: ignore[call-arg,unused-ignore]
+        except TypeError:  # before Python 3.13: the map keeps a descriptor of its own
+            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    return memoryview(m)
+
+
 _PATH_PART = re.compile(r"\s*->\s*")
 
 
