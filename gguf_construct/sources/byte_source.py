@@ -169,6 +169,7 @@ class RangedSource:
         *,
         first: Any = b"",
         on_complete: Callable[[memoryview], None] | None = None,
+        spool: Any = None,
     ):
         if not 0 <= size <= MAX_SIZE:
             raise rules.REMOTE_SIZE.error(f"the file has {size} bytes, more than the {MAX_SIZE} the reader maps", url=name)
@@ -176,7 +177,9 @@ class RangedSource:
         self.size = size
         self.opts = budgeted(opts or options())
         self._fetch = fetch
-        self._buffer = self._make_buffer(size)
+        #: whether the buffer is ``spool`` itself (a whole download already on disk): then it holds every byte
+        self.adopted = False
+        self._buffer = self._make_buffer(size, spool)
         self._view = memoryview(self._buffer)
         self._have = _Intervals()
         self._lock = threading.Lock()
@@ -190,14 +193,18 @@ class RangedSource:
             self._have.add(0, n)
             self.fetched, self.requests = n, 1
 
-    def _make_buffer(self, size: int) -> Any:
-        """The sparse buffer, in memory while the command's memory budget has room for all of it, else on disk;
-        its reservation is given back when the source is collected."""
+    def _make_buffer(self, size: int, spool: Any = None) -> Any:
+        """The sparse buffer, in memory while the command's memory budget has room for all of it, else on disk:
+        a map of ``spool`` when given (a temporary file already holding the whole file: ``adopted``), else of a
+        new temporary file; its reservation is given back when the source is collected."""
         budget = self.opts.budget
         in_memory = size <= ANONYMOUS_LIMIT and budget.reserve_memory(size)
         if in_memory:
             weakref.finalize(self, budget.release_memory, size)
         try:
+            if spool is not None and not in_memory and size:
+                self.adopted = True
+                return mmap.mmap(spool.fileno(), size)
             return sparse_buffer(size, in_memory=in_memory)
         except (OSError, OverflowError, ValueError) as e:
             raise rules.REMOTE_SIZE.error(

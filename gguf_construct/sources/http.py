@@ -474,16 +474,17 @@ class HttpFile:
         return RangedSource(self.url, self.size, self.fetch, o, first=first, on_complete=self.on_complete)
 
     def _download_unsized(self, resp: Any, call: _Call) -> RangedSource:
-        """A 200 body of unknown length (chunked): streamed to a temporary file under the byte limits, then copied
-        a piece at a time into the source's buffer, which the memory budget puts in memory or on disk. Nothing
-        held in memory grows with the body."""
+        """A 200 body of unknown length (chunked): streamed to a temporary file under the byte limits, which then
+        becomes the source's buffer on disk, or is copied a piece at a time into memory when the memory budget has
+        room for it. Nothing held in memory grows with the body."""
         import tempfile
 
         with tempfile.TemporaryFile(prefix="gguf-construct-download-") as spool:
             size = self._download(resp, None, spool, call)
-            src = RangedSource(self.url, size, self.fetch, self.opts, on_complete=self.on_complete)
+            spool.flush()
+            src = RangedSource(self.url, size, self.fetch, self.opts, on_complete=self.on_complete, spool=spool)
             spool.seek(0)
-            view, pos = src.view(), 0
+            view, pos = src.view(), size if src.adopted else 0
             while pos < size:
                 n = spool.readinto(view[pos : pos + (1 << 20)])
                 if not n:
