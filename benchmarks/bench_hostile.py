@@ -395,7 +395,10 @@ def _outputs_case(source: Path, tmp: Path, case: str, quick: bool, timeout: floa
         store = work / "store"
         before = hashlib.sha256(victim.read_bytes()).hexdigest()
         ended, _, _ = cli("convert", str(model), f"{store}/", "--model", name)
-        return f"{ended} | victim {'intact' if hashlib.sha256(victim.read_bytes()).hexdigest() == before else 'OVERWRITTEN'}"
+        strays = [p for p in store.rglob("*") if p.is_file() and p.relative_to(store).parts[0] not in ("manifests", "blobs")]
+        intact = hashlib.sha256(victim.read_bytes()).hexdigest() == before
+        where = f"{len(strays)} files outside OUT/manifests"
+        return f"{ended.replace('[-h]', '(usage)')} | victim {'intact' if intact else 'OVERWRITTEN'}, {where}"
     if case == "safe_open of a FIFO":
         fifo = work / "m.safetensors"
         os.mkfifo(fifo)
