@@ -98,19 +98,21 @@ def as_stream(stream: Any) -> BufferStream:
     return BufferStream(stream.read())
 
 
-def open_regular(path: str | os.PathLike[str]) -> Any:
+def open_regular(path: str | os.PathLike[str], *, blocking: bool = True) -> Any:
     """Open a file for binary reading, refusing anything but a regular file *before* reading from it.
 
     A FIFO would block ``open()`` until a writer comes, a directory or a device is not a model file: the file
     is opened with O_NONBLOCK (which never blocks, even on a FIFO), checked with ``fstat`` on that very
-    descriptor (no race between a check and the open), then switched back to blocking reads.
+    descriptor (no race between a check and the open), then switched back to blocking reads unless
+    ``blocking`` is False (a regular file on disk never blocks anyway; a kernel file that passes for one, such
+    as ``/proc/kmsg``, then answers EAGAIN, an OSError, instead of waiting for ever).
     """
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise rules.FILE_NOT_REGULAR.error(f"{os.fspath(path)} is {_file_kind(mode)}, not a regular file", offset=0)
-        os.set_blocking(fd, True)
+        os.set_blocking(fd, blocking)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -121,11 +123,22 @@ def read_regular(path: str | os.PathLike[str], *, what: str = "the file", most: 
     """A small input file whole (a value file, a list of sources, a vocabulary): a regular file only
     (``open_regular``: a FIFO never blocks, ``/dev/zero`` is refused), at most ``most`` bytes (default: the
     ``header_bytes`` limit), its size checked before a byte is read and the read bounded too (a file that grows
-    meanwhile is refused, not read without end)."""
+    meanwhile is refused, not read without end), without blocking (``/proc/kmsg`` is an OSError, not a hang)."""
     most = limit("header_bytes") if most is None else most
-    with open_regular(path) as f:
+    with open_regular(path, blocking=False) as f:
         size = os.fstat(f.fileno()).st_size
-        data = f.read(most + 1) if size <= most else b""
+        pieces: list[bytes] = []
+        got = 0
+        while size <= most and got <= most:
+            try:
+                piece = os.read(f.fileno(), min(1 << 20, most + 1 - got))
+            except BlockingIOError:  # no file on disk waits: a kernel file that passes for one (/proc/kmsg)
+                raise rules.FILE_NOT_REGULAR.error(f"{what} {os.fspath(path)} would make the reader wait: not a file on disk") from None
+            if not piece:
+                break
+            pieces.append(piece)
+            got += len(piece)
+        data = b"".join(pieces)
     if size > most or len(data) > most:
         raise breach("header_bytes", f"{what} {os.fspath(path)} has more than {most} bytes")
     return data

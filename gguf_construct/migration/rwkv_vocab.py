@@ -65,7 +65,7 @@ def read_world_vocab(path: str | os.PathLike[str]) -> list[bytes]:
     tokens: list[bytes] = []
     from ..formats.base import open_regular
 
-    with open_regular(path) as f:  # a FIFO or a device is refused before a byte is read
+    with open_regular(path, blocking=False) as f:  # a FIFO or a device is refused before a byte is read; nothing waits
         size = os.fstat(f.fileno()).st_size
         if size > MAX_FILE:
             raise rules.VOCAB_SIZE.error(f"{os.fspath(path)} has {size} bytes: more than {MAX_FILE} for a vocabulary")

@@ -227,6 +227,25 @@ def test_input_files_that_are_fifos_or_devices_are_refused_without_blocking(argv
         assert time.monotonic() - started < 30
 
 
+def test_reading_an_input_never_blocks(tmp_path, monkeypatch):
+    """A regular file whose read would wait (a kernel file such as ``/proc/kmsg``, simulated: reading it here
+    would consume the kernel's messages) is refused, not waited on: the descriptor is non-blocking."""
+    from gguf_construct.formats import base
+
+    path = tmp_path / "v.txt"
+    path.write_text("x")
+    seen = []
+
+    def read(fd, n):
+        seen.append(os.get_blocking(fd))
+        raise BlockingIOError(11, "would block")
+
+    monkeypatch.setattr(base.os, "read", read)
+    with pytest.raises(FormatError) as e:
+        base.read_regular(path, what="--value-file")
+    assert e.value.rule == "file.not_regular" and seen == [False]
+
+
 def test_a_value_file_is_read_within_the_size_limit(tmp_path, capsys):
     src = _model(tmp_path)
     big = tmp_path / "big.txt"
