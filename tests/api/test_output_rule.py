@@ -390,3 +390,15 @@ def test_blob_paths_are_one_name_per_digest():
     for bad in ("sha256:../" + "a" * 61, "sha256:" + "a" * 63 + "/", "sha256:" + "a" * 64 + "\n", "sha512:" + "a" * 64):
         with pytest.raises(FormatError):
             ollama.blob_path("/m", bad)
+
+
+@pytest.mark.parametrize("name", ["../../evil", "/abs", "a/../../b", "a\\b", "C:x"])
+def test_dequant_refuses_tensor_names_that_unpack_out_of_their_folder(name, tmp_path, capsys):
+    f = gc.load(corpus_file(KQUANTS), strict=False)
+    f.tensors.rename(list(f.tensors)[0], name)
+    model = tmp_path / "m.gguf"
+    f.save(model)
+    out = tmp_path / "o.npz"
+    assert code(["dequant", os.fspath(model), os.fspath(out)]) == 2
+    assert "output.name" in capsys.readouterr().err and not out.exists()
+    assert code(["dequant", os.fspath(model), os.fspath(out), "--tensor", list(f.tensors)[1]]) == 0  # the others still can
