@@ -230,9 +230,20 @@ def write_blob(
     digest = "sha256:" + sha256_of(data)
     p = blob_path(root, digest)
     p.parent.mkdir(parents=True, exist_ok=True)
-    if not p.exists():
+    if not _holds(p, digest):  # a blob already there is kept only when it is a regular file with these bytes
         write_atomic(p, lambda f: f.write(data), durable=durable)
     return Layer(media_type, digest, len(data), name)
+
+
+def _holds(path: Path, digest: str) -> bool:
+    """Whether ``path`` is a regular file (not a link) whose sha256 is ``digest``: what a store may keep as it is.
+    Anything else there (a different file, a link elsewhere) is replaced; a FIFO or a device is refused by the write."""
+    try:
+        if path.is_symlink() or not path.is_file():
+            return False
+        return "sha256:" + sha256_of(map_untracked(path)) == digest
+    except (OSError, FormatError):
+        return False
 
 
 def write_model(

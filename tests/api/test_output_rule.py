@@ -402,3 +402,23 @@ def test_dequant_refuses_tensor_names_that_unpack_out_of_their_folder(name, tmp_
     assert code(["dequant", os.fspath(model), os.fspath(out)]) == 2
     assert "output.name" in capsys.readouterr().err and not out.exists()
     assert code(["dequant", os.fspath(model), os.fspath(out), "--tensor", list(f.tensors)[1]]) == 0  # the others still can
+
+
+def test_a_store_keeps_only_blobs_that_hold_their_digest(tmp_path):
+    data = b"blob bytes"
+    layer = ollama.write_blob(tmp_path, data, "application/vnd.ollama.image.json")
+    path = ollama.blob_path(tmp_path, layer.digest)
+    path.write_bytes(b"tampered")  # a wrong file under the blob's name is replaced
+    ollama.write_blob(tmp_path, data, "application/vnd.ollama.image.json")
+    assert path.read_bytes() == data
+    outside = tmp_path / "outside"
+    outside.write_bytes(data)
+    path.unlink()
+    path.symlink_to(outside)  # a link, even to the right bytes, is replaced by the blob itself
+    ollama.write_blob(tmp_path, data, "application/vnd.ollama.image.json")
+    assert not path.is_symlink() and path.read_bytes() == data
+    path.unlink()
+    os.mkfifo(path)  # a FIFO is refused, never written or waited on
+    with pytest.raises(FormatError) as e:
+        ollama.write_blob(tmp_path, data, "application/vnd.ollama.image.json")
+    assert e.value.rule == "output.not_regular" and stat.S_ISFIFO(os.lstat(path).st_mode)
