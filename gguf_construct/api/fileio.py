@@ -89,11 +89,12 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def check_writable(target: str | os.PathLike[str], *, what: str = "the output") -> None:
+def check_writable(target: str | os.PathLike[str], *, what: str = "the output", folder: bool = False) -> None:
     """Refuse (``output.not_regular``) a ``target`` that exists and is not a regular file once links are followed:
-    a FIFO, a device, a socket, a directory. Only ``stat`` is used: nothing is opened, so a FIFO never blocks and
-    a device is never written. A missing name (or a dangling link) is a new file, allowed; a path the system
-    cannot take (a NUL byte) is refused under the same rule."""
+    a FIFO, a device, a socket, a directory (unless ``folder``: an output that is a folder of files, such as an
+    Ollama models root). Only ``stat`` is used: nothing is opened, so a FIFO never blocks and a device is never
+    written. A missing name (or a dangling link) is a new file, allowed; a path the system cannot take (a NUL
+    byte) is refused under the same rule."""
     name = os.fspath(target)
     try:
         st = os.stat(name)
@@ -106,7 +107,7 @@ def check_writable(target: str | os.PathLike[str], *, what: str = "the output") 
         raise rules.OUTPUT_NOT_REGULAR.error(
             f"{what} {name} is {place}, not a file of a folder of files: only regular files are written; give a file path"
         )
-    if st is not None and not stat.S_ISREG(st.st_mode):
+    if st is not None and not stat.S_ISREG(st.st_mode) and not (folder and stat.S_ISDIR(st.st_mode)):
         link = " (through a symlink)" if os.path.islink(name) else ""
         raise rules.OUTPUT_NOT_REGULAR.error(
             f"{what} {name} is {_kind(st.st_mode)}{link}, not a regular file: only regular files are written; give a file path"
@@ -205,11 +206,12 @@ def reading(paths: Iterable[Any]) -> Iterator[None]:
         _INPUTS.reset(token)
 
 
-def check_output(target: str | os.PathLike[str], inputs: Iterable[Any] = (), *, what: str = "the output") -> None:
+def check_output(target: str | os.PathLike[str], inputs: Iterable[Any] = (), *, what: str = "the output", folder: bool = False) -> None:
     """Refuse (``output.input``, an ``InvalidValueError``) a ``target`` that is one of ``inputs`` or of the files
     the running command reads (``reading``): same device and inode once links are followed. A target that does
-    not exist yet is no input. A target that exists and is not a regular file is refused too (``check_writable``)."""
-    check_writable(target, what=what)
+    not exist yet is no input. A target that exists and is not a regular file (or, with ``folder``, a directory)
+    is refused too (``check_writable``)."""
+    check_writable(target, what=what, folder=folder)
     ident = identity(target)
     if ident is None:
         return

@@ -135,8 +135,10 @@ def done_sources(path: str | os.PathLike[str]) -> set[str]:
 
     if not os.path.lexists(path):
         return set()
-    with open_regular(path) as f:  # a FIFO or a directory is refused before it is read
+    with open_regular(path, blocking=False) as f:  # a FIFO or a directory is refused before it is read; nothing waits
         data = f.read()
+    if data is None:  # a kernel file passing for a regular one, with nothing to give now
+        raise rules.OUTPUT_FOREIGN.error(f"{os.fspath(path)} would make the reader wait: it is not a results file of scan")
     end = data.rfind(b"\n") + 1
     tail = data[end:]
     if tail and not (tail.startswith(LINE_START) or LINE_START.startswith(tail)):

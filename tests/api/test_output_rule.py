@@ -246,12 +246,20 @@ def test_reading_an_input_never_blocks(tmp_path, monkeypatch):
     assert e.value.rule == "file.not_regular" and seen == [False]
 
 
-def test_a_value_file_is_read_within_the_size_limit(tmp_path, capsys):
+def test_a_value_file_is_read_within_the_size_limit(tmp_path):
+    """In a child process: ``--limit`` changes the limits for the rest of the process."""
     src = _model(tmp_path)
     big = tmp_path / "big.txt"
     big.write_bytes(b"x" * 2000)
-    assert code(["--limit", "header_bytes=1000", "set", os.fspath(src), "general.name", "--value-file", os.fspath(big)]) == 2
-    assert "header_bytes" in capsys.readouterr().err
+    run = subprocess.run(
+        [sys.executable, "-m", "gguf_construct.cli.main", "--limit", "header_bytes=1000", "set", os.fspath(src), "general.name"]
+        + ["--value-file", os.fspath(big)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.fspath(ROOT)},
+    )
+    assert run.returncode == 2 and "header_bytes" in run.stderr, run.stderr
 
 
 def test_a_list_of_sources_that_is_not_utf8_is_a_usage_error(tmp_path, capsys):
@@ -422,3 +430,13 @@ def test_a_store_keeps_only_blobs_that_hold_their_digest(tmp_path):
     with pytest.raises(FormatError) as e:
         ollama.write_blob(tmp_path, data, "application/vnd.ollama.image.json")
     assert e.value.rule == "output.not_regular" and stat.S_ISFIFO(os.lstat(path).st_mode)
+
+
+def test_convert_writes_into_an_existing_models_folder(tmp_path, capsys):
+    """An Ollama output is a folder: an existing one is a models root to add to, not a special file."""
+    src = _model(tmp_path)
+    store = tmp_path / "store"
+    store.mkdir()
+    for model in ("a:b", "c"):
+        assert code(["convert", os.fspath(src), os.fspath(store), "--model", model]) == 0, capsys.readouterr().err
+    assert sorted(p.name for p in (store / "manifests" / "registry.ollama.ai" / "library").iterdir()) == ["a", "c"]
