@@ -189,3 +189,24 @@ def test_a_compressed_body_is_never_inflated(hostile):
 def test_a_redirect_leaves_http_never(hostile):
     rc, err, _ = run(["info", hostile.url])
     assert rc == 2 and "remote.redirects" in err and "root:" not in err, err
+
+
+@pytest.mark.parametrize("hostile", [("redirect",), ("503",)], indirect=True, ids=["redirect-loop", "retried-503"])
+def test_no_answer_is_drained(hostile, monkeypatch):
+    """In this process: urllib3's ``drain_conn`` (which reads a body whole, uncounted) is never called; every
+    answer not used is closed unread."""
+    import urllib3.response
+
+    import gguf_construct as gc
+    from gguf_construct.sources.options import configure
+
+    drained: list[int] = []
+    monkeypatch.setattr(urllib3.response.HTTPResponse, "drain_conn", lambda self: drained.append(self.status))
+    previous = configure(retries=2, backoff=0.01, max_bytes=1_000_000)
+    try:
+        with pytest.raises(gc.FormatError) as e:
+            gc.load(hostile.url)
+    finally:
+        configure(previous)
+    assert e.value.rule in ("remote.redirects", "remote.status")
+    assert drained == [] and hostile.requests >= 3
