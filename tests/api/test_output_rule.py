@@ -440,3 +440,16 @@ def test_convert_writes_into_an_existing_models_folder(tmp_path, capsys):
     for model in ("a:b", "c"):
         assert code(["convert", os.fspath(src), os.fspath(store), "--model", model]) == 0, capsys.readouterr().err
     assert sorted(p.name for p in (store / "manifests" / "registry.ollama.ai" / "library").iterdir()) == ["a", "c"]
+
+
+def test_the_outputs_benchmark_cases_run(tmp_path):
+    """``benchmarks/bench_hostile.py --outputs``: two of its cases, so that the section cannot rot unnoticed
+    (CI's smoke run of the script takes its default section)."""
+    sys.path.insert(0, os.fspath(ROOT / "benchmarks"))
+    try:
+        import bench_hostile
+    finally:
+        sys.path.remove(os.fspath(ROOT / "benchmarks"))
+    assert bench_hostile._outputs_case(ROOT, tmp_path, "FIFO as -o", True, 60) == "exit 2 [output.not_regular] | FIFO → FIFO"
+    row = bench_hostile._outputs_case(ROOT, tmp_path, "--value-file V -o V", True, 60)
+    assert row == "exit 2 [output.input] | value file intact"
