@@ -14,11 +14,18 @@ loopback test server, whose shards are made on demand and lie in the ways named 
 requests and bytes the server saw, the child's peak RSS and wall time, and how it ended.
 
     python benchmarks/bench_hostile.py --templates [--quick]
+    python benchmarks/bench_hostile.py --outputs [--before DIR] [--quick]
 
 Chat templates that exhaust a renderer (``TEMPLATE_EXHAUSTION``): the scan's CPU time on each (best of 5) and
 its finding, beside what Jinja2's SandboxedEnvironment does with the same template in a child process limited
 to ``--render-cpu`` CPU seconds and 512 MiB (killed at the limit, or MemoryError): the scan flags in
 milliseconds what the renderer cannot finish.
+
+``--outputs``: the output rule (a FIFO, a device, a link to a process's descriptor named as ``-o``; ``--value-file V
+-o V``), Ollama names as paths (``--model m:/abs/file``, ``m:../../x``), ``safe_open`` of a FIFO, a 600-blob Ollama
+model under 1,024 open files, and a hostile loopback server (redirect loops and 503s with 300 MB bodies under
+``--max-bytes 1000000``, a chunked download under ``--max-memory 8 MiB``): how each ended, what survived, what it
+cost (requests, MB the server sent, peak RSS, seconds).
 """
 
 from __future__ import annotations
@@ -325,8 +332,149 @@ def leftover_rows(source: Path, timeout: float) -> None:
             print(f"| {what} | exit {r.returncode} | {err} | input {'intact' if kept else 'DESTROYED'} |", flush=True)
 
 
+# -- outputs, inputs, names, remote budgets ------------------------------------------------------------------------
+#: ``--outputs [--before DIR] [--quick]``: each class of the output rule, the names-as-paths checks, safe_open and the
+#: transport budgets, run by fresh processes of a checkout; per row how it ended and what survived or was spent.
+
+
+def _outputs_case(source: Path, tmp: Path, case: str, quick: bool, timeout: float) -> str:
+    """One row's cells after the case name for the checkout ``source``: how it ended and what it cost."""
+    import hashlib
+    import os
+    import shutil
+    import stat
+    import threading
+    import time
+
+    from gguf_construct.data import example_path
+
+    sys.path.insert(0, str(ROOT / "tests" / "sources"))
+    from test_transport_budget import Hostile
+
+    work = tmp / case.replace(" ", "-").replace("/", "_")
+    work.mkdir()
+    model = work / "m.gguf"
+    shutil.copy(example_path(), model)
+    env = {"PYTHONPATH": str(source), "PATH": "/usr/bin:/bin"}
+
+    def cli(*argv: str, rlimit: int | None = None) -> tuple[str, float, float]:
+        pre = ["prlimit", f"--nofile={rlimit}", "--"] if rlimit else []
+        return _run_measured([*pre, sys.executable, "-m", "gguf_construct.cli.main", *argv], source, timeout)
+
+    def kind(path: Path) -> str:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return "absent"
+        return {stat.S_IFIFO: "FIFO", stat.S_IFCHR: "device", stat.S_IFLNK: "symlink", stat.S_IFREG: "regular file"}.get(
+            stat.S_IFMT(st.st_mode), "other"
+        )
+
+    if case in ("FIFO as -o", "device as -o", "link to a descriptor as -o"):
+        out = work / "out"
+        if case == "FIFO as -o":
+            os.mkfifo(out)
+        elif case == "device as -o":
+            if os.geteuid() != 0:
+                return "needs root | |"
+            os.mknod(out, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        else:
+            out.symlink_to("/proc/self/fd/1")
+        before = kind(out)
+        ended, _, _ = cli("set", str(model), "general.name", "x", "-o", str(out))
+        return f"{ended} | {before} → {kind(out)}"
+    if case == "--value-file V -o V":
+        value = work / "v.txt"
+        value.write_text("name")
+        ended, _, _ = cli("set", str(model), "general.name", "--value-file", str(value), "-o", str(value))
+        return f"{ended} | value file {'intact' if value.read_bytes() == b'name' else 'REPLACED'}"
+    if case.startswith("--model "):
+        victim = work / "victim"
+        victim.write_text("keep")
+        name = f"m:{victim}" if case.endswith("/abs/file") else "m:../../../../" + str(victim.relative_to("/"))
+        store = work / "store"
+        before = hashlib.sha256(victim.read_bytes()).hexdigest()
+        ended, _, _ = cli("convert", str(model), f"{store}/", "--model", name)
+        strays = [p for p in store.rglob("*") if p.is_file() and p.relative_to(store).parts[0] not in ("manifests", "blobs")]
+        intact = hashlib.sha256(victim.read_bytes()).hexdigest() == before
+        where = f"{len(strays)} files outside OUT/manifests"
+        return f"{ended.replace('[-h]', '(usage)')} | victim {'intact' if intact else 'OVERWRITTEN'}, {where}"
+    if case == "safe_open of a FIFO":
+        fifo = work / "m.safetensors"
+        os.mkfifo(fifo)
+        code = (
+            f"import sys, gguf_construct as gc\ntry:\n    gc.safe_open({str(fifo)!r})\n"
+            "except gc.FormatError as e:\n    sys.exit(f'[{e.rule}]')"
+        )
+        ended, _, seconds = _run_measured([sys.executable, "-c", code], source, min(timeout, 10.0))
+        return f"{ended} | {seconds:.1f} s"
+    if case == "600-blob Ollama model, 1024 files":
+        code = (
+            "import numpy as np\nfrom gguf_construct.api import ollama_model as o\nfrom gguf_construct.formats.safetensors.schema "
+            "import SAFETENSORS as S\nb=[(f't{i}', S.build({'tensors': {f't{i}': {'dtype': 'F32', 'shape': [2], 'data': "
+            f"np.zeros(2, np.float32)}}}}, 'style': 'ollama'}})) for i in range(600)]\nprint(o.write_model({str(work)!r}, 'm', b, {{}}))"
+        )
+        manifest = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=source, env=env).stdout.strip()
+        ended, rss, _ = cli("validate", manifest, rlimit=1024)
+        return f"{ended} | peak {rss:.0f} MiB"
+    # remote: a hostile loopback server
+    mode, size = {
+        "302 loop, 300 MB bodies": ("redirect", 0),
+        "503 x5, 300 MB bodies": ("503", 0),
+        "chunked download": ("chunked", (32 if quick else 256) << 20),
+    }[case]
+    server = Hostile(mode, size)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        extra = ["--download", "--max-memory", str(8 << 20)] if mode == "chunked" else ["--max-bytes", "1000000"]
+        started = time.monotonic()
+        ended, rss, _ = cli("info", server.url, *extra)
+        seconds = time.monotonic() - started
+    finally:
+        server.stop.set()
+        server.shutdown()
+        server.server_close()
+    return f"{ended} | {server.requests} requests, {server.sent / 1e6:.1f} MB sent, peak {rss:.0f} MiB, {seconds:.1f} s"
+
+
+OUTPUT_CASES = (
+    "FIFO as -o",
+    "device as -o",
+    "link to a descriptor as -o",
+    "--value-file V -o V",
+    "--model m:/abs/file",
+    "--model m:../../../../x",
+    "safe_open of a FIFO",
+    "600-blob Ollama model, 1024 files",
+    "302 loop, 300 MB bodies",
+    "503 x5, 300 MB bodies",
+    "chunked download",
+)
+
+
+def output_rows(before: Path | None, quick: bool, timeout: float) -> None:
+    """``--outputs``: one markdown row per case and checkout (``--before DIR`` first, then this one)."""
+    print("| case | tree | ended | what survived, what it cost |")
+    print("|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in OUTPUT_CASES:
+            for label, tree in ([("before", before)] if before else []) + [("after", ROOT)]:
+                folder = Path(tmp) / label
+                folder.mkdir(exist_ok=True)
+                print(f"| {case} | {label} | {_outputs_case(tree, folder, case, quick, timeout)} |", flush=True)
+
+
 if __name__ == "__main__":
-    if "--leftovers" in sys.argv:
+    if "--outputs" in sys.argv:
+        flags = argparse.ArgumentParser()
+        flags.add_argument("--outputs", action="store_true")
+        flags.add_argument("--before", type=Path)
+        flags.add_argument("--quick", action="store_true")
+        flags.add_argument("--timeout", type=float, default=120.0)
+        known = flags.parse_args()
+        output_rows(known.before, known.quick, known.timeout)
+    elif "--leftovers" in sys.argv:
         at = sys.argv.index("--leftovers")
         other = Path(sys.argv[at + 1]) if len(sys.argv) > at + 1 else ROOT
         leftover_rows(other, 300)

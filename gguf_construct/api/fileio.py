@@ -3,13 +3,21 @@ and renames it into place (``write_atomic``), so a failure or a kill never leave
 is never modified. Here too: the temporaries' naming (which lets the next write remove those of a killed
 writer, ``clean_stale_temporaries``), the durability policy (``durability``: when a write is fsynced) and the
 check every GGUF writer runs before its rename (``verify_gguf_output``), and the output guard (``reading``,
-``check_output``): no write replaces or truncates a file the command reads.
+``check_output``): no write replaces or truncates a file the command reads, and every target is a regular file
+or a new name (``check_writable``).
 
 The output guard: a command names the files it reads (``with reading(paths):``, or ``inputs=`` of
 ``check_output``); every ``write_atomic`` in the block refuses a target that is one of them, compared by device
 and inode after links are resolved (the same name, ``./x`` for ``x``, a symlink, a hard link, a shard of the
 set), with ``output.input`` (an ``InvalidValueError``). Writers check early too (before any work) with
-``check_output``. Only an edit without ``-o`` replaces its own input, on purpose and atomically.
+``check_output``. Only an edit without ``-o`` replaces its own input, on purpose and atomically, and only while
+it is still the file that was opened (``replaces=``: device, inode, size and modification time compared just
+before the rename; a file moved into place meanwhile is refused with ``output.changed``, never discarded).
+
+The output rule: a target that exists must be a regular file (or a symlink to one). A FIFO, a device
+(``/dev/null``, ``/dev/stdout`` as root), a socket or a directory, or a symlink to one, is refused with
+``output.not_regular`` by ``stat`` before anything is created or opened for writing, and checked again just
+before the rename. ``open_append`` opens a results file for appending under the same rule.
 
 Durability: the rename makes every write atomic for the running system, whatever the policy. Surviving a power
 loss or a kernel crash needs more: the new file's data on disk before the rename. So by default (``durable=None``,
@@ -24,8 +32,10 @@ copied piece's write-back started early, and then the folder, so the new name is
 from __future__ import annotations
 
 import contextvars
+import errno
 import os
 import re
+import stat
 import struct
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -50,6 +60,107 @@ _TEMP_NAME = re.compile(r"\..+\." + TEMP_TAG + r"(?P<pid>[0-9]{1,10})\.[^./]+\.t
 
 #: The files the running command reads, as (device, inode, name): ``reading`` adds to it, ``write_atomic`` refuses them.
 _INPUTS: contextvars.ContextVar[tuple[tuple[int, int, str], ...]] = contextvars.ContextVar("gguf_construct_inputs", default=())
+
+
+#: What ``write_atomic(replaces=...)`` compares: (device, inode, size, modification time in ns).
+Signature = tuple[int, int, int, int]
+
+
+def signature(path: str | os.PathLike[str] | int) -> Signature | None:
+    """The (device, inode, size, mtime_ns) of what ``path`` (or a descriptor) names, links followed; None when
+    nothing is there."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError, TypeError):
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def check_writable(target: str | os.PathLike[str], *, what: str = "the output", folder: bool = False) -> None:
+    """Refuse (``output.not_regular``) a ``target`` that exists and is not a regular file once links are followed:
+    a FIFO, a device, a socket, a directory (unless ``folder``: an output that is a folder of files, such as an
+    Ollama models root). Only ``stat`` is used: nothing is opened, so a FIFO never blocks and a device is never
+    written. A missing name (or a dangling link) is a new file, allowed; a path the system cannot take (a NUL
+    byte) is refused under the same rule."""
+    name = os.fspath(target)
+    try:
+        st = os.stat(name)
+    except ValueError:
+        raise rules.OUTPUT_NOT_REGULAR.error(f"{what} {name!r} is not a path the system can take (a NUL byte)") from None
+    except OSError:
+        st = None  # absent (created), or a folder that cannot be searched: the write itself then fails with an OSError
+    place = _system_place(name)
+    if place is not None:
+        raise rules.OUTPUT_NOT_REGULAR.error(
+            f"{what} {name} is {place}, not a file of a folder of files: only regular files are written; give a file path"
+        )
+    if st is not None and not stat.S_ISREG(st.st_mode) and not (folder and stat.S_ISDIR(st.st_mode)):
+        link = " (through a symlink)" if os.path.islink(name) else ""
+        raise rules.OUTPUT_NOT_REGULAR.error(
+            f"{what} {name} is {_kind(st.st_mode)}{link}, not a regular file: only regular files are written; give a file path"
+        )
+
+
+#: Folders of the system's own objects (devices, processes, kernel settings): never a place for an output, even
+#: when what a name there leads to is a regular file (``/dev/stdout`` → ``/proc/self/fd/1`` → a log file: the
+#: rename would replace the link ``/dev/stdout`` itself).
+_SYSTEM_FOLDERS = ("/dev", "/proc", "/sys")
+
+
+def _system_place(name: str) -> str | None:
+    """What makes ``name`` a system object rather than a file: in one of ``_SYSTEM_FOLDERS``, or a symlink into
+    one (a process's descriptor), by its name or at any step of its chain of links (``realpath`` alone would
+    follow ``/proc/self/fd/1`` on to the file behind it); None for an ordinary path."""
+    path, how = os.path.abspath(name), "in"
+    for _ in range(41):  # the system's own bound on a chain of links is 40
+        for candidate in (path, os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))):
+            for folder in _SYSTEM_FOLDERS:
+                if candidate == folder or candidate.startswith(folder + "/"):
+                    return f"{how} {folder}"
+        try:
+            link = os.readlink(path)
+        except (OSError, ValueError):
+            return None  # not a link (or nothing there): the end of the chain
+        path, how = os.path.normpath(os.path.join(os.path.dirname(path), link)), "a link into"
+    return None
+
+
+def open_append(path: str | os.PathLike[str], *, what: str = "the output") -> Any:
+    """``open(path, "a")`` for a results file, under the output rule: refused by ``stat`` first (``check_writable``),
+    then opened without blocking and without following a final symlink swapped in meanwhile, and checked again on
+    the descriptor itself (``fstat``) before a byte is written. A text stream (UTF-8)."""
+    check_writable(path, what=what)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not os.path.islink(path):
+        flags |= getattr(os, "O_NOFOLLOW", 0)  # a symlink named on purpose is followed; one swapped in after the check is not
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENXIO):  # a symlink swapped in, or a FIFO with no reader
+            raise rules.OUTPUT_NOT_REGULAR.error(f"{what} {os.fspath(path)} changed into something else than a regular file") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise rules.OUTPUT_NOT_REGULAR.error(f"{what} {os.fspath(path)} is {_kind(mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "a", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def identity(path: str | os.PathLike[str] | int) -> tuple[int, int] | None:
@@ -95,10 +206,12 @@ def reading(paths: Iterable[Any]) -> Iterator[None]:
         _INPUTS.reset(token)
 
 
-def check_output(target: str | os.PathLike[str], inputs: Iterable[Any] = (), *, what: str = "the output") -> None:
+def check_output(target: str | os.PathLike[str], inputs: Iterable[Any] = (), *, what: str = "the output", folder: bool = False) -> None:
     """Refuse (``output.input``, an ``InvalidValueError``) a ``target`` that is one of ``inputs`` or of the files
     the running command reads (``reading``): same device and inode once links are followed. A target that does
-    not exist yet is no input."""
+    not exist yet is no input. A target that exists and is not a regular file (or, with ``folder``, a directory)
+    is refused too (``check_writable``)."""
+    check_writable(target, what=what, folder=folder)
     ident = identity(target)
     if ident is None:
         return
@@ -168,16 +281,27 @@ def fsyncs(path: str | os.PathLike[str], durable: bool | None = None) -> bool:
 
 
 def write_atomic(
-    path: str | os.PathLike[str], write: Any, verify: Any = None, *, durable: bool | None = None, inputs: Iterable[Any] = ()
+    path: str | os.PathLike[str],
+    write: Any,
+    verify: Any = None,
+    *,
+    durable: bool | None = None,
+    inputs: Iterable[Any] = (),
+    replaces: Signature | None = None,
 ) -> None:
     """Call ``write(fileobj)`` on a temporary file in ``path``'s folder, then ``verify(temp_path)`` (which
     raises when the result must not replace ``path``), then rename it to ``path``. Any failure leaves ``path``
     untouched and removes the temporary file; stale temporary files of ours in the folder are removed first.
     ``durable`` is the durability policy (None: the active :func:`durability`, by default auto: fsync only when
     replacing an existing file; True: always, the folder too; False: never). A target that is a file the running
-    command reads (:func:`reading`) or one of ``inputs`` is refused before anything is written."""
+    command reads (:func:`reading`) or one of ``inputs`` is refused before anything is written, as is a target
+    that is not a regular file (``check_writable``, again just before the rename). ``replaces``: the
+    ``signature`` of the file this write replaces (an edit of its own file); if the path holds anything else
+    just before the rename (moved into place, rewritten, removed meanwhile), ``output.changed`` is raised and the
+    path is left as it is."""
     target = Path(path)
     check_output(target, inputs)
+    _check_unchanged(target, replaces)
     folder = target.parent if str(target.parent) else Path(".")
     clean_stale_temporaries(folder)
     sync = fsyncs(target, durable)
@@ -199,12 +323,22 @@ def write_atomic(
                 os.fsync(f.fileno())
         if verify is not None:
             verify(tmp)
+        check_writable(target)  # what may have been put there while the file was written
+        _check_unchanged(target, replaces)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     if sync and (_DURABLE.get() if durable is None else durable):  # asked for: the new name on disk too
         _fsync_folder(folder)
+
+
+def _check_unchanged(target: Path, replaces: Signature | None) -> None:
+    if replaces is not None and signature(target) != replaces:
+        raise rules.OUTPUT_CHANGED.error(
+            f"{target} changed while it was being rewritten (another file was moved into place, or it was modified "
+            "or removed); nothing was written: run the command again on the file as it is now"
+        )
 
 
 def _fsync_folder(folder: Path) -> None:

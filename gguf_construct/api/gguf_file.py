@@ -37,6 +37,8 @@ class GGUFFile:
     declared: dict[str, int] | None = None
     #: the manifest of a model opened as ``ollama://`` whose model blob is this file (``sources.ollama_registry``); else None
     manifest: Manifest | None = None
+    #: (device, inode, size, mtime_ns) of the local file as opened: ``save`` over its own path replaces only that file
+    opened: tuple[int, int, int, int] | None = None
 
     def __init__(self, container: Container, source: memoryview | None = None, path: str | None = None):
         self._container = container
@@ -120,7 +122,15 @@ class GGUFFile:
                 verify(tmp)
 
         with reading(self._copied_files()):  # the files tensors are copied from; its own file may be replaced (an edit)
-            write_atomic(path, lambda f: GGUF.build_stream(obj, f), check, durable=durable)
+            write_atomic(path, lambda f: GGUF.build_stream(obj, f), check, durable=durable, replaces=self._replaced_by(path))
+
+    def _replaced_by(self, path: str | os.PathLike[str]) -> tuple[int, int, int, int] | None:
+        """The signature ``path`` must still have when a save renames over it: the file as opened, when ``path``
+        names it (its own path, or the same inode by another name); None for any other target."""
+        if self.opened is None or self.path is None:
+            return None
+        same_name = os.path.abspath(os.fspath(path)) == os.path.abspath(self.path)
+        return self.opened if same_name or identity(path) == self.opened[:2] else None
 
     def _copied_files(self) -> list[int]:
         """Descriptors of the mapped files this file's tensors are read from, other than its own: a ``save``
@@ -216,7 +226,9 @@ def gguf_from_source(
     rest = container.get("tensor_data")
     if rest is not None:
         container["tensor_data"] = src.lazy(src.size - len(rest), src.size)
-    return GGUFFile(container, src.view(), src.name)
+    f = GGUFFile(container, src.view(), src.name)
+    f.opened = getattr(src, "signature", None)
+    return f
 
 
 def readable_prefix(data: Any, error: FormatError, path: str | None = None) -> GGUFFile | None:

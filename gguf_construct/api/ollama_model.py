@@ -23,11 +23,8 @@ from typing import Any
 
 from ..core import rules
 from ..errors import FormatError, InvalidValueError
-from ..formats.base import map_file, open_regular, real_path
+from ..formats.base import map_untracked, open_regular, real_path
 from ..formats.ollama.schema import (
-    DEFAULT_HOST,
-    DEFAULT_NAMESPACE,
-    DEFAULT_TAG,
     DIGEST,
     MEDIA_CONFIG,
     MEDIA_JSON,
@@ -35,6 +32,7 @@ from ..formats.ollama.schema import (
     Layer,
     Manifest,
     parse_manifest,
+    split_name,
 )
 from ..validation.issue import Issue, parse_then_check
 from .safetensors_file import SafetensorsFile, SafetensorsTensor, TensorMap, from_bytes
@@ -46,16 +44,14 @@ def default_root() -> Path:
 
 
 def split_model(model: str) -> tuple[str, str, str, str]:
-    """``[host/][namespace/]model[:tag]`` → (host, namespace, model, tag) with Ollama's defaults."""
-    name, _, tag = model.partition(":")
-    parts = name.split("/")
-    if len(parts) > 3 or not all(parts):
-        raise ValueError(f"model name {model!r}: expected [host/][namespace/]model[:tag]")
-    parts = [DEFAULT_HOST, DEFAULT_NAMESPACE][: 3 - len(parts)] + parts
-    return parts[0], parts[1], parts[2], tag or DEFAULT_TAG
+    """``[host/][namespace/]model[:tag]`` → (host, namespace, model, tag) with Ollama's defaults, each part checked
+    by Ollama's grammar (``formats.ollama.schema.split_name``): ValueError for a name that is no Ollama name."""
+    return split_name(model)
 
 
 def manifest_path(root: str | os.PathLike[str], model: str) -> Path:
+    """``<root>/manifests/<host>/<namespace>/<model>/<tag>``: every part a checked name (``split_model``), so the
+    path stays under ``<root>/manifests``."""
     host, namespace, name, tag = split_model(model)
     return Path(root) / "manifests" / host / namespace / name / tag
 
@@ -65,7 +61,7 @@ def blob_path(root: str | os.PathLike[str], digest: str) -> Path:
     m = DIGEST.match(digest)
     if not m:
         raise rules.MANIFEST_DIGEST.error(f"digest {digest!r} is not sha256:<64 hex digits>")
-    return Path(root) / "blobs" / f"sha256-{m.group(1)}"
+    return Path(root) / "blobs" / f"sha256-{m.group(1).lower()}"  # one name per blob, whatever the digest's case
 
 
 def root_of(manifest_file: str | os.PathLike[str]) -> Path:
@@ -156,7 +152,7 @@ def open_model(
         if layer.digest not in views:
             p = blob_path(base, layer.digest)
             try:
-                view = map_file(p)
+                view = map_untracked(p)  # one descriptor at most per blob, held by its map: a model has one blob per tensor
             except FileNotFoundError:
                 raise rules.BLOB_MISSING.error(f"blob {p} is missing", path=layer.name or layer.digest) from None
             except FormatError as e:  # a directory, a FIFO, a device at the blob's path
@@ -234,9 +230,20 @@ def write_blob(
     digest = "sha256:" + sha256_of(data)
     p = blob_path(root, digest)
     p.parent.mkdir(parents=True, exist_ok=True)
-    if not p.exists():
+    if not _holds(p, digest):  # a blob already there is kept only when it is a regular file with these bytes
         write_atomic(p, lambda f: f.write(data), durable=durable)
     return Layer(media_type, digest, len(data), name)
+
+
+def _holds(path: Path, digest: str) -> bool:
+    """Whether ``path`` is a regular file (not a link) whose sha256 is ``digest``: what a store may keep as it is.
+    Anything else there (a different file, a link elsewhere) is replaced; a FIFO or a device is refused by the write."""
+    try:
+        if path.is_symlink() or not path.is_file():
+            return False
+        return "sha256:" + sha256_of(map_untracked(path)) == digest
+    except (OSError, FormatError):
+        return False
 
 
 def write_model(
@@ -252,14 +259,39 @@ def write_model(
     (``durable``: see ``fileio.durability``)."""
     from .fileio import write_atomic
 
+    target = store_manifest_path(root, model)  # the name checked before any blob is written
     layers = [write_blob(root, data, MEDIA_TENSOR, name, durable=durable) for name, data in tensor_blobs]
     for name, obj in (json_files or {}).items():
         layers.append(write_blob(root, json.dumps(obj, separators=(",", ":")).encode(), MEDIA_JSON, name, durable=durable))
     cfg = write_blob(root, json.dumps(dict(config), separators=(",", ":")).encode(), MEDIA_CONFIG, durable=durable)
     manifest = Manifest(cfg, tuple(layers))
-    target = manifest_path(root, model)
     target.parent.mkdir(parents=True, exist_ok=True)
+    store_manifest_path(root, model)  # again, now that its folders exist: none of them a link out of the store
     write_atomic(target, lambda f: f.write(manifest.to_bytes()), read_manifest, durable=durable)
+    return target
+
+
+def store_manifest_path(root: str | os.PathLike[str], model: str) -> Path:
+    """Where ``write_model`` puts the manifest of ``model``, refused (``output.name``) unless the name is an Ollama
+    name part by part (``split_model``), the path stays under ``<root>/manifests`` once every link that already
+    exists is followed, and no other manifest there has the same name but for case (Ollama compares names
+    case-insensitively; a case-insensitive file system would give both one file)."""
+    try:
+        target = manifest_path(root, model)
+    except ValueError as e:
+        raise rules.OUTPUT_NAME.error(f"--model {model[:80]!r}: {e}") from None
+    base = real_path(Path(root) / "manifests")
+    if not real_path(target).is_relative_to(base):
+        raise rules.OUTPUT_NAME.error(f"--model {model!r}: {target} leads out of {base} (a symbolic link on the way)")
+    folder = Path(root) / "manifests"
+    for part in target.relative_to(folder).parts:
+        try:
+            twins = [e.name for e in os.scandir(folder) if e.name != part and e.name.casefold() == part.casefold()]
+        except OSError:
+            break  # the rest does not exist yet: nothing to collide with
+        if twins:
+            raise rules.OUTPUT_NAME.error(f"--model {model!r}: {folder / twins[0]} differs from {part!r} only by case")
+        folder = folder / part
     return target
 
 

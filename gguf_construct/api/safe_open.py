@@ -38,7 +38,9 @@ class safe_open:  # noqa: N801 - the safetensors library's name, so that code wr
         from .safetensors_file import load_safetensors
 
         self._framework = "pt" if framework in ("pt", "torch") else "numpy"
-        with open(filename, "rb") as f:
+        from ..formats.base import open_regular
+
+        with open_regular(filename) as f:  # a FIFO or a device is refused (file.not_regular), never waited on
             magic = f.read(4)
         # a GGUF file starts with its magic (in either byte order); anything else is read as safetensors, strictly
         opened: Any = load_gguf(filename) if magic == MAGIC else load_safetensors(filename)
@@ -68,8 +70,9 @@ class safe_open:  # noqa: N801 - the safetensors library's name, so that code wr
         framework "pt"). BF16 has no numpy dtype: with "numpy" it raises TypeError, as the safetensors library does."""
         t = self._tensors[name]
         if self._file.format == "safetensors":
-            dtype, array = t.entry.dtype, t.array()
-            shape = tuple(t.entry.shape)
+            dtype = t.entry.dtype
+            _check_whole_bytes(name, dtype)
+            array, shape = t.array(), tuple(t.entry.shape)
         else:
             dtype, shape = t.type.name.upper(), tuple(reversed(t.shape))
             order = "<" if t.byte_order == "little" else ">"
@@ -96,6 +99,22 @@ class safe_open:  # noqa: N801 - the safetensors library's name, so that code wr
         import torch  # optional: only with framework "pt"
 
         return torch.from_numpy(np.array(bits, dtype=np.int16, copy=True)).view(torch.bfloat16)
+
+
+def _check_whole_bytes(name: str, dtype: str) -> None:
+    """Refuse (``tensor.dtype``) a dtype that packs values into fewer bits than a byte (F4, F6_E2M3, F6_E3M2):
+    numpy has no such dtype and neither does mlx; the safetensors library refuses them with numpy too (an
+    AttributeError or an error naming the dtype), here a clean ``UnsupportedTypeError`` saying where the values are."""
+    from ..core import rules
+    from ..formats.safetensors.dtypes import dtypes
+
+    bits = dtypes()[dtype].bits
+    if bits % 8:
+        raise rules.TENSOR_DTYPE.error(
+            f"{dtype} packs {bits}-bit values, which numpy has no dtype for (the safetensors library refuses it with numpy "
+            "too); its packed bytes are gguf_construct.load(path).tensors[name].data",
+            path=name,
+        )
 
 
 __all__ = ["safe_open"]

@@ -28,10 +28,25 @@ def _cmd_dequant(args: argparse.Namespace) -> int:
         usage(f"gguf-construct dequant: no tensor {missing[0]!r} in {args.file}")
     if kind == ".npy" and len(names) != 1:
         usage("gguf-construct dequant: .npy holds one tensor: name it with --tensor")
+    if kind == ".npz":
+        for n in names:
+            check_member_name(n)
     with reading(files_of(f)):
         write_arrays(args.output, f, names)
     print(f"{args.output}: {len(names)} tensors as float32")
     return EXIT_OK
+
+
+def check_member_name(name: str) -> None:
+    """Refuse (``output.name``) a tensor name that would leave the folder an ``.npz`` is unpacked into: its members
+    are named after the tensors (``NAME.npy``, as ``np.savez`` names them), and a hostile file's names may be
+    absolute, hold ``..`` segments, backslashes or NUL bytes."""
+    parts = name.replace("\\", "/").split("/")
+    if name.startswith("/") or "\\" in name or "\0" in name or ".." in parts or (name[:1].isalpha() and name[1:2] == ":"):
+        raise rules.OUTPUT_NAME.error(
+            f"tensor name {name[:80]!r} would be a path out of the folder the .npz is unpacked into; dequantize the others with --tensor",
+            path=name[:80],
+        )
 
 
 def write_arrays(path: str, f: Any, names: list[str]) -> None:

@@ -30,6 +30,18 @@ def quant_hint(value: str) -> str:
     return value
 
 
+def _model_name(value: str) -> str:
+    """An argparse ``type``: an Ollama model name, each part by Ollama's grammar (it becomes a path under
+    OUT/manifests): ``m:/abs/file`` and ``m:../../x`` are usage errors before anything is read."""
+    from ..formats.ollama.schema import split_name
+
+    try:
+        split_name(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value
+
+
 def _run(args: argparse.Namespace) -> int:
     from ..convert import convert
     from ..errors import FormatError, VerificationError
@@ -88,7 +100,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=("safetensors", "mlx", "ollama"),
         help="safetensors header layout: the HF library's, MLX's or Ollama's Go writer's",
     )
-    conv.add_argument("--model", default="converted", help="model name[:tag] for an Ollama models folder (default: converted)")
+    conv.add_argument(
+        "--model", default="converted", type=_model_name, help="model name[:tag] for an Ollama models folder (default: converted)"
+    )
     conv.add_argument(
         "--quant-hint",
         metavar="TYPE",

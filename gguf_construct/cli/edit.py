@@ -108,12 +108,15 @@ def _check_standard(key: str, type_spec: str, f: GGUFFile, force: bool) -> None:
 
 
 def _output(args: argparse.Namespace) -> str:
-    """Where an edit writes: ``-o OUT``, which must not be FILE by any name (``output.input``), else FILE itself,
-    replaced atomically (the edit's purpose)."""
-    if args.output:
-        from ..api.fileio import check_output
+    """Where an edit writes: ``-o OUT``, which must not be FILE or ``--value-file`` by any name (``output.input``)
+    nor anything but a regular file (``output.not_regular``), else FILE itself, replaced atomically (the edit's
+    purpose) only while it is still the file that was opened (``output.changed``)."""
+    from ..api.fileio import check_output, check_writable
 
-        check_output(args.output, [args.file], what="-o")
+    if args.output:
+        check_output(args.output, [args.file, getattr(args, "value_file", None)], what="-o")
+    else:
+        check_writable(args.file, what="FILE")
     return args.output or args.file
 
 
@@ -136,11 +139,10 @@ def _cmd_set(args: argparse.Namespace) -> int:
         std = standard_key(args.key, meta.get("general.architecture") if args.key != "general.architecture" else None)
         type_spec = std.type if std else None
     if args.value_file is not None:
-        from ..formats.base import open_regular
+        from ..formats.base import read_regular
 
         try:
-            with open_regular(args.value_file) as fh:
-                text = fh.read().decode("utf-8")
+            text = read_regular(args.value_file, what="--value-file").decode("utf-8")
         except (FormatError, UnicodeDecodeError) as e:
             usage(f"gguf-construct set: --value-file {args.value_file}: {e.message if isinstance(e, FormatError) else e}")
         type_spec = type_spec or "str"
@@ -160,6 +162,8 @@ def _cmd_set(args: argparse.Namespace) -> int:
     try:
         f.save(_output(args), keep_valid=not args.force)
     except FormatError as e:  # the value makes a file the reader rejects (general.alignment 0, ...): nothing written
+        if e.rule.startswith("output."):
+            raise  # the target's fault, not the value's: reported with its rule (exit 2)
         usage(f"gguf-construct set: {args.key}: {e.message}")
     print(f"{_output(args)}: {args.key} = {_shown(meta[args.key])} ({meta.type_of(args.key)})")
     return EXIT_OK

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from ..validation.profiles import PROFILES
 from .scanning import DASK_TIMEOUT
-from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, finite, whole
+from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, finite, usage, whole
 
 #: files with these endings list sources, one a line
 LIST_SUFFIXES = (".txt", ".list", ".lst", ".urls")
+
+
+def _list_lines(path: str) -> list[str]:
+    """A list file's lines, read as untrusted input: a regular file within the ``header_bytes`` limit (a FIFO or
+    ``/dev/zero`` is refused, not read), UTF-8 (else a usage error naming the byte)."""
+    from ..formats.base import read_regular
+
+    data = read_regular(path, what="the list")
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        usage(f"gguf-construct scan: the list {path} is not UTF-8 text (byte {e.start}: {e.reason})")
 
 
 def sources_of(args: list[str]) -> list[str]:
@@ -25,7 +36,7 @@ def sources_of(args: list[str]) -> list[str]:
         if is_remote(a):
             out.append(a)
         elif a == "-" or a.lower().endswith(LIST_SUFFIXES):
-            lines = sys.stdin.read().splitlines() if a == "-" else Path(a).read_text(encoding="utf-8").splitlines()
+            lines = sys.stdin.read().splitlines() if a == "-" else _list_lines(a)
             out += [s.strip() for s in lines if s.strip() and not s.lstrip().startswith("#")]
         else:
             out += expand([a], skip_later_shards=False)

@@ -135,8 +135,10 @@ def done_sources(path: str | os.PathLike[str]) -> set[str]:
 
     if not os.path.lexists(path):
         return set()
-    with open_regular(path) as f:  # a FIFO or a directory is refused before it is read
+    with open_regular(path, blocking=False) as f:  # a FIFO or a directory is refused before it is read; nothing waits
         data = f.read()
+    if data is None:  # a kernel file passing for a regular one, with nothing to give now
+        raise rules.OUTPUT_FOREIGN.error(f"{os.fspath(path)} would make the reader wait: it is not a results file of scan")
     end = data.rfind(b"\n") + 1
     tail = data[end:]
     if tail and not (tail.startswith(LINE_START) or LINE_START.startswith(tail)):
@@ -291,11 +293,11 @@ def scan(
     counts = {"skipped": 0, "scanned": 0, "ok": 0, "invalid": 0, "unreadable": 0}
     sources = list(sources)
     if isinstance(out, (str, os.PathLike)):
-        from ..api.fileio import check_output
+        from ..api.fileio import check_output, open_append
 
         check_output(out, [*inputs, *sources], what="--output")  # a model or a list being scanned is never appended to
         done = done_sources(out)
-        stream: TextIO = open(out, "a", encoding="utf-8")  # noqa: SIM115 - closed below, after the run
+        stream: TextIO = open_append(out, what="--output")  # closed below, after the run
     else:
         done, stream = set(), out
     todo = pending(sources, done)

@@ -73,10 +73,11 @@ def convert(
     """Convert ``src`` to ``dst`` (kinds detected), verify the values, return the report (notices also go to ``log``)."""
     from ..api.fileio import check_output, files_of, reading
 
-    check_output(dst, [src])
+    folder = os.fspath(dst).endswith(os.sep) or os.path.isdir(dst)  # an Ollama models root: a folder of files
+    check_output(dst, [src], folder=folder)
     kind, f = open_input(src, hint=hint)
     with reading(files_of(f)):  # an Ollama manifest's blobs too
-        check_output(dst)
+        check_output(dst, folder=folder)
         return _convert(kind, f, dst, byte_order=byte_order, version=version, style=style, model=model, log=log)
 
 

@@ -98,23 +98,50 @@ def as_stream(stream: Any) -> BufferStream:
     return BufferStream(stream.read())
 
 
-def open_regular(path: str | os.PathLike[str]) -> Any:
+def open_regular(path: str | os.PathLike[str], *, blocking: bool = True) -> Any:
     """Open a file for binary reading, refusing anything but a regular file *before* reading from it.
 
     A FIFO would block ``open()`` until a writer comes, a directory or a device is not a model file: the file
     is opened with O_NONBLOCK (which never blocks, even on a FIFO), checked with ``fstat`` on that very
-    descriptor (no race between a check and the open), then switched back to blocking reads.
+    descriptor (no race between a check and the open), then switched back to blocking reads unless
+    ``blocking`` is False (a regular file on disk never blocks anyway; a kernel file that passes for one, such
+    as ``/proc/kmsg``, then answers EAGAIN, an OSError, instead of waiting for ever).
     """
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise rules.FILE_NOT_REGULAR.error(f"{os.fspath(path)} is {_file_kind(mode)}, not a regular file", offset=0)
-        os.set_blocking(fd, True)
+        os.set_blocking(fd, blocking)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
+
+
+def read_regular(path: str | os.PathLike[str], *, what: str = "the file", most: int | None = None) -> bytes:
+    """A small input file whole (a value file, a list of sources, a vocabulary): a regular file only
+    (``open_regular``: a FIFO never blocks, ``/dev/zero`` is refused), at most ``most`` bytes (default: the
+    ``header_bytes`` limit), its size checked before a byte is read and the read bounded too (a file that grows
+    meanwhile is refused, not read without end), without blocking (``/proc/kmsg`` is an OSError, not a hang)."""
+    most = limit("header_bytes") if most is None else most
+    with open_regular(path, blocking=False) as f:
+        size = os.fstat(f.fileno()).st_size
+        pieces: list[bytes] = []
+        got = 0
+        while size <= most and got <= most:
+            try:
+                piece = os.read(f.fileno(), min(1 << 20, most + 1 - got))
+            except BlockingIOError:  # no file on disk waits: a kernel file that passes for one (/proc/kmsg)
+                raise rules.FILE_NOT_REGULAR.error(f"{what} {os.fspath(path)} would make the reader wait: not a file on disk") from None
+            if not piece:
+                break
+            pieces.append(piece)
+            got += len(piece)
+        data = b"".join(pieces)
+    if size > most or len(data) > most:
+        raise breach("header_bytes", f"{what} {os.fspath(path)} has more than {most} bytes")
+    return data
 
 
 def _file_kind(mode: int) -> str:
@@ -162,6 +189,22 @@ def map_file(path: str | os.PathLike[str]) -> memoryview:
     if empty:
         return memoryview(b"")
     return memoryview(open_map(path))
+
+
+def map_untracked(path: str | os.PathLike[str]) -> memoryview:
+    """Memory-map a regular file read-only holding as few descriptors as the platform allows: none where
+    ``mmap`` takes ``trackfd=False`` (Python 3.13+), else the one the map keeps, and never ``FileMap``'s second
+    one. For models made of many files (an Ollama model's blobs, one per tensor): a 600-blob model stays far
+    under the usual limit of 1,024 open files. Copies out of such a map go through memory, not
+    ``copy_file_range``."""
+    with open_regular(path) as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return memoryview(b"")
+        try:
+            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ, trackfd=False)  # type: ignore[call-arg,unused-ignore]
+        except TypeError:  # before Python 3.13: the map keeps a descriptor of its own
+            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    return memoryview(m)
 
 
 _PATH_PART = re.compile(r"\s*->\s*")

@@ -63,14 +63,19 @@ def unescape_token(text: str) -> bytes:
 def read_world_vocab(path: str | os.PathLike[str]) -> list[bytes]:
     """The tokens of a World vocabulary file (``id python-literal byte-length`` per line, ids 1, 2, 3 … in order)."""
     tokens: list[bytes] = []
-    size = os.path.getsize(path)
-    if size > MAX_FILE:
-        raise rules.VOCAB_SIZE.error(f"{os.fspath(path)} has {size} bytes: more than {MAX_FILE} for a vocabulary")
-    with open(path, encoding="utf-8", errors="strict", newline="\n") as f:
-        try:
-            lines = f.read().split("\n")
-        except UnicodeDecodeError as e:
-            raise rules.VOCAB_UTF8.error(f"{os.fspath(path)} is not UTF-8 text: {e.reason}", offset=e.start) from None
+    from ..formats.base import open_regular
+
+    with open_regular(path, blocking=False) as f:  # a FIFO or a device is refused before a byte is read; nothing waits
+        size = os.fstat(f.fileno()).st_size
+        if size > MAX_FILE:
+            raise rules.VOCAB_SIZE.error(f"{os.fspath(path)} has {size} bytes: more than {MAX_FILE} for a vocabulary")
+        raw = f.read(MAX_FILE + 1)
+    if len(raw) > MAX_FILE:
+        raise rules.VOCAB_SIZE.error(f"{os.fspath(path)} grew past {MAX_FILE} bytes while it was read")
+    try:
+        lines = raw.decode("utf-8").split("\n")
+    except UnicodeDecodeError as e:
+        raise rules.VOCAB_UTF8.error(f"{os.fspath(path)} is not UTF-8 text: {e.reason}", offset=e.start) from None
     if lines and lines[-1] == "":
         lines.pop()
     for n, line in enumerate(lines, 1):

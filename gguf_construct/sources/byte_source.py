@@ -61,6 +61,8 @@ class MappedSource:
         self.name = os.fspath(path)
         self._view = map_file(path)
         self.size = len(self._view)
+        #: (device, inode, size, mtime_ns) of the file as opened: a rewrite of it checks this before its rename
+        self.signature = _signature(self._view, self.name)
 
     def view(self) -> memoryview:
         return self._view
@@ -73,6 +75,19 @@ class MappedSource:
 
     def parse_header(self, schema: Any, tail: str, **kw: Any) -> Any:
         return schema.parse(self._view, **kw)
+
+
+def _signature(view: memoryview, path: str) -> tuple[int, int, int, int] | None:
+    """The opened file's (device, inode, size, mtime_ns): from the map's own descriptor, else (an empty file is
+    not mapped) from the path."""
+    from ..formats.filedata import _owner
+
+    owner = _owner(view)
+    try:
+        st = os.fstat(owner.fd) if owner is not None else os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 class _Intervals:
@@ -154,6 +169,7 @@ class RangedSource:
         *,
         first: Any = b"",
         on_complete: Callable[[memoryview], None] | None = None,
+        spool: Any = None,
     ):
         if not 0 <= size <= MAX_SIZE:
             raise rules.REMOTE_SIZE.error(f"the file has {size} bytes, more than the {MAX_SIZE} the reader maps", url=name)
@@ -161,7 +177,9 @@ class RangedSource:
         self.size = size
         self.opts = budgeted(opts or options())
         self._fetch = fetch
-        self._buffer = self._make_buffer(size)
+        #: whether the buffer is ``spool`` itself (a whole download already on disk): then it holds every byte
+        self.adopted = False
+        self._buffer = self._make_buffer(size, spool)
         self._view = memoryview(self._buffer)
         self._have = _Intervals()
         self._lock = threading.Lock()
@@ -175,14 +193,18 @@ class RangedSource:
             self._have.add(0, n)
             self.fetched, self.requests = n, 1
 
-    def _make_buffer(self, size: int) -> Any:
-        """The sparse buffer, in memory while the command's memory budget has room for all of it, else on disk;
-        its reservation is given back when the source is collected."""
+    def _make_buffer(self, size: int, spool: Any = None) -> Any:
+        """The sparse buffer, in memory while the command's memory budget has room for all of it, else on disk:
+        a map of ``spool`` when given (a temporary file already holding the whole file: ``adopted``), else of a
+        new temporary file; its reservation is given back when the source is collected."""
         budget = self.opts.budget
         in_memory = size <= ANONYMOUS_LIMIT and budget.reserve_memory(size)
         if in_memory:
             weakref.finalize(self, budget.release_memory, size)
         try:
+            if spool is not None and not in_memory and size:
+                self.adopted = True
+                return mmap.mmap(spool.fileno(), size)
             return sparse_buffer(size, in_memory=in_memory)
         except (OSError, OverflowError, ValueError) as e:
             raise rules.REMOTE_SIZE.error(

@@ -13,8 +13,12 @@ What urllib3 does not have is written here, each piece small:
   and redirects included, against the command's budget;
 - header numbers (``Content-Range``, ``Content-Length``) read as at most 20 ASCII digits and bounded by
   ``MAX_SIZE`` (``header_number``): ``int()`` takes other scripts' digits and thousands of digits;
-- on a redirect to another origin (scheme, host or port), urllib3's ``Retry.remove_headers_on_redirect`` is given
-  every header the caller supplied, not only its default Authorization/Cookie.
+- redirects and the retries of 429/5xx answers are followed here, not by urllib3, which would drain each
+  answer's body (read it whole, uncounted by the budget) before the next try: the body of an answer that is not
+  used is never read, its connection closed instead; on a redirect to another origin (scheme, host or port)
+  every header the caller supplied is dropped, not only Authorization/Cookie;
+- a body without a Content-Length (chunked) is downloaded into a temporary file under the byte limits, then
+  into the source's buffer (memory within ``--max-memory``, else disk): no buffer grows with the body.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ _LENGTH = re.compile(rf"[ \t]*{_NUMBER}[ \t]*\Z")
 _PROTOCOL_HEADERS = frozenset({"range", "if-range", "accept-encoding", "accept", "user-agent"})
 #: statuses worth retrying (urllib3 backs off between tries and honours Retry-After)
 RETRY_STATUSES = (429, 500, 502, 503, 504)
+#: answers followed to their Location (any method stays GET: only GETs are made)
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 
 _pool_lock = threading.Lock()
 _pools: dict[str | None, Any] = {}
@@ -215,21 +221,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pools)
 
 
-def _retry_after(most: float) -> dict[str, Any]:
-    """Honour ``Retry-After`` up to ``most`` seconds (urllib3 >= 2.5 caps it); an older urllib3 cannot cap it, so
-    there it is ignored rather than let a server make us sleep for hours."""
-    if _caps_retry_after():
-        return {"respect_retry_after_header": True, "retry_after_max": most}
-    return {"respect_retry_after_header": False}
-
-
-@cache
-def _caps_retry_after() -> bool:
-    import inspect
-
-    return "retry_after_max" in inspect.signature(_urllib3().Retry.__init__).parameters
-
-
 def proxy_for(url: str) -> str | None:
     """The proxy ``HTTPS_PROXY``/``HTTP_PROXY`` name for ``url``, unless ``NO_PROXY`` or a loopback host bypasses it."""
     import urllib.request
@@ -299,6 +290,51 @@ class HttpFile:
         return _Call(self.url, deadline if left is None else min(deadline, time.monotonic() + left), self.budget, self.opts.read_timeout)
 
     def _request(self, headers: dict[str, str], call: _Call) -> Any:
+        """One logical GET: urllib3 makes one attempt at a time (retrying only a connection that failed before an
+        answer came), and the redirects and the retries of a 429/5xx answer are followed here, each answer's body
+        closed unread: urllib3 would drain it (read it whole, uncounted, however large) before its next try."""
+        from urllib.parse import urljoin, urlsplit
+
+        o = self.opts
+        url, tries, redirects = self.url, 0, 0
+        sent = {**self.headers, **headers}
+        while True:
+            resp = self._attempt(url, sent, call)
+            location = resp.headers.get("Location") if resp.status in REDIRECT_STATUSES else None
+            if location is not None:
+                resp.close()  # the connection is dropped with the body unread
+                redirects += 1
+                if redirects > o.max_redirects:
+                    raise rules.REMOTE_REDIRECTS.error(f"more than {o.max_redirects} redirects", url=self.url)
+                target = urljoin(url, location)
+                if urlsplit(target).scheme not in ("http", "https"):
+                    raise rules.REMOTE_REDIRECTS.error(f"a redirect to {_shown(target)}: not an http(s) URL", url=self.url)
+                if _origin(target) != _origin(url):  # every header the caller supplied stays with its origin
+                    sent = {k: v for k, v in sent.items() if k.lower() not in self.private_headers}
+                url = target
+                continue
+            if resp.status in RETRY_STATUSES and tries < o.retries:
+                wait = self._retry_wait(resp, tries, call)
+                resp.close()  # the error page is not read either
+                tries += 1
+                time.sleep(wait)
+                continue
+            return resp
+
+    def _retry_wait(self, resp: Any, tries: int, call: _Call) -> float:
+        """Seconds before the next try: exponential backoff, or the answer's ``Retry-After`` (in seconds) up to
+        ``max_retry_after``; never past the request's deadline."""
+        o = self.opts
+        left = max(0.0, call.deadline - time.monotonic())
+        wait = min(o.backoff * (2**tries), max(o.backoff * 16, 1.0))
+        after = header_number(resp.headers.get("Retry-After"))
+        if after is not None:
+            wait = min(float(after), o.max_retry_after)
+        return min(wait, left)
+
+    def _attempt(self, url: str, headers: dict[str, str], call: _Call) -> Any:
+        """One request and its answer's status line and headers (the body is left unread): connection failures
+        retried by urllib3 (no answer, so no body), no redirect followed, no status retried."""
         u3 = _urllib3()
         o = self.opts
         call.check()
@@ -307,25 +343,25 @@ class HttpFile:
             total=o.retries,
             connect=o.retries,
             read=o.retries,
-            status=o.retries,
-            redirect=o.max_redirects,
+            status=0,
+            redirect=False,
+            other=0,
             backoff_factor=o.backoff,
             backoff_max=min(max(o.backoff * 16, 1.0), left),
-            status_forcelist=RETRY_STATUSES,
+            status_forcelist=(),
             allowed_methods=frozenset({"GET", "HEAD"}),
             raise_on_status=False,
-            raise_on_redirect=True,
-            remove_headers_on_redirect=self.private_headers,
-            **_retry_after(min(o.max_retry_after, left)),  # no sleep past the deadline
+            raise_on_redirect=False,
+            respect_retry_after_header=False,
         )
         _current.call = call
         try:
-            resp = pool(self.url).request(
+            resp = pool(url).request(
                 "GET",
-                self.url,
-                headers={**self.headers, **headers},
+                url,
+                headers=headers,
                 retries=retry,
-                redirect=True,
+                redirect=False,
                 preload_content=False,
                 decode_content=False,
                 timeout=u3.Timeout(connect=min(o.connect_timeout, left), read=min(o.read_timeout, left)),
@@ -340,10 +376,7 @@ class HttpFile:
             raise  # the budget or the deadline, from the connection's hook
         except u3.exceptions.MaxRetryError as e:
             call.check_head()
-            reason = e.reason
-            if isinstance(reason, u3.exceptions.ResponseError) and "redirect" in str(reason):
-                raise rules.REMOTE_REDIRECTS.error(f"more than {o.max_redirects} redirects", url=self.url) from None
-            raise rules.REMOTE_CONNECTION.error(f"no answer after {o.retries + 1} tries: {_reason(reason)}", url=self.url) from None
+            raise rules.REMOTE_CONNECTION.error(f"no answer after {o.retries + 1} tries: {_reason(e.reason)}", url=self.url) from None
         except (u3.exceptions.HTTPError, OSError, ValueError, OverflowError) as e:
             call.check_head()
             raise rules.REMOTE_CONNECTION.error(_reason(e), url=self.url) from None
@@ -434,13 +467,32 @@ class HttpFile:
                 src = RangedSource(self.url, length, self.fetch, o, on_complete=self.on_complete)
                 src.filled(self._download(resp, length, src.view(), call))
                 return src
-            first = bytearray()
-            self._download(resp, None, first, call)
-            self.size = len(first)
+            return self._download_unsized(resp, call)
         else:
             self.budget.take_bytes(-first_chunk, self.url)
             raise self._fail(resp)
         return RangedSource(self.url, self.size, self.fetch, o, first=first, on_complete=self.on_complete)
+
+    def _download_unsized(self, resp: Any, call: _Call) -> RangedSource:
+        """A 200 body of unknown length (chunked): streamed to a temporary file under the byte limits, which then
+        becomes the source's buffer on disk, or is copied a piece at a time into memory when the memory budget has
+        room for it. Nothing held in memory grows with the body."""
+        import tempfile
+
+        with tempfile.TemporaryFile(prefix="gguf-construct-download-") as spool:
+            size = self._download(resp, None, spool, call)
+            spool.flush()
+            src = RangedSource(self.url, size, self.fetch, self.opts, on_complete=self.on_complete, spool=spool)
+            spool.seek(0)
+            view, pos = src.view(), size if src.adopted else 0
+            while pos < size:
+                n = spool.readinto(view[pos : pos + (1 << 20)])
+                if not n:
+                    raise rules.REMOTE_DROPPED.error(f"the downloaded file ended after {pos} of {size} bytes", url=self.url, status=200)
+                pos += n
+        self.size = size
+        src.filled(size)
+        return src
 
     def _content_length(self, resp: Any) -> int | None:
         """A 200 answer's Content-Length (None without one); refused unless ASCII digits within ``MAX_SIZE``."""
@@ -468,9 +520,10 @@ class HttpFile:
                 f"the file has {length} bytes, more than the limit of {limit} per file", url=self.url, status=200
             )
 
-    def _download(self, resp: Any, length: int | None, into: bytearray | memoryview, call: _Call) -> int:
-        """A whole body into ``into`` (a growing bytearray, or a buffer of ``length`` bytes written in place), with
-        a progress bar on a terminal, within the per-file and the command's byte limits; the bytes read."""
+    def _download(self, resp: Any, length: int | None, into: Any, call: _Call) -> int:
+        """A whole body into ``into`` (a file written in order, or a buffer of ``length`` bytes written in place),
+        with a progress bar on a terminal, within the per-file and the command's byte limits (each piece counted
+        before it is kept); the bytes read."""
         from ..core.progress import progress
 
         limit = self.opts.max_file_bytes
@@ -486,8 +539,10 @@ class HttpFile:
                 if not piece:
                     break
                 self.budget.take_bytes(len(piece), self.url, pos)
-                if isinstance(into, bytearray):
-                    into += piece
+                if limit is not None and pos + len(piece) > limit:
+                    raise rules.REMOTE_MAX_BYTES.error(f"more than {limit} bytes (the limit per file)", url=self.url, status=200)
+                if not isinstance(into, memoryview):
+                    into.write(piece)
                 elif pos + len(piece) > len(into):
                     raise rules.REMOTE_DROPPED.error(
                         f"the body is longer than its Content-Length of {len(into)} bytes", url=self.url, status=200
@@ -497,8 +552,6 @@ class HttpFile:
                 pos += len(piece)
                 if bar is not None:
                     bar.update(len(piece))
-                if limit is not None and pos > limit:
-                    raise rules.REMOTE_MAX_BYTES.error(f"more than {limit} bytes (the limit per file)", url=self.url, status=200)
         except (_urllib3().exceptions.HTTPError, OSError) as e:
             call.check()
             raise rules.REMOTE_DROPPED.error(f"the download broke off after {pos} bytes: {_reason(e)}", url=self.url, status=200) from None
@@ -592,6 +645,18 @@ class HttpFile:
             self._read_ranged(self._range_request(start, start + len(into), call), start, into, call)
         finally:
             _watchdog.forget(call)
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) with the scheme's default port: a redirect elsewhere drops the caller's headers."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(parts.scheme.lower())
 
 
 def _reason(e: Any) -> str:

@@ -16,6 +16,7 @@ import ipaddress
 import os
 import re
 from dataclasses import dataclass
+from typing import NoReturn
 from urllib.parse import quote
 
 from ..core import rules
@@ -49,15 +50,9 @@ _HF_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,95}\Z")
 #: what a revision or a path may not hold: a percent-encoded dot, slash or backslash (a server decodes them into
 #: a separator or a dot segment after our checks), a backslash, a control character
 _HF_FORBIDDEN = re.compile(r"%(?:2e|2f|5c)|[\\\x00-\x1f\x7f]", re.IGNORECASE)
-#: Ollama's name parts (``types/model/name.go``): namespace and model, and the tag
-_OLLAMA_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,79}\Z")
-_OLLAMA_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
-_OLLAMA_HOST = re.compile(
-    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?\Z"
-)
 
 
-def _refuse(source: str, what: str) -> None:
+def _refuse(source: str, what: str) -> NoReturn:
     raise rules.REMOTE_NAME.error(f"{what}: refused before any URL is built", url=source)
 
 
@@ -108,23 +103,15 @@ class OllamaName:
 
 def ollama_name(source: str) -> OllamaName:
     """``ollama://[REGISTRY/][NAMESPACE/]MODEL[:TAG]`` with Ollama's defaults."""
-    from ..formats.ollama.schema import DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG
+    from ..formats.ollama.schema import split_name
 
-    parts = source[len("ollama://") :].split("/")
-    model, _, tag = parts[-1].partition(":")  # the registry may have a port: the tag is in the last part only
-    parts[-1] = model
-    if not 1 <= len(parts) <= 3 or not all(parts):
+    rest = source[len("ollama://") :]
+    if not 1 <= len(rest.split("/")) <= 3 or not all(rest.split("/")) or rest.endswith(":"):
         raise rules.REMOTE_URL.error("expected ollama://[REGISTRY/][NAMESPACE/]MODEL[:TAG]", url=source)
-    host, namespace, model = [DEFAULT_HOST, DEFAULT_NAMESPACE][: 3 - len(parts)] + parts
-    tag = tag or DEFAULT_TAG
-    if not _OLLAMA_HOST.match(host):
-        _refuse(source, f"the registry {host[:60]!r} is not a host name with an optional port")
-    for what, part, grammar in (("namespace", namespace, _OLLAMA_PART), ("model", model, _OLLAMA_PART), ("tag", tag, _OLLAMA_TAG)):
-        if not grammar.match(part):
-            _refuse(
-                source,
-                f"the {what} {part[:40]!r} is not an Ollama name part (letters, digits, '_', '-', '.'; not starting with '.' or '-')",
-            )
+    try:
+        host, namespace, model, tag = split_name(rest)
+    except ValueError as e:
+        _refuse(source, str(e))
     hostname = host.rsplit(":", 1)[0].strip("[]")
     insecure = os.environ.get("OLLAMA_INSECURE", "") not in ("", "0") or hostname == "localhost"
     with contextlib.suppress(ValueError):

@@ -29,6 +29,43 @@ MEDIA_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DIGEST = re.compile(r"sha256[:-]([0-9a-fA-F]{64})\Z")
 DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG = "registry.ollama.ai", "library", "latest"
 
+#: Ollama's model name parts (``types/model/name.go``: ASCII letters, digits, ``_``, ``-``, ``.``; no ``.`` in a
+#: namespace; no ``..``; at most 128 bytes), each also a path component of a models root, so stricter where a
+#: path needs it: a part starts with a letter, a digit or ``_`` (never ``.`` or ``-``: no dot segment, no option).
+NAME_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,79}\Z")
+NAMESPACE_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,79}\Z")
+TAG_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
+#: a registry: a host name (or a bracketed IPv6 address) with an optional port
+HOST_PART = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?\Z"
+)
+
+
+def split_name(text: str) -> tuple[str, str, str, str]:
+    """``[host/][namespace/]model[:tag]`` → (host, namespace, model, tag) with Ollama's defaults, every part
+    checked by its grammar (``HOST_PART``, ``NAMESPACE_PART``, ``NAME_PART``, ``TAG_PART``); ValueError naming the
+    part otherwise. So each part is one safe path component: no ``/``, ``\\``, NUL, ``..``, absolute path or
+    non-ASCII character can reach a path built from it."""
+    if not isinstance(text, str) or not text.isascii() or len(text) > 512:
+        raise ValueError(f"model name {str(text)[:60]!r}: not an ASCII name of at most 512 characters")
+    parts = text.split("/")
+    model, colon, tag = parts[-1].partition(":")  # a registry may have a port: the tag is in the last part only
+    parts[-1] = model
+    if not 1 <= len(parts) <= 3 or not all(parts):
+        raise ValueError(f"model name {text[:60]!r}: expected [host/][namespace/]model[:tag]")
+    host, namespace, model = [DEFAULT_HOST, DEFAULT_NAMESPACE][: 3 - len(parts)] + parts
+    tag = tag if colon else DEFAULT_TAG  # "m:" names an empty tag: refused below
+    if not HOST_PART.match(host):
+        raise ValueError(f"the registry {host[:60]!r} is not a host name with an optional port")
+    for what, part, grammar in (("namespace", namespace, NAMESPACE_PART), ("model", model, NAME_PART), ("tag", tag, TAG_PART)):
+        if not grammar.match(part) or ".." in part:
+            raise ValueError(
+                f"the {what} {part[:40]!r} is not an Ollama name part (ASCII letters, digits, '_', '-'"
+                + ("" if what == "namespace" else ", '.'")
+                + "; starting with a letter, a digit or '_'; no '..')"
+            )
+    return host, namespace, model, tag
+
 
 @dataclass(frozen=True)
 class Layer:
