@@ -35,7 +35,7 @@ class GGUFFile:
     format = "gguf"
     #: a partial file's counts as its real header declares them (``readable_prefix``); None otherwise
     declared: dict[str, int] | None = None
-    #: the manifest of a model opened as ``ollama://`` whose model blob is this file (``sources.ollama_registry``); else None
+    #: the manifest of a model opened as ``ollama://`` whose model blob is this file (``api.openers.ollama_registry``); else None
     manifest: Manifest | None = None
 
     def __init__(self, container: Container, source: memoryview | None = None, path: str | None = None):

@@ -84,7 +84,7 @@ def sha256_of(data: Any) -> str:
 
 def verify_blob(view: memoryview, layer: Layer, path: str = "") -> None:
     """Raise unless the blob's length is the layer's size and its sha256 the layer's digest (a local blob and a
-    registry's, ``sources.ollama_registry``, go through this one check)."""
+    registry's, ``api.openers.ollama_registry``, go through this one check)."""
     check_blob_size(len(view), layer, path)
     got = sha256_of(view)
     if got != layer.hex:

@@ -123,8 +123,8 @@ def _gguf() -> FormatParts:
 
 def _safetensors() -> FormatParts:
     from ..formats.safetensors.schema import SAFETENSORS
-    from ..sources.openers import safetensors_from_source
     from ..validation.safetensors_checks import validate_safetensors_bytes, validate_safetensors_source
+    from .openers.over_source import safetensors_from_source
     from .safetensors_file import load_safetensors
 
     return FormatParts(
@@ -134,18 +134,18 @@ def _safetensors() -> FormatParts:
 
 def _ollama() -> FormatParts:
     from ..formats.ollama.schema import OLLAMA_MANIFEST
-    from ..sources.openers import manifest_from_source
     from ..validation.ollama_checks import validate_manifest_bytes
     from .ollama_model import load_manifest, validate_manifest_file
+    from .openers.over_source import manifest_from_source
 
     return FormatParts(OLLAMA_MANIFEST, load_manifest, manifest_from_source, validate_manifest_bytes, validate_manifest_file)
 
 
 def _rwkv() -> FormatParts:
     from ..formats.rwkv.schema import RWKV
-    from ..sources.openers import legacy_from_source
     from ..validation.legacy_checks import validate_rwkv_bytes
     from .legacy_file import load_rwkv
+    from .openers.over_source import legacy_from_source
 
     return FormatParts(RWKV, load_rwkv, partial(legacy_from_source, fmt="rwkv"), validate_rwkv_bytes)
 
@@ -153,9 +153,9 @@ def _rwkv() -> FormatParts:
 def _legacy(name: str) -> Callable[[], FormatParts]:
     def bind() -> FormatParts:
         from ..formats.legacy.schema import GGML
-        from ..sources.openers import legacy_from_source
         from ..validation.legacy_checks import validate_legacy_bytes
         from .legacy_file import load_legacy
+        from .openers.over_source import legacy_from_source
 
         return FormatParts(GGML, load_legacy, partial(legacy_from_source, fmt=name), validate_legacy_bytes)
 
@@ -328,15 +328,15 @@ def load_url(
 
     opts = budgeted(opts or options())  # one budget for every file and request of this source (see remote.budget)
     if scheme_of(source) == "ollama":
-        from ..sources.ollama_registry import load_ollama
+        from .openers.ollama_registry import load_ollama
 
         return load_ollama(source, strict=strict, hint=hint, opts=opts)
-    from ..sources.openers import open_source
+    from ..sources.opening import open_source
 
     src = open_source(source, opts)
     fmt = detect_source(src)
     if fmt == "gguf" and shards and byte_order is None:
-        from ..sources.remote_shards import first_shard_urls, load_remote_shards
+        from .openers.remote_shards import first_shard_urls, load_remote_shards
 
         urls = first_shard_urls(source)
         if urls:
@@ -416,10 +416,10 @@ def validate_url(source: str, profile: str = "spec") -> list[Any]:
     opts = budgeted(options())
     try:
         if scheme_of(source) == "ollama":
-            from ..sources.ollama_registry import validate_ollama
+            from .openers.ollama_registry import validate_ollama
 
             return validate_ollama(source, opts)
-        from ..sources.openers import open_source
+        from ..sources.opening import open_source
 
         src = open_source(source, opts)
         spec = FORMATS[detect_source(src)]

@@ -71,11 +71,11 @@ def scan_one(source: str, profile: str = "spec", opts: RemoteOptions | None = No
 
 def _open_and_check(source: str, profile: str, opts: RemoteOptions | None) -> tuple[Any, list[Any]]:
     from ..api.registry import FORMATS, detect_source, load_source, profile_for, validate_bytes
-    from ..sources.openers import open_source
+    from ..sources.opening import open_source
     from ..sources.urls import scheme_of
 
     if scheme_of(source) == "ollama":
-        from ..sources.ollama_registry import load_ollama
+        from ..api.openers.ollama_registry import load_ollama
 
         return load_ollama(source, strict=False, opts=opts), []
     src = open_source(source, opts)
@@ -88,7 +88,7 @@ def _open_and_check(source: str, profile: str, opts: RemoteOptions | None) -> tu
         g = gguf_from_source(src, strict=False)
         return g, check(g.container, src.size, profile)
     if fmt == "safetensors":
-        from ..sources.openers import safetensors_from_source
+        from ..api.openers.over_source import safetensors_from_source
         from ..validation.safetensors_checks import check_safetensors
 
         s = safetensors_from_source(src, strict=False)
@@ -111,7 +111,8 @@ def preload() -> None:
     """Import what ``scan_one`` imports, once, on the calling thread, before any thread of the scan starts: first
     imports of the same modules on many threads at once wait on each other's import locks."""
     from .. import validation  # noqa: F401
-    from ..sources import openers as load  # noqa: F401
+    from ..api.openers import over_source  # noqa: F401
+    from ..sources import opening  # noqa: F401
     from ..sources.http import _urllib3
     from ..validation import safetensors_checks as safetensors  # noqa: F401
 

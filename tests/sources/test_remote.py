@@ -22,7 +22,7 @@ from gguf_construct.api.registry import load_url, validate_url
 from gguf_construct.cli.main import main
 from gguf_construct.errors import FormatError, RangeNotSupportedError, RemoteChangedError, RemoteError, RemoteLimitError
 from gguf_construct.sources import configure
-from gguf_construct.sources.openers import open_source
+from gguf_construct.sources.opening import open_source
 
 FAST = {"retries": 2, "backoff": 0.01, "connect_timeout": 5.0, "read_timeout": 10.0, "request_deadline": 30.0, "max_retry_after": 0.2}
 
