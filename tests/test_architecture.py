@@ -13,9 +13,12 @@ The layers are ``LAYERS`` below, lowest first: no module imports a higher layer 
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = "gguf_construct"
@@ -248,3 +251,39 @@ def test_import_is_light():
     assert before == [PKG, f"{PKG}.errors", f"{PKG}.migration"]
     assert f"{PKG}.api.registry" in after and f"{PKG}.formats.gguf.schema" in after
     assert not any(m.startswith((f"{PKG}.quants.quantize", f"{PKG}.migration.", f"{PKG}.cli")) for m in after)
+
+
+def _classes() -> dict[str, list[str]]:
+    """Every class name that does not start with '_', with the modules defining it."""
+    out: dict[str, list[str]] = {}
+    for m, (path, _) in MODULES.items():
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                out.setdefault(node.name, []).append(m)
+    return out
+
+
+def test_one_class_per_name():
+    """A class name means one class in the whole package (a ``Report`` of a conversion is not one of a migration)."""
+    twice = {name: where for name, where in _classes().items() if len(where) > 1}
+    # the planner's graph node is still called Tensor, like the protocol of a file's tensor
+    assert twice == {"Tensor": [f"{PKG}.api.protocol", f"{PKG}.planning.compute.graph"]}, twice
+
+
+def _exports() -> list[tuple[str, str]]:
+    """(package, name) for each name in a package's ``__all__`` (read with ``ast``: nothing imported yet)."""
+    out = []
+    for m, (path, is_pkg) in MODULES.items():
+        if not is_pkg:
+            continue
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+                out += [(m, name) for name in ast.literal_eval(node.value)]
+    return out
+
+
+@pytest.mark.parametrize("package, name", _exports())
+def test_every_exported_name_resolves(package, name):
+    """Each name a package's ``__all__`` promises is there, lazy names included (a lazy table naming a module
+    that does not exist fails here, not in a user's program)."""
+    assert getattr(importlib.import_module(package), name) is not None

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..api.gguf_file import load_gguf
 from ..api.registry import detect
-from .safetensors_gguf import Report, from_gguf, to_gguf, verify
+from .safetensors_gguf import ConversionReport, from_gguf, to_gguf, verify
 
 
 def output_kind(path: str | os.PathLike[str]) -> str:
@@ -69,7 +69,7 @@ def convert(
     model: str = "converted",
     hint: str | None = None,
     log: Callable[[str], None] | None = None,
-) -> Report:
+) -> ConversionReport:
     """Convert ``src`` to ``dst`` (kinds detected), verify the values, return the report (notices also go to ``log``)."""
     from ..api.fileio import check_output, files_of, reading
 
@@ -90,12 +90,12 @@ def _convert(
     style: str | None,
     model: str,
     log: Callable[[str], None] | None,
-) -> Report:
+) -> ConversionReport:
     out = output_kind(dst)
     if kind == "gguf" and out == "gguf":
         if byte_order is None and version is None:
             raise ValueError("GGUF to GGUF: give a byte order and/or a version")
-        report = Report(targets={n: f.tensors[n].type.name for n in f.tensors})
+        report = ConversionReport(targets={n: f.tensors[n].type.name for n in f.tensors})
         # a byte-order change re-encodes every block: the values are compared before the rename
         f.save(dst, byte_order=byte_order, version=version, verify=lambda tmp: _check_gguf(tmp, f.tensors, report))
         return report
@@ -113,7 +113,7 @@ def _convert(
     return report
 
 
-def _check_gguf(dst: Any, tensors: Any, report: Report) -> None:
+def _check_gguf(dst: Any, tensors: Any, report: ConversionReport) -> None:
     """The written file (still the temporary one) loads strictly and holds the input's values."""
     written = load_gguf(dst)
     for name in report.targets:
@@ -121,7 +121,7 @@ def _check_gguf(dst: Any, tensors: Any, report: Report) -> None:
     report.verified = len(report.targets)
 
 
-def _gguf_to_safetensors(f: Any, dst: Any, out: str, style: str | None, model: str) -> Report:
+def _gguf_to_safetensors(f: Any, dst: Any, out: str, style: str | None, model: str) -> ConversionReport:
     from construct import Container
 
     from ..api.safetensors_file import from_bytes, load_safetensors, save_safetensors

@@ -34,7 +34,7 @@ _KEY_PART = re.compile(r"[^a-z0-9_]+")
 
 
 @dataclass
-class Report:
+class ConversionReport:
     """What a conversion did: one line per tensor (name → target), and notices for fallbacks and skips."""
 
     targets: dict[str, str] = field(default_factory=dict)
@@ -142,10 +142,10 @@ def stored_metadata(f: GGUFFile) -> dict[str, str]:
 
 def to_gguf(
     tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None, *, verify_values: bool = True
-) -> tuple[GGUFFile, Report]:
+) -> tuple[GGUFFile, ConversionReport]:
     """A new GGUF file holding ``tensors`` (logical safetensors tensors), and the conversion report."""
     out = new()
-    report = Report()
+    report = ConversionReport()
     out.metadata["general.architecture"] = "unknown"
     for key, value in metadata_keys(metadata or {}, tensors).items():
         out.metadata[key] = value
@@ -246,10 +246,10 @@ def _u8(a: np.ndarray, lead: tuple[int, ...]) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.uint8).reshape(*lead, -1)
 
 
-def from_gguf(f: GGUFFile, *, per_tensor: bool = False) -> tuple[list[tuple[str, dict[str, Any], dict[str, str]]], Report]:
+def from_gguf(f: GGUFFile, *, per_tensor: bool = False) -> tuple[list[tuple[str, dict[str, Any], dict[str, str]]], ConversionReport]:
     """Safetensors content for every tensor of ``f``: a list of (name, entries, metadata) — one blob each when
     ``per_tensor`` (Ollama's layout), else one item holding everything — and the report."""
-    report = Report()
+    report = ConversionReport()
     items = []
     for name in f.tensors:
         t = f.tensors[name]

@@ -37,7 +37,7 @@ def migrate_tables() -> MigrateTable:
 
 
 @dataclass
-class Report:
+class MigrationReport:
     """What a migration or export did: the output, its format, and every notice (re-encodings, fallbacks)."""
 
     output: str
@@ -98,7 +98,7 @@ class PlannedTensor:
     how: str  # 'copied' | 'reencoded' | 'widened'
 
 
-def plan_tensor(t: LegacyTensor, name: str, report: Report) -> PlannedTensor:
+def plan_tensor(t: LegacyTensor, name: str, report: MigrationReport) -> PlannedTensor:
     """How ``t`` goes into GGUF (see the module docstring); 0-dimensional tensors get the shape [1]."""
     shape = list(t.shape) or [1]
     if not t.retired:
@@ -191,8 +191,8 @@ def _equal(a: Any, b: Any) -> bool:
 
 
 def finish_gguf(
-    dst: str | os.PathLike[str], metadata: Metadata, tensors: list[PlannedTensor], report: Report, *, progress: bool = False
-) -> Report:
+    dst: str | os.PathLike[str], metadata: Metadata, tensors: list[PlannedTensor], report: MigrationReport, *, progress: bool = False
+) -> MigrationReport:
     """Write to a temporary file beside ``dst``, verify it, rename it into place. A file with quantized tensors gets
     ``general.quantization_version`` = GGML_QNT_VERSION: every block is written in today's layout (``plan_tensor``)."""
     from ..core.tables import GGML_TYPES
