@@ -28,7 +28,7 @@ from ..api.metadata import Metadata
 from ..core import rules
 from ..core.tables import FILE_TYPES, standard_key
 from ..formats.legacy.schema import hparams
-from .steps import NameMap, PlannedTensor, MigrationReport, finish_gguf, migrate_tables, plan_tensor
+from .steps import MigrationReport, NameMap, PlannedTensor, finish_gguf, migrate_tables, plan_tensor
 
 SPIECE_SPACE = "\u2581"
 UNK_TEXT = b" \xe2\x81\x87 "  # the unknown token's text in GGMF/GGJT files: space, U+2047, space

@@ -21,7 +21,7 @@ from ..api.metadata import Metadata
 from ..core import rules
 from ..formats.legacy.schema import legacy_tables
 from ..formats.rwkv.schema import RWKV
-from .steps import NameMap, PlannedTensor, MigrationReport, finish_gguf, migrate_tables, plan_tensor, required_int
+from .steps import MigrationReport, NameMap, PlannedTensor, finish_gguf, migrate_tables, plan_tensor, required_int
 
 #: ggml type → llama.cpp's general.file_type for a file "mostly" of that type.
 FILE_TYPE_OF = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7, "q5_0": 8, "q5_1": 9}

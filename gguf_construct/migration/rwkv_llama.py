@@ -34,7 +34,7 @@ from ..formats.legacy.schema import legacy_tables
 from ..formats.rwkv.schema import RWKV
 from ..quants import block_dtype
 from .rwkv_vocab import rwkv_tokenizer
-from .steps import PlannedTensor, MigrationReport, finish_gguf
+from .steps import MigrationReport, PlannedTensor, finish_gguf
 
 
 def table() -> RwkvLlamaTable:
