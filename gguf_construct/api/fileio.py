@@ -39,8 +39,8 @@ import numpy as np
 
 from ..core import rules
 from ..errors import FormatError
-from ..formats.filedata import early_writeback
 from ..formats.gguf.schema import GGUF
+from ..formats.streaming import early_writeback
 
 #: Our temporary files: ``.<target name>.<TEMP_TAG><pid>.<random>.tmp`` beside the target. The pid lets the next
 #: write to the folder remove the ones whose writer is gone (killed mid-write), and only ours.
@@ -131,7 +131,7 @@ def files_under(folder: str | os.PathLike[str] | None) -> list[str]:
 def mapped_files(sources: Iterable[Any]) -> list[int]:
     """The descriptors of the memory-mapped files under data sources (views of a ``FileMap``): what a writer
     copies from, so what its target must not be."""
-    from ..formats.filedata import _owner
+    from ..formats.streaming import _owner
 
     fds = []
     for s in sources:

@@ -163,8 +163,8 @@ class GGUFFile:
             return np.ascontiguousarray(source, dtype=source.dtype.newbyteorder("<" if order == "little" else ">"))
         if order == self.byte_order:
             return source
-        from ..formats.filedata import transformed
         from ..formats.gguf.schema import tensor_bytes
+        from ..formats.streaming import transformed
         from ..quants import swap_byte_order
 
         # tensor_bytes reads a lazy (remote) source here; a mapped one is released after the swap
