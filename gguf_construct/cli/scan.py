@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..validation.profiles import PROFILES
-from .scanning import DASK_TIMEOUT
+from .scan_runner import DASK_TIMEOUT
 from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, finite, whole
 
 #: files with these endings list sources, one a line
@@ -34,7 +34,7 @@ def sources_of(args: list[str]) -> list[str]:
 
 def _run(args: argparse.Namespace) -> int:
     from ..sources.options import options
-    from .scanning import scan
+    from .scan_runner import scan
 
     sources = sources_of(args.sources)
     out = args.output or sys.stdout

@@ -610,7 +610,7 @@ def test_a_killed_scan_resumes(server, tmp_path):
 
 
 def test_scan_records_a_crash_and_goes_on(server, tmp_path, monkeypatch):
-    from gguf_construct.cli import scanning as scan_module
+    from gguf_construct.cli import scan_runner as scan_module
 
     urls = scan_files(server, 5)[:-1]
     real = scan_module._open_and_check
