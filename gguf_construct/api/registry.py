@@ -21,6 +21,7 @@ from functools import cache, partial
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..core import rules
+from ..core.limits import limits as limits_scope
 from ..errors import FormatError
 from ..formats.gguf import schema as gguf
 from ..formats.legacy import magic as legacy_magic
@@ -292,8 +293,6 @@ def load(
     http(s)://, hf://, ollama:// or fsspec URL: only the header is fetched, each tensor when read
     (``load_url``). ``limits`` changes named resource limits (``schema/limits.json``, e.g. ``{"nesting": 32}``)
     for this call."""
-    from ..core.limits import limits as limits_scope
-
     with limits_scope(limits):
         if is_remote(path):
             f = load_url(os.fspath(path), strict=strict, profile=profile, byte_order=byte_order)
@@ -364,13 +363,20 @@ def load_source(
 
 
 # -- validating --------------------------------------------------------------------------------------------
-def validate(source: str | os.PathLike[str] | bytes | bytearray | memoryview, profile: str = "spec") -> list[Issue]:
+def validate(
+    source: str | os.PathLike[str] | bytes | bytearray | memoryview,
+    profile: Profile = "spec",
+    *,
+    limits: Mapping[str, int] | None = None,
+) -> list[Issue]:
     """Every rule ``source`` breaks under ``profile``, as ``Issue`` records: ``source`` is a path or URL (any
     format ``detect`` knows; a manifest's blobs are checked too) or the bytes of a file; empty when it breaks none.
-    A file the schema cannot read gives one issue from its ``FormatError``."""
-    if isinstance(source, (str, os.PathLike)):
-        return validate_file(source, profile)
-    return validate_bytes(source, profile)
+    A file the schema cannot read gives one issue from its ``FormatError``. ``limits`` changes named resource
+    limits for this call, as for ``load``."""
+    with limits_scope(limits):
+        if isinstance(source, (str, os.PathLike)):
+            return validate_file(source, profile)
+        return validate_bytes(source, profile)
 
 
 def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
