@@ -53,8 +53,11 @@ def test_validate_takes_limits_for_one_call(tmp_path):
         issues = gc.validate(source, "spec", limits={"string_length": 50})
         assert [i.rule for i in issues] == ["limit.string_length"], issues
         assert gc.validate(source) == []  # the limit held for that call only
-    with pytest.raises(ValueError):
-        gc.validate(path, limits={"no_such_limit": 1})
+    for wrong in ({"no_such_limit": 1}, {"string_length": -1}, {"string_length": True}, {"string_length": 1.5}):
+        with pytest.raises(ValueError):
+            gc.validate(path, limits=wrong)
+    with pytest.raises(TypeError, match="mapping"):
+        gc.validate(path, limits=[("string_length", 1)])  # type: ignore[arg-type]
 
 
 def test_safetensors_raw_header_checks_still_run_under_limits(tmp_path):
