@@ -23,12 +23,17 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from ..core import rules
 from ..core.limits import limits as limits_scope
 from ..errors import FormatError
+from ..formats.base import map_file, open_regular
 from ..formats.gguf import schema as gguf
 from ..formats.legacy import magic as legacy_magic
 from ..formats.legacy.magic import refuse_non_model
+from ..sources.budget import budgeted
+from ..sources.options import options
 from ..sources.urls import is_remote, scheme_of
-from ..validation import Issue
+from ..validation import Issue, validate_gguf_bytes
+from ..validation.gguf_checks import validate_gguf_source
 from ..validation.profiles import GGUF_PROFILES, OLLAMA_PROFILES, PROFILES, SAFETENSORS_PROFILES
+from .gguf_file import gguf_from_source
 
 if TYPE_CHECKING:
     from construct import Construct
@@ -114,9 +119,6 @@ def _bound(bind: Callable[[], FormatParts]) -> FormatParts:
 
 # -- each format's binder: its modules are imported here, on first use -------------------------------------
 def _gguf() -> FormatParts:
-    from ..validation import validate_gguf_bytes
-    from ..validation.gguf_checks import validate_gguf_source
-    from .gguf_file import gguf_from_source
     from .shard_set import open_gguf
 
     return FormatParts(gguf.GGUF, open_gguf, gguf_from_source, validate_gguf_bytes, validate_source=validate_gguf_source)
@@ -207,8 +209,6 @@ def detect(data: Any) -> str:
 
 def _prefix(data: Any) -> bytes:
     if isinstance(data, (str, os.PathLike)):
-        from ..formats.base import open_regular
-
         with open_regular(data) as f:
             return bytes(f.read(PREFIX_SIZE))
     return bytes(memoryview(data)[:PREFIX_SIZE])
@@ -322,9 +322,6 @@ def load_url(
 ) -> ModelFile:
     """``load()`` for a remote source: a GGUFFile (a ShardedGGUF from a first shard's URL when ``shards``), a
     SafetensorsFile, an OllamaModel (``ollama://``) or a LegacyFile."""
-    from ..sources.budget import budgeted
-    from ..sources.options import options
-
     opts = budgeted(opts or options())  # one budget for every file and request of this source (see remote.budget)
     if scheme_of(source) == "ollama":
         from .openers.ollama_registry import load_ollama
@@ -384,7 +381,6 @@ def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
     its FormatError."""
     if is_remote(path):
         return validate_url(path, profile)
-    from ..formats.base import map_file
 
     try:
         view = map_file(path)
@@ -416,9 +412,6 @@ def validate_bytes(data: Any, profile: str = "spec") -> list[Issue]:
 def validate_url(source: str, profile: str = "spec") -> list[Any]:
     """``validate_file`` for a remote source: every issue of its header (and of the whole file for the formats
     that are read whole); a failure to read is one issue with its rule (``remote.*``)."""
-    from ..sources.budget import budgeted
-    from ..sources.options import options
-
     opts = budgeted(options())
     try:
         if scheme_of(source) == "ollama":

@@ -6,8 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..sources.options import options
+from ..sources.urls import is_remote
 from ..validation.profiles import PROFILES
-from .scan_runner import DASK_TIMEOUT
+from .scan_runner import DASK_TIMEOUT, scan
 from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, finite, whole
 
 #: files with these endings list sources, one a line
@@ -17,7 +19,6 @@ LIST_SUFFIXES = (".txt", ".list", ".lst", ".urls")
 def sources_of(args: list[str]) -> list[str]:
     """URLs and model files as given; directories walked; ``-`` and files ending in .txt, .list, .lst or .urls
     are lists, one source a line (blank lines and ``#`` comments skipped)."""
-    from ..sources.urls import is_remote
     from .info import expand
 
     out: list[str] = []
@@ -33,9 +34,6 @@ def sources_of(args: list[str]) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..sources.options import options
-    from .scan_runner import scan
-
     sources = sources_of(args.sources)
     out = args.output or sys.stdout
     counts = scan(

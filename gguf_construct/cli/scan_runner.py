@@ -17,8 +17,10 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..core import rules
-from ..errors import FormatError
-from ..sources.options import RemoteOptions
+from ..errors import FormatError, MissingExtraError
+from ..sources.budget import budgeted
+from ..sources.options import RemoteOptions, options
+from ..sources.urls import scheme_of
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -28,8 +30,6 @@ def scan_one(source: str, profile: str = "spec", opts: RemoteOptions | None = No
     """One source's line: ``{"source", "ok", "format", "issues", "info", "error", "seconds"}``; the source is
     opened once, its header read once, for both the summary and the validation. A source that could not be read
     (the network, a path; not the file's bytes) has ``"unreadable": true``."""
-    from ..sources.budget import budgeted
-    from ..sources.options import options
     from .report import info_json
 
     opts = budgeted(opts or options(), fresh=True)  # each source its own budget: a scan is many commands in one
@@ -72,7 +72,6 @@ def scan_one(source: str, profile: str = "spec", opts: RemoteOptions | None = No
 def _open_and_check(source: str, profile: str, opts: RemoteOptions | None) -> tuple[Any, list[Any]]:
     from ..api.registry import FORMATS, detect_source, load_source, profile_for, validate_bytes
     from ..sources.opening import open_source
-    from ..sources.urls import scheme_of
 
     if scheme_of(source) == "ollama":
         from ..api.openers.ollama_registry import load_ollama
@@ -232,8 +231,6 @@ def run_dask(
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
-        from ..errors import MissingExtraError
-
         raise MissingExtraError("scan --dask", "cluster", "dask.distributed") from None
 
     preload()  # before the worker threads start, in this process (LocalCluster) and for the results' unpickling

@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from construct import Container
 
+from ..api.fileio import check_output, files_of, reading
 from ..api.gguf_file import load_gguf
-from ..api.registry import detect
+from ..api.registry import detect, load_url
+from ..sources.urls import is_remote
 from .safetensors_gguf import ConversionReport, from_gguf, to_gguf, verify
 
 
@@ -36,11 +39,7 @@ def output_kind(path: str | os.PathLike[str]) -> str:
 
 def open_input(path: str | os.PathLike[str], *, hint: str | None = None) -> tuple[str, Any]:
     """(kind, opened file) for a GGUF file, a safetensors file or an Ollama manifest, local or remote."""
-    from ..sources.urls import is_remote
-
     if is_remote(path):
-        from ..api.registry import load_url
-
         f = load_url(path, shards=False, hint=hint)  # type: ignore[arg-type]
         if f.format not in ("gguf", "safetensors", "ollama"):
             raise ValueError(f"{path}: cannot convert a {f.format} file")
@@ -71,8 +70,6 @@ def convert(
     log: Callable[[str], None] | None = None,
 ) -> ConversionReport:
     """Convert ``src`` to ``dst`` (kinds detected), verify the values, return the report (notices also go to ``log``)."""
-    from ..api.fileio import check_output, files_of, reading
-
     check_output(dst, [src])
     kind, f = open_input(src, hint=hint)
     with reading(files_of(f)):  # an Ollama manifest's blobs too
@@ -122,8 +119,6 @@ def _check_gguf(dst: Any, tensors: Any, report: ConversionReport) -> None:
 
 
 def _gguf_to_safetensors(f: Any, dst: Any, out: str, style: str | None, model: str) -> ConversionReport:
-    from construct import Container
-
     from ..api.safetensors_file import from_bytes, load_safetensors, save_safetensors
     from ..formats.safetensors.schema import SAFETENSORS
 

@@ -15,6 +15,7 @@ dequantized output (ggml's decoder for GGUF, MLX's for blobs), NaN-aware; a diff
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ import numpy as np
 
 from ..api.gguf_file import GGUFFile, new
 from ..errors import VerificationError
-from ..quants import dequantize
+from ..quants import block_dtype, dequantize
 from ..quants import mlx as mq
 from . import encode
 
@@ -59,7 +60,7 @@ def verify(name: str, expected: np.ndarray, got: np.ndarray) -> None:
 # -- safetensors → GGUF ----------------------------------------------------------------------------------
 def encode_tensor(t: Any) -> tuple[encode.Encoded, str | None]:
     """(the GGUF encoding of one logical tensor, a notice when it fell back or None)."""
-    from ..api.safetensors_file import QuantizedTensor
+    from ..api.safetensors_file import QuantizedTensor  # the safetensors reader loads only for a safetensors input
 
     if isinstance(t, QuantizedTensor):
         p = t.params
@@ -110,8 +111,6 @@ def model_metadata(metadata: Mapping[str, str], tensors: Any = ()) -> dict[str, 
 def metadata_keys(metadata: Mapping[str, str], tensors: Any = ()) -> dict[str, str]:
     """``__metadata__`` entries as GGUF keys: each as ``safetensors.<key>`` (lower_snake_case, for reading in any
     GGUF tool) and all of them exactly as ``safetensors.metadata`` (JSON), which ``from_gguf`` writes back."""
-    import json
-
     out = {}
     kept = model_metadata(metadata, tensors)
     for k, v in kept.items():
@@ -126,8 +125,6 @@ def metadata_keys(metadata: Mapping[str, str], tensors: Any = ()) -> dict[str, s
 def stored_metadata(f: GGUFFile) -> dict[str, str]:
     """The safetensors ``__metadata__`` a GGUF file converted from safetensors keeps (``metadata_keys``): the exact
     JSON when present, else its ``safetensors.<key>`` strings under their GGUF names."""
-    import json
-
     raw = f.metadata.get(METADATA_KEY)
     if isinstance(raw, str):
         try:
@@ -200,8 +197,6 @@ def decode_tensor(t: Any) -> tuple[dict[str, Any], dict[str, str] | None, str | 
     lead = np_shape[:-1]
     blocks = None
     if ggml_type in ("mxfp4", "nvfp4", "q4_1"):
-        from ..quants import block_dtype
-
         blocks = t.data.view(block_dtype(ggml_type, t.byte_order)).astype(block_dtype(ggml_type))
     if ggml_type in FP4_TO_MLX and blocks is not None:
         to_mlx, group = FP4_TO_MLX[ggml_type]

@@ -20,6 +20,7 @@ What urllib3 does not have is written here, each piece small:
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import re
 import socket
@@ -29,6 +30,7 @@ import time
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 from ..core import rules
 from ..errors import FormatError, RemoteError
@@ -225,15 +227,12 @@ def _retry_after(most: float) -> dict[str, Any]:
 
 @cache
 def _caps_retry_after() -> bool:
-    import inspect
-
     return "retry_after_max" in inspect.signature(_urllib3().Retry.__init__).parameters
 
 
 def proxy_for(url: str) -> str | None:
     """The proxy ``HTTPS_PROXY``/``HTTP_PROXY`` name for ``url``, unless ``NO_PROXY`` or a loopback host bypasses it."""
     import urllib.request
-    from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     proxy = urllib.request.getproxies_environment().get(parts.scheme)

@@ -16,7 +16,7 @@ import ipaddress
 import os
 import re
 from dataclasses import dataclass
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlparse
 
 from ..core import rules
 
@@ -35,8 +35,6 @@ def scheme_of(source: object) -> str | None:
 
 def local_path(url: str) -> str:
     """The path of a ``file://`` URL."""
-    from urllib.parse import unquote, urlparse
-
     return unquote(urlparse(url).path)
 
 
@@ -108,7 +106,7 @@ class OllamaName:
 
 def ollama_name(source: str) -> OllamaName:
     """``ollama://[REGISTRY/][NAMESPACE/]MODEL[:TAG]`` with Ollama's defaults."""
-    from ..formats.ollama.schema import DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG
+    from ..formats.ollama.schema import DEFAULT_HOST, DEFAULT_NAMESPACE, DEFAULT_TAG  # loaded for ollama:// only
 
     parts = source[len("ollama://") :].split("/")
     model, _, tag = parts[-1].partition(":")  # the registry may have a port: the tag is in the last part only

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core import rules
 from ...errors import FormatError, LayoutError
+from ...formats.safetensors.schema import SAFETENSORS
 from ...sources.byte_source import ByteSource, LazyRegion, RangedSource
 from ...validation import raise_first
 from ..safetensors_file import SafetensorsFile
@@ -38,7 +39,6 @@ def safetensors_from_source(
     src: ByteSource, *, strict: bool = True, profile: str = "spec", hint: str | None = None, **_: Any
 ) -> SafetensorsFile:
     """A SafetensorsFile whose tensors fetch their bytes when read (``LazyRegion``)."""
-    from ...formats.safetensors.schema import SAFETENSORS  # each format's modules load when it is first opened
     from ...validation.safetensors_checks import check_safetensors
 
     container = src.parse_header(SAFETENSORS, "data")
