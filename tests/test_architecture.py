@@ -124,15 +124,6 @@ def _a_cycle(component: list[str]) -> list[str]:
         path.append(nxt)
 
 
-def _is(module: str, prefix: str) -> bool:
-    """``module`` is ``prefix`` or inside it; a prefix ending in '.' matches submodules only (not the package's
-    ``__init__``)."""
-    full = f"{PKG}.{prefix}"
-    if prefix.endswith("."):
-        return module.startswith(full)
-    return module == full or module.startswith(full + ".")
-
-
 #: The layers, lowest first. A module may import its own room (the folder named here, or the module: the longest
 #: name that contains it) and any room of a lower layer; the rooms of one layer are independent of each other.
 #: ``""`` is the package root's ``__init__`` (the public surface, which imports the library lazily).
@@ -159,11 +150,13 @@ UPWARD = {(f"{PKG}.testing.fuzzing.adapters", f"{PKG}.cli.report")}
 
 def room_of(module: str) -> str:
     """The room of ``LAYERS`` a module is in (KeyError for a module no room holds)."""
-    name = module.removeprefix(PKG).removeprefix(".")
-    while name not in ROOMS:
-        if not name:
-            raise KeyError(module)
+    if module == PKG:
+        return ""
+    name = module.removeprefix(PKG + ".")
+    while name and name not in ROOMS:
         name = name.rpartition(".")[0]
+    if not name:
+        raise KeyError(module)
     return name
 
 
@@ -205,6 +198,8 @@ def test_every_module_has_a_layer():
     """A new folder is placed in ``LAYERS`` before it can import anything."""
     assert all(room_of(m) in ROOMS for m in MODULES)
     assert room_of(PKG) == "" and room_of(f"{PKG}.errors") == "errors" and room_of(f"{PKG}.api.openers.remote_shards") == "api.openers"
+    with pytest.raises(KeyError):
+        room_of(f"{PKG}.new_folder.module")
 
 
 def _climbing(graph: dict[str, set[str]]) -> list[str]:
