@@ -29,7 +29,7 @@ import numpy as np
 
 import gguf_construct as gc
 from gguf_construct.api.gguf_file import gguf_from_source
-from gguf_construct.cli.scanning import scan
+from gguf_construct.cli.scan_runner import scan
 from gguf_construct.formats.gguf.schema import GGUF
 from gguf_construct.sources import configure, options
 from gguf_construct.sources.http import HttpFile, pool

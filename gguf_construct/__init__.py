@@ -2,10 +2,11 @@
 
 - ``GGUF``, ``GGML``, ``RWKV``, ``SAFETENSORS``: the schemas (``GGUF.parse(data)``, ``GGUF.build(container)``,
   ``GGUF.parse_file(path)``).
-- ``load(path)``: the file object of any format (a memory-mapped, lazy ``GGUFFile`` for GGUF) to read, edit and
-  ``save``; ``path`` may be a URL (http(s)://, hf://, ollama://, fsspec): the header is fetched by ranges,
-  tensors when read. ``new()`` and ``from_bytes(data)`` make a ``GGUFFile`` from nothing or from bytes.
-- ``validate(path_or_bytes, profile)``: every rule a file breaks, as ``Issue`` records.
+- ``load(path)``: the file object of any format to read, edit and ``save``: a memory-mapped, lazy ``GGUFFile``
+  for GGUF (a ``ShardedGGUF`` for a gguf-split set), a ``SafetensorsFile``, a ``LegacyFile`` (GGML, GGMF, GGJT,
+  rwkv.cpp) or an ``OllamaModel``; ``path`` may be a URL (http(s)://, hf://, ollama://, fsspec): the header is
+  fetched by ranges, tensors when read. ``new()`` and ``from_bytes(data)`` make a ``GGUFFile`` from nothing or from bytes.
+- ``validate(path_or_bytes, profile, limits=None)``: every rule a file breaks, as ``Issue`` records.
 - ``detect(data)`` / ``schema_for(data)``: which format, which schema.
 - ``dequantize(data, ggml_type)``: any ggml tensor type to float32, bit-exact with ggml; ``tensor.to_numpy()``.
 - ``quantize(values, ggml_type, imatrix=None)``: float rows to any type ggml quantizes, byte for byte as ggml.
@@ -15,7 +16,7 @@
   not read back as its input; ``MissingExtraError`` (an ``ImportError``) names the extra an optional feature needs.
 - ``safe_open(path)``: the safetensors library's access (native dtypes, numpy order) to safetensors and GGUF files.
 - ``plan(path, n_ctx=...)``: llama.cpp's memory for a GGUF model (weights, KV cache, recurrent state, compute
-  buffer) from its header alone, local or remote.
+  buffer) from its header alone, local or remote, as a ``Plan``.
 
 ``import gguf_construct`` loads only this module, the exceptions and ``migrate``'s two entry points; every other
 name is imported on first use (PEP 562 ``__getattr__`` over ``_LAZY``, the package's one lazy-import mechanism):
@@ -55,6 +56,10 @@ _LAZY: dict[str, str] = {
     "RWKV": "formats.rwkv.schema",
     "SAFETENSORS": "formats.safetensors.schema",
     "GGUFFile": "api.gguf_file",
+    "ShardedGGUF": "api.shard_set",
+    "SafetensorsFile": "api.safetensors_file",
+    "LegacyFile": "api.legacy_file",
+    "OllamaModel": "api.ollama_model",
     "from_bytes": "api.gguf_file",
     "new": "api.gguf_file",
     "MetadataField": "api.metadata",
@@ -69,19 +74,24 @@ _LAZY: dict[str, str] = {
     "quantize": "quants.quantize",
     "safe_open": "api.safe_open",
     "plan": "planning",
+    "Plan": "planning",
 }
 
 if TYPE_CHECKING:
     from .api.gguf_file import GGUFFile, from_bytes, new
+    from .api.legacy_file import LegacyFile
     from .api.metadata import MetadataField
+    from .api.ollama_model import OllamaModel
     from .api.registry import detect, load, schema_for, validate
     from .api.safe_open import safe_open
+    from .api.safetensors_file import SafetensorsFile
+    from .api.shard_set import ShardedGGUF
     from .api.tensors import TensorInfo
     from .formats.gguf.schema import GGUF
     from .formats.legacy.schema import GGML
     from .formats.rwkv.schema import RWKV
     from .formats.safetensors.schema import SAFETENSORS
-    from .planning import plan
+    from .planning import Plan, plan
     from .quants import dequantize, swap_byte_order
     from .quants.quantize import quantize
     from .validation import Issue
@@ -113,6 +123,10 @@ __all__ = [
     "SAFETENSORS",
     # files
     "GGUFFile",
+    "LegacyFile",
+    "OllamaModel",
+    "SafetensorsFile",
+    "ShardedGGUF",
     "MetadataField",
     "TensorInfo",
     "from_bytes",
@@ -132,6 +146,7 @@ __all__ = [
     "export",
     "migrate",
     # memory
+    "Plan",
     "plan",
     # exceptions
     "DuplicateError",

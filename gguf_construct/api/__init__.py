@@ -4,11 +4,13 @@
   object per format, all ``protocol.ModelFile``; ``metadata``, ``tensors``, ``values``, ``standard_keys``: their
   parts;
 - ``fileio``: every write goes to a temporary file, checked, then renamed into place;
+- ``openers``: each format's file object over a byte source, remote shard sets, Ollama registries;
 - ``registry``: every format in one table: ``load``, ``detect``, ``schema_for``, ``validate_file``,
   ``validate_bytes`` (the top of the library).
 
-Imports: everything below (``core``, ``formats``, ``quants``, ``validation``, ``sources``); only ``registry``
-imports the source openers; nothing here imports convert, migration, testing or cli.
+Imports: everything below (``core``, ``formats``, ``quants``, ``validation``, ``sources``); the file objects
+import neither ``openers`` nor ``registry``, ``openers`` does not import ``registry``; nothing here imports the
+tools above (convert, migration, planning, security, testing, cli).
 """
 
 from .gguf_file import GGUFFile, from_bytes, new

@@ -49,8 +49,9 @@ import numpy as np
 
 from ..core import rules
 from ..errors import FormatError
-from ..formats.filedata import early_writeback
+from ..formats.base import map_file
 from ..formats.gguf.schema import GGUF
+from ..formats.streaming import _owner, early_writeback
 
 #: Our temporary files: ``.<target name>.<TEMP_TAG><pid>.<random>.tmp`` beside the target. The pid lets the next
 #: write to the folder remove the ones whose writer is gone (killed mid-write), and only ours.
@@ -244,8 +245,6 @@ def files_under(folder: str | os.PathLike[str] | None) -> list[str]:
 def mapped_files(sources: Iterable[Any]) -> list[int]:
     """The descriptors of the memory-mapped files under data sources (views of a ``FileMap``): what a writer
     copies from, so what its target must not be."""
-    from ..formats.filedata import _owner
-
     fds = []
     for s in sources:
         try:
@@ -394,8 +393,7 @@ def verify_gguf_output(tmp: str | os.PathLike[str], already: AbstractSet[str] | 
     breaks no spec rule beyond ``already`` (the rules its source broke; None: parsing is all that is checked).
     So no writer turns a file ``validate`` accepts into one it refuses (``set general.alignment 7``, a tensor
     renamed onto another's name), while repairing a broken file one fix at a time stays possible."""
-    from ..formats.base import map_file
-    from ..validation import check
+    from ..validation import check  # loaded by a write, not by every read
 
     view = map_file(tmp)
     try:

@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from construct import Container
 
+from ..core.limits import limits as limits_scope
 from ..errors import FormatError, UnsupportedTypeError
-from ..formats.gguf.schema import DEFAULT_ALIGNMENT, GGUF, ORDERS, data_extents, detect_byte_order
+from ..formats.gguf.schema import DEFAULT_ALIGNMENT, GGUF, ORDERS, data_extents, detect_byte_order, tensor_bytes
+from ..formats.streaming import transformed
 from .fileio import identity, mapped_files, reading, verify_gguf_output, write_atomic
 from .metadata import Metadata, StandardKeys
 from .tensors import Tensors
@@ -35,7 +37,7 @@ class GGUFFile:
     format = "gguf"
     #: a partial file's counts as its real header declares them (``readable_prefix``); None otherwise
     declared: dict[str, int] | None = None
-    #: the manifest of a model opened as ``ollama://`` whose model blob is this file (``sources.ollama_registry``); else None
+    #: the manifest of a model opened as ``ollama://`` whose model blob is this file (``api.openers.ollama_registry``); else None
     manifest: Manifest | None = None
     #: (device, inode, size, mtime_ns) of the local file as opened: ``save`` over its own path replaces only that file
     opened: tuple[int, int, int, int] | None = None
@@ -142,7 +144,7 @@ class GGUFFile:
         """The spec rules the file as opened (``edited``: with the metadata as edited since, for a same-size
         in-place edit) breaks. A rewrite may keep them (``delete`` repairs one thing at a time, a lenient load
         opens what strict refuses) but must add none: see ``verify_gguf_output``."""
-        from ..validation import check
+        from ..validation import check  # validation loads on first check: lenient reads (hash, info) skip it
 
         if not self._container.get("metadata_kv") and not self._container.get("tensor_infos"):
             return set()
@@ -173,8 +175,6 @@ class GGUFFile:
             return np.ascontiguousarray(source, dtype=source.dtype.newbyteorder("<" if order == "little" else ">"))
         if order == self.byte_order:
             return source
-        from ..formats.filedata import transformed
-        from ..formats.gguf.schema import tensor_bytes
         from ..quants import swap_byte_order
 
         # tensor_bytes reads a lazy (remote) source here; a mapped one is released after the swap
@@ -261,8 +261,6 @@ def readable_prefix(data: Any, error: FormatError, path: str | None = None) -> G
 
 def from_bytes(data: Any, *, strict: bool = True, profile: str = "spec", limits: Mapping[str, int] | None = None) -> GGUFFile:
     """Like ``load`` for a file already in memory (``limits``: named resource limits for this call)."""
-    from ..core.limits import limits as limits_scope
-
     try:
         with limits_scope(limits):
             container = GGUF.parse(data)

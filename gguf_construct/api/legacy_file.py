@@ -22,8 +22,10 @@ from numpy.typing import NDArray
 
 from ..core.shapes import element_count
 from ..formats.base import map_file
+from ..formats.legacy.magic import legacy_format
 from ..formats.legacy.schema import GGML, LegacyType, hparams, resolve_type
 from ..formats.rwkv.schema import RWKV
+from ..validation import raise_first
 from .protocol import NamedType
 
 
@@ -102,7 +104,7 @@ class LegacyTensor:
 def dequantize_legacy(data: Any, ltype: LegacyType) -> NDArray[Any]:
     """Flat float32 values of a legacy tensor's bytes, in the layout of its era."""
     if ltype.retired:
-        from ..quants.retired import dequantize_retired
+        from ..quants.retired import dequantize_retired  # the codecs load when a tensor is first decoded
 
         return dequantize_retired(data, ltype.layout)
     from ..quants import dequantize
@@ -248,8 +250,6 @@ def rwkv_from_container(c: Container, path: str | None = None) -> LegacyFile:
 
 def _check(issues: list[Any], strict: bool) -> None:
     if strict:
-        from ..validation import raise_first
-
         raise_first(issues)
 
 
@@ -281,8 +281,6 @@ def load_rwkv(path: str | os.PathLike[str], *, strict: bool = True, profile: str
 
 def open_legacy(data: Any, *, hparams: str | None = None) -> LegacyFile:
     """A LegacyFile over bytes already in memory (any legacy format or rwkv.cpp)."""
-    from ..formats.legacy.magic import legacy_format
-
     if legacy_format(bytes(memoryview(data)[:8])) == "rwkv":
         return rwkv_from_container(RWKV.parse(data))
     return from_container(GGML.parse(data, **({"profile": hparams} if hparams else {})))

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import rules
+from ..core.untrusted import loads
 from ..errors import FormatError, InvalidValueError
 from ..formats.base import map_untracked, open_regular, real_path
 from ..formats.ollama.schema import (
@@ -34,7 +35,9 @@ from ..formats.ollama.schema import (
     parse_manifest,
     split_name,
 )
+from ..quants.mlx import quant_types
 from ..validation.issue import Issue, parse_then_check
+from .fileio import write_atomic
 from .safetensors_file import SafetensorsFile, SafetensorsTensor, TensorMap, from_bytes
 
 
@@ -80,7 +83,7 @@ def sha256_of(data: Any) -> str:
 
 def verify_blob(view: memoryview, layer: Layer, path: str = "") -> None:
     """Raise unless the blob's length is the layer's size and its sha256 the layer's digest (a local blob and a
-    registry's, ``sources.ollama_registry``, go through this one check)."""
+    registry's, ``api.openers.ollama_registry``, go through this one check)."""
     check_blob_size(len(view), layer, path)
     got = sha256_of(view)
     if got != layer.hex:
@@ -121,8 +124,6 @@ class OllamaModel:
 
 def _read_json(view: memoryview, what: str, kind: type = object) -> Any:
     """A JSON blob through the safe reader; ``kind`` dict demands an object (the config blob is one)."""
-    from ..core.untrusted import loads
-
     try:
         value = loads(view, what=what)
     except InvalidValueError as e:
@@ -209,7 +210,6 @@ def join_tensor_blobs(
 
 def _model_quant_type(config: Any) -> str | None:
     ft = config.get("file_type") if isinstance(config, dict) else None
-    from ..quants.mlx import quant_types
 
     return ft.lower() if isinstance(ft, str) and ft.lower() in quant_types() else None
 
@@ -225,8 +225,6 @@ def write_blob(
 ) -> Layer:
     """Store ``data`` as a blob under its sha256 (once: an existing blob is kept) and return its layer
     (``durable``: see ``fileio.durability``)."""
-    from .fileio import write_atomic
-
     digest = "sha256:" + sha256_of(data)
     p = blob_path(root, digest)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -257,8 +255,6 @@ def write_model(
 ) -> Path:
     """Write blobs and a manifest for ``model`` (``name[:tag]``) under ``root``; returns the manifest path
     (``durable``: see ``fileio.durability``)."""
-    from .fileio import write_atomic
-
     target = store_manifest_path(root, model)  # the name checked before any blob is written
     layers = [write_blob(root, data, MEDIA_TENSOR, name, durable=durable) for name, data in tensor_blobs]
     for name, obj in (json_files or {}).items():

@@ -21,13 +21,19 @@ from functools import cache, partial
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..core import rules
+from ..core.limits import limits as limits_scope
 from ..errors import FormatError
+from ..formats.base import map_file, open_regular
 from ..formats.gguf import schema as gguf
 from ..formats.legacy import magic as legacy_magic
 from ..formats.legacy.magic import refuse_non_model
+from ..sources.budget import budgeted
+from ..sources.options import options
 from ..sources.urls import is_remote, scheme_of
-from ..validation import Issue
+from ..validation import Issue, validate_gguf_bytes
+from ..validation.gguf_checks import validate_gguf_source
 from ..validation.profiles import GGUF_PROFILES, OLLAMA_PROFILES, PROFILES, SAFETENSORS_PROFILES
+from .gguf_file import gguf_from_source
 
 if TYPE_CHECKING:
     from construct import Construct
@@ -113,9 +119,6 @@ def _bound(bind: Callable[[], FormatParts]) -> FormatParts:
 
 # -- each format's binder: its modules are imported here, on first use -------------------------------------
 def _gguf() -> FormatParts:
-    from ..validation import validate_gguf_bytes
-    from ..validation.gguf_checks import validate_gguf_source
-    from .gguf_file import gguf_from_source
     from .shard_set import open_gguf
 
     return FormatParts(gguf.GGUF, open_gguf, gguf_from_source, validate_gguf_bytes, validate_source=validate_gguf_source)
@@ -123,8 +126,8 @@ def _gguf() -> FormatParts:
 
 def _safetensors() -> FormatParts:
     from ..formats.safetensors.schema import SAFETENSORS
-    from ..sources.openers import safetensors_from_source
     from ..validation.safetensors_checks import validate_safetensors_bytes, validate_safetensors_source
+    from .openers.over_source import safetensors_from_source
     from .safetensors_file import load_safetensors
 
     return FormatParts(
@@ -134,18 +137,18 @@ def _safetensors() -> FormatParts:
 
 def _ollama() -> FormatParts:
     from ..formats.ollama.schema import OLLAMA_MANIFEST
-    from ..sources.openers import manifest_from_source
     from ..validation.ollama_checks import validate_manifest_bytes
     from .ollama_model import load_manifest, validate_manifest_file
+    from .openers.over_source import manifest_from_source
 
     return FormatParts(OLLAMA_MANIFEST, load_manifest, manifest_from_source, validate_manifest_bytes, validate_manifest_file)
 
 
 def _rwkv() -> FormatParts:
     from ..formats.rwkv.schema import RWKV
-    from ..sources.openers import legacy_from_source
     from ..validation.legacy_checks import validate_rwkv_bytes
     from .legacy_file import load_rwkv
+    from .openers.over_source import legacy_from_source
 
     return FormatParts(RWKV, load_rwkv, partial(legacy_from_source, fmt="rwkv"), validate_rwkv_bytes)
 
@@ -153,9 +156,9 @@ def _rwkv() -> FormatParts:
 def _legacy(name: str) -> Callable[[], FormatParts]:
     def bind() -> FormatParts:
         from ..formats.legacy.schema import GGML
-        from ..sources.openers import legacy_from_source
         from ..validation.legacy_checks import validate_legacy_bytes
         from .legacy_file import load_legacy
+        from .openers.over_source import legacy_from_source
 
         return FormatParts(GGML, load_legacy, partial(legacy_from_source, fmt=name), validate_legacy_bytes)
 
@@ -206,8 +209,6 @@ def detect(data: Any) -> str:
 
 def _prefix(data: Any) -> bytes:
     if isinstance(data, (str, os.PathLike)):
-        from ..formats.base import open_regular
-
         with open_regular(data) as f:
             return bytes(f.read(PREFIX_SIZE))
     return bytes(memoryview(data)[:PREFIX_SIZE])
@@ -292,8 +293,6 @@ def load(
     http(s)://, hf://, ollama:// or fsspec URL: only the header is fetched, each tensor when read
     (``load_url``). ``limits`` changes named resource limits (``schema/limits.json``, e.g. ``{"nesting": 32}``)
     for this call."""
-    from ..core.limits import limits as limits_scope
-
     with limits_scope(limits):
         if is_remote(path):
             f = load_url(os.fspath(path), strict=strict, profile=profile, byte_order=byte_order)
@@ -323,20 +322,17 @@ def load_url(
 ) -> ModelFile:
     """``load()`` for a remote source: a GGUFFile (a ShardedGGUF from a first shard's URL when ``shards``), a
     SafetensorsFile, an OllamaModel (``ollama://``) or a LegacyFile."""
-    from ..sources.budget import budgeted
-    from ..sources.options import options
-
     opts = budgeted(opts or options())  # one budget for every file and request of this source (see remote.budget)
     if scheme_of(source) == "ollama":
-        from ..sources.ollama_registry import load_ollama
+        from .openers.ollama_registry import load_ollama
 
         return load_ollama(source, strict=strict, hint=hint, opts=opts)
-    from ..sources.openers import open_source
+    from ..sources.opening import open_source
 
     src = open_source(source, opts)
     fmt = detect_source(src)
     if fmt == "gguf" and shards and byte_order is None:
-        from ..sources.remote_shards import first_shard_urls, load_remote_shards
+        from .openers.remote_shards import first_shard_urls, load_remote_shards
 
         urls = first_shard_urls(source)
         if urls:
@@ -364,13 +360,20 @@ def load_source(
 
 
 # -- validating --------------------------------------------------------------------------------------------
-def validate(source: str | os.PathLike[str] | bytes | bytearray | memoryview, profile: str = "spec") -> list[Issue]:
+def validate(
+    source: str | os.PathLike[str] | bytes | bytearray | memoryview,
+    profile: Profile = "spec",
+    *,
+    limits: Mapping[str, int] | None = None,
+) -> list[Issue]:
     """Every rule ``source`` breaks under ``profile``, as ``Issue`` records: ``source`` is a path or URL (any
     format ``detect`` knows; a manifest's blobs are checked too) or the bytes of a file; empty when it breaks none.
-    A file the schema cannot read gives one issue from its ``FormatError``."""
-    if isinstance(source, (str, os.PathLike)):
-        return validate_file(source, profile)
-    return validate_bytes(source, profile)
+    A file the schema cannot read gives one issue from its ``FormatError``. ``limits`` changes named resource
+    limits for this call, as for ``load``."""
+    with limits_scope(limits):
+        if isinstance(source, (str, os.PathLike)):
+            return validate_file(source, profile)
+        return validate_bytes(source, profile)
 
 
 def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
@@ -378,7 +381,6 @@ def validate_file(path: Any, profile: str = "spec") -> list[Issue]:
     its FormatError."""
     if is_remote(path):
         return validate_url(path, profile)
-    from ..formats.base import map_file
 
     try:
         view = map_file(path)
@@ -410,16 +412,13 @@ def validate_bytes(data: Any, profile: str = "spec") -> list[Issue]:
 def validate_url(source: str, profile: str = "spec") -> list[Any]:
     """``validate_file`` for a remote source: every issue of its header (and of the whole file for the formats
     that are read whole); a failure to read is one issue with its rule (``remote.*``)."""
-    from ..sources.budget import budgeted
-    from ..sources.options import options
-
     opts = budgeted(options())
     try:
         if scheme_of(source) == "ollama":
-            from ..sources.ollama_registry import validate_ollama
+            from .openers.ollama_registry import validate_ollama
 
             return validate_ollama(source, opts)
-        from ..sources.openers import open_source
+        from ..sources.opening import open_source
 
         src = open_source(source, opts)
         spec = FORMATS[detect_source(src)]

@@ -19,6 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from ..formats.gguf.schema import MAGIC
+from .gguf_file import load_gguf
+
 FRAMEWORKS = ("numpy", "np", "pt", "torch")
 #: GGUF's plain types as stored: numpy dtype codes (BF16 as its bits)
 _GGUF_PLAIN = {"F32": "f4", "F16": "f2", "BF16": "u2", "F64": "f8", "I8": "i1", "I16": "i2", "I32": "i4", "I64": "i8"}
@@ -33,8 +36,6 @@ class safe_open:  # noqa: N801 - the safetensors library's name, so that code wr
             raise ValueError(f"framework must be one of {FRAMEWORKS}, not {framework!r}")
         if device != "cpu":
             raise ValueError("only device='cpu' is supported")
-        from ..formats.gguf.schema import MAGIC
-        from .gguf_file import load_gguf
         from .safetensors_file import load_safetensors
 
         self._framework = "pt" if framework in ("pt", "torch") else "numpy"

@@ -30,6 +30,7 @@ from ..errors import FormatError, InvalidValueError
 from ..formats.base import map_file
 from ..formats.safetensors.schema import SAFETENSORS, Entry, EntryTable, dtypes, tensor_array
 from ..quants import mlx as mq
+from .fileio import mapped_files, reading, write_atomic
 from .protocol import NamedType
 
 #: Companion suffixes of a quantized tensor in Ollama's combined layout.
@@ -517,8 +518,6 @@ def save_safetensors(
     'ollama'); ``tensors`` maps names to numpy arrays or ``{dtype, shape, data}`` (see ``formats.safetensors.schema.header_and_sources``).
     Before the rename the file must load strictly (and pass ``verify(temp_path)`` when given); a target that is
     the file of a tensor view given (``output.input``) is refused. ``durable``: see ``fileio.durability``."""
-    from .fileio import mapped_files, reading, write_atomic
-
     obj = Container(tensors=tensors, metadata=metadata, style=style)
     sources = [v.get("data") if isinstance(v, Mapping) else v for v in (tensors.values() if isinstance(tensors, Mapping) else [])]
 

@@ -10,8 +10,8 @@ from ..core.tables import standard_key, standard_keys
 from ..core.untrusted import DIGITS
 
 
-class Metadata(Protocol):
-    """What the key tree needs of ``api.metadata.Metadata`` (named here, not imported: no import cycle)."""
+class KeyStore(Protocol):
+    """What the key tree needs of ``api.metadata.Metadata`` (named here, not imported: ``Metadata`` builds on this module)."""
 
     def __contains__(self, key: object) -> bool: ...
     def __getitem__(self, key: str) -> Any: ...
@@ -46,7 +46,7 @@ class StandardKeys:
     ``f.meta.general["license.name"]``.
     """
 
-    def __init__(self, metadata: Metadata):
+    def __init__(self, metadata: KeyStore):
         object.__setattr__(self, "_meta", metadata)
 
     def _root(self) -> _KeyNode:
@@ -78,7 +78,7 @@ class _KeyNode:
 
     __slots__ = ("_meta", "_tpl", "_at")
 
-    def __init__(self, meta: Metadata, tpl: tuple[str, ...], at: tuple[str, ...]):
+    def __init__(self, meta: KeyStore, tpl: tuple[str, ...], at: tuple[str, ...]):
         object.__setattr__(self, "_meta", meta)
         object.__setattr__(self, "_tpl", tpl)
         object.__setattr__(self, "_at", at)

@@ -114,7 +114,7 @@ class TensorInfo:
 
     def to_numpy(self, dtype: Any = np.float32) -> np.ndarray:
         """The values, dequantized and shaped in numpy order (ggml's shape reversed)."""
-        from ..quants import dequantize
+        from ..quants import dequantize  # the codecs and checks load when a tensor is first decoded
         from ..validation import raise_first, tensor_issues
 
         raise_first(tensor_issues(self._info, self._path))  # a leniently loaded file may hold any shape

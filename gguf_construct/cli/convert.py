@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..errors import FormatError, VerificationError
 from .shared import EXIT_OK, EXIT_TROUBLE, add_in_out, command
 
 DESCRIPTION = """\
@@ -44,7 +45,6 @@ def _model_name(value: str) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     from ..convert import convert
-    from ..errors import FormatError, VerificationError
 
     if args.type:  # quantization is lossy: the quantize command's path, with its per-tensor RMSE instead of a check
         from .quantize import _run as quantize_run

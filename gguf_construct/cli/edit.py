@@ -19,12 +19,15 @@ import os
 import sys
 from typing import Any
 
+from ..api.fileio import check_output, check_writable
 from ..api.gguf_file import GGUFFile, load_gguf
 from ..api.metadata import infer_type, parse_type
 from ..core.limits import LENIENT, limit, limits
 from ..core.tables import standard_key
 from ..core.untrusted import loads
-from ..errors import FormatError, InvalidValueError
+from ..errors import FormatError, InvalidValueError, LimitError
+from ..formats.base import open_regular
+from ..formats.gguf.schema import ORDERS, gguf_layout
 from .shared import EXIT_BAD, EXIT_OK, add_sync, command, usage
 
 _BOOLS = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
@@ -33,8 +36,6 @@ _BOOLS = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no"
 def _json(text: str) -> Any:
     """A JSON value from the command line through the safe reader: a value too deep, too long or with too
     many digits is a usage error (ValueError), never a RecursionError."""
-    from ..errors import LimitError
-
     try:
         return loads(text, what="the value")
     except LimitError as e:
@@ -111,8 +112,6 @@ def _output(args: argparse.Namespace) -> str:
     """Where an edit writes: ``-o OUT``, which must not be FILE or ``--value-file`` by any name (``output.input``)
     nor anything but a regular file (``output.not_regular``), else FILE itself, replaced atomically (the edit's
     purpose) only while it is still the file that was opened (``output.changed``)."""
-    from ..api.fileio import check_output, check_writable
-
     if args.output:
         check_output(args.output, [args.file, getattr(args, "value_file", None)], what="-o")
     else:
@@ -181,8 +180,6 @@ def _shown(value: Any) -> str:
 
 def _set_in_place(f: GGUFFile, args: argparse.Namespace, value: Any, type_spec: str) -> int:
     """Overwrite one record's bytes in the file, when the new record encodes to the same size."""
-    from ..formats.gguf.schema import ORDERS, gguf_layout
-
     if args.output:
         usage("gguf-construct set: --in-place edits FILE itself: drop -o")
     if args.key not in f.metadata:
@@ -208,7 +205,6 @@ def _set_in_place(f: GGUFFile, args: argparse.Namespace, value: Any, type_spec: 
             "nothing was written (--force writes it anyway)"
         )
     f.close()
-    from ..formats.base import open_regular
 
     with open_regular(args.file) as ro:  # the same regular file, checked before it is opened for writing
         fd = os.open(args.file, os.O_RDWR)

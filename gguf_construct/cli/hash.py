@@ -34,7 +34,7 @@ def hash_file(f: Any, *, include_all: bool = False) -> dict[str, Any]:
     Five digests run over every byte (per tensor sha1 and sha256, the model's sha1 and sha256, the UUID's sha1),
     each on its own thread (hashlib releases the GIL on large buffers, so they share the cores), while this
     thread reads the next chunks: tensor bytes are read in bounded chunks into a few reused buffers
-    (:func:`..formats.filedata.read_chunks`), so memory stays flat whatever the file's size.
+    (:func:`..formats.streaming.read_chunks`), so memory stays flat whatever the file's size.
     """
     hashed = [t for t in f.tensors.values() if include_all or not t.name.endswith(SKIPPED_SUFFIXES)]
     names = [t.name for t in hashed]
@@ -90,7 +90,7 @@ class _HashPipeline:
     small file's hash more than the hashing)."""
 
     def __init__(self, largest: int) -> None:
-        from ..formats.filedata import CHUNK
+        from ..formats.streaming import CHUNK
 
         self.size = max(1, min(CHUNK, largest))
         self.buffers: list[bytearray] = []
@@ -138,7 +138,7 @@ class _HashPipeline:
 
     def tensor(self, data: Any) -> None:
         """Hash one tensor's bytes (an empty tensor still gets its own digests)."""
-        from ..formats.filedata import read_chunks
+        from ..formats.streaming import read_chunks
 
         self.current = -1  # a chunk that is a slice of ``data`` itself, in no buffer
         previous: tuple[int, memoryview] | None = None

@@ -20,7 +20,6 @@ def _info_row(path: str) -> dict[str, Any]:
     """One file's summary row, or its error (for the many-files table; runs in a worker process)."""
     from ..api.registry import load
     from ..core.rules import is_request_fault
-    from ..errors import FormatError
     from .report import summary_row
 
     try:

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..migration import export, migrate
 from .shared import EXIT_OK, add_in_out, command, finite, whole
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    from ..migration import migrate
-
     options = {
         k: v
         for k, v in (
@@ -30,8 +29,6 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from ..migration import export
-
     print(export(args.input, args.output, args.to).summary())
     return EXIT_OK
 

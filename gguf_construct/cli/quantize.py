@@ -5,10 +5,13 @@ keep their precision; prints each tensor's RMSE against its input as ``llama-qua
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import numpy as np
 
+from ..errors import FormatError
+from ..migration import migrate
 from .shared import EXIT_OK, EXIT_TROUBLE, add_in_out, command
 
 DESCRIPTION = (
@@ -53,10 +56,7 @@ def quantize_file(
     if mix is None and target in REQUIRES_IMATRIX and not weights:
         raise ValueError(f"{target} needs --imatrix")
     if detect(src) not in ("gguf", "safetensors", "ollama"):  # legacy: migrated to GGUF v3 beside dst, then quantized
-        import os
         import tempfile
-
-        from ..migration import migrate
 
         fd, migrated = tempfile.mkstemp(suffix=".gguf", prefix=".migrated-", dir=os.path.dirname(os.path.abspath(dst)))
         os.close(fd)
@@ -147,7 +147,6 @@ def quant_type(text: str) -> str:
     """An argparse ``type``: a llama-quantize mix as llama-quantize spells it (``Q4_K_M``, ``IQ4_XS``: a type per
     tensor), or a ggml type the quantizers write in ggml's spelling (``q4_K``: every tensor); else a usage error
     that lists both."""
-    from ..errors import FormatError
     from ..quants.blocks import resolve
     from ..quants.quantize import mixes, supported
 
@@ -170,8 +169,6 @@ def quant_type(text: str) -> str:
 def _run(args: argparse.Namespace) -> int:
     def log(line: str) -> None:
         print(line, file=sys.stderr)
-
-    from ..errors import FormatError
 
     try:
         report = quantize_file(args.input, args.output, args.type, imatrix=args.imatrix, keep=args.keep, log=log)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..sources.options import options
+from ..sources.urls import is_remote
 from ..validation.profiles import PROFILES
-from .scanning import DASK_TIMEOUT
+from .scan_runner import DASK_TIMEOUT, scan
 from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, finite, usage, whole
 
 #: files with these endings list sources, one a line
@@ -28,7 +30,6 @@ def _list_lines(path: str) -> list[str]:
 def sources_of(args: list[str]) -> list[str]:
     """URLs and model files as given; directories walked; ``-`` and files ending in .txt, .list, .lst or .urls
     are lists, one source a line (blank lines and ``#`` comments skipped)."""
-    from ..sources.urls import is_remote
     from .many_files import expand
 
     out: list[str] = []
@@ -44,9 +45,6 @@ def sources_of(args: list[str]) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..sources.options import options
-    from .scanning import scan
-
     sources = sources_of(args.sources)
     out = args.output or sys.stdout
     counts = scan(

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+from ..errors import FormatError, MissingExtraError
+
 #: grep's contract, for every command: 0 done (or the check passed); 1 a model file is invalid, or two files
 #: differ; 2 trouble: a usage error, a missing or unreadable path, a missing extra, the network, a refused output.
 EXIT_OK, EXIT_BAD, EXIT_TROUBLE = 0, 1, 2
@@ -27,7 +29,6 @@ def exit_code(error: BaseException) -> int:
     """The exit code for an exception that ended a command: 1 when a model file's bytes break a rule, 2 for
     trouble (a refused request, a path that cannot be read, a missing extra, the network)."""
     from ..core.rules import is_request_fault
-    from ..errors import FormatError, MissingExtraError
 
     if isinstance(error, FormatError):
         return EXIT_TROUBLE if is_request_fault(error) else EXIT_BAD

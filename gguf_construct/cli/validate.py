@@ -12,6 +12,9 @@ from dataclasses import asdict
 from functools import partial
 from typing import Any
 
+from ..core.rules import lookup
+from ..errors import FormatError
+from ..validation import Issue, check_keys
 from ..validation.profiles import PROFILES
 from .many_files import default_jobs, expand, run_pool
 from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, whole
@@ -23,8 +26,6 @@ MAX_ISSUES = 50
 def validate_one(path: str, profile: str = "spec", keys: bool = False, security: bool = False) -> dict[str, Any]:
     """Every issue of one file as plain data (runs in a worker process)."""
     from ..api.registry import load, validate_file
-    from ..errors import FormatError
-    from ..validation import check_keys
 
     issues = validate_file(path, profile)
     if (keys or security) and not any(i.severity == "error" and i.rule in ("file.read", "format.unknown", "header.magic") for i in issues):
@@ -39,7 +40,6 @@ def validate_one(path: str, profile: str = "spec", keys: bool = False, security:
                 issues += scan_templates(f)
         except (FormatError, OSError):
             pass  # the structural issues above already say why the file cannot be read
-    from ..core.rules import lookup
 
     errors = sum(i.severity == "error" for i in issues)
     unreadable = any(i.severity == "error" and (r := lookup(i.rule)) is not None and r.fault == "request" for i in issues)
@@ -54,8 +54,6 @@ def validate_one(path: str, profile: str = "spec", keys: bool = False, security:
 
 
 def _line(issue: dict[str, Any]) -> str:
-    from ..validation import Issue
-
     return Issue(**issue).line()
 
 

@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from construct import Container
 
+from ..api.fileio import check_output, files_of, reading
 from ..api.gguf_file import load_gguf
-from ..api.registry import detect
-from .safetensors_gguf import Report, from_gguf, to_gguf, verify
+from ..api.registry import detect, load_url
+from ..sources.urls import is_remote
+from .safetensors_gguf import ConversionReport, from_gguf, to_gguf, verify
 
 
 def output_kind(path: str | os.PathLike[str]) -> str:
@@ -36,11 +39,7 @@ def output_kind(path: str | os.PathLike[str]) -> str:
 
 def open_input(path: str | os.PathLike[str], *, hint: str | None = None) -> tuple[str, Any]:
     """(kind, opened file) for a GGUF file, a safetensors file or an Ollama manifest, local or remote."""
-    from ..sources.urls import is_remote
-
     if is_remote(path):
-        from ..api.registry import load_url
-
         f = load_url(path, shards=False, hint=hint)  # type: ignore[arg-type]
         if f.format not in ("gguf", "safetensors", "ollama"):
             raise ValueError(f"{path}: cannot convert a {f.format} file")
@@ -69,10 +68,8 @@ def convert(
     model: str = "converted",
     hint: str | None = None,
     log: Callable[[str], None] | None = None,
-) -> Report:
+) -> ConversionReport:
     """Convert ``src`` to ``dst`` (kinds detected), verify the values, return the report (notices also go to ``log``)."""
-    from ..api.fileio import check_output, files_of, reading
-
     folder = os.fspath(dst).endswith(os.sep) or os.path.isdir(dst)  # an Ollama models root: a folder of files
     check_output(dst, [src], folder=folder)
     kind, f = open_input(src, hint=hint)
@@ -91,12 +88,12 @@ def _convert(
     style: str | None,
     model: str,
     log: Callable[[str], None] | None,
-) -> Report:
+) -> ConversionReport:
     out = output_kind(dst)
     if kind == "gguf" and out == "gguf":
         if byte_order is None and version is None:
             raise ValueError("GGUF to GGUF: give a byte order and/or a version")
-        report = Report(targets={n: f.tensors[n].type.name for n in f.tensors})
+        report = ConversionReport(targets={n: f.tensors[n].type.name for n in f.tensors})
         # a byte-order change re-encodes every block: the values are compared before the rename
         f.save(dst, byte_order=byte_order, version=version, verify=lambda tmp: _check_gguf(tmp, f.tensors, report))
         return report
@@ -114,7 +111,7 @@ def _convert(
     return report
 
 
-def _check_gguf(dst: Any, tensors: Any, report: Report) -> None:
+def _check_gguf(dst: Any, tensors: Any, report: ConversionReport) -> None:
     """The written file (still the temporary one) loads strictly and holds the input's values."""
     written = load_gguf(dst)
     for name in report.targets:
@@ -122,9 +119,7 @@ def _check_gguf(dst: Any, tensors: Any, report: Report) -> None:
     report.verified = len(report.targets)
 
 
-def _gguf_to_safetensors(f: Any, dst: Any, out: str, style: str | None, model: str) -> Report:
-    from construct import Container
-
+def _gguf_to_safetensors(f: Any, dst: Any, out: str, style: str | None, model: str) -> ConversionReport:
     from ..api.safetensors_file import from_bytes, load_safetensors, save_safetensors
     from ..formats.safetensors.schema import SAFETENSORS
 

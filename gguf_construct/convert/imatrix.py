@@ -16,8 +16,13 @@ import os
 from pathlib import Path
 
 import numpy as np
+from construct import Container
 
+from ..api import new
+from ..api.fileio import write_atomic
+from ..api.registry import load
 from ..core import rules
+from ..formats.base import map_file, open_regular
 
 Stats = dict[str, tuple[np.ndarray, np.ndarray]]  # name → (sums (n_mat, n_per_row), counts (n_mat,))
 
@@ -25,12 +30,10 @@ Stats = dict[str, tuple[np.ndarray, np.ndarray]]  # name → (sums (n_mat, n_per
 def read_stats(path: str | os.PathLike[str]) -> tuple[Stats, dict[str, object]]:
     """The raw statistics and metadata of either format: GGUF's (sums, counts) as stored; a legacy entry's
     values with its ``ncall`` as the single count (the form llama.cpp's loader gives it)."""
-    from ..formats.base import map_file
-
     data = map_file(path)
     if bytes(data[:4]) == b"GGUF":
         return _read_gguf(path)
-    from ..formats.gguf.imatrix_dat import IMATRIX_DAT
+    from ..formats.gguf.imatrix_dat import IMATRIX_DAT  # the legacy .dat layout loads only for a .dat file
 
     parsed = IMATRIX_DAT.parse(data)
     stats = {e.name: (np.asarray(e["values"], np.float32)[None], np.array([e.ncall], np.float32)) for e in parsed.entries}
@@ -41,8 +44,6 @@ def read_stats(path: str | os.PathLike[str]) -> tuple[Stats, dict[str, object]]:
 
 
 def _read_gguf(path: str | os.PathLike[str]) -> tuple[Stats, dict[str, object]]:
-    from ..api.registry import load
-
     f = load(path)
     sums: dict[str, np.ndarray] = {}
     counts: dict[str, np.ndarray] = {}
@@ -99,9 +100,6 @@ def write_dat(
 ) -> None:
     """A legacy ``.dat`` file: entries sorted by name, each ``(sums, [ncall])`` written as llama.cpp's loader reads
     (``durable``: see ``fileio.durability``)."""
-    from construct import Container
-
-    from ..api.fileio import write_atomic
     from ..formats.gguf.imatrix_dat import IMATRIX_DAT
 
     entries = []
@@ -124,8 +122,6 @@ def write_gguf(
 ) -> None:
     """A GGUF imatrix as llama.cpp's ``save_imatrix`` writes it: keys, then ``in_sum2``/``counts`` per tensor
     (``durable``: see ``fileio.durability``)."""
-    from ..api import new
-
     f = new()
     f.metadata["general.type"] = "imatrix"
     f.metadata.set("imatrix.datasets", list(datasets or []), type="arr[str]")
@@ -142,8 +138,6 @@ def write_gguf(
 
 def imatrix_kind(path: str | os.PathLike[str]) -> str:
     """ "gguf" or "dat" (a file that is neither is rejected)."""
-    from ..formats.base import open_regular
-
     with open_regular(Path(path)) as fh:  # a FIFO or a directory is refused before it is opened
         head = fh.read(4)
     if head == b"GGUF":

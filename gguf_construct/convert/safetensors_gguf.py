@@ -15,6 +15,7 @@ dequantized output (ggml's decoder for GGUF, MLX's for blobs), NaN-aware; a diff
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ import numpy as np
 
 from ..api.gguf_file import GGUFFile, new
 from ..errors import VerificationError
-from ..quants import dequantize
+from ..quants import block_dtype, dequantize
 from ..quants import mlx as mq
 from . import encode
 
@@ -34,7 +35,7 @@ _KEY_PART = re.compile(r"[^a-z0-9_]+")
 
 
 @dataclass
-class Report:
+class ConversionReport:
     """What a conversion did: one line per tensor (name → target), and notices for fallbacks and skips."""
 
     targets: dict[str, str] = field(default_factory=dict)
@@ -59,7 +60,7 @@ def verify(name: str, expected: np.ndarray, got: np.ndarray) -> None:
 # -- safetensors → GGUF ----------------------------------------------------------------------------------
 def encode_tensor(t: Any) -> tuple[encode.Encoded, str | None]:
     """(the GGUF encoding of one logical tensor, a notice when it fell back or None)."""
-    from ..api.safetensors_file import QuantizedTensor
+    from ..api.safetensors_file import QuantizedTensor  # the safetensors reader loads only for a safetensors input
 
     if isinstance(t, QuantizedTensor):
         p = t.params
@@ -110,8 +111,6 @@ def model_metadata(metadata: Mapping[str, str], tensors: Any = ()) -> dict[str, 
 def metadata_keys(metadata: Mapping[str, str], tensors: Any = ()) -> dict[str, str]:
     """``__metadata__`` entries as GGUF keys: each as ``safetensors.<key>`` (lower_snake_case, for reading in any
     GGUF tool) and all of them exactly as ``safetensors.metadata`` (JSON), which ``from_gguf`` writes back."""
-    import json
-
     out = {}
     kept = model_metadata(metadata, tensors)
     for k, v in kept.items():
@@ -126,8 +125,6 @@ def metadata_keys(metadata: Mapping[str, str], tensors: Any = ()) -> dict[str, s
 def stored_metadata(f: GGUFFile) -> dict[str, str]:
     """The safetensors ``__metadata__`` a GGUF file converted from safetensors keeps (``metadata_keys``): the exact
     JSON when present, else its ``safetensors.<key>`` strings under their GGUF names."""
-    import json
-
     raw = f.metadata.get(METADATA_KEY)
     if isinstance(raw, str):
         try:
@@ -142,10 +139,10 @@ def stored_metadata(f: GGUFFile) -> dict[str, str]:
 
 def to_gguf(
     tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None, *, verify_values: bool = True
-) -> tuple[GGUFFile, Report]:
+) -> tuple[GGUFFile, ConversionReport]:
     """A new GGUF file holding ``tensors`` (logical safetensors tensors), and the conversion report."""
     out = new()
-    report = Report()
+    report = ConversionReport()
     out.metadata["general.architecture"] = "unknown"
     for key, value in metadata_keys(metadata or {}, tensors).items():
         out.metadata[key] = value
@@ -200,8 +197,6 @@ def decode_tensor(t: Any) -> tuple[dict[str, Any], dict[str, str] | None, str | 
     lead = np_shape[:-1]
     blocks = None
     if ggml_type in ("mxfp4", "nvfp4", "q4_1"):
-        from ..quants import block_dtype
-
         blocks = t.data.view(block_dtype(ggml_type, t.byte_order)).astype(block_dtype(ggml_type))
     if ggml_type in FP4_TO_MLX and blocks is not None:
         to_mlx, group = FP4_TO_MLX[ggml_type]
@@ -246,10 +241,10 @@ def _u8(a: np.ndarray, lead: tuple[int, ...]) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.uint8).reshape(*lead, -1)
 
 
-def from_gguf(f: GGUFFile, *, per_tensor: bool = False) -> tuple[list[tuple[str, dict[str, Any], dict[str, str]]], Report]:
+def from_gguf(f: GGUFFile, *, per_tensor: bool = False) -> tuple[list[tuple[str, dict[str, Any], dict[str, str]]], ConversionReport]:
     """Safetensors content for every tensor of ``f``: a list of (name, entries, metadata) — one blob each when
     ``per_tensor`` (Ollama's layout), else one item holding everything — and the report."""
-    report = Report()
+    report = ConversionReport()
     items = []
     for name in f.tensors:
         t = f.tensors[name]

@@ -31,6 +31,8 @@ LENIENT: dict[str, int] = {"nesting": 128}
 
 
 def _checked(overrides: Mapping[str, int]) -> dict[str, int]:
+    if not isinstance(overrides, Mapping):
+        raise TypeError(f"limits are a mapping of limit name to value, not {type(overrides).__name__}")
     out = {}
     for name, value in overrides.items():
         if name not in TABLE:

@@ -177,7 +177,7 @@ def size_label(parameters: int, expert_count: int = 0, min_digits: int = 2) -> s
 
 def encoding_of(file_type: Any) -> str | None:
     """The Encoding a ``general.file_type`` implies: ``MOSTLY_Q4_K_M`` → ``Q4_K_M``, ``ALL_F32`` → ``F32``."""
-    from .tables import FILE_TYPES
+    from .tables import FILE_TYPES  # the JSON tables load when a name is checked, not on import
 
     if not isinstance(file_type, int) or isinstance(file_type, bool) or file_type not in FILE_TYPES:
         return None

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import numpy as np
 
+from ..errors import InvalidValueError, UnsupportedTypeError
+
 if TYPE_CHECKING:  # the records no file reader needs (``table_records``, imported by ``load_table`` when asked for)
     from .table_records import MemoryTable, MigrateTable, MlxQuantTypesTable, QuantizeTable, RwkvLlamaTable, SafetensorsDtypesTable
 
@@ -91,8 +93,6 @@ class GGMLType:
     def nbytes(self, n_elements: int) -> int:
         """Bytes needed for ``n_elements`` values (a whole number of blocks)."""
         if not self.sized:
-            from ..errors import UnsupportedTypeError
-
             raise UnsupportedTypeError("tensor.type", f"ggml type {self.id} ({self.name}) has no known size")
         return n_elements // self.block_size * self.type_size
 
@@ -444,7 +444,6 @@ def user_types(path: str | os.PathLike[str], known: list[GGMLType]) -> list[GGML
     in u32, a plain name, sizes of at least 1, and no clash (the same id under another name or with other
     sizes, or the same name under another id). A record equal to a known one is accepted and changes nothing.
     Raises ``InvalidValueError`` (rule ``types.user``) naming the file, the record and the field."""
-    from ..errors import InvalidValueError
 
     def fail(message: str, where: str = "") -> InvalidValueError:
         return InvalidValueError("types.user", f"{message} ({USER_TYPES_ENV}={os.fspath(path)})", path=where)
@@ -494,8 +493,6 @@ def _ggml_types() -> list[GGMLType]:
     """ggml's table, plus the user's (``GGUF_CONSTRUCT_TYPES``) when set. A user table that cannot be used (not
     readable, not JSON, a record that clashes) is a ``UserTypesWarning`` naming the rule, the file and the record,
     and the built-in table alone is used: an environment variable must not stop every import of the package."""
-    from ..errors import InvalidValueError
-
     known = list(load_table("ggml_types").types)
     path = os.environ.get(USER_TYPES_ENV)
     if not path:

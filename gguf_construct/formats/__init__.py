@@ -5,7 +5,7 @@
 - ``legacy``: the formats before GGUF (GGML, GGMF, GGJT): ``schema``, ``magic`` (detection), ``hparams``;
 - ``rwkv``: rwkv.cpp's format; ``safetensors``: the safetensors format, its dtypes and three writers' layouts;
   ``ollama``: Ollama's model manifests;
-- ``base``, ``fields``, ``filedata``: what every declaration shares (zero-copy streams, hostile-safe fields,
+- ``base``, ``fields``, ``streaming``: what every declaration shares (zero-copy streams, hostile-safe fields,
   tensor bytes that stay in their file).
 
 Imports: ``errors``, ``core`` and ``quants.blocks`` (block sizes) only; never validation, sources, api or above.

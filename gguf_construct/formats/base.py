@@ -183,7 +183,7 @@ def open_map(path: str | os.PathLike[str]) -> FileMap:
 def map_file(path: str | os.PathLike[str]) -> memoryview:
     """Memory-map a regular file read-only (an empty file gives an empty view; anything but a regular file is
     refused before it is opened). The map remembers its file (``FileMap``), so that views of it can be copied or
-    read without touching their pages (:mod:`.filedata`)."""
+    read without touching their pages (:mod:`.streaming`)."""
     with open_regular(path) as f:
         empty = os.fstat(f.fileno()).st_size == 0
     if empty:

@@ -15,12 +15,12 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .steps import Report
+    from .steps import MigrationReport
 
 
 def migrate(
     src: str | os.PathLike[str], dst: str | os.PathLike[str], *, hparams: str | None = None, progress: bool = False, **options: Any
-) -> Report:
+) -> MigrationReport:
     """Write ``src`` (any legacy format, rwkv.cpp, or GGUF v1/v2) as GGUF v3 at ``dst``.
 
     ``options``: ``context_length``, ``eps``, ``gqa`` (llama, as llama.cpp's migrator has them), ``name``;
@@ -35,17 +35,19 @@ def migrate(
         return _migrate(src, dst, hparams=hparams, progress=progress, **options)
 
 
-def _migrate(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, hparams: str | None, progress: bool, **options: Any) -> Report:
+def _migrate(
+    src: str | os.PathLike[str], dst: str | os.PathLike[str], *, hparams: str | None, progress: bool, **options: Any
+) -> MigrationReport:
     from ..api.gguf_file import load_gguf
     from ..api.legacy_file import load_legacy, load_rwkv
     from ..api.registry import detect
-    from .steps import Report
+    from .steps import MigrationReport
 
     fmt = detect(src)
     if fmt == "gguf":
         g = load_gguf(src, strict=True)
         g.save(dst, version=3)
-        return Report(os.fspath(dst), "GGUF v3", tensors=len(g.tensors), copied=len(g.tensors))
+        return MigrationReport(os.fspath(dst), "GGUF v3", tensors=len(g.tensors), copied=len(g.tensors))
     if fmt == "rwkv":
         from .rwkv_cpp import migrate_rwkv
         from .rwkv_llama import migrate_rwkv_llama, table
@@ -64,7 +66,7 @@ def _migrate(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, hparam
     return migrate_example(f, dst, progress=progress, **options)
 
 
-def export(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str) -> Report:
+def export(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str) -> MigrationReport:
     """Write a GGUF file as GGJT v3 (``to='ggjt'``) or rwkv.cpp v101 (``to='rwkv'``: architectures rwkv, rwkv6, rwkv7)."""
     from ..api.fileio import reading
     from ..api.gguf_file import load_gguf
@@ -75,7 +77,7 @@ def export(src: str | os.PathLike[str], dst: str | os.PathLike[str], to: str) ->
         return _export(load_gguf(src, strict=True), dst, to)
 
 
-def _export(g: Any, dst: str | os.PathLike[str], to: str) -> Report:
+def _export(g: Any, dst: str | os.PathLike[str], to: str) -> MigrationReport:
     if to == "ggjt":
         from .ggjt import export_ggjt
 
@@ -92,7 +94,7 @@ def _export(g: Any, dst: str | os.PathLike[str], to: str) -> Report:
 
 #: Public name -> the module that defines it, imported on first access (as in the package root), so that
 #: importing the package (``import gguf_construct`` does) loads none of the migrators.
-_LAZY: dict[str, str] = {"Report": "common"}
+_LAZY: dict[str, str] = {"MigrationReport": "steps"}
 
 
 def __getattr__(name: str) -> Any:
@@ -101,4 +103,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Report", "export", "migrate"]
+__all__ = ["MigrationReport", "export", "migrate"]

@@ -19,7 +19,7 @@ from ..core import rules
 from ..formats.legacy.legacy_fields import LegacyVocab
 from ..formats.legacy.schema import GGML
 from .llama import legacy_texts, llama_names
-from .steps import Report, required_int
+from .steps import MigrationReport, required_int
 
 GGJT_V3_TYPES = {
     "f32": 0,
@@ -44,7 +44,7 @@ def _n_mult(n_embd: int, n_ff: int) -> int:
     raise rules.EXPORT_N_MULT.error(f"no n_mult gives feed_forward_length {n_ff} for n_embd {n_embd}: legacy loaders could not size it")
 
 
-def export_ggjt(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
+def export_ggjt(g: GGUFFile, dst: str | os.PathLike[str]) -> MigrationReport:
     md = g.metadata
     if md.get("general.architecture") != "llama":
         raise rules.EXPORT_ARCHITECTURE.error("only architecture 'llama' exports to GGJT")
@@ -86,4 +86,4 @@ def export_ggjt(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
             raise rules.EXPORT_VERIFY.error("the exported file reads back differently")
 
     write_atomic(dst, lambda out: GGML.build_stream(obj, out), verify)
-    return Report(os.fspath(dst), "GGJT v3 (llama)", tensors=len(records), copied=len(records))
+    return MigrationReport(os.fspath(dst), "GGJT v3 (llama)", tensors=len(records), copied=len(records))

@@ -28,7 +28,7 @@ from ..api.metadata import Metadata
 from ..core import rules
 from ..core.tables import FILE_TYPES, standard_key
 from ..formats.legacy.schema import hparams
-from .steps import NameMap, PlannedTensor, Report, finish_gguf, migrate_tables, plan_tensor
+from .steps import MigrationReport, NameMap, PlannedTensor, finish_gguf, migrate_tables, plan_tensor
 
 SPIECE_SPACE = "\u2581"
 UNK_TEXT = b" \xe2\x81\x87 "  # the unknown token's text in GGMF/GGJT files: space, U+2047, space
@@ -161,9 +161,9 @@ def migrate_llama(
     gqa: int | None = None,
     name: str | None = None,
     progress: bool = False,
-) -> Report:
+) -> MigrationReport:
     d = migrate_tables().llama.defaults
-    report = Report(os.fspath(dst), "GGUF v3 (llama)")
+    report = MigrationReport(os.fspath(dst), "GGUF v3 (llama)")
     if "vocab.scores" not in f.metadata and f.metadata.get("vocab.tokens"):
         report.notices.append("unversioned GGML files have no token scores: written as 0.0")
     if lost_nul(f.metadata.get("vocab.tokens", [])):
@@ -261,8 +261,10 @@ def _array_tensor(name: str, values: np.ndarray) -> PlannedTensor:
     return PlannedTensor(name, list(values.shape[::-1]), "f32", values, lambda: values, "copied")
 
 
-def migrate_example(f: LegacyFile, dst: str | os.PathLike[str], *, name: str | None = None, progress: bool = False, **_: Any) -> Report:
-    report = Report(os.fspath(dst), f"GGUF v3 ({migrate_tables().examples[f.profile].arch})")
+def migrate_example(
+    f: LegacyFile, dst: str | os.PathLike[str], *, name: str | None = None, progress: bool = False, **_: Any
+) -> MigrationReport:
+    report = MigrationReport(os.fspath(dst), f"GGUF v3 ({migrate_tables().examples[f.profile].arch})")
     metadata = example_metadata(f, name)
     planned: list[PlannedTensor] = []
     for key in ("mel_filters", "window"):

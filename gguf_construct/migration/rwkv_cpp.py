@@ -21,7 +21,7 @@ from ..api.metadata import Metadata
 from ..core import rules
 from ..formats.legacy.schema import legacy_tables
 from ..formats.rwkv.schema import RWKV
-from .steps import NameMap, PlannedTensor, Report, finish_gguf, migrate_tables, plan_tensor, required_int
+from .steps import MigrationReport, NameMap, PlannedTensor, finish_gguf, migrate_tables, plan_tensor, required_int
 
 #: ggml type → llama.cpp's general.file_type for a file "mostly" of that type.
 FILE_TYPE_OF = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7, "q5_0": 8, "q5_1": 9}
@@ -55,12 +55,12 @@ def migrate_rwkv(
     name: str | None = None,
     progress: bool = False,
     **_: Any,
-) -> Report:
+) -> MigrationReport:
     spec = migrate_tables().rwkv
     variant = f.metadata["architecture"]
     if variant not in spec.architectures:
         raise rules.MIGRATE_RWKV_VERSION.error(f"RWKV {variant}: no GGUF architecture for it")
-    report = Report(os.fspath(dst), f"GGUF v3 (rwkv {variant})")
+    report = MigrationReport(os.fspath(dst), f"GGUF v3 (rwkv {variant})")
     report.notices.append(f"RWKV {variant} goes to {migration_target(variant)}")
     header_type = f.container["data_type"]
     table = legacy_tables().rwkv.types[int(f.container["version"])]
@@ -93,7 +93,7 @@ def migrate_rwkv(
     return finish_gguf(dst, md, planned, report, progress=progress)
 
 
-def export_rwkv(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
+def export_rwkv(g: GGUFFile, dst: str | os.PathLike[str]) -> MigrationReport:
     """A GGUF file written by :func:`migrate_rwkv` (architecture 'rwkv', version 4/5) → rwkv.cpp version 101."""
     md = g.metadata
     if md.get("general.architecture") != "rwkv" or md.get("rwkv.architecture_version") not in (4, 5):
@@ -134,7 +134,7 @@ def export_rwkv(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
             raise rules.EXPORT_VERIFY.error("the exported file reads back differently")
 
     write_atomic(dst, lambda out: RWKV.build_stream(obj, out), verify)
-    return Report(os.fspath(dst), "rwkv.cpp v101", tensors=len(params), copied=len(params))
+    return MigrationReport(os.fspath(dst), "rwkv.cpp v101", tensors=len(params), copied=len(params))
 
 
 __all__ = ["PlannedTensor", "export_rwkv", "migrate_rwkv", "migration_target"]

@@ -34,7 +34,7 @@ from ..formats.legacy.schema import legacy_tables
 from ..formats.rwkv.schema import RWKV
 from ..quants import block_dtype
 from .rwkv_vocab import rwkv_tokenizer
-from .steps import PlannedTensor, Report, finish_gguf
+from .steps import MigrationReport, PlannedTensor, finish_gguf
 
 
 def table() -> RwkvLlamaTable:
@@ -43,7 +43,7 @@ def table() -> RwkvLlamaTable:
 
 # -- the table, expanded for one file ----------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Entry:
+class TensorEntry:
     """One llama.cpp tensor of one block: its name, its rwkv.cpp parts and both sides' symbolic shapes."""
 
     gguf: str
@@ -56,10 +56,10 @@ class Entry:
     rescaled: bool = False
 
 
-def entries(variant: str, n_layer: int) -> list[Entry]:
+def entries(variant: str, n_layer: int) -> list[TensorEntry]:
     """Every tensor of a ``variant`` ('v6.0' | 'v7.0') model with ``n_layer`` blocks, in table order."""
     spec = table().tensors
-    out: list[Entry] = []
+    out: list[TensorEntry] = []
     for raw in spec["common"] + spec[variant]:
         blocks: Iterable[int | None] = range(n_layer) if "{bid}" in raw["gguf"] else (None,)
         for bid in blocks:
@@ -68,7 +68,7 @@ def entries(variant: str, n_layer: int) -> list[Entry]:
                 return s if b is None else s.replace("{bid}", str(b))
 
             out.append(
-                Entry(
+                TensorEntry(
                     sub(raw["gguf"]),
                     tuple(sub(r) for r in raw["rwkv"]),
                     tuple(raw["shape"]),
@@ -172,7 +172,7 @@ def file_type_of(types: Iterable[tuple[str, int]]) -> tuple[str, int]:
 
 
 # -- rwkv.cpp → GGUF ---------------------------------------------------------------------------------------------
-def _plan(e: Entry, parts: list[LegacyTensor], sizes: dict[str, int], report: Report) -> PlannedTensor:
+def _plan(e: TensorEntry, parts: list[LegacyTensor], sizes: dict[str, int], report: MigrationReport) -> PlannedTensor:
     """The GGUF tensor ``e`` from its rwkv.cpp ``parts``, their bytes kept (shapes checked against the sizes)."""
     shape = resolve(e.shape, sizes)
     types = {p.type for p in parts}
@@ -205,7 +205,7 @@ def migrate_rwkv_llama(
     name: str | None = None,
     progress: bool = False,
     **_: Any,
-) -> Report:
+) -> MigrationReport:
     """An rwkv.cpp v6/v7 file → GGUF v3 of llama.cpp's rwkv6/rwkv7 architecture, with an ``rwkv`` tokenizer."""
     variant = f.metadata["architecture"]
     arch = table().architectures[variant]
@@ -213,7 +213,7 @@ def migrate_rwkv_llama(
     sizes = sizes_from_rwkv(f, variant)
     plan = [e for e in entries(variant, n_layer) if not e.export_only]
     owner = {r: e for e in plan for r in e.rwkv}
-    report = Report(os.fspath(dst), f"GGUF v3 ({arch})")
+    report = MigrationReport(os.fspath(dst), f"GGUF v3 ({arch})")
     records = f.tensors.records()
     if len(records) != len(f.tensors):
         raise rules.MIGRATE_DUPLICATE.error("a parameter name occurs twice")
@@ -226,14 +226,14 @@ def migrate_rwkv_llama(
     missing = [r for e in plan if not e.block0 for r in e.rwkv if r not in f.tensors]
     if missing:
         raise rules.MIGRATE_MISSING.error(f"{arch} needs rwkv.cpp parameter {missing[0]!r}, which the file lacks")
-    synthesised: dict[str, Entry] = {}
+    synthesised: dict[str, TensorEntry] = {}
     for e in plan:
         if e.block0:
-            e0 = Entry(e.gguf, e.rwkv, tuple(e.block0["shape"]), e.rwkv_shape, 0)
+            e0 = TensorEntry(e.gguf, e.rwkv, tuple(e.block0["shape"]), e.rwkv_shape, 0)
             owner[e.rwkv[0]] = e0
             have = f.tensors.get(e.rwkv[0])
             if have is None or element_count(have.shape) != element_count(resolve(e0.shape, sizes)):
-                synthesised[e.block0["from"]] = Entry(e.gguf, (e.block0["from"],), e0.shape, e.rwkv_shape, 0)
+                synthesised[e.block0["from"]] = TensorEntry(e.gguf, (e.block0["from"],), e0.shape, e.rwkv_shape, 0)
                 if have is not None:
                     report.notices.append(
                         f"{have.name} {list(have.shape)}: a dummy that neither program uses, and not the shape "
@@ -300,7 +300,7 @@ def _rescaled(data: np.ndarray, type_name: str, factor: int, name: str) -> bytes
     return blocks.tobytes()
 
 
-def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
+def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> MigrationReport:
     """A GGUF file of llama.cpp's rwkv6/rwkv7 architecture → rwkv.cpp version 101.
 
     Stacks are split back into their parts and reshapes undone; block 0's synthesised value-residual tensors are
@@ -326,7 +326,7 @@ def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
             source = g.tensors.get(gguf_of[e.block0["from"]])
             if source is not None and source.type.name == t.type.name and bytes(source.data) == bytes(t.data):
                 continue
-            e = Entry(e.gguf, e.rwkv, tuple(e.block0["shape"]), e.rwkv_shape, 0)
+            e = TensorEntry(e.gguf, e.rwkv, tuple(e.block0["shape"]), e.rwkv_shape, 0)
         kind = t.type.name
         if kind not in ids:
             raise rules.EXPORT_TYPE.error(f"tensor {t.name!r} is {kind}, which rwkv.cpp cannot store")
@@ -366,7 +366,7 @@ def export_rwkv_llama(g: GGUFFile, dst: str | os.PathLike[str]) -> Report:
     ]:
         os.unlink(dst)
         raise rules.EXPORT_VERIFY.error("the exported file reads back differently")
-    return Report(os.fspath(dst), f"rwkv.cpp v101 (RWKV {variant})", tensors=len(params), copied=len(params))
+    return MigrationReport(os.fspath(dst), f"rwkv.cpp v101 (RWKV {variant})", tensors=len(params), copied=len(params))
 
 
 __all__ = ["entries", "export_rwkv_llama", "file_type_of", "migrate_rwkv_llama", "variant_of"]

@@ -21,14 +21,16 @@ from typing import Any
 import numpy as np
 from construct import Container
 
-from ..api.fileio import write_atomic
+from ..api.fileio import check_output, write_atomic
+from ..api.gguf_file import load_gguf
 from ..api.legacy_file import LegacyTensor
 from ..api.metadata import Metadata
 from ..core import rules
 from ..core.progress import progress as show_progress
 from ..core.table_records import MigrateTable
-from ..core.tables import load_table
+from ..core.tables import GGML_TYPES, load_table
 from ..formats.gguf.schema import GGUF
+from ..validation import check_keys
 
 
 def migrate_tables() -> MigrateTable:
@@ -37,7 +39,7 @@ def migrate_tables() -> MigrateTable:
 
 
 @dataclass
-class Report:
+class MigrationReport:
     """What a migration or export did: the output, its format, and every notice (re-encodings, fallbacks)."""
 
     output: str
@@ -98,7 +100,7 @@ class PlannedTensor:
     how: str  # 'copied' | 'reencoded' | 'widened'
 
 
-def plan_tensor(t: LegacyTensor, name: str, report: Report) -> PlannedTensor:
+def plan_tensor(t: LegacyTensor, name: str, report: MigrationReport) -> PlannedTensor:
     """How ``t`` goes into GGUF (see the module docstring); 0-dimensional tensors get the shape [1]."""
     shape = list(t.shape) or [1]
     if not t.retired:
@@ -156,9 +158,7 @@ def same_values(a: np.ndarray, b: np.ndarray) -> bool:
 def verify_gguf(path: str | os.PathLike[str], metadata: Metadata, tensors: list[PlannedTensor]) -> None:
     """Reopen a written GGUF file: 'ggml'-profile validation with the standard keys, the metadata as meant, every
     tensor's values."""
-    from ..api.gguf_file import load_gguf
     from ..api.registry import validate_file
-    from ..validation import check_keys
 
     errors = [i for i in validate_file(path, "ggml") if i.severity == "error"]
     out = load_gguf(path, strict=False)
@@ -191,11 +191,10 @@ def _equal(a: Any, b: Any) -> bool:
 
 
 def finish_gguf(
-    dst: str | os.PathLike[str], metadata: Metadata, tensors: list[PlannedTensor], report: Report, *, progress: bool = False
-) -> Report:
+    dst: str | os.PathLike[str], metadata: Metadata, tensors: list[PlannedTensor], report: MigrationReport, *, progress: bool = False
+) -> MigrationReport:
     """Write to a temporary file beside ``dst``, verify it, rename it into place. A file with quantized tensors gets
     ``general.quantization_version`` = GGML_QNT_VERSION: every block is written in today's layout (``plan_tensor``)."""
-    from ..core.tables import GGML_TYPES
     from ..quants.quantize.policy import quantization_version
 
     if any(GGML_TYPES.lookup(p.type).block_size > 1 for p in tensors):
@@ -220,6 +219,4 @@ def required_int(md: Any, key: str, lo: int, hi: int, rule: rules.Rule, target: 
 
 def check_distinct_paths(src: Any, dst: Any, *more: Any) -> None:
     """Refuse an output that is the input (or any of ``more``: a vocabulary file, ...): ``fileio.check_output``."""
-    from ..api.fileio import check_output
-
     check_output(dst, [src, *more])

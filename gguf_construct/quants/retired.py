@@ -26,7 +26,8 @@ import numpy as np
 from construct import Array, Float16l, Float32l, Int8sl, Int8ul, Int16ul, Struct
 
 from ..core import rules
-from .blocks import dtype_of
+from .blocks import block_dtype, dtype_of
+from .dequant import as_bytes
 from .floats import half_to_float
 from .kernel_parts import U8, finish, packed
 
@@ -111,8 +112,6 @@ def _pack_qh(codes: np.ndarray) -> np.ndarray:
 
 
 def _current(ggml_name: str, n: int) -> np.ndarray:
-    from .blocks import block_dtype
-
     return np.zeros(n, block_dtype(ggml_name))
 
 
@@ -297,8 +296,6 @@ def retired_layout(name: str) -> RetiredLayout:
 
 
 def _blocks(data: object, layout: RetiredLayout) -> np.ndarray:
-    from .dequant import as_bytes
-
     buf = as_bytes(data)
     if buf.size % layout.type_size:
         raise rules.TENSOR_PARTIAL_BLOCK.error(

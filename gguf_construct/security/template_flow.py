@@ -220,13 +220,6 @@ def const(v: Any) -> Value:
 
 
 @dataclass
-class Finding:
-    line: int
-    rule: str
-    why: str
-
-
-@dataclass
 class MacroInfo:
     name: str
     params: list[str]

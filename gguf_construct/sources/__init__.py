@@ -4,12 +4,11 @@
   read by ranges into a block cache);
 - ``urls``: which paths are remote, where ``hf://`` and ``ollama://`` point; ``http``: HTTP(S) range reads
   (urllib3); ``options``: timeouts, retries, limits;
-- ``openers``: ``open_source`` for any path or URL (fsspec for other schemes) and each format's file object over
-  a source; ``ollama_registry``, ``ranged_safetensors``, ``remote_shards``: Ollama registries, safetensors and
-  shard sets over HTTP.
+- ``opening``: ``open_source``, the byte source of any path or URL (fsspec for other schemes); ``budget``: the byte
+  and request budget of one command.
 
-Imports: ``errors``, ``core``, ``formats``, ``validation``; ``openers`` and the modules above it also the file
-objects of ``api`` (never ``api.registry``). Remote sources need the ``remote`` extra.
+What the bytes are read into is decided above, in ``api``. Imports: ``errors``, ``core``, ``formats`` (the file
+map); never ``api``. Remote sources need the ``remote`` extra.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 from ..core import rules
 from ..errors import FormatError, RemoteError
@@ -224,7 +225,6 @@ if hasattr(os, "register_at_fork"):
 def proxy_for(url: str) -> str | None:
     """The proxy ``HTTPS_PROXY``/``HTTP_PROXY`` name for ``url``, unless ``NO_PROXY`` or a loopback host bypasses it."""
     import urllib.request
-    from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     proxy = urllib.request.getproxies_environment().get(parts.scheme)

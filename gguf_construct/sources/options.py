@@ -9,6 +9,10 @@ tensor read): ``budget.Budget`` counts it. Under it, per-file and per-request li
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
+import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,11 +75,6 @@ ENVIRONMENT = {
 def from_environment(environ: Any = None) -> RemoteOptions:
     """The defaults with the limits ``GGUF_CONSTRUCT_MAX_BYTES`` ... set (a value that is not a plain positive
     number is ignored with a warning: a bad variable must not stop every import)."""
-    import math
-    import os
-    import re
-    import warnings
-
     environ = os.environ if environ is None else environ
     changes: dict[str, object] = {}
     for name, kind in ENVIRONMENT.items():

@@ -17,7 +17,7 @@ import os
 import re
 from dataclasses import dataclass
 from typing import NoReturn
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlparse
 
 from ..core import rules
 
@@ -36,8 +36,6 @@ def scheme_of(source: object) -> str | None:
 
 def local_path(url: str) -> str:
     """The path of a ``file://`` URL."""
-    from urllib.parse import unquote, urlparse
-
     return unquote(urlparse(url).path)
 
 

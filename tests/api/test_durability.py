@@ -1,6 +1,6 @@
 """When a write is fsynced (fileio's durability policy): like ``cp`` for a new file, crash-safe when it replaces one.
 
-``os.fsync`` and the early write-back hook (``filedata.start_writeback``, sync_file_range) are counted through the
+``os.fsync`` and the early write-back hook (``streaming.start_writeback``, sync_file_range) are counted through the
 API (``save(durable=...)``, ``fileio.durability``) and through the command line (``set``, ``-o``, ``--sync``,
 ``--in-place``, ``split``, ``convert``), for a new path, an existing path, and when asked for.
 """
@@ -15,15 +15,15 @@ import pytest
 import gguf_construct as gc
 from gguf_construct.api import fileio
 from gguf_construct.cli.main import main
-from gguf_construct.formats import filedata
+from gguf_construct.formats import streaming
 
 
 class Calls:
-    """Counts os.fsync (on files and on folders) and filedata.start_writeback, still doing what they do."""
+    """Counts os.fsync (on files and on folders) and streaming.start_writeback, still doing what they do."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.files = self.folders = self.writebacks = 0
-        real_fsync, real_writeback = os.fsync, filedata.start_writeback
+        real_fsync, real_writeback = os.fsync, streaming.start_writeback
 
         def fsync(fd: int) -> None:
             if _is_dir(fd):
@@ -37,7 +37,7 @@ class Calls:
             real_writeback(fd, offset, length)
 
         monkeypatch.setattr(os, "fsync", fsync)
-        monkeypatch.setattr(filedata, "start_writeback", writeback)
+        monkeypatch.setattr(streaming, "start_writeback", writeback)
 
     @property
     def seen(self) -> tuple[int, int, bool]:

@@ -18,6 +18,7 @@ from http_testserver import TestServer
 import gguf_construct as gc
 from gguf_construct.api.legacy_file import LegacyFile, LegacyTensorType
 from gguf_construct.api.ollama_model import OllamaModel, manifest_path
+from gguf_construct.api.openers.over_source import RemoteSafetensorsFile
 from gguf_construct.api.protocol import ModelFile, NamedType, Tensor, TensorType
 from gguf_construct.api.safetensors_file import OllamaQuantType, QuantizedTensor, SafetensorsDType, SafetensorsFile
 from gguf_construct.api.shard_set import ShardedGGUF, split
@@ -27,7 +28,6 @@ from gguf_construct.data import example_path
 from gguf_construct.errors import UnknownFormatError
 from gguf_construct.quants.quantize import quantize
 from gguf_construct.sources import configure
-from gguf_construct.sources.ranged_safetensors import RemoteSafetensorsFile
 
 # -- static: mypy over a snippet ------------------------------------------------------------------------------
 SNIPPET = """
@@ -39,7 +39,7 @@ from gguf_construct.api.protocol import ModelFile, Tensor, TensorType
 from gguf_construct.api.safetensors_file import OllamaQuantType, QuantizedTensor, SafetensorsDType, SafetensorsFile, SafetensorsTensor
 from gguf_construct.api.shard_set import ShardedGGUF
 from gguf_construct.api.tensors import TensorInfo
-from gguf_construct.sources.ranged_safetensors import RemoteSafetensorsFile
+from gguf_construct.api.openers.over_source import RemoteSafetensorsFile
 from gguf_construct.core.tables import GGMLType
 
 

@@ -1,4 +1,4 @@
-"""Tensor bytes streamed from their file (formats/filedata.py) by save, set, split/merge and hash.
+"""Tensor bytes streamed from their file (formats/streaming.py) by save, set, split/merge and hash.
 
 Checked: a view of a loaded file is traced to the right file span; each copy path (copy_file_range, sendfile,
 bounded chunks) writes the same bytes; hash over many small chunks gives gguf-py's gguf_hash output line for
@@ -18,8 +18,8 @@ import pytest
 
 import gguf_construct as gc
 from gguf_construct.cli import hash as hash_cli
-from gguf_construct.formats import filedata
-from gguf_construct.formats.filedata import file_span, read_chunks
+from gguf_construct.formats import streaming
+from gguf_construct.formats.streaming import file_span, read_chunks
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,7 +73,7 @@ def test_every_copy_path_writes_the_same_file(tmp_path, monkeypatch, path_taken)
 
         return call
 
-    monkeypatch.setattr(filedata, "CHUNK", 4096)
+    monkeypatch.setattr(streaming, "CHUNK", 4096)
     for name in real:
         order = ["copy_file_range", "sendfile", "chunks"]
         monkeypatch.setattr(os, name, spy(name) if order.index(name) >= order.index(path_taken) else _fail)
@@ -93,7 +93,7 @@ def test_read_chunks_in_small_buffers(tmp_path, monkeypatch):
     buffers = iter([bytearray(1000) for _ in range(100)])
     chunks = [bytes(c) for c in read_chunks(t.data, buffers)]
     assert max(map(len, chunks)) == 1000 and b"".join(chunks) == bytes(t.data)
-    monkeypatch.setattr(filedata, "CHUNK", 999)
+    monkeypatch.setattr(streaming, "CHUNK", 999)
     chunks = [bytes(c) for c in read_chunks(np.asarray(t.data).copy())]  # in memory: slices
     assert max(map(len, chunks)) == 999 and b"".join(chunks) == bytes(t.data)
 
@@ -101,7 +101,7 @@ def test_read_chunks_in_small_buffers(tmp_path, monkeypatch):
 def test_hash_in_many_chunks_matches_hashlib_and_gguf_hash(tmp_path, monkeypatch):
     """The pipeline against a plain serial hashlib loop and against gguf-py's gguf_hash (the oracle)."""
     path = model(tmp_path / "m.gguf", [4096 * 7 + 13, 1, 4096, 2048])
-    monkeypatch.setattr(filedata, "CHUNK", 4096)  # tensors of 0 to 8 chunks, and an odd tail
+    monkeypatch.setattr(streaming, "CHUNK", 4096)  # tensors of 0 to 8 chunks, and an odd tail
     f = gc.load(path)
     h = hash_cli.hash_file(f)
     whole = hashlib.sha256()

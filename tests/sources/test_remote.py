@@ -22,7 +22,7 @@ from gguf_construct.api.registry import load_url, validate_url
 from gguf_construct.cli.main import main
 from gguf_construct.errors import FormatError, RangeNotSupportedError, RemoteChangedError, RemoteError, RemoteLimitError
 from gguf_construct.sources import configure
-from gguf_construct.sources.openers import open_source
+from gguf_construct.sources.opening import open_source
 
 FAST = {"retries": 2, "backoff": 0.01, "connect_timeout": 5.0, "read_timeout": 10.0, "request_deadline": 30.0, "max_retry_after": 0.2}
 
@@ -610,7 +610,7 @@ def test_a_killed_scan_resumes(server, tmp_path):
 
 
 def test_scan_records_a_crash_and_goes_on(server, tmp_path, monkeypatch):
-    from gguf_construct.cli import scanning as scan_module
+    from gguf_construct.cli import scan_runner as scan_module
 
     urls = scan_files(server, 5)[:-1]
     real = scan_module._open_and_check

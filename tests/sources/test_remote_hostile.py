@@ -147,7 +147,7 @@ def test_shard_sets_that_lie_are_refused_with_their_rule(server, lie, rule):
 def test_scan_and_validate_read_a_first_shard_alone_and_scan_budgets_each_source(server, tmp_path):
     """``validate`` and ``scan`` check a first shard as the one file it is (as they do a local one): no fan-out.
     ``scan`` gives each source its own budget, so one source cannot starve the others."""
-    from gguf_construct.cli.scanning import scan
+    from gguf_construct.cli.scan_runner import scan
 
     server.generate("/fan/", lambda path: shard(int(path.rsplit("-of-", 1)[0][-5:]) - 1, 65535, 65535))
     liar = server.url("/fan/m-00001-of-65535.gguf")

@@ -46,7 +46,7 @@ from ...core.tables import DEFAULT_ALIGNMENT, GGML_TYPES, VALUE_TYPES, ggml_type
 from ...errors import FormatError
 from ..base import BufferStream, FileConstruct, as_stream, tensor_bytes
 from ..fields import AlignPadding, CheckedArray, GGUFString, Located, Magic, MetadataValue, Remainder, Version, value_type_id
-from ..filedata import write_data
+from ..streaming import write_data
 
 MAGIC = b"GGUF"
 VERSIONS = (1, 2, 3)

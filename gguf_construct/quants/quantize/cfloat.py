@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..floats import half_to_float
+
 F32 = np.float32
 I32 = np.int32
 INT_MIN = np.int32(-(2**31))
@@ -82,8 +84,6 @@ def fp32_to_fp16_bits(v: np.ndarray) -> np.ndarray:
 
 def fp16_round(v: np.ndarray) -> np.ndarray:
     """``GGML_FP16_TO_FP32(GGML_FP32_TO_FP16(v))``: the float32 a stored half scale reads back as."""
-    from ..floats import half_to_float
-
     return half_to_float(fp32_to_fp16_bits(v))
 
 

@@ -13,14 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from .cfloat import F32, nearest_int, seqsum
+from .classic_quantizers import abs_max
 
 GROUP_MAX_EPS = F32(1e-15)
 
 
 def _abs_max(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``if (ax > amax) { amax = ax; max = x[i]; }``: the first largest |x| and its signed value (see legacy)."""
-    from .classic_quantizers import abs_max
-
     return abs_max(x)
 
 

@@ -10,6 +10,7 @@ variations, and ``fuzz/make_seeds.py`` writes them as seeds for the fuzzing camp
 from __future__ import annotations
 
 import json
+import os
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -313,8 +314,6 @@ SPECIAL_FILES = ("fifo", "directory", "symlink-to-fifo", "dev-null")
 def make_special_file(path, kind: str) -> None:
     """Put a special file at ``path`` (a str or Path): a FIFO, a directory, a symlink to a FIFO, or a symlink
     to /dev/null; readers must refuse each before opening it (a FIFO blocks ``open()``)."""
-    import os
-
     if kind == "fifo":
         os.mkfifo(path)
     elif kind == "directory":

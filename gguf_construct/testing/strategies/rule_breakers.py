@@ -19,6 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...core.limits import limits
+from ...errors import FormatError
+from ...validation import check_keys
 from ...validation.profiles import Profile
 from .hostile import _s, ggjt_raw, gguf_raw, kv_str, kv_u32, safetensors_raw
 
@@ -303,15 +306,11 @@ RULE_BREAKERS: list[RuleBreaker] = [
 # -- reading a breaker's input ------------------------------------------------------------------------------------
 def rules_broken(b: RuleBreaker) -> set[str]:
     """Every rule ``b``'s input is rejected with (findings of any severity, and the readers' exceptions)."""
-    from ...core.limits import limits
-
     with limits(b.limits or None):
         return _read(b)
 
 
 def _read(b: RuleBreaker) -> set[str]:
-    from ...errors import FormatError
-
     value = b.make()
     if b.via == "template":
         from ...security.chat_templates import scan_template
@@ -331,7 +330,6 @@ def _read(b: RuleBreaker) -> set[str]:
         return set()
     if b.via == "keys":
         from ... import load
-        from ...validation import check_keys
 
         return {i.rule for i in _with_file(value, lambda p: check_keys(load(p, strict=False)))}
     if b.via == "prefixes":
@@ -360,7 +358,6 @@ def _file_rules(data: bytes, b: RuleBreaker) -> set[str]:
     """Validation's findings, the strict loader's rejection, and each tensor's decoding's."""
     from ... import load
     from ...api.registry import validate_bytes
-    from ...errors import FormatError
     from ...validation.legacy_checks import validate_legacy_bytes
 
     try:

@@ -17,8 +17,10 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..core import rules
-from ..errors import FormatError
-from ..sources.options import RemoteOptions
+from ..errors import FormatError, MissingExtraError
+from ..sources.budget import budgeted
+from ..sources.options import RemoteOptions, options
+from ..sources.urls import scheme_of
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -28,8 +30,6 @@ def scan_one(source: str, profile: str = "spec", opts: RemoteOptions | None = No
     """One source's line: ``{"source", "ok", "format", "issues", "info", "error", "seconds"}``; the source is
     opened once, its header read once, for both the summary and the validation. A source that could not be read
     (the network, a path; not the file's bytes) has ``"unreadable": true``."""
-    from ..sources.budget import budgeted
-    from ..sources.options import options
     from .report import info_json
 
     opts = budgeted(opts or options(), fresh=True)  # each source its own budget: a scan is many commands in one
@@ -71,11 +71,10 @@ def scan_one(source: str, profile: str = "spec", opts: RemoteOptions | None = No
 
 def _open_and_check(source: str, profile: str, opts: RemoteOptions | None) -> tuple[Any, list[Any]]:
     from ..api.registry import FORMATS, detect_source, load_source, profile_for, validate_bytes
-    from ..sources.openers import open_source
-    from ..sources.urls import scheme_of
+    from ..sources.opening import open_source
 
     if scheme_of(source) == "ollama":
-        from ..sources.ollama_registry import load_ollama
+        from ..api.openers.ollama_registry import load_ollama
 
         return load_ollama(source, strict=False, opts=opts), []
     src = open_source(source, opts)
@@ -88,7 +87,7 @@ def _open_and_check(source: str, profile: str, opts: RemoteOptions | None) -> tu
         g = gguf_from_source(src, strict=False)
         return g, check(g.container, src.size, profile)
     if fmt == "safetensors":
-        from ..sources.openers import safetensors_from_source
+        from ..api.openers.over_source import safetensors_from_source
         from ..validation.safetensors_checks import check_safetensors
 
         s = safetensors_from_source(src, strict=False)
@@ -111,7 +110,8 @@ def preload() -> None:
     """Import what ``scan_one`` imports, once, on the calling thread, before any thread of the scan starts: first
     imports of the same modules on many threads at once wait on each other's import locks."""
     from .. import validation  # noqa: F401
-    from ..sources import openers as load  # noqa: F401
+    from ..api.openers import over_source  # noqa: F401
+    from ..sources import opening  # noqa: F401
     from ..sources.http import _urllib3
     from ..validation import safetensors_checks as safetensors  # noqa: F401
 
@@ -233,8 +233,6 @@ def run_dask(
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
-        from ..errors import MissingExtraError
-
         raise MissingExtraError("scan --dask", "cluster", "dask.distributed") from None
 
     preload()  # before the worker threads start, in this process (LocalCluster) and for the results' unpickling

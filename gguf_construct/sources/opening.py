@@ -1,25 +1,16 @@
-"""Byte sources for any path or URL (``open_source``), and the file objects of each format over one: the same
-schemas and file objects as for local files. GGUF (``api.gguf_file.gguf_from_source``) and safetensors read only their
-header; tensors are fetched when read. Legacy formats interleave headers and data, so they are fetched whole
-(within the byte budgets: ``sources.budget``). Which format a source holds, and so which of these opens it: ``registry.load_url``."""
+"""A byte source for any path or URL: ``open_source`` (a memory map for a path, ranged reads for http(s)://, hf://
+and any URL fsspec knows), under the byte and request budgets of ``sources.budget``. What the bytes are read into
+is decided above: ``api.openers``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core import rules
-from ..errors import FormatError, LayoutError
 from .budget import budgeted
 from .byte_source import MAX_SIZE, ByteSource, MappedSource, RangedSource
 from .options import RemoteOptions, options
 from .urls import hf_url, local_path, scheme_of
-
-if TYPE_CHECKING:
-    from ..api.legacy_file import LegacyFile
-    from ..api.safetensors_file import SafetensorsFile
-
-#: gguf-split shards whose headers are read at once (@huggingface/gguf reads 20 at a time)
-SHARD_CONCURRENCY = 16
 
 
 def open_source(
@@ -82,58 +73,3 @@ def open_fsspec(url: str, opts: RemoteOptions | None = None) -> RangedSource:
         into[:] = data
 
     return RangedSource(url, size, fetch, opts)
-
-
-# -- file objects over a source ------------------------------------------------------------------------------
-def safetensors_from_source(
-    src: ByteSource, *, strict: bool = True, profile: str = "spec", hint: str | None = None, **_: Any
-) -> SafetensorsFile:
-    """A SafetensorsFile whose tensors fetch their bytes when read (``LazyRegion``)."""
-    from ..api.safetensors_file import SafetensorsFile
-    from ..formats.safetensors.schema import SAFETENSORS
-
-    container = src.parse_header(SAFETENSORS, "data")
-    container.header.json  # noqa: B018 - header errors raise here, as in from_bytes
-    if strict:
-        from ..validation import raise_first
-        from ..validation.safetensors_checks import check_safetensors
-
-        raise_first(check_safetensors(container, profile))
-    try:
-        if isinstance(src, RangedSource):
-            from .ranged_safetensors import RemoteSafetensorsFile
-
-            return RemoteSafetensorsFile(container, src, hint=hint)
-        return SafetensorsFile(container, src.view(), src.name, hint=hint)
-    except FormatError:
-        raise
-    except (ValueError, TypeError, KeyError, IndexError, OverflowError) as e:
-        raise LayoutError(f"internal.{type(e).__name__}", str(e)) from None
-
-
-def legacy_from_source(src: ByteSource, fmt: str, *, strict: bool = True, profile: str = "spec", **_: Any) -> LegacyFile:
-    """GGML/GGMF/GGJT and rwkv.cpp files: their tensors' headers sit between the tensors, so the file is read whole."""
-    from ..api.legacy_file import from_container, rwkv_from_container
-    from ..validation import raise_first
-
-    view = src.ensure(0, src.size)
-    if fmt == "rwkv":
-        from ..formats.rwkv.schema import RWKV
-        from ..validation.legacy_checks import check_rwkv
-
-        c = RWKV.parse(view)
-        if strict:
-            raise_first(check_rwkv(c, profile))
-        return rwkv_from_container(c, src.name)
-    from ..formats.legacy.schema import GGML
-    from ..validation.legacy_checks import check_legacy
-
-    c = GGML.parse(view)
-    if strict:
-        raise_first(check_legacy(c, profile))
-    return from_container(c, src.name)
-
-
-def manifest_from_source(src: ByteSource, **_: Any) -> Any:
-    """An Ollama manifest names blobs by digest, which a URL of the manifest alone cannot reach: refused."""
-    raise rules.REMOTE_MANIFEST.error("a manifest by URL: open the model as ollama://[REGISTRY/]NAMESPACE/MODEL:TAG", url=src.name)

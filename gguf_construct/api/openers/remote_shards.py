@@ -11,21 +11,20 @@ from __future__ import annotations
 import os
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..api.gguf_file import gguf_from_source
-from ..core import rules
-from ..core.naming import shard_of, shard_suffix
-from ..errors import RemoteError
-from .budget import budgeted
-from .byte_source import ByteSource
-from .openers import SHARD_CONCURRENCY, open_source
-from .options import RemoteOptions, options
+from ...core import rules
+from ...core.naming import shard_of, shard_suffix
+from ...errors import RemoteError
+from ...sources.budget import budgeted
+from ...sources.byte_source import ByteSource
+from ...sources.opening import open_source
+from ...sources.options import RemoteOptions, options
+from ..gguf_file import GGUFFile, gguf_from_source
+from ..shard_set import ShardedGGUF, _name, _split_value, join_shards
 
-if TYPE_CHECKING:
-    from ..api.gguf_file import GGUFFile
-    from ..api.shard_set import ShardedGGUF
-
+#: gguf-split shards whose headers are read at once (@huggingface/gguf reads 20 at a time)
+SHARD_CONCURRENCY = 16
 #: the first read of shards 2..N: gguf-split writes the model's metadata into shard 1 only, so a later shard's
 #: header is its split keys and tensor infos (it grows in chunks past this, as any header does)
 LATER_SHARD_CHUNK = 64 * 1024
@@ -45,8 +44,6 @@ def first_shard_urls(url: str) -> list[str] | None:
 def check_shard(f: GGUFFile, index: int, urls: list[str]) -> None:
     """The checks of ``api.shard_set.join_shards`` that one shard can answer alone: ``split.no`` is its position and
     ``split.count`` the number of shards its name gives."""
-    from ..api.shard_set import _name, _split_value
-
     url = urls[index]
     if _split_value(f, "split.no", url) != index:
         raise rules.SPLIT_NO.error(f"{_name(url)} has split.no = {f.metadata['split.no']}, its name says {index}", path=os.fspath(url))
@@ -61,8 +58,6 @@ def load_remote_shards(
 ) -> ShardedGGUF:
     """Open shard 1 (already open as ``first``) and check it, then the others concurrently, each checked as it
     comes in; then join them as ``load_shards`` does."""
-    from ..api.shard_set import join_shards
-
     opts = budgeted(opts or options())
     head = gguf_from_source(first, strict=strict, profile=profile)
     check_shard(head, 0, urls)  # before any other shard is asked for

@@ -14,18 +14,20 @@ opens as a GGUFFile; safetensors tensor blobs (the MLX engine's layout) open as 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..core import rules
-from ..errors import FormatError, RemoteError
-from .budget import budgeted
-from .http import HttpFile, open_http
-from .options import RemoteOptions, options
-from .urls import OllamaName, ollama_name
-
-if TYPE_CHECKING:
-    from ..api.gguf_file import GGUFFile
-    from ..api.ollama_model import OllamaModel
+from ...core import rules
+from ...core.limits import breach, limit
+from ...errors import FormatError, RemoteError
+from ...formats.ollama.schema import MEDIA_JSON, parse_manifest
+from ...sources.budget import budgeted
+from ...sources.http import HttpFile, open_http
+from ...sources.options import RemoteOptions, options
+from ...sources.urls import OllamaName, ollama_name
+from ...validation import Issue
+from ..gguf_file import GGUFFile, gguf_from_source
+from ..ollama_model import OllamaModel, _model_quant_type, _read_json, check_blob_size, join_tensor_blobs, verify_blob
+from .over_source import safetensors_from_source
 
 MEDIA_MODEL = "application/vnd.ollama.image.model"
 MANIFEST_ACCEPT = "application/vnd.docker.distribution.manifest.v2+json"
@@ -45,12 +47,6 @@ def fetch_manifest(name: OllamaName, opts: RemoteOptions) -> bytes:
 def load_ollama(
     source: str, *, strict: bool = True, hint: str | None = None, verify: bool = False, opts: RemoteOptions | None = None
 ) -> GGUFFile | OllamaModel:
-    from ..api.gguf_file import gguf_from_source
-    from ..api.ollama_model import OllamaModel, _model_quant_type, _read_json, check_blob_size, join_tensor_blobs, verify_blob
-    from ..core.limits import breach, limit
-    from ..formats.ollama.schema import MEDIA_JSON, parse_manifest
-    from .openers import safetensors_from_source
-
     opts = budgeted(opts or options())
     name = ollama_name(source)
     manifest = parse_manifest(fetch_manifest(name, opts))
@@ -96,8 +92,6 @@ def load_ollama(
 
 def validate_ollama(source: str, opts: RemoteOptions | None = None) -> list[Any]:
     """A registry model's manifest, config, blob sizes and every digest (this reads every blob whole)."""
-    from ..validation import Issue
-
     try:
         load_ollama(source, strict=True, verify=True, opts=opts)
     except FormatError as e:
