@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .graph import Tensor
-from .llm_graph import GraphBuilder, KVInput
+from .ggml_ir import Tensor
+from .llama_blocks import GraphBuilder, KVInput
 
 __all__ = ["RECIPES", "Recipe", "build_dense"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Protocol, cast
 
-from .graph import Tensor, row_size
-from .llm_graph import GraphBuilder, KVInput, ShapeLike
+from .ggml_ir import Tensor, row_size
+from .llama_blocks import GraphBuilder, KVInput, ShapeLike
 from .moe import GATING, moe_ffn
 
 __all__ = ["MlaShape", "build_deepseek2"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ...core.tables import GGML_TYPES
-from .graph import Ggml, ShapeError, Tensor, row_size
+from .ggml_ir import Ggml, Tensor, refuse, row_size
 
 __all__ = ["Batch", "ContextLike", "GraphBuilder", "KVInput", "ShapeLike"]
 
@@ -154,7 +154,7 @@ class GraphBuilder:
     def need(self, name: str) -> Tensor:
         t = self.w(name)
         if t is None:
-            raise ShapeError(f"the model has no tensor {name}")
+            raise refuse(f"the model has no tensor {name}")
         return t
 
     def layer(self, il: int, name: str) -> Tensor | None:
