@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from ..core import rules
+from ..core.tables import GGML_TYPES
 from ..errors import PlanError
 from .shape import ModelShape, memory_table
 
@@ -94,6 +95,8 @@ def resolve(shape: ModelShape, req: ContextRequest) -> ResolvedContext:
         raise request_refused(f"an MLA model's K and V caches share one type: llama.cpp refuses K {req.type_k}, V {req.type_v}", "type_v")
     if not flash and req.type_v not in ("f32", "f16", "bf16"):
         raise request_refused(f"a {req.type_v} V cache needs flash attention: llama.cpp refuses it with flash attention off", "type_v")
+    if flash:
+        _check_blocks(shape, req)
     n_ctx_swa = 0
     if any(shape.swa_layers):
         if req.swa_full:
@@ -135,3 +138,16 @@ def _check_request(req: ContextRequest) -> None:
                 raise request_refused(f"flash_attn {value!r} is not auto, on or off", f.name)
         elif not isinstance(value, bool):
             raise request_refused(f"{f.name} is {type(value).__name__}, not a bool", f.name)
+
+
+def _check_blocks(shape: ModelShape, req: ContextRequest) -> None:
+    """With flash attention (on, or auto), llama_init_from_model refuses a quantized K or V cache whose block
+    does not divide the head size (src/llama-context.cpp): heads of 16 with q8_0, for instance."""
+    for which, type_name, head in (("K", req.type_k, shape.n_embd_head_k), ("V", req.type_v, shape.n_embd_head_v)):
+        block = GGML_TYPES.lookup(type_name).block_size
+        if block > 1 and head % block:
+            raise request_refused(
+                f"a {type_name} {which} cache has blocks of {block}, which do not divide the head size {head}: llama.cpp refuses it "
+                "with flash attention (on or auto)",
+                f"type_{which.lower()}",
+            )

@@ -173,6 +173,10 @@ class ModelShape:
     n_ff: tuple[int, ...]
     head_k: tuple[int, ...]  # n_embd_head_k per layer (the SWA layers' own size where the file gives one)
     head_v: tuple[int, ...]
+    #: the head sizes of the full-attention layers (hparams.n_embd_head_k / _v: key_length, value_length, or
+    #: n_embd / n_head), which llama.cpp checks a quantized cache's block against
+    n_embd_head_k: int
+    n_embd_head_v: int
     n_rot: int
     swa_layers: tuple[bool, ...]
     n_swa: int
@@ -323,6 +327,8 @@ class ModelShape:
             n_ff=n_ff,
             head_k=head_k,
             head_v=head_v,
+            n_embd_head_k=head_k_full,
+            n_embd_head_v=head_v_full,
             n_rot=uint("rope.dimension_count", head_k_full),
             swa_layers=swa_layers,
             n_swa=n_swa,
