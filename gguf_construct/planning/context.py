@@ -17,6 +17,7 @@ __all__ = ["CACHE_TYPES", "ContextRequest", "ResolvedContext", "request_refused"
 #: the K/V cache types llama.cpp's options accept (schema/memory.json)
 CACHE_TYPES: tuple[str, ...] = tuple(memory_table().context["cache_types"])
 _UINT32 = ("n_ctx", "n_batch", "n_ubatch", "n_seq_max")  # uint32_t in llama_context_params
+_MAX_UINT32 = 2**32 - 1
 
 
 def request_refused(message: str, field: str = "") -> PlanError:
@@ -83,6 +84,11 @@ def resolve(shape: ModelShape, req: ContextRequest) -> ResolvedContext:
         if n_ctx_seq == 0:
             raise request_refused("n_ctx_seq is 0: llama.cpp refuses the context", "n_ctx")
         n_ctx = n_ctx_seq * n_seq_max
+    if n_ctx > _MAX_UINT32:  # llama.cpp's uint32 arithmetic wraps, and the context it gets has no cells
+        whose = "the model's training context" if not req.n_ctx else "n_ctx"
+        raise request_refused(
+            f"{whose} {n_ctx_asked} padded to {n_ctx} cells passes uint32: llama.cpp refuses the context (n_ctx_seq == 0)", "n_ctx"
+        )
     # causal attention: the batch is bounded by the n_ctx asked for, before llama.cpp pads it
     n_batch = min(n_ctx_asked, req.n_batch or int(table["default_n_batch"]))
     n_ubatch = min(n_batch, req.n_ubatch or int(table["default_n_ubatch"]))
@@ -127,9 +133,9 @@ def _check_request(req: ContextRequest) -> None:
     for f in fields(req):
         value = getattr(req, f.name)
         if f.name in _UINT32:
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**32 - 1:
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_UINT32:
                 shown = repr(value) if len(repr(value)) < 40 else f"a {type(value).__name__} of {len(repr(value))} characters"
-                raise request_refused(f"{f.name} is {shown}, not an integer in 0 .. {2**32 - 1}", f.name)
+                raise request_refused(f"{f.name} is {shown}, not an integer in 0 .. {_MAX_UINT32}", f.name)
         elif f.name in ("type_k", "type_v"):
             if value not in CACHE_TYPES:
                 raise request_refused(f"{f.name} {value!r} is not a cache type llama.cpp accepts ({', '.join(CACHE_TYPES)})", f.name)

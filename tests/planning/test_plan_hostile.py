@@ -132,6 +132,11 @@ def test_the_api_refuses_bad_requests_as_requests():
         with pytest.raises(PlanError) as e:
             plan_shape(shape, ContextRequest(**{"n_ctx": 512, **change}))
         assert e.value.rule == "plan.request", change
+    with pytest.raises(PlanError, match="passes uint32") as e:  # llama.cpp: "n_ctx_seq == 0"
+        plan_shape(shape, ContextRequest(n_ctx=2**32 - 1))
+    assert e.value.rule == "plan.request"
+    with pytest.raises(PlanError, match="passes uint32"):
+        plan_shape(shape, ContextRequest(n_ctx=2**32 - 512, n_batch=8, n_seq_max=4))  # each sequence's share padded
     for gpu in ({"n_gpu_layers": -1}, {"n_gpu_layers": 2**31}, {"n_gpu_layers": "auto"}, {"gpu_mem": 10**400, "n_gpu_layers": "auto"},
                 {"gpu_mem": 2**30}, {"gpu_mem": 2**30, "n_gpu_layers": 1}, {"gpu_mem": math.inf, "n_gpu_layers": "auto"}):  # fmt: skip
         with pytest.raises(PlanError) as e:
@@ -198,6 +203,23 @@ def test_every_key_with_every_json_value(arch, key, value):
         assert not isinstance(value, (str, float)), (key, value)
     if kind == "uint":
         assert not isinstance(value, bool) and isinstance(value, int) and 0 <= value < 2**32, (key, value)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    field=st.sampled_from(["n_ctx", "n_batch", "n_ubatch", "n_seq_max", "type_k", "type_v", "flash_attn", "kv_unified", "swa_full"]),
+    value=JSON_VALUES,
+    gpu=st.one_of(st.none(), st.tuples(st.one_of(st.just("auto"), JSON_VALUES), JSON_VALUES)),
+)
+def test_every_request_field_with_every_json_value(field, value, gpu):
+    """Every context parameter and the GPU parameters, with any JSON value: planned, or refused with PlanError
+    (``plan.request``: the request's fault, exit 2); never another exception."""
+    request = ContextRequest(**{"n_ctx": 512, field: value})
+    extra = {} if gpu is None else {"n_gpu_layers": gpu[0], "gpu_mem": gpu[1]}
+    try:
+        plan_shape(_SHAPES["llama"], request, **extra)
+    except PlanError as e:
+        assert e.rule == "plan.request", e
 
 
 def test_every_key_the_plan_reads_is_declared():
