@@ -193,18 +193,29 @@ def _gpu_share(shape, kv, rs, compute, weights: WeightBuffers, n_gpu_layers: int
 
 
 def _most_layers(shape, kv, rs, compute, gpu_mem: int, feats, use_mmap: bool, checkpoint: Callable[[], None]) -> int:
-    """The largest n_gpu_layers (0 to n_layer + 1) whose GPU share fits in ``gpu_mem`` bytes: a binary search,
-    as each more layer offloaded only adds to the share (about log2(n_layer) plans of the weights, not n_layer)."""
+    """The largest n_gpu_layers (0 to n_layer + 1) whose GPU share fits in ``gpu_mem`` bytes: a binary search
+    over ``gpu_total``, as each more layer offloaded only adds to the share."""
+    everything = weight_buffers(shape, features=feats, use_mmap=use_mmap, n_gpu_layers=shape.n_layer + 1)
     fits, too_many = 0, shape.n_layer + 2
     while too_many - fits > 1:
         checkpoint()
         n = (fits + too_many) // 2
-        weights = weight_buffers(shape, features=feats, use_mmap=use_mmap, n_gpu_layers=n)
-        if _gpu_share(shape, kv, rs, compute, weights, n)["total_bytes"] > gpu_mem:
+        if gpu_total(shape, kv, rs, compute, everything, n) > gpu_mem:
             too_many = n
         else:
             fits = n
     return fits
+
+
+def gpu_total(shape: ModelShape, kv, rs, compute: int | None, everything: WeightBuffers, n_gpu_layers: int) -> int:
+    """The GPU share's total bytes with ``n_gpu_layers`` offloaded, from the weights planned with every layer
+    offloaded (``everything``): a layer's weights are on the GPU whole or not at all, so the GPU's weights are the
+    offloaded layers' part of ``everything.by_layer`` (the bytes ``weight_buffers`` counts for them)."""
+    if not n_gpu_layers:
+        return 0
+    model = sum(v for layer, v in everything.by_layer.items() if on_gpu(layer, shape.n_layer, n_gpu_layers))
+    cache = sum(layer.nbytes for layer in kv + rs if on_gpu(layer.layer, shape.n_layer, n_gpu_layers))
+    return model + cache + (compute or 0)
 
 
 def plan(

@@ -157,6 +157,20 @@ def test_auto_with_too_little_memory_says_no_layer_fits(tmp_path):
     assert tight.n_gpu_layers == 2  # one byte less than all three need: the most that fit is one fewer
 
 
+@pytest.mark.parametrize("arch", ["llama", "gemma3", "qwen3moe", "rwkv7", "glm4moe"])
+def test_the_layer_search_counts_what_the_plan_counts(arch):
+    """The search for ``auto`` adds up the offloaded layers of one all-offloaded plan: for every n it is the GPU
+    total the plan of n layers reports."""
+    from gguf_construct.planning.planner import gpu_total
+    from gguf_construct.planning.weights import weight_buffers
+
+    shape = _SHAPES[arch]
+    everything = weight_buffers(shape, n_gpu_layers=shape.n_layer + 1)
+    for n in range(shape.n_layer + 3):
+        p = plan_shape(shape, ContextRequest(n_ctx=512), n_gpu_layers=n, features=())
+        assert gpu_total(shape, p.kv_layers, p.recurrent_layers, p.compute_bytes, everything, n) == p.gpu.get("total_bytes", 0), n
+
+
 @pytest.mark.parametrize("arch", ["source", "get", "items", "keys", "__class__", "__init__", "architectures", "llama.x", ""])
 def test_architecture_names_are_only_names(arch, tmp_path):
     """An architecture named like the memory table's own note or a Python attribute is an unknown architecture:
