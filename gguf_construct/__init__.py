@@ -72,6 +72,7 @@ _LAZY: dict[str, str] = {
     "quantize": "quants.quantize",
     "safe_open": "api.safe_open",
     "plan": "planning",
+    "Plan": "planning",
 }
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ if TYPE_CHECKING:
     from .formats.legacy.schema import GGML
     from .formats.rwkv.schema import RWKV
     from .formats.safetensors.schema import SAFETENSORS
-    from .planning import plan
+    from .planning import Plan, plan
     from .quants import dequantize, swap_byte_order
     from .quants.quantize import quantize
     from .validation import Issue
@@ -135,6 +136,7 @@ __all__ = [
     "export",
     "migrate",
     # memory
+    "Plan",
     "plan",
     # exceptions
     "DuplicateError",
