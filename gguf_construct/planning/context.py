@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from ..core import rules
 from ..core.tables import GGML_TYPES
 from ..errors import PlanError
-from .shape import ModelShape, memory_table
+from .shape import ModelShape, memory_table, shown
 
 __all__ = ["CACHE_TYPES", "ContextRequest", "ResolvedContext", "request_refused", "resolve"]
 
@@ -134,14 +134,13 @@ def _check_request(req: ContextRequest) -> None:
         value = getattr(req, f.name)
         if f.name in _UINT32:
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_UINT32:
-                shown = repr(value) if len(repr(value)) < 40 else f"a {type(value).__name__} of {len(repr(value))} characters"
-                raise request_refused(f"{f.name} is {shown}, not an integer in 0 .. {_MAX_UINT32}", f.name)
+                raise request_refused(f"{f.name} is {shown(value)}, not an integer in 0 .. {_MAX_UINT32}", f.name)
         elif f.name in ("type_k", "type_v"):
             if value not in CACHE_TYPES:
-                raise request_refused(f"{f.name} {value!r} is not a cache type llama.cpp accepts ({', '.join(CACHE_TYPES)})", f.name)
+                raise request_refused(f"{f.name} {shown(value)} is not a cache type llama.cpp accepts ({', '.join(CACHE_TYPES)})", f.name)
         elif f.name == "flash_attn":
             if value not in ("auto", "on", "off"):
-                raise request_refused(f"flash_attn {value!r} is not auto, on or off", f.name)
+                raise request_refused(f"flash_attn {shown(value)} is not auto, on or off", f.name)
         elif not isinstance(value, bool):
             raise request_refused(f"{f.name} is {type(value).__name__}, not a bool", f.name)
 

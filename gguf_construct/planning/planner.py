@@ -24,7 +24,7 @@ from ..sources.options import options
 from .cache import CacheLayer, kv_cache, recurrent_state
 from .compute import compute_bytes
 from .context import ContextRequest, ResolvedContext, request_refused, resolve
-from .shape import ModelShape, refused
+from .shape import ModelShape, refused, shown
 from .weights import INPUT, OUTPUT, WeightBuffers, cpu_features, on_gpu, weight_buffers
 
 __all__ = ["Plan", "plan", "plan_shape"]
@@ -127,10 +127,10 @@ def _check_gpu(n_gpu_layers: object, gpu_mem: object) -> None:
         isinstance(n_gpu_layers, bool) or not isinstance(n_gpu_layers, int) or not 0 <= n_gpu_layers <= _MAX_GPU_LAYERS
     ):
         raise request_refused(
-            f"n_gpu_layers is {str(n_gpu_layers)[:40]!r}, not 'auto' or a whole number up to {_MAX_GPU_LAYERS}", "n_gpu_layers"
+            f"n_gpu_layers is {shown(n_gpu_layers)}, not 'auto' or a whole number up to {_MAX_GPU_LAYERS}", "n_gpu_layers"
         )
     if gpu_mem is not None and (isinstance(gpu_mem, bool) or not isinstance(gpu_mem, int) or not 0 <= gpu_mem < 2**64):
-        raise request_refused(f"gpu_mem is {str(gpu_mem)[:40]!r}, not a byte count below 2**64", "gpu_mem")
+        raise request_refused(f"gpu_mem is {shown(gpu_mem)}, not a byte count below 2**64", "gpu_mem")
     if n_gpu_layers == "auto" and gpu_mem is None:
         raise request_refused("n_gpu_layers='auto' needs gpu_mem (the GPU memory to fit layers in)", "gpu_mem")
     if n_gpu_layers != "auto" and gpu_mem is not None:
@@ -157,7 +157,7 @@ def plan_shape(
     notes = []
     if not shape.known:
         notes.append(
-            f"architecture {shape.arch!r} is not in schema/memory.json: its weights are planned, "
+            f"architecture {shown(shape.arch)} is not in schema/memory.json: its weights are planned, "
             "its KV cache, recurrent state and compute buffer are not"
         )
     compute, why = _compute(shape, ctx, checkpoint) if shape.known else (None, None)

@@ -10,6 +10,7 @@ weights plan needs where each one lies in its file.
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -22,7 +23,7 @@ from ..core.table_records import MemoryTable
 from ..core.tables import load_table
 from ..errors import PlanError
 
-__all__ = ["KEYS", "ModelShape", "TensorSpan", "architecture", "memory_table", "refused"]
+__all__ = ["KEYS", "ModelShape", "TensorSpan", "architecture", "memory_table", "refused", "shown"]
 
 
 @cache
@@ -36,6 +37,14 @@ def architecture(arch: str) -> Mapping[str, Any] | None:
     table's own ``source`` note, or any other name that is not an entry, included)."""
     entry = memory_table().architectures.get(arch) if isinstance(arch, str) else None
     return entry if isinstance(entry, Mapping) else None
+
+
+def shown(value: object) -> str:
+    """``value`` for a message, short whatever it is: an integer past 30 digits by its size (``str`` of a huge
+    integer is quadratic, and refused past 4300 digits), anything else by a bounded ``reprlib`` form."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and abs(int(value)).bit_length() > 99:
+        return f"an integer of {abs(int(value)).bit_length()} bits"
+    return reprlib.repr(value)
 
 
 def refused(key: str, message: str) -> PlanError:
@@ -118,8 +127,7 @@ def _uint(key: str, value: Any) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise refused(key, f"{key} is {type(value).__name__}, not an integer")
     if not 0 <= int(value) <= most:
-        shown = str(value) if abs(int(value)) < 10**30 else f"an integer of {len(str(abs(int(value))))} digits"
-        raise refused(key, f"{key} = {shown} is outside 0 .. {most}")
+        raise refused(key, f"{key} = {shown(value)} is outside 0 .. {most}")
     return int(value)
 
 
