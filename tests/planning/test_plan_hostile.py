@@ -204,6 +204,7 @@ JSON_VALUES = st.one_of(
     st.text(max_size=8),
     st.lists(st.one_of(st.integers(-3, 2**33), st.booleans(), st.floats(), st.text(max_size=2)), max_size=6),
     st.lists(st.lists(st.integers(0, 4), max_size=3), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(0, 4), max_size=3),
 )
 _SHAPES = {arch: ModelShape.of(BUILDERS[arch]()) for arch in ("llama", "gemma3", "qwen3moe", "deepseek2", "rwkv7", "mamba", "glm4moe")}
 
