@@ -45,7 +45,7 @@ def _isolate_llama_cpp() -> None:
     import ctypes
     import importlib.util
 
-    from tests.llama_memory import lib_dir  # llama-cpp-python's libraries, or GGUF_CONSTRUCT_LLAMA_CPP_BUILD's
+    from llama_memory import lib_dir  # llama-cpp-python's libraries, or GGUF_CONSTRUCT_LLAMA_CPP_BUILD's (tests/ is on sys.path)
 
     if importlib.util.find_spec("llama_cpp") is None or not hasattr(os, "RTLD_DEEPBIND"):
         return
