@@ -26,6 +26,13 @@ milliseconds what the renderer cannot finish.
 model under 1,024 open files, and a hostile loopback server (redirect loops and 503s with 300 MB bodies under
 ``--max-bytes 1000000``, a chunked download under ``--max-memory 8 MiB``): how each ended, what survived, what it
 cost (requests, MB the server sent, peak RSS, seconds).
+
+    python benchmarks/bench_hostile.py --plan [--quick]
+
+``plan`` on hostile headers and requests (``plan_rows``): a header of 512 layers with ``--n-gpu-layers auto``, the
+same with 30,000 one-element tensors more, keys of the wrong type or value, an architecture named like the
+memory table's own note, and numbers past llama.cpp's limits; per row the exit code, wall seconds and the first
+line of stderr, from a fresh process. ``--quick``: 64 layers and 3,000 more tensors.
 """
 
 from __future__ import annotations
@@ -465,7 +472,82 @@ def output_rows(before: Path | None, quick: bool, timeout: float) -> None:
                 print(f"| {case} | {label} | {_outputs_case(tree, folder, case, quick, timeout)} |", flush=True)
 
 
+# -- plan ---------------------------------------------------------------------------------------------------------
+def _plan_header(path: Path, n_layer: int, n_extra: int = 0, **keys: Any) -> Path:
+    """A llama header of ``n_layer`` zero-filled layers (tests/tiny_models.py), ``n_extra`` one-element tensors
+    more, ``keys`` set as they are (``general.architecture`` included)."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tiny_models import llama, zero_filled
+
+    f = zero_filled(llama, n_layer=n_layer, n_embd=64, n_ff=128, n_head=2, n_head_kv=2, n_vocab=64)
+    for i in range(n_extra):
+        f.tensors.add(f"extra.{i}", np.zeros(1, dtype=np.float32))
+    for key, (value, kind) in keys.items():
+        f.metadata.set(key, value, type=kind)
+    f.save(path, keep_valid=False)
+    return path
+
+
+def _header_mb(path: Path) -> str:
+    import gguf_construct as gc
+
+    with gc.load(path, strict=False) as f:
+        return f"{f.data_offset / 1e6:.2f} MB"
+
+
+def plan_rows(quick: bool, timeout: float = 120) -> None:
+    """Markdown rows: what ``plan`` does with each hostile header or request, and how long it takes (the child's
+    CPU seconds, which a loaded machine does not inflate, and its wall seconds)."""
+    import resource
+    import time
+
+    def cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    n_layer, n_extra = (64, 3_000) if quick else (512, 30_000)
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        deep = _plan_header(t / "deep.gguf", n_layer)
+        wide = _plan_header(t / "wide.gguf", n_layer, n_extra)
+        small = _plan_header(t / "small.gguf", 2)
+        auto = ["--n-gpu-layers", "auto", "--gpu-mem", "64M"]
+        cases = {
+            f"{n_layer} layers, auto (header {_header_mb(deep)})": [deep, *auto],
+            f"{n_layer} layers and {n_extra:,} tensors more, auto (header {_header_mb(wide)})": [wide, *auto],
+            "nextn_predict_layers a string": [_plan_header(t / "s.gguf", 2, **{"llama.nextn_predict_layers": ("x", "str")})],
+            "nextn_predict_layers NaN": [_plan_header(t / "n.gguf", 2, **{"llama.nextn_predict_layers": (float("nan"), "f32")})],
+            "nextn_predict_layers -5": [_plan_header(t / "m.gguf", 2, **{"llama.nextn_predict_layers": (-5, "i32")})],
+            'general.architecture "source"': [_plan_header(t / "a.gguf", 2, **{"general.architecture": ("source", "str")})],
+            "--gpu-mem of 400 digits": [small, "--n-gpu-layers", "auto", "--gpu-mem", "9" * 400],
+            "--gpu-mem without --n-gpu-layers auto": [small, "--gpu-mem", "8G"],
+            "--parallel 1000": [small, "--ctx", "4096", "--parallel", "1000"],
+        }
+        print("| plan input | exit | CPU s | wall s | stderr |")
+        print("|---|---:|---:|---:|---|")
+        for what, argv in cases.items():
+            start, used = time.monotonic(), cpu()
+            r = subprocess.run(
+                [sys.executable, "-m", "gguf_construct.cli.main", "plan", *map(str, argv), "--ctx", "512"][
+                    : None if "--ctx" not in argv else -2
+                ],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                cwd=ROOT,
+                env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+            )
+            took, used = time.monotonic() - start, cpu() - used
+            err = (r.stderr.strip().splitlines() or [""])[-1][:100].replace("|", "\\|").replace(tmp, "")
+            print(f"| {what} | {r.returncode} | {used:.2f} | {took:.2f} | {err} |", flush=True)
+
+
 if __name__ == "__main__":
+    if "--plan" in sys.argv:
+        plan_rows("--quick" in sys.argv)
+        sys.exit(0)
     if "--outputs" in sys.argv:
         flags = argparse.ArgumentParser()
         flags.add_argument("--outputs", action="store_true")

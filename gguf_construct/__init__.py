@@ -12,8 +12,9 @@
 - ``quantize(values, ggml_type, imatrix=None)``: float rows to any type ggml quantizes, byte for byte as ggml.
 - ``migrate(src, dst)`` / ``export(src, dst, to=)``: legacy and rwkv.cpp files to GGUF v3, and back.
 - ``FormatError`` and its subclasses: the exceptions raised for bad input (``RemoteError`` and its subclasses
-  for remote reads, ``MigrationError`` for a migration); ``VerificationError`` when a conversion's output does
-  not read back as its input; ``MissingExtraError`` (an ``ImportError``) names the extra an optional feature needs.
+  for remote reads, ``MigrationError`` for a migration, ``PlanError`` for what llama.cpp would refuse to plan);
+  ``VerificationError`` when a conversion's output does not read back as its input; ``MissingExtraError`` (an
+  ``ImportError``) names the extra an optional feature needs.
 - ``safe_open(path)``: the safetensors library's access (native dtypes, numpy order) to safetensors and GGUF files.
 - ``plan(path, n_ctx=...)``: llama.cpp's memory for a GGUF model (weights, KV cache, recurrent state, compute
   buffer) from its header alone, local or remote, as a ``Plan``.
@@ -36,10 +37,12 @@ from .errors import (
     LimitError,
     MigrationError,
     MissingExtraError,
+    PlanError,
     RangeNotSupportedError,
     RemoteChangedError,
     RemoteError,
     RemoteLimitError,
+    ShapeError,
     TruncatedError,
     UnknownFormatError,
     UnsupportedTypeError,
@@ -156,10 +159,12 @@ __all__ = [
     "LimitError",
     "MigrationError",
     "MissingExtraError",
+    "PlanError",
     "RangeNotSupportedError",
     "RemoteChangedError",
     "RemoteError",
     "RemoteLimitError",
+    "ShapeError",
     "TruncatedError",
     "UnknownFormatError",
     "UnsupportedTypeError",

@@ -66,6 +66,16 @@ class MigrationError(FormatError):
     """A migration cannot be done without losing or inventing a value, or its output failed verification."""
 
 
+class PlanError(FormatError):
+    """What llama.cpp would refuse, so the memory plan refuses it instead of planning it: a header llama.cpp
+    cannot size a model from (rule ``plan.model``: a key of the wrong type or out of range, a missing tensor), or
+    a context request it rejects (``plan.request``: too many sequences, a cache type it cannot use)."""
+
+
+class ShapeError(PlanError):
+    """A ggml operation the planned graph would call with shapes or types ggml refuses (``plan.model``)."""
+
+
 class MissingExtraError(ImportError):
     """An optional dependency is not installed; the message names the pip extra that brings it."""
 

@@ -45,10 +45,11 @@ def _isolate_llama_cpp() -> None:
     import ctypes
     import importlib.util
 
-    spec = importlib.util.find_spec("llama_cpp")
-    if spec is None or not spec.submodule_search_locations or not hasattr(os, "RTLD_DEEPBIND"):
+    from llama_memory import lib_dir  # llama-cpp-python's libraries, or GGUF_CONSTRUCT_LLAMA_CPP_BUILD's (tests/ is on sys.path)
+
+    if importlib.util.find_spec("llama_cpp") is None or not hasattr(os, "RTLD_DEEPBIND"):
         return
-    lib = Path(next(iter(spec.submodule_search_locations))) / "lib"
+    lib = lib_dir()
     # libllama and its ggml, and the ggml files the tests' ctypes helpers open by these names (llama_memory.py,
     # wkv7_kernel.py): each bound to itself first, whatever the process loads later
     for name in ("libllama.so", "libggml-base.so", "libggml-cpu.so", "libggml.so"):

@@ -9,6 +9,13 @@ are kept too, to tell the KV cache from the recurrent state of a hybrid model.
 
 :func:`graph` returns the compute graph llama.cpp reserves (``llama_graph_reserve``), node by node, to compare a
 planned graph with.
+
+The llama.cpp is llama-cpp-python's, unless ``GGUF_CONSTRUCT_LLAMA_CPP_BUILD`` names the directory of another
+build's shared libraries (``libllama.so``, ``libggml-base.so``, ``libggml-cpu.so``: ``build/bin`` of a tree built
+with ``-DBUILD_SHARED_LIBS=ON``): llama-cpp-python's bindings then load that build's ``libllama``
+(``LLAMA_CPP_LIB_PATH``) and the ggml functions here come from its ``libggml-base``, so that following a newer
+llama.cpp is a rerun of the planning tests (docs/howto/plan.md). Its ``llama_context_params`` must still have the
+layout the bindings know.
 """
 
 from __future__ import annotations
@@ -19,12 +26,33 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Measured", "cpu_features", "graph", "measure"]
+__all__ = ["BUILD_VARIABLE", "Measured", "cpu_features", "graph", "lib_dir", "measure"]
+
+#: the environment variable naming a llama.cpp build's library directory for the oracle
+BUILD_VARIABLE = "GGUF_CONSTRUCT_LLAMA_CPP_BUILD"
 
 _MAP_SIZE = 48  # sizeof(std::map) in libstdc++: comparator, header node (color, parent, left, right), count
 _NODE_BASE = 32  # sizeof(_Rb_tree_node_base); the value (key pointer, three size_t) follows
 _TENSOR = 336  # sizeof(struct ggml_tensor) (ggml.h), fields read by offset below
 GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "bf16": 30, "iq4_nl": 20}
+
+
+def lib_dir() -> Path:
+    """The directory of the llama.cpp libraries the oracle loads: ``GGUF_CONSTRUCT_LLAMA_CPP_BUILD``, else
+    llama-cpp-python's own. Set before llama-cpp-python is imported, the variable also points its bindings there."""
+    build = os.environ.get(BUILD_VARIABLE)
+    if build:
+        path = Path(build).resolve()
+        if not (path / "libllama.so").is_file():
+            raise RuntimeError(f"{BUILD_VARIABLE}={build}: no libllama.so there (a llama.cpp build's bin/ or lib/ directory)")
+        os.environ["LLAMA_CPP_LIB_PATH"] = str(path)
+        return path
+    import importlib.util
+
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("llama-cpp-python is not installed")
+    return Path(spec.origin).parent / "lib"
 
 
 @dataclass
@@ -41,13 +69,13 @@ class _Lib:
     """The llama.cpp and ggml functions used here, bound once."""
 
     def __init__(self) -> None:
-        import llama_cpp
+        where = lib_dir()  # before the import: the bindings read LLAMA_CPP_LIB_PATH when they load
         from llama_cpp import llama_cpp as L
 
         self.L = L
         # its own copy of ggml-base, its symbols bound to itself (RTLD_DEEPBIND): ggml-python's ggml-base, when loaded
         # in the same process, would otherwise answer the calls ggml_op_desc makes inside (older op names)
-        base = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"), mode=os.RTLD_LOCAL | os.RTLD_DEEPBIND)
+        base = ctypes.CDLL(str(where / "libggml-base.so"), mode=os.RTLD_LOCAL | os.RTLD_DEEPBIND)
         self.base = base
         for name, res, args in (
             ("ggml_backend_buft_name", ctypes.c_char_p, [ctypes.c_void_p]),
@@ -108,11 +136,9 @@ def _lib() -> _Lib:
 
 
 def cpu_features() -> frozenset[str]:
-    """The CPU features the installed llama.cpp was built for and runs with ('avx2', 'avx512'): the ones that
+    """The CPU features the oracle's llama.cpp was built for and runs with ('avx2', 'avx512'): the ones that
     decide which weights it repacks (ggml_cpu_has_* of libggml-cpu)."""
-    import llama_cpp
-
-    cpu = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-cpu.so"))
+    cpu = ctypes.CDLL(str(lib_dir() / "libggml-cpu.so"))
     return frozenset(name for name in ("avx2", "avx512") if getattr(cpu, f"ggml_cpu_has_{name}")())
 
 

@@ -6,22 +6,28 @@ import argparse
 import json
 import re
 import sys
+from fractions import Fraction
 
+from ..core.tables import load_table
 from .shared import EXIT_OK, EXIT_TROUBLE, command, whole
 
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+_MOST_BYTES = 2**63 - 1  # a size past this is no memory a machine has
 
 
 def size(text: str) -> int:
-    """A byte count: 123, 512M, 8G, 8GiB, 1.5T (binary units)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", text, re.IGNORECASE)
+    """A byte count: 123, 512M, 8G, 8GiB, 1.5T (binary units), at most 2**63 - 1 bytes (exact: no float)."""
+    m = re.fullmatch(r"\s*(\d{1,30}(?:\.\d{1,30})?)\s*([kmgt]?)(?:i?b)?\s*", text, re.IGNORECASE)
     if not m:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 8G, 512M, 123456)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a size (e.g. 8G, 512M, 123456)")
+    n = int(Fraction(m.group(1)) * _UNITS[m.group(2).lower()])
+    if n > _MOST_BYTES:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is more than {_MOST_BYTES} bytes")
+    return n
 
 
 def layers(text: str) -> int | str:
-    return "auto" if text == "auto" else whole(0)(text)
+    return "auto" if text == "auto" else whole(0, 2**31 - 1)(text)
 
 
 def mib(n: int | None) -> str:
@@ -46,22 +52,23 @@ def _report(p, source: str) -> str:
     lines.append(f"  compute    {mib(p.compute_bytes)}")
     lines.append(f"  total      {mib(p.total_bytes)}")
     if p.gpu:
-        lines.append(f"  GPU ({p.n_gpu_layers} layers offloaded): " + ", ".join(f"{k} {mib(v).strip()}" for k, v in p.gpu.items()))
+        fit = f", the most of {p.n_layer + 1} that fit in {mib(p.gpu_mem).strip()}" if p.gpu_mem is not None else ""
+        lines.append(f"  GPU ({p.n_gpu_layers} layers offloaded{fit}): " + ", ".join(f"{k} {mib(v).strip()}" for k, v in p.gpu.items()))
     lines += [f"  note: {n}" for n in p.notes]
     return "\n".join(lines)
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from ..planning import PlanError, plan
+    """A refusal is a ``PlanError`` that ``main`` reports: exit 1 for a model llama.cpp refuses, 2 for a request."""
+    from ..planning import plan
 
     if args.n_gpu_layers == "auto" and args.gpu_mem is None:
         print("gguf-construct plan: --n-gpu-layers auto needs --gpu-mem SIZE", file=sys.stderr)
         return EXIT_TROUBLE
-    try:
-        p = _plan(plan, args)
-    except PlanError as e:
-        print(f"gguf-construct plan: {args.file}: {e}", file=sys.stderr)
+    if args.gpu_mem is not None and args.n_gpu_layers != "auto":
+        print("gguf-construct plan: --gpu-mem is used with --n-gpu-layers auto only (it finds the layers that fit)", file=sys.stderr)
         return EXIT_TROUBLE
+    p = _plan(plan, args)
     print(json.dumps({"file": args.file, **p.to_json()}, indent=2) if args.json else _report(p, args.file))
     return EXIT_OK
 
@@ -85,7 +92,8 @@ def _plan(plan, args: argparse.Namespace):
     )
 
 
-CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+#: the K/V cache types llama.cpp's options accept (schema/memory.json)
+CACHE_TYPES: tuple[str, ...] = tuple(load_table("memory").context["cache_types"])
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -101,10 +109,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("file", metavar="FILE", help="a GGUF model file or URL")
-    p.add_argument("--ctx", type=whole(0), default=0, help="context size (0: the model's training context)")
-    p.add_argument("--batch", type=whole(0), default=0, help="logical batch size (llama.cpp's default 2048)")
-    p.add_argument("--ubatch", type=whole(0), default=0, help="physical batch size (llama.cpp's default 512)")
-    p.add_argument("--parallel", type=whole(1), default=1, help="sequences (llama.cpp's n_seq_max)")
+    p.add_argument("--ctx", type=whole(0, 2**32 - 1), default=0, help="context size (0: the model's training context)")
+    p.add_argument("--batch", type=whole(0, 2**32 - 1), default=0, help="logical batch size (llama.cpp's default 2048)")
+    p.add_argument("--ubatch", type=whole(0, 2**32 - 1), default=0, help="physical batch size (llama.cpp's default 512)")
+    p.add_argument("--parallel", type=whole(1, 2**32 - 1), default=1, help="sequences (llama.cpp's n_seq_max, at most 256)")
     p.add_argument("--cache-type-k", choices=CACHE_TYPES, default="f16", help="K cache type (default f16)")
     p.add_argument("--cache-type-v", choices=CACHE_TYPES, default="f16", help="V cache type (default f16)")
     p.add_argument("--flash-attn", choices=("auto", "on", "off"), default="auto", help="flash attention (default auto)")

@@ -39,6 +39,8 @@ CLASSES: dict[str, type[errors.FormatError]] = {
         errors.LayoutError,
         errors.DuplicateError,
         errors.MigrationError,
+        errors.PlanError,
+        errors.ShapeError,
         errors.RemoteError,
         errors.RangeNotSupportedError,
         errors.RemoteChangedError,
@@ -302,6 +304,8 @@ PARAMETER_MISSING: Rule
 PARAMETER_TRUNCATED: Rule
 PARSE_INVALID: Rule
 PARSE_TRUNCATED: Rule
+PLAN_MODEL: Rule
+PLAN_REQUEST: Rule
 QUANT_BIAS: Rule
 QUANT_BIAS_SHAPE: Rule
 QUANT_GLOBAL_SCALE: Rule

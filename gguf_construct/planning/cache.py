@@ -46,9 +46,7 @@ def kv_cache(shape: ModelShape, ctx: ResolvedContext) -> list[CacheLayer]:
     if shape.memory != "kv":
         return []
     v_trans = not ctx.flash_attn
-    # the next-token-prediction blocks at the end (glm4moe's nextn_predict_layers) have no cache: llama.cpp's
-    # n_layer() leaves them out (src/llama-hparams.cpp)
-    n_layer = shape.n_layer - int(shape.metadata.get(f"{shape.arch}.nextn_predict_layers", 0) or 0)
+    n_layer = shape.n_layer_cached
     v_max = max((shape.n_embd_v_gqa(il) for il in range(n_layer)), default=0)
     out = []
     for il in range(n_layer):

@@ -10,23 +10,102 @@ weights plan needs where each one lies in its file.
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 import numpy as np
 
+from ..core import rules
 from ..core.table_records import MemoryTable
 from ..core.tables import load_table
+from ..errors import PlanError
 
-__all__ = ["ModelShape", "PlanError", "TensorSpan", "memory_table"]
+__all__ = ["KEYS", "ModelShape", "TensorSpan", "architecture", "memory_table", "refused", "shown"]
 
 
 @cache
 def memory_table() -> MemoryTable:
     """``schema/memory.json``: llama.cpp's sizing rules."""
     return load_table("memory")
+
+
+def architecture(arch: str) -> Mapping[str, Any] | None:
+    """The entry of ``arch`` in ``schema/memory.json``, or None for an architecture it does not describe (the
+    table's own ``source`` note, or any other name that is not an entry, included)."""
+    entry = memory_table().architectures.get(arch) if isinstance(arch, str) else None
+    return entry if isinstance(entry, Mapping) else None
+
+
+def shown(value: object) -> str:
+    """``value`` for a message, short whatever it is: an integer past 30 digits by its size (``str`` of a huge
+    integer is quadratic, and refused past 4300 digits), anything else by a bounded ``reprlib`` form."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and abs(int(value)).bit_length() > 99:
+        return f"an integer of {abs(int(value)).bit_length()} bits"
+    return reprlib.repr(value)
+
+
+def refused(key: str, message: str) -> PlanError:
+    """The refusal of a model whose ``key`` llama.cpp cannot load (rule ``plan.model``, the key as its path)."""
+    return PlanError(rules.PLAN_MODEL.id, f"{message}: llama.cpp refuses the model", path=key)
+
+
+#: Every ``{arch}.`` key the plan reads and how llama.cpp reads it (src/llama-model-loader.cpp get_key /
+#: get_key_or_arr, src/models/<arch>.cpp): ``uint`` a uint32; ``layers`` a uint32 or an array of one per layer;
+#: ``float`` a float32 (any value, NaN included, as llama.cpp stores it); ``bool`` a bool; ``pattern`` a uint32
+#: period or an array of one bool per layer; ``array`` an array (its presence is what the plan reads). Each key
+#: present is checked once, when the shape is read, so that the graphs and caches read checked values only.
+KEYS: dict[str, str] = {
+    "block_count": "uint",
+    "embedding_length": "uint",
+    "context_length": "uint",
+    "vocab_size": "uint",
+    "feed_forward_length": "layers",
+    "attention.head_count": "layers",
+    "attention.head_count_kv": "layers",
+    "attention.key_length": "uint",
+    "attention.value_length": "uint",
+    "attention.key_length_swa": "uint",
+    "attention.value_length_swa": "uint",
+    "attention.key_length_mla": "uint",
+    "attention.value_length_mla": "uint",
+    "attention.kv_lora_rank": "uint",
+    "attention.q_lora_rank": "uint",
+    "attention.sliding_window": "uint",
+    "attention.sliding_window_pattern": "pattern",
+    "attention.temperature_scale": "float",
+    "rope.dimension_count": "uint",
+    "expert_count": "uint",
+    "expert_used_count": "uint",
+    "expert_feed_forward_length": "uint",
+    "expert_shared_count": "uint",
+    "expert_shared_feed_forward_length": "uint",
+    "expert_weights_scale": "float",
+    "expert_weights_norm": "bool",
+    "expert_gating_func": "uint",
+    "expert_group_count": "uint",
+    "expert_group_used_count": "uint",
+    "leading_dense_block_count": "uint",
+    "nextn_predict_layers": "uint",
+    "deepstack_mapping": "array",
+    "embedding_scale": "float",
+    "residual_scale": "float",
+    "logit_scale": "float",
+    "final_logit_softcapping": "float",
+    "ssm.conv_kernel": "uint",
+    "ssm.inner_size": "uint",
+    "ssm.state_size": "uint",
+    "ssm.time_step_rank": "uint",
+    "ssm.group_count": "uint",
+    "ssm.dt_b_c_rms": "bool",
+    "wkv.head_size": "uint",
+    "token_shift_count": "uint",
+    "rescale_every_n_layers": "uint",
+}
+
+_ARRAYS = (list, tuple, np.ndarray)
 
 
 @dataclass(frozen=True)
@@ -42,19 +121,38 @@ class TensorSpan:
     nbytes: int
 
 
-class PlanError(ValueError):
-    """What llama.cpp would refuse, so the plan refuses it instead of planning it: a header it cannot size a
-    model from (a key of the wrong type or out of range), or a context request it rejects."""
-
-
 def _uint(key: str, value: Any) -> int:
     """A key llama.cpp reads as uint32: an integer (not a bool, not an array) in 0 .. 2**32 - 1."""
     most = int(memory_table().limits["max_value"])
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise PlanError(f"{key} is {type(value).__name__}, not an integer: llama.cpp refuses the model")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise refused(key, f"{key} is {type(value).__name__}, not an integer")
     if not 0 <= int(value) <= most:
-        raise PlanError(f"{key} = {value} is outside 0 .. {most}: llama.cpp refuses the model")
+        raise refused(key, f"{key} = {shown(value)} is outside 0 .. {most}")
     return int(value)
+
+
+def _check(key: str, kind: str, value: Any, n_layer: int) -> None:
+    """Refuse ``value`` of ``key`` unless llama.cpp reads it as ``kind`` (see ``KEYS``)."""
+    if kind == "uint":
+        _uint(key, value)
+    elif kind == "layers":
+        _per_layer(key, value, n_layer, 0)
+    elif kind == "float":
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise refused(key, f"{key} is {type(value).__name__}, not a number")
+        if isinstance(value, (int, np.integer)) and not -(2**128) < int(value) < 2**128:
+            raise refused(key, f"{key} is an integer past float32's range")
+    elif kind == "bool":
+        if not isinstance(value, (bool, np.bool_)):
+            raise refused(key, f"{key} is {type(value).__name__}, not a bool")
+    elif kind == "pattern":
+        if isinstance(value, _ARRAYS):
+            if len(value) != n_layer or not all(isinstance(p, (bool, np.bool_, int, np.integer)) for p in value):
+                raise refused(key, f"{key} is not {n_layer} flags, one per layer")
+        else:
+            _uint(key, value)
+    elif kind == "array" and not isinstance(value, _ARRAYS):
+        raise refused(key, f"{key} is {type(value).__name__}, not an array")
 
 
 def _per_layer(key: str, value: Any, n_layer: int, default: int) -> tuple[int, ...]:
@@ -62,9 +160,9 @@ def _per_layer(key: str, value: Any, n_layer: int, default: int) -> tuple[int, .
     length is refused)."""
     if value is None:
         return (default,) * n_layer
-    if isinstance(value, (list, tuple, np.ndarray)):
+    if isinstance(value, _ARRAYS):
         if len(value) != n_layer:
-            raise PlanError(f"{key} has {len(value)} values for {n_layer} layers: llama.cpp refuses the model")
+            raise refused(key, f"{key} has {len(value)} values for {n_layer} layers")
         return tuple(_uint(f"{key}[{i}]", v) for i, v in enumerate(value))
     return (_uint(key, value),) * n_layer
 
@@ -83,6 +181,10 @@ class ModelShape:
     n_ff: tuple[int, ...]
     head_k: tuple[int, ...]  # n_embd_head_k per layer (the SWA layers' own size where the file gives one)
     head_v: tuple[int, ...]
+    #: the head sizes of the full-attention layers (hparams.n_embd_head_k / _v: key_length, value_length, or
+    #: n_embd / n_head), which llama.cpp checks a quantized cache's block against
+    n_embd_head_k: int
+    n_embd_head_v: int
     n_rot: int
     swa_layers: tuple[bool, ...]
     n_swa: int
@@ -111,13 +213,27 @@ class ModelShape:
     @property
     def known(self) -> bool:
         """Whether ``schema/memory.json`` describes this architecture (its KV cache or state can be planned)."""
-        return self.arch in memory_table().architectures
+        return architecture(self.arch) is not None
 
     @property
     def memory(self) -> str | None:
         """'kv', 'recurrent', or None for an architecture the table does not describe."""
-        entry = memory_table().architectures.get(self.arch)
+        entry = architecture(self.arch)
         return entry["memory"] if entry else None
+
+    @property
+    def n_layer_cached(self) -> int:
+        """The layers with a KV cache: the next-token-prediction blocks at the end (glm4moe's
+        ``nextn_predict_layers``) have none, as llama.cpp's ``n_layer()`` leaves them out (src/llama-hparams.cpp)."""
+        return self.n_layer - self.key_int("nextn_predict_layers")
+
+    def key_int(self, name: str) -> int:
+        """The checked uint32 key ``{arch}.name`` (0 when absent)."""
+        return int(self.metadata.get(f"{self.arch}.{name}", 0) or 0)
+
+    def key_float(self, name: str) -> float:
+        """The checked float32 key ``{arch}.name`` (0.0 when absent)."""
+        return float(self.metadata.get(f"{self.arch}.{name}", 0.0) or 0.0)
 
     def n_embd_k_gqa(self, il: int) -> int:
         return self.head_k[il] * self.n_head_kv[il]
@@ -139,8 +255,13 @@ class ModelShape:
             return self.n_embd * self.wkv_head_size
         return self.ssm_d_state * self.ssm_d_inner
 
+    @cached_property
+    def _by_name(self) -> dict[str, TensorSpan]:
+        return {t.name: t for t in self.tensors}
+
     def tensor(self, name: str) -> TensorSpan | None:
-        return next((t for t in self.tensors if t.name == name), None)
+        """The tensor called ``name``, or None (a dictionary lookup: headers with many tensors are normal input)."""
+        return self._by_name.get(name)
 
     # -- reading ------------------------------------------------------------------------------------------
     @classmethod
@@ -162,11 +283,17 @@ class ModelShape:
         def layers(name: str) -> tuple[int, ...]:
             return _per_layer(f"{arch}.{name}", key(name), n_layer, 0)
 
-        entry = memory_table().architectures.get(arch, {})
+        entry = architecture(arch) or {}
         limits = memory_table().limits
         n_layer = uint("block_count")
         if n_layer > int(limits["max_layers"]):
-            raise PlanError(f"{arch}.block_count = {n_layer} is more than llama.cpp's {limits['max_layers']} layers")
+            raise refused(f"{arch}.block_count", f"{arch}.block_count = {n_layer} is more than llama.cpp's {limits['max_layers']} layers")
+        for name, kind in KEYS.items():
+            if key(name) is not None:
+                _check(f"{arch}.{name}", kind, key(name), n_layer)
+        n_nextn = uint("nextn_predict_layers")
+        if n_nextn and n_nextn >= n_layer:
+            raise refused(f"{arch}.nextn_predict_layers", f"{arch}.nextn_predict_layers = {n_nextn} is not less than the {n_layer} layers")
         n_embd = uint("embedding_length")
         n_head = layers("attention.head_count")
         n_head_kv = layers("attention.head_count_kv") if key("attention.head_count_kv") is not None else n_head
@@ -184,13 +311,19 @@ class ModelShape:
         tokens = md.get("tokenizer.ggml.tokens")
         n_vocab = uint("vocab_size", len(tokens) if isinstance(tokens, (list, tuple)) else 0)
         if not n_vocab:
-            embd = next((t for t in tensors if t.name == "token_embd.weight"), None)
+            embd = next((t for t in tensors if t.name == "token_embd.weight"), None)  # once per model
             n_vocab = embd.shape[1] if embd and len(embd.shape) > 1 else 0
         head_k_mla, head_v_mla = uint("attention.key_length_mla"), uint("attention.value_length_mla")
-        lora = {k.split(".")[-2]: _uint(k, v) for k, v in md.items() if k.startswith(f"{arch}.") and k.endswith("lora_rank")}
+        lora = {
+            k.split(".")[-2]: _uint(k, v)
+            for k, v in md.items()
+            if isinstance(k, str) and k.startswith(f"{arch}.") and k.endswith("lora_rank")
+        }
         n_expert = uint("expert_count")
         if n_expert > int(limits["max_experts"]):
-            raise PlanError(f"{arch}.expert_count = {n_expert} is more than llama.cpp's {limits['max_experts']} experts")
+            raise refused(
+                f"{arch}.expert_count", f"{arch}.expert_count = {n_expert} is more than llama.cpp's {limits['max_experts']} experts"
+            )
         return cls(
             arch=arch,
             n_layer=n_layer,
@@ -202,6 +335,8 @@ class ModelShape:
             n_ff=n_ff,
             head_k=head_k,
             head_v=head_v,
+            n_embd_head_k=head_k_full,
+            n_embd_head_v=head_v_full,
             n_rot=uint("rope.dimension_count", head_k_full),
             swa_layers=swa_layers,
             n_swa=n_swa,
@@ -239,9 +374,7 @@ def _swa(rule: Mapping[str, Any] | None, key: Any, n_layer: int) -> tuple[tuple[
     if not window:
         return none
     pattern = key("attention.sliding_window_pattern", rule.get("period"))
-    if isinstance(pattern, (list, tuple, np.ndarray)):  # one flag per layer
-        if len(pattern) != n_layer or not all(isinstance(p, (bool, int, np.integer)) for p in pattern):
-            raise PlanError(f"attention.sliding_window_pattern is not {n_layer} flags: llama.cpp refuses the model")
+    if isinstance(pattern, _ARRAYS):  # one flag per layer (checked against KEYS)
         return tuple(bool(p) for p in pattern), window
     period = _uint("attention.sliding_window_pattern", pattern)
     return tuple(period == 0 or il % period < period - 1 for il in range(n_layer)), window
@@ -258,7 +391,7 @@ def _spans(f: Any) -> list[TensorSpan]:
             t = part.tensors[name]
             type_name = t.type.name
             if t.type.status != "active":
-                raise PlanError(f"tensor {name!r} has type {type_name}, which has no size: llama.cpp refuses the model")
+                raise refused(str(name), f"tensor {name!r} has type {type_name}, which has no size")
             shape = tuple(int(d) for d in t.shape)
             out.append(TensorSpan(name, type_name, shape, index, base + int(t.offset or 0), ggml_nbytes(shape, type_name)))
     return out

@@ -122,7 +122,7 @@ def weight_buffers(shape: ModelShape, *, features: Iterable[str] = (), use_mmap:
     duplicate = memory_table().duplicated_output
     # the next-token-prediction blocks at the end (glm4moe's nextn_predict_layers) are created TENSOR_SKIP: not
     # loaded, not repacked (src/models/glm4-moe.cpp); in the usual tensor order they lie inside the mapped span
-    skipped_from = shape.n_layer - int(shape.metadata.get(f"{shape.arch}.nextn_predict_layers", 0) or 0)
+    skipped_from = shape.n_layer_cached
     for t in _with_duplicated_output(shape):
         layer = layer_of(t.name, shape.n_layer)
         if skipped_from <= layer < shape.n_layer:

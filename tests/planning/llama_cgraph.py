@@ -1,7 +1,7 @@
 """The whole graph llama.cpp reserves (nodes and leafs, with what ggml-alloc reads of each tensor), as planning IR.
 
 :func:`reserved_graph` builds llama.cpp's graph for a batch (``llama_graph_reserve``) and converts it into a
-:class:`gguf_construct.planning.compute.graph.Graph`: the same tensors in the same node and leaf order, with their
+:class:`gguf_construct.planning.compute.ggml_ir.Graph`: the same tensors in the same node and leaf order, with their
 types, shapes, strides, views, sources, input/output flags and whether their memory is outside the compute buffer
 (weights, KV cache). Running the planning allocator on it checks the allocator alone against llama.cpp; comparing
 it with a planned graph checks the graph builder alone.
@@ -13,7 +13,7 @@ import ctypes
 import struct
 from pathlib import Path
 
-from gguf_construct.planning.compute.graph import Graph, Tensor
+from gguf_construct.planning.compute.ggml_ir import Graph, Tensor
 from tests.llama_memory import _TENSOR, _context, _lib, _load
 
 _FLAG_INPUT, _FLAG_OUTPUT = 1, 2  # ggml.h enum ggml_tensor_flag

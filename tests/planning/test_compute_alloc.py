@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gguf_construct.planning.compute.alloc import DynAllocator, graph_bytes, reserve_bytes
-from gguf_construct.planning.compute.graph import Ggml
+from gguf_construct.planning.compute.ggml_ir import Ggml
 from tests.planning.tiny import tiny_llama_path
 
 pytest.importorskip("llama_cpp")
@@ -84,7 +84,7 @@ def test_llama_cpp_graphs_of_a_mixture_of_experts_allocate_to_its_compute_buffer
 def test_in_place_ops_are_the_llama_cpp_builds():
     """INPLACE_OPS against ggml_op_can_inplace of the ggml llama.cpp runs on, op by op (UNARY standing for every
     unary op)."""
-    from gguf_construct.planning.compute.graph import _UNARY_OPS, INPLACE_OPS
+    from gguf_construct.planning.compute.ggml_ir import _UNARY_OPS, INPLACE_OPS
     from tests.planning.llama_cgraph import ggml_of_llama
 
     ggml = ggml_of_llama()

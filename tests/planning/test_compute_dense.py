@@ -268,7 +268,7 @@ def test_plan_has_llama_cpps_batch_sizes_and_compute_buffer(arch):
 def test_more_sequences_than_the_batch_is_refused():
     """llama.cpp aborts the process (GGML_ASSERT in llama_context::output_reserve) when n_seq_max exceeds
     n_batch: the plan refuses the request instead."""
-    from gguf_construct.planning.context import PlanError
+    from gguf_construct.planning import PlanError
 
     shape = shape_of(model("llama"))
     with pytest.raises(PlanError, match="sequences"):

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gguf_construct.planning import PlanError
 from gguf_construct.planning.compute import compute_bytes
-from gguf_construct.planning.context import ContextRequest, PlanError, resolve
+from gguf_construct.planning.context import ContextRequest, resolve
 from gguf_construct.planning.shape import ModelShape, TensorSpan
 
 

@@ -110,3 +110,33 @@ def test_cli_report_and_refusals(tmp_path):
     assert code == 2 and "--gpu-mem" in err
     code, _, _ = cli("plan", str(tmp_path / "missing.gguf"))
     assert code == 2
+
+
+def test_max_seconds_stops_a_remote_plan_after_its_fetches(tmp_path, monkeypatch):
+    """``--max-seconds`` is the whole command's: a plan whose header arrived in time but whose planning outlasts
+    the budget stops at the next step with ``remote.deadline`` (exit 2), not after the whole plan."""
+    import time
+
+    from gguf_construct.planning import planner
+
+    BUILDERS["llama"]().save(tmp_path / "m.gguf")
+    slow_steps = []
+
+    def slow_compute(shape, ctx, checkpoint):
+        slow_steps.append(time.monotonic())
+        time.sleep(3.5)  # a planning step longer than the budget left: the header is read by now
+        checkpoint()
+        raise AssertionError("the deadline has passed: the checkpoint must have stopped the plan")
+
+    monkeypatch.setattr(planner, "compute_bytes", slow_compute)
+    previous = configure(**FAST)
+    try:
+        with TestServer() as server:
+            server.add("/m.gguf", (tmp_path / "m.gguf").read_bytes())
+            start = time.monotonic()
+            code, _, err = cli("plan", server.url("/m.gguf"), "--ctx", "512", "--max-seconds", "3")
+            assert code == 2 and "[remote.deadline]" in err, err
+            assert slow_steps and time.monotonic() - start < 15
+            assert server.counts.requests >= 1
+    finally:
+        configure(previous)

@@ -1,5 +1,5 @@
 """llama.cpp's CPU compute buffer predicted from a model's shape: the graphs it reserves, built as a small IR
-(:mod:`.graph`) the way llama.cpp builds them (:mod:`.llm_graph`, one module per architecture family), and
+(:mod:`.ggml_ir`) the way llama.cpp builds them (:mod:`.llama_blocks`, one module per architecture family), and
 allocated as ggml-alloc allocates them (:mod:`.alloc`).
 
 ``compute_bytes(shape, ctx)`` follows ``llama_context::sched_reserve`` (llama.cpp src/llama-context.cpp): it
@@ -9,23 +9,23 @@ grows; the buffer's final size is the result.
 
 Adding an architecture: when llama.cpp builds it like an existing dense one but for a few details, a ``graph``
 entry in ``schema/memory.json`` with its :class:`~.dense.Recipe` fields is all it takes. Otherwise write a
-function building its graph on a :class:`~.llm_graph.GraphBuilder` (the ``llm_graph_context`` of one batch:
-``b.inp_embd()``, ``b.attn(...)``, ``b.ffn(...)`` and ``b.g``, the :class:`~.graph.Ggml` operations), calling
+function building its graph on a :class:`~.llama_blocks.GraphBuilder` (the ``llm_graph_context`` of one batch:
+``b.inp_embd()``, ``b.attn(...)``, ``b.ffn(...)`` and ``b.g``, the :class:`~.ggml_ir.Ggml` operations), calling
 ggml's operations in llama.cpp's order, and give its family here. Check it node for node against llama.cpp's
 reserved graph (tests/planning/llama_cgraph.py) and byte for byte against its compute buffer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ..context import PlanError
-from ..shape import memory_table
+from ...errors import FormatError, ShapeError
+from ..shape import memory_table, refused
 from .alloc import reserve_bytes
 from .dense import RECIPES, build_dense
-from .graph import Graph, ShapeError
-from .llm_graph import Batch, ContextLike, GraphBuilder, ShapeLike
+from .ggml_ir import Graph
+from .llama_blocks import Batch, ContextLike, GraphBuilder, ShapeLike
 from .mla import build_deepseek2
 from .moe import MoeRecipe, build_llama_moe, build_moe, has_experts
 from .recurrent import RECURRENT
@@ -87,17 +87,29 @@ def build_graph(shape: ShapeLike, ctx: ContextLike, batch: Batch) -> Graph:
     return builder.g.graph
 
 
-def compute_bytes(shape: ShapeLike, ctx: ContextLike) -> int:
+def compute_bytes(shape: ShapeLike, ctx: ContextLike, checkpoint: Callable[[], None] = lambda: None) -> int:
     """llama.cpp's CPU compute buffer for ``shape`` in context ``ctx``, in bytes. Raises NotImplementedError
     for an architecture whose graph is not modelled (see :func:`supported`), PlanError for a model whose header
-    and tensors cannot make the graph (llama.cpp refuses such a file)."""
+    and tensors cannot make the graph (llama.cpp refuses such a file). ``checkpoint`` is called after each graph
+    (it raises to stop: a deadline)."""
     if not supported(shape.arch):
         raise NotImplementedError(f"no graph of {shape.arch!r} is modelled")
     n_ctx = getattr(ctx, "n_ctx", ctx.n_ctx_seq * ctx.n_stream)
+
+    def graphs() -> Iterator[Graph]:
+        built: dict[Batch, Graph] = {}  # the same batch again is the same graph
+        for batch in reserved_batches(ctx, n_ctx):
+            checkpoint()
+            if batch not in built:
+                built[batch] = build_graph(shape, ctx, batch)
+            yield built[batch]
+
     try:
-        graphs = [build_graph(shape, ctx, batch) for batch in reserved_batches(ctx, n_ctx)]
-    except (ShapeError, KeyError, ValueError, IndexError, ZeroDivisionError) as e:
-        # an op ggml refuses (ShapeError), a tensor the graph needs missing, or the header's sizes not fitting the
-        # tensors (no heads, no experts): llama.cpp refuses such a model
-        raise PlanError(f"{shape.arch}: {e}: llama.cpp refuses the model") from None
-    return reserve_bytes(graphs)
+        return reserve_bytes(graphs())
+    except ShapeError as e:  # an op ggml refuses, a tensor the graph needs missing
+        raise refused("", f"{shape.arch}: {e.message}") from None
+    except FormatError:  # a refusal already, or the deadline
+        raise
+    except (KeyError, ValueError, IndexError, ZeroDivisionError) as e:
+        # the header's sizes not fitting the tensors (no heads, no experts): llama.cpp refuses such a model
+        raise refused("", f"{shape.arch}: {e}") from None

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..shape import memory_table
-from .graph import INPLACE_OPS, Graph, ShapeError, Tensor
+from .ggml_ir import INPLACE_OPS, Graph, Tensor, refuse
 
 __all__ = ["CPU_ALIGNMENT", "DynAllocator", "graph_bytes", "reserve_bytes"]
 
@@ -49,7 +49,7 @@ class DynAllocator:
 
     def _new_chunk(self, min_size: int) -> int:
         if len(self.chunks) >= _MAX_CHUNKS:
-            raise ShapeError(f"ggml-alloc cannot place {min_size} bytes: its {_MAX_CHUNKS} buffers are full")
+            raise refuse(f"ggml-alloc cannot place {min_size} bytes: its {_MAX_CHUNKS} buffers are full")
         size = max(min_size, self.max_chunk_size)
         if len(self.chunks) == _MAX_CHUNKS - 1:
             size = _SIZE_MAX // 2
@@ -242,8 +242,9 @@ def reserve_bytes(graphs: Iterable[Graph], alignment: int = CPU_ALIGNMENT) -> in
     reallocated to the new sizes only when the new graph needs more in some chunk, so the result is the size
     of the last reallocation."""
     current: list[int] = []
+    seen: dict[int, list[int]] = {}  # a graph reserved again (the prompt batch after the token batch) is sized once
     for graph in graphs:
-        sizes = graph_bytes(graph, alignment)
+        sizes = seen.get(id(graph)) or seen.setdefault(id(graph), graph_bytes(graph, alignment))
         if not current or any(new > (current[c] if c < len(current) else 0) for c, new in enumerate(sizes)):
             current = sizes
     return sum(current)

@@ -14,53 +14,54 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .graph import Tensor
-from .llm_graph import GraphBuilder, KVInput
+from .ggml_ir import Tensor
+from .llama_blocks import GraphBuilder, KVInput
 
 __all__ = ["RECIPES", "Recipe", "build_dense"]
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """What an architecture's graph does beyond the llama layout.
+    """What an architecture's graph does beyond the llama layout: the ``graph`` entry of ``schema/memory.json``.
+    q/k norms as wide as all heads (olmo2) apply before Q and K are split into heads whatever the recipe."""
 
-    ``embd_scale``: the embeddings are scaled (gemma: by sqrt(n_embd)). ``q_scale``: Q is scaled after rope.
-    ``ffn``: the activation (SILU/GELU of gate and up in parallel, or SWIGLU of one fused up). ``iswa``: the
-    sliding-window cache is used always, never, or when the file sets a window ('if_swa'). ``attn_softcap``:
-    logits soft-capped in attention (three ops without flash attention). ``final_softcap``: logits soft-capped
-    at the output always, or when the file's key is set and non-zero. ``ffn_residual_first``: the second
-    residual sum's sources in the other order (it decides which one ggml-alloc may overwrite). ``attn_temp``:
-    when the file sets ``attention.temperature_scale``, Q is multiplied by a per-token scale (an input).
-    ``no_rope_layer_step``: every this many layers one is without rope (0: rope in every layer).
-    ``ffn_norm``: the name of the norm before the feed-forward (seed_oss calls it post_attention_norm, which
-    is then not a norm of the attention's output). ``n_pos_per_embd``: positions per token (4 with the
-    multi-section rope of qwen2vl). ``pre_norms``: the attention and the feed-forward read normed inputs
-    (olmo2 norms their outputs only). q/k norms as wide as all heads apply before Q and K are split into heads.
-    ``norm``: rms (RMS norms) or layer (LayerNorm, LLM_NORM). ``parallel``: attention and feed-forward both
-    read the layer's normed input and their outputs add to the residual (command-r). ``rope_swa_only``: only the
-    sliding-window layers use rope (cohere2). ``logit_scale``: the logits are scaled never, always, or if_set
-    (the file's ``logit_scale`` non-zero). ``embedding_scale`` / ``residual_scale``: the embeddings / each
-    block's output before its residual sum are scaled when the file's key of that name is non-zero (granite).
-    """
-
+    #: the embeddings are scaled (gemma: by sqrt(n_embd))
     embd_scale: bool = False
+    #: Q is scaled after rope
     q_scale: bool = False
+    #: the feed-forward's activation: SILU or GELU of gate and up, or SWIGLU of one fused up tensor
     ffn: str = "SILU"
+    #: gate and up read the same input in parallel (else gate reads up's output)
     ffn_par: bool = True
+    #: the sliding-window cache is used 'always', 'never', or when the file sets a window ('if_swa')
     iswa: str = "never"
+    #: attention logits are soft-capped (three more ops without flash attention)
     attn_softcap: bool = False
+    #: output logits are soft-capped 'always', 'never', or when the file's key is set and non-zero ('if_set')
     final_softcap: str = "never"
+    #: the second residual sum takes the residual as its first source (it decides which one ggml-alloc may overwrite)
     ffn_residual_first: bool = False
+    #: Q times a per-token scale (an input) when the file sets ``attention.temperature_scale``
     attn_temp: bool = False
+    #: every this many layers one is without rope (0: rope in every layer)
     no_rope_layer_step: int = 0
+    #: the name of the norm before the feed-forward (seed_oss: post_attention_norm, not a norm of the attention's output)
     ffn_norm: str = "ffn_norm"
+    #: positions per token (4 with qwen2vl's multi-section rope)
     n_pos_per_embd: int = 1
+    #: the attention and the feed-forward read normed inputs (olmo2 norms their outputs only)
     pre_norms: bool = True
+    #: 'rms' (RMS norms) or 'layer' (LayerNorm, LLM_NORM)
     norm: str = "rms"
+    #: attention and feed-forward both read the layer's normed input, their outputs added to the residual (command-r)
     parallel: bool = False
+    #: only the sliding-window layers use rope (cohere2)
     rope_swa_only: bool = False
+    #: the logits are scaled 'never', 'always', or when the file's ``logit_scale`` is non-zero ('if_set')
     logit_scale: str = "never"
+    #: the embeddings are scaled when the file's ``embedding_scale`` is non-zero (granite)
     embedding_scale: bool = False
+    #: each block's output is scaled before its residual sum when the file's ``residual_scale`` is non-zero (granite)
     residual_scale: bool = False
 
 

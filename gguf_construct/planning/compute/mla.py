@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Protocol, cast
 
-from .graph import Tensor, row_size
-from .llm_graph import GraphBuilder, KVInput, ShapeLike
+from .ggml_ir import Tensor, row_size
+from .llama_blocks import GraphBuilder, KVInput, ShapeLike
 from .moe import GATING, moe_ffn
 
 __all__ = ["MlaShape", "build_deepseek2"]
@@ -28,43 +28,6 @@ class MlaShape(ShapeLike, Protocol):
     n_lora_kv: int
 
 
-def _attn_mha_mla(b: GraphBuilder, q: Tensor, k: Tensor, v: Tensor, kq_mask: Tensor, v_mla: Tensor | None) -> Tensor:
-    """build_attn_mha with the MLA decompression ``v_mla`` (llama.cpp src/llama-graph.cpp)."""
-    g = b.g
-    v_trans = v.nb[1] > v.nb[2]
-    n_stream = k.ne[3]
-    q = g.view(q, q.ne[0], q.ne[1], q.ne[2] // n_stream, n_stream, nb=(q.nb[1], q.nb[2], q.nb[3] // n_stream))
-    q = g.permute(q, 0, 2, 1, 3)
-    k = g.permute(k, 0, 2, 1, 3)
-    v = g.permute(v, 0, 2, 1, 3)
-    if b.ctx.flash_attn:
-        if v_trans:
-            v = g.transpose(v)
-        if k.type == "f32":
-            k = g.cast(k, "f16")
-        if v.type == "f32":
-            v = g.cast(v, "f16")
-        cur = g.flash_attn_ext(q, k, v, kq_mask)
-        if v_mla is not None:
-            cur = g.permute(cur, 0, 2, 1, 3)
-            cur = g.mul_mat(v_mla, cur)
-            cur = g.permute(cur, 0, 2, 1, 3)
-            cur = g.cont(cur)
-        cur = g.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
-    else:
-        kq = g.mul_mat(k, q)
-        kq = g.soft_max_ext(kq, kq_mask)
-        if not v_trans:
-            v = g.cont(g.transpose(v))
-        kqv = g.mul_mat(v, kq)
-        if v_mla is not None:
-            kqv = g.mul_mat(v_mla, kqv)
-        cur = g.permute(kqv, 0, 2, 1, 3)
-        cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
-    g.expand(cur)
-    return cur
-
-
 def _attn_k(b: GraphBuilder, inp: KVInput, il: int, q: Tensor, k: Tensor, v: Tensor, wo: Tensor, v_mla: Tensor) -> Tensor:
     """build_attn over a K-only cache (llm_graph_input_attn_k): Q, V, K expanded in that order, K stored, V a
     view of the cached K."""
@@ -75,7 +38,7 @@ def _attn_k(b: GraphBuilder, inp: KVInput, il: int, q: Tensor, k: Tensor, v: Ten
     g.expand(b._cpy_k(k_cache, k, inp.k_idxs))
     kv = b._get_k(k_cache, il, inp.n_kv)
     vv = g.view(kv, v.ne[0], kv.ne[1], kv.ne[2], kv.ne[3], nb=(kv.nb[1], kv.nb[2], kv.nb[3]))
-    cur = _attn_mha_mla(b, q, kv, vv, inp.kq_mask, v_mla)
+    cur = b.attn_mha(q, kv, vv, inp.kq_mask, v_mla)
     return b.mm(wo, cur, b.layer(il, "attn_output.scale"))
 
 

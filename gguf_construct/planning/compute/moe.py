@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .graph import Tensor
-from .llm_graph import GraphBuilder, KVInput
+from .ggml_ir import Tensor
+from .llama_blocks import GraphBuilder, KVInput
 
 __all__ = ["GATING", "MoeRecipe", "build_llama_moe", "build_moe", "has_experts", "moe_ffn"]
 

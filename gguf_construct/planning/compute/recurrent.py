@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, cast
 
-from .graph import Ggml, Tensor
-from .llm_graph import GraphBuilder, ShapeLike
+from .ggml_ir import Ggml, Tensor
+from .llama_blocks import GraphBuilder, ShapeLike
 
 __all__ = ["RECURRENT", "build_mamba", "build_mamba2", "build_rwkv6", "build_rwkv7"]
 

@@ -33,15 +33,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from ...core import rules
 from ...core.tables import GGML_TYPES
+from ...errors import ShapeError
 from ...formats.gguf.offsets import ggml_nbytes
 
-__all__ = ["INPLACE_OPS", "Ggml", "Graph", "ShapeError", "Tensor", "row_size"]
+__all__ = ["INPLACE_OPS", "Ggml", "Graph", "Tensor", "refuse", "row_size"]
 
 
-class ShapeError(ValueError):
+def refuse(message: str) -> ShapeError:
     """An operation ggml would refuse (its GGML_ASSERT on the sources' shapes fails): the model's tensors and
-    hyperparameters do not fit together, and llama.cpp would abort building the graph."""
+    hyperparameters do not fit together, and llama.cpp would abort building the graph (rule ``plan.model``)."""
+    return ShapeError(rules.PLAN_MODEL.id, message)
 
 
 # ggml-alloc.c ggml_op_can_inplace: the ops whose result may take a source's memory; GGML_OP_UNARY is every
@@ -119,7 +122,7 @@ def _contiguous(ggml_type: str, ne: Shape) -> Shape:
 def _require(ok: bool, op: str, *tensors: Tensor) -> None:
     if not ok:
         shapes = ", ".join(f"{t.name or t.op}{list(t.ne)}" for t in tensors)
-        raise ShapeError(f"ggml_{op.lower()} refuses these sources: {shapes}")
+        raise refuse(f"ggml_{op.lower()} refuses these sources: {shapes}")
 
 
 def _divides(d: int, n: int) -> bool:
@@ -143,10 +146,10 @@ def _nelements(t: Tensor) -> int:
 
 def _shape(dims: Sequence[int]) -> Shape:
     if not 1 <= len(dims) <= 4:
-        raise ShapeError(f"a ggml tensor has 1 to 4 dimensions, not {len(dims)}")
+        raise refuse(f"a ggml tensor has 1 to 4 dimensions, not {len(dims)}")
     ne = [int(d) for d in dims] + [1] * (4 - len(dims))
     if any(d < 0 for d in ne):
-        raise ShapeError(f"a ggml tensor cannot have a negative dimension: {ne}")
+        raise refuse(f"a ggml tensor cannot have a negative dimension: {ne}")
     return (ne[0], ne[1], ne[2], ne[3])
 
 

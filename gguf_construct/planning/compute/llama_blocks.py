@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ...core.tables import GGML_TYPES
-from .graph import Ggml, ShapeError, Tensor, row_size
+from .ggml_ir import Ggml, Tensor, refuse, row_size
 
 __all__ = ["Batch", "ContextLike", "GraphBuilder", "KVInput", "ShapeLike"]
 
@@ -154,7 +154,7 @@ class GraphBuilder:
     def need(self, name: str) -> Tensor:
         t = self.w(name)
         if t is None:
-            raise ShapeError(f"the model has no tensor {name}")
+            raise refuse(f"the model has no tensor {name}")
         return t
 
     def layer(self, il: int, name: str) -> Tensor | None:
@@ -347,8 +347,9 @@ class GraphBuilder:
             nb=(row_size(t, n_kv * head), row_size(t, n_kv), row_size(t, n_kv * n_embd_gqa)),
         )  # fmt: skip
 
-    def attn_mha(self, q: Tensor, k: Tensor, v: Tensor, kq_mask: Tensor, il: int) -> Tensor:
-        """build_attn_mha: flash attention, or KQ, softmax and KQV; the heads merged back into rows."""
+    def attn_mha(self, q: Tensor, k: Tensor, v: Tensor, kq_mask: Tensor, v_mla: Tensor | None = None) -> Tensor:
+        """build_attn_mha: flash attention, or KQ, softmax and KQV; with ``v_mla`` (DeepSeek's latent attention)
+        the result decompressed through it; the heads merged back into rows."""
         g, ctx = self.g, self.ctx
         v_trans = v.nb[1] > v.nb[2]
         n_stream = k.ne[3]
@@ -364,6 +365,11 @@ class GraphBuilder:
             if v.type == "f32":
                 v = g.cast(v, "f16")
             cur = g.flash_attn_ext(q, k, v, kq_mask)
+            if v_mla is not None:
+                cur = g.permute(cur, 0, 2, 1, 3)
+                cur = g.mul_mat(v_mla, cur)
+                cur = g.permute(cur, 0, 2, 1, 3)
+                cur = g.cont(cur)
             cur = g.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
         else:
             kq = g.mul_mat(k, q)
@@ -375,6 +381,8 @@ class GraphBuilder:
             if not v_trans:
                 v = g.cont(g.transpose(v))
             kqv = g.mul_mat(v, kq)
+            if v_mla is not None:
+                kqv = g.mul_mat(v_mla, kqv)
             cur = g.permute(kqv, 0, 2, 1, 3)
             cur = g.cont(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
         g.expand(cur)
@@ -396,7 +404,7 @@ class GraphBuilder:
         k_cache, v_cache = self._cache(il, inp.n_kv)
         g.expand(self._cpy_k(k_cache, k, inp.k_idxs))
         g.expand(self._cpy_v(v_cache, v, inp.v_idxs))
-        cur = self.attn_mha(q, self._get_k(k_cache, il, inp.n_kv), self._get_v(v_cache, il, inp.n_kv), inp.kq_mask, il)
+        cur = self.attn_mha(q, self._get_k(k_cache, il, inp.n_kv), self._get_v(v_cache, il, inp.n_kv), inp.kq_mask)
         if inp.v_rot is not None:
             cur = self._mul_mat_aux(cur, inp.v_rot)
         if wo is not None:

@@ -1,0 +1,256 @@
+"""``plan`` and ``Plan``: llama.cpp's memory for a model, planned from the GGUF header alone.
+
+``plan(path, n_ctx=..., ...)`` returns a ``Plan``: the model buffers (mapped, repacked, per device), the KV
+cache and recurrent state per layer, the compute buffer, and the context llama.cpp actually uses, each as
+llama.cpp sizes it (the rules are data in ``schema/memory.json``; the compute buffer is ggml's graph allocator
+run over the graph llama.cpp builds, in ``planning.compute``). Totals follow llama.cpp's own memory breakdown
+(``llama_get_memory_breakdown``): model + context (KV and recurrent state) + compute; the small logits buffer
+(4 bytes per vocabulary entry per sequence) is not in it. With ``n_gpu_layers`` the output layer and the last
+layers go to one GPU, as llama.cpp places them; ``n_gpu_layers="auto"`` finds the most that fit in ``gpu_mem``.
+
+A remote plan honours the command's time budget (``--max-seconds``) between its steps, not only while fetching.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from ..api.registry import load
+from ..errors import FormatError
+from ..sources.options import options
+from .cache import CacheLayer, kv_cache, recurrent_state
+from .compute import compute_bytes
+from .context import ContextRequest, ResolvedContext, request_refused, resolve
+from .shape import ModelShape, refused, shown
+from .weights import INPUT, OUTPUT, WeightBuffers, cpu_features, on_gpu, weight_buffers
+
+__all__ = ["Plan", "plan", "plan_shape"]
+
+#: the most n_gpu_layers llama.cpp's int32 parameter holds
+_MAX_GPU_LAYERS = 2**31 - 1
+
+
+@dataclass
+class Plan:
+    """llama.cpp's buffers for one model and context, in bytes. ``compute_bytes`` is None where the compute
+    graph of the architecture is not modelled; ``notes`` say what could not be planned and why."""
+
+    architecture: str
+    context: ResolvedContext
+    weights: WeightBuffers
+    kv_layers: list[CacheLayer]
+    recurrent_layers: list[CacheLayer]
+    compute_bytes: int | None
+    n_gpu_layers: int = 0
+    #: the GPU's part (model, cache, compute and total bytes); empty when nothing is offloaded and no
+    #: ``gpu_mem`` was given
+    gpu: dict[str, int] = field(default_factory=dict)
+    #: the GPU memory ``n_gpu_layers="auto"`` fitted the layers in, or None
+    gpu_mem: int | None = None
+    #: the model's repeating layers (n_gpu_layers counts them and the output layer)
+    n_layer: int = 0
+    notes: list[str] = field(default_factory=list)
+    features: tuple[str, ...] = ()
+
+    @property
+    def model_bytes(self) -> int:
+        return self.weights.total
+
+    @property
+    def kv_bytes(self) -> int:
+        return sum(layer.nbytes for layer in self.kv_layers)
+
+    @property
+    def recurrent_bytes(self) -> int:
+        return sum(layer.nbytes for layer in self.recurrent_layers)
+
+    @property
+    def total_bytes(self) -> int | None:
+        """Everything llama.cpp's memory breakdown counts, or None when the compute buffer is unknown."""
+        if self.compute_bytes is None:
+            return None
+        return self.model_bytes + self.kv_bytes + self.recurrent_bytes + self.compute_bytes
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as JSON-ready data: byte counts as integers (None where unknown)."""
+        layer_names = {INPUT: "input", OUTPUT: "output"}
+        return {
+            "architecture": self.architecture,
+            "n_ctx": self.context.n_ctx,
+            "context": asdict(self.context),
+            "model_bytes": self.model_bytes,
+            "kv_bytes": self.kv_bytes,
+            "recurrent_bytes": self.recurrent_bytes,
+            "compute_bytes": self.compute_bytes,
+            "total_bytes": self.total_bytes,
+            "model_buffers": dict(self.weights.by_buffer),
+            "repacked_tensors": list(self.weights.repacked),
+            "model_bytes_by_layer": {layer_names.get(k, str(k)): v for k, v in sorted(self.weights.by_layer.items())},
+            "kv_layers": [asdict(layer) for layer in self.kv_layers],
+            "recurrent_layers": [asdict(layer) for layer in self.recurrent_layers],
+            "n_gpu_layers": self.n_gpu_layers,
+            "gpu": self.gpu,
+            "gpu_mem": self.gpu_mem,
+            "n_layer": self.n_layer,
+            "cpu_features": list(self.features),
+            "notes": self.notes,
+        }
+
+
+def _compute(shape: ModelShape, ctx: ResolvedContext, checkpoint: Callable[[], None]) -> tuple[int | None, str | None]:
+    try:
+        return compute_bytes(shape, ctx, checkpoint), None
+    except NotImplementedError as e:
+        return None, f"the compute buffer is not modelled for {shape.arch!r}: {e}"
+    except (TypeError, ValueError, ArithmeticError, LookupError) as e:
+        if isinstance(e, FormatError):  # a refusal already, or the deadline
+            raise
+        # an optional key the graph reads (expert gating, scales, flags) of a type or value no converter writes:
+        # llama.cpp's get_key refuses such a file, and so does the plan
+        raise refused("", f"{shape.arch}: a key the compute graph reads has a type or value llama.cpp refuses ({e})") from None
+
+
+def _checkpoint(source: object) -> Callable[[], None]:
+    """A check of the command's remote deadline (``--max-seconds``) to call between steps; nothing without one."""
+    budget = options().budget
+    if budget is None or budget.deadline is None:
+        return lambda: None
+    return lambda: budget.check_time(str(source))
+
+
+def _check_gpu(n_gpu_layers: object, gpu_mem: object) -> None:
+    """Refuse GPU parameters llama.cpp cannot take, and a ``gpu_mem`` that would be ignored."""
+    if n_gpu_layers != "auto" and (
+        isinstance(n_gpu_layers, bool) or not isinstance(n_gpu_layers, int) or not 0 <= n_gpu_layers <= _MAX_GPU_LAYERS
+    ):
+        raise request_refused(
+            f"n_gpu_layers is {shown(n_gpu_layers)}, not 'auto' or a whole number up to {_MAX_GPU_LAYERS}", "n_gpu_layers"
+        )
+    if gpu_mem is not None and (isinstance(gpu_mem, bool) or not isinstance(gpu_mem, int) or not 0 <= gpu_mem < 2**64):
+        raise request_refused(f"gpu_mem is {shown(gpu_mem)}, not a byte count below 2**64", "gpu_mem")
+    if n_gpu_layers == "auto" and gpu_mem is None:
+        raise request_refused("n_gpu_layers='auto' needs gpu_mem (the GPU memory to fit layers in)", "gpu_mem")
+    if n_gpu_layers != "auto" and gpu_mem is not None:
+        raise request_refused("gpu_mem is used only to find n_gpu_layers='auto'; with a number of layers it would be ignored", "gpu_mem")
+
+
+def plan_shape(
+    shape: ModelShape,
+    request: ContextRequest | None = None,
+    *,
+    features: tuple[str, ...] | frozenset[str] | None = None,
+    use_mmap: bool = True,
+    n_gpu_layers: int | Literal["auto"] = 0,
+    gpu_mem: int | None = None,
+    checkpoint: Callable[[], None] = lambda: None,
+) -> Plan:
+    """The plan for a model whose shape is known (see ``plan`` for the parameters); ``checkpoint`` is called
+    between steps (it raises to stop the plan: a deadline)."""
+    request = request or ContextRequest()
+    _check_gpu(n_gpu_layers, gpu_mem)
+    feats = frozenset(cpu_features() if features is None else features)
+    ctx = resolve(shape, request)
+    checkpoint()
+    notes = []
+    if not shape.known:
+        notes.append(
+            f"architecture {shown(shape.arch)} is not in schema/memory.json: its weights are planned, "
+            "its KV cache, recurrent state and compute buffer are not"
+        )
+    compute, why = _compute(shape, ctx, checkpoint) if shape.known else (None, None)
+    if why:
+        notes.append(why)
+    kv, rs = kv_cache(shape, ctx), recurrent_state(shape, ctx)
+    checkpoint()
+    if n_gpu_layers == "auto":
+        assert gpu_mem is not None  # _check_gpu
+        n_gpu_layers = _most_layers(shape, kv, rs, compute, gpu_mem, feats, use_mmap, checkpoint)
+        if n_gpu_layers == 0:
+            one = weight_buffers(shape, features=feats, use_mmap=use_mmap, n_gpu_layers=1)
+            need = _gpu_share(shape, kv, rs, compute, one, 1)["total_bytes"]
+            notes.append(f"no layer fits in gpu_mem ({gpu_mem} bytes): offloading the output layer alone needs {need} bytes")
+    weights = weight_buffers(shape, features=feats, use_mmap=use_mmap, n_gpu_layers=n_gpu_layers)
+    gpu = _gpu_share(shape, kv, rs, compute, weights, n_gpu_layers) if n_gpu_layers or gpu_mem is not None else {}
+    if n_gpu_layers:
+        notes.append(
+            "GPU sizes follow the CPU's rules (tensor sizes padded to 32 bytes; the GPU's compute buffer taken "
+            "as the CPU's): a GPU backend may pad more; only CPU sizes are checked against llama.cpp"
+        )
+    return Plan(shape.arch, ctx, weights, kv, rs, compute, n_gpu_layers, gpu, gpu_mem, shape.n_layer, notes, tuple(sorted(feats)))
+
+
+def _gpu_share(shape, kv, rs, compute, weights: WeightBuffers, n_gpu_layers: int) -> dict[str, int]:
+    """The GPU's part: offloaded weights, the KV cache and state of offloaded layers, and a compute buffer."""
+    if not n_gpu_layers:
+        return {"model_bytes": 0, "cache_bytes": 0, "compute_bytes": 0, "total_bytes": 0}
+    cache = sum(layer.nbytes for layer in kv + rs if on_gpu(layer.layer, shape.n_layer, n_gpu_layers))
+    out = {"model_bytes": weights.gpu, "cache_bytes": cache, "compute_bytes": compute or 0}
+    out["total_bytes"] = sum(out.values())
+    return out
+
+
+def _most_layers(shape, kv, rs, compute, gpu_mem: int, feats, use_mmap: bool, checkpoint: Callable[[], None]) -> int:
+    """The largest n_gpu_layers (0 to n_layer + 1) whose GPU share fits in ``gpu_mem`` bytes: a binary search
+    over ``gpu_total``, as each more layer offloaded only adds to the share."""
+    everything = weight_buffers(shape, features=feats, use_mmap=use_mmap, n_gpu_layers=shape.n_layer + 1)
+    fits, too_many = 0, shape.n_layer + 2
+    while too_many - fits > 1:
+        checkpoint()
+        n = (fits + too_many) // 2
+        if gpu_total(shape, kv, rs, compute, everything, n) > gpu_mem:
+            too_many = n
+        else:
+            fits = n
+    return fits
+
+
+def gpu_total(shape: ModelShape, kv, rs, compute: int | None, everything: WeightBuffers, n_gpu_layers: int) -> int:
+    """The GPU share's total bytes with ``n_gpu_layers`` offloaded, from the weights planned with every layer
+    offloaded (``everything``): a layer's weights are on the GPU whole or not at all, so the GPU's weights are the
+    offloaded layers' part of ``everything.by_layer`` (the bytes ``weight_buffers`` counts for them)."""
+    if not n_gpu_layers:
+        return 0
+    model = sum(v for layer, v in everything.by_layer.items() if on_gpu(layer, shape.n_layer, n_gpu_layers))
+    cache = sum(layer.nbytes for layer in kv + rs if on_gpu(layer.layer, shape.n_layer, n_gpu_layers))
+    return model + cache + (compute or 0)
+
+
+def plan(
+    source: str | os.PathLike[str] | Any,
+    *,
+    n_ctx: int = 0,
+    n_batch: int = 0,
+    n_ubatch: int = 0,
+    n_seq_max: int = 1,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    flash_attn: Literal["auto", "on", "off"] = "auto",
+    kv_unified: bool = False,
+    swa_full: bool = False,
+    use_mmap: bool = True,
+    n_gpu_layers: int | Literal["auto"] = 0,
+    gpu_mem: int | None = None,
+    features: tuple[str, ...] | frozenset[str] | None = None,
+) -> Plan:
+    """llama.cpp's memory for the GGUF model at ``source`` (a path, the first shard of a split set, a URL, or an
+    opened ``GGUFFile``), with llama.cpp's context parameters (0: its defaults; ``n_ctx`` 0 is the training
+    context). ``features`` are the CPU's ('avx2', 'avx512'; default: this machine's), which decide the weights
+    llama.cpp repacks."""
+    request = ContextRequest(n_ctx, n_batch, n_ubatch, n_seq_max, type_k, type_v, flash_attn, kv_unified, swa_full)
+    _check_gpu(n_gpu_layers, gpu_mem)
+    checkpoint = _checkpoint(source)
+    if hasattr(source, "metadata") and hasattr(source, "tensors"):
+        shape = ModelShape.of(source)
+    else:
+        f = load(source, format="gguf", strict=False)
+        try:
+            checkpoint()
+            shape = ModelShape.of(f)
+        finally:
+            f.close()
+    checkpoint()
+    kwargs: dict[str, Any] = {"n_gpu_layers": n_gpu_layers, "gpu_mem": gpu_mem}
+    return plan_shape(shape, request, features=features, use_mmap=use_mmap, checkpoint=checkpoint, **kwargs)
