@@ -80,7 +80,7 @@ class MappedSource:
 def _signature(view: memoryview, path: str) -> tuple[int, int, int, int] | None:
     """The opened file's (device, inode, size, mtime_ns): from the map's own descriptor, else (an empty file is
     not mapped) from the path."""
-    from ..formats.filedata import _owner
+    from ..formats.streaming import _owner
 
     owner = _owner(view)
     try:

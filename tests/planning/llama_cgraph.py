@@ -13,7 +13,7 @@ import ctypes
 import struct
 from pathlib import Path
 
-from gguf_construct.planning.compute.ggml_ir import Graph, Tensor
+from gguf_construct.planning.compute.ggml_ir import GgmlTensor, Graph
 from tests.llama_memory import _TENSOR, _context, _lib, _load
 
 _FLAG_INPUT, _FLAG_OUTPUT = 1, 2  # ggml.h enum ggml_tensor_flag
@@ -62,9 +62,9 @@ def reserved_graph(path: str | Path, *, n_tokens: int, n_seqs: int = 1, n_output
     try:
         g = lib.reserve_fn(ctx, n_tokens, n_seqs, n_tokens if n_outputs is None else n_outputs)
         node_ptrs, leaf_ptrs = _cgraph(g)
-        made: dict[int, Tensor] = {}
+        made: dict[int, GgmlTensor] = {}
 
-        def convert(p: int) -> Tensor:
+        def convert(p: int) -> GgmlTensor:
             if p in made:
                 return made[p]
             raw = ctypes.string_at(p, _TENSOR)
@@ -75,7 +75,7 @@ def reserved_graph(path: str | Path, *, n_tokens: int, n_seqs: int = 1, n_output
             (flags,) = struct.unpack_from("<i", raw, 148)
             srcs = [s for s in struct.unpack_from("<10Q", raw, 152) if s]
             view_src, view_offs, data = struct.unpack_from("<3Q", raw, 232)
-            t = Tensor(
+            t = GgmlTensor(
                 type=ggml.ggml_type_name(typ).decode(),
                 ne=ne,
                 nb=nb,

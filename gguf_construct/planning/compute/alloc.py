@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..shape import memory_table
-from .ggml_ir import INPLACE_OPS, Graph, Tensor, refuse
+from .ggml_ir import INPLACE_OPS, GgmlTensor, Graph, refuse
 
 __all__ = ["CPU_ALIGNMENT", "DynAllocator", "graph_bytes", "reserve_bytes"]
 
@@ -130,7 +130,7 @@ class _State:
     addr: tuple[int, int] = (0, 0)
 
 
-def _same_layout(a: Tensor, b: Tensor) -> bool:
+def _same_layout(a: GgmlTensor, b: GgmlTensor) -> bool:
     return a.type == b.type and a.ne == b.ne and a.nb == b.nb
 
 
@@ -141,19 +141,19 @@ class _GraphAllocator:
         self.alloc = alloc
         self.state: dict[int, _State] = {}
 
-    def hn(self, t: Tensor) -> _State:
+    def hn(self, t: GgmlTensor) -> _State:
         s = self.state.get(id(t))
         if s is None:
             s = self.state[id(t)] = _State()
         return s
 
-    def is_own(self, t: Tensor) -> bool:
+    def is_own(self, t: GgmlTensor) -> bool:
         return self.hn(t).allocated
 
-    def is_allocated(self, t: Tensor) -> bool:
+    def is_allocated(self, t: GgmlTensor) -> bool:
         return t.external or self.is_own(t)
 
-    def free_extra_space(self, node: Tensor, parent: Tensor) -> None:
+    def free_extra_space(self, node: GgmlTensor, parent: GgmlTensor) -> None:
         """The bytes a smaller in-place result leaves free at the end of its parent's block."""
         p = self.hn(parent)
         parent_size = _align(parent.nbytes, self.alloc.alignment)
@@ -161,7 +161,7 @@ class _GraphAllocator:
         if parent_size > node_size:
             self.alloc.free(p.addr[0], p.addr[1] + node_size, parent_size - node_size)
 
-    def allocate_node(self, node: Tensor) -> None:
+    def allocate_node(self, node: GgmlTensor) -> None:
         hn = self.hn(node)
         if self.is_allocated(node) or node.is_view:
             return
@@ -193,7 +193,7 @@ class _GraphAllocator:
                         return
         hn.addr = self.alloc.alloc(node.nbytes)
 
-    def free_node(self, node: Tensor) -> None:
+    def free_node(self, node: GgmlTensor) -> None:
         if node.output:
             return
         hn = self.hn(node)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .ggml_ir import Tensor
+from .ggml_ir import GgmlTensor
 from .llama_blocks import GraphBuilder, KVInput
 
 __all__ = ["RECIPES", "Recipe", "build_dense"]
@@ -85,12 +85,12 @@ RECIPES: dict[str, Recipe] = _recipes()
 class _Inputs:
     """The graph inputs every layer reads: positions, the KV caches' inputs, the output rows."""
 
-    pos: Tensor
-    attn_scale: Tensor | None
+    pos: GgmlTensor
+    attn_scale: GgmlTensor | None
     full: KVInput
     swa: KVInput | None
-    out_ids: Tensor
-    rope_factors: Tensor | None
+    out_ids: GgmlTensor
+    rope_factors: GgmlTensor | None
     iswa: bool
     residual_scale: bool
 
@@ -127,7 +127,7 @@ def _inputs(b: GraphBuilder, recipe: Recipe) -> _Inputs:
     return _Inputs(pos, attn_scale, full, swa, b.inp_out_ids(), b.w("rope_freqs.weight"), iswa, residual_scale)
 
 
-def _layer(b: GraphBuilder, recipe: Recipe, inputs: _Inputs, il: int, inp_l: Tensor) -> Tensor:
+def _layer(b: GraphBuilder, recipe: Recipe, inputs: _Inputs, il: int, inp_l: GgmlTensor) -> GgmlTensor:
     """One layer: attention over the cache, then the feed-forward, each with its residual sum."""
     g, shape = b.g, b.shape
     rms = recipe.norm == "rms"
@@ -186,7 +186,7 @@ def _layer(b: GraphBuilder, recipe: Recipe, inputs: _Inputs, il: int, inp_l: Ten
     return g.add(ffn_inp, cur) if recipe.ffn_residual_first else g.add(cur, ffn_inp)
 
 
-def _output(b: GraphBuilder, recipe: Recipe, inp_l: Tensor) -> None:
+def _output(b: GraphBuilder, recipe: Recipe, inp_l: GgmlTensor) -> None:
     """The output norm (t_embd) and the logits (t_logits), both graph outputs."""
     g, shape = b.g, b.shape
     cur = b.norm(inp_l, b.need("output_norm.weight"), b.w("output_norm.bias"), rms=recipe.norm == "rms")

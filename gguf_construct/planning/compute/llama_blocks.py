@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ...core.tables import GGML_TYPES
-from .ggml_ir import Ggml, Tensor, refuse, row_size
+from .ggml_ir import Ggml, GgmlTensor, refuse, row_size
 
 __all__ = ["Batch", "ContextLike", "GraphBuilder", "KVInput", "ShapeLike"]
 
@@ -117,11 +117,11 @@ class KVInput:
     ``n_kv`` cells per stream and the cache's layers' head sizes."""
 
     n_kv: int
-    k_idxs: Tensor
-    v_idxs: Tensor
-    kq_mask: Tensor
-    k_rot: Tensor | None
-    v_rot: Tensor | None
+    k_idxs: GgmlTensor
+    v_idxs: GgmlTensor
+    kq_mask: GgmlTensor
+    k_rot: GgmlTensor | None
+    v_rot: GgmlTensor | None
 
 
 def _is_quantized(ggml_type: str) -> bool:
@@ -136,13 +136,13 @@ class GraphBuilder:
         self.shape, self.ctx, self.batch = shape, ctx, batch
         self.g = Ggml()
         self.n_tokens = batch.n_tokens
-        self._weights: dict[str, Tensor] = {}
+        self._weights: dict[str, GgmlTensor] = {}
         #: hparams.attn_soft_cap: attention logits soft-capped (three more ops without flash attention)
         self.attn_soft_cap = False
 
     # -- the model's tensors ---------------------------------------------------------------------------
-    def w(self, name: str) -> Tensor | None:
-        """The model tensor ``name`` (one Tensor per name), or None when the file does not have it."""
+    def w(self, name: str) -> GgmlTensor | None:
+        """The model tensor ``name`` (one per name), or None when the file does not have it."""
         t = self._weights.get(name)
         if t is None:
             span = self.shape.tensor(name)
@@ -151,17 +151,17 @@ class GraphBuilder:
             t = self._weights[name] = self.g.external(span.type, *span.shape, name=name)
         return t
 
-    def need(self, name: str) -> Tensor:
+    def need(self, name: str) -> GgmlTensor:
         t = self.w(name)
         if t is None:
             raise refuse(f"the model has no tensor {name}")
         return t
 
-    def layer(self, il: int, name: str) -> Tensor | None:
+    def layer(self, il: int, name: str) -> GgmlTensor | None:
         return self.w(f"blk.{il}.{name}")
 
     # -- inputs (llm_graph_context::build_inp_*) ---------------------------------------------------------
-    def inp_embd(self) -> Tensor:
+    def inp_embd(self) -> GgmlTensor:
         """build_inp_embd: token rows of token_embd; the embeddings input is built too (and allocated) though
         the token path is the one selected (ggml_build_forward_select)."""
         g = self.g
@@ -172,11 +172,11 @@ class GraphBuilder:
         g.expand(embd)
         return cur
 
-    def inp_pos(self, n_pos_per_embd: int = 1) -> Tensor:
+    def inp_pos(self, n_pos_per_embd: int = 1) -> GgmlTensor:
         """build_inp_pos: a position per token (four with the multi-section rope)."""
         return self.g.input("i32", self.n_tokens * n_pos_per_embd, name="inp_pos")
 
-    def inp_out_ids(self) -> Tensor:
+    def inp_out_ids(self) -> GgmlTensor:
         return self.g.input("i32", self.batch.n_outputs, name="inp_out_ids")
 
     def _kv_input(self, n_kv: int, layers: Sequence[int]) -> KVInput:
@@ -194,7 +194,7 @@ class GraphBuilder:
         k_rot, v_rot = self._rotations(layers)
         return KVInput(n_kv, k_idxs, v_idxs, kq_mask, k_rot, v_rot)
 
-    def _rotations(self, layers: Sequence[int]) -> tuple[Tensor | None, Tensor | None]:
+    def _rotations(self, layers: Sequence[int]) -> tuple[GgmlTensor | None, GgmlTensor | None]:
         """The Hadamard rotations llama.cpp applies around a quantized KV cache (llama_kv_cache's attn_rot_k /
         attn_rot_v, src/llama-kv-cache.cpp): when every layer of the cache has one head size that is a multiple
         of 64; K's matrix is the largest power of two dividing the head size, V's is 64."""
@@ -225,7 +225,7 @@ class GraphBuilder:
         return self._kv_input(self.ctx.n_ctx_seq, full), self._kv_input(self.ctx.n_ctx_swa, swa)
 
     # -- blocks ------------------------------------------------------------------------------------------
-    def norm(self, cur: Tensor, weight: Tensor | None, bias: Tensor | None = None, *, rms: bool = True) -> Tensor:
+    def norm(self, cur: GgmlTensor, weight: GgmlTensor | None, bias: GgmlTensor | None = None, *, rms: bool = True) -> GgmlTensor:
         """build_norm (LLM_NORM_RMS or LLM_NORM), then the weight and bias."""
         g = self.g
         cur = g.rms_norm(cur) if rms else g.norm(cur)
@@ -235,12 +235,14 @@ class GraphBuilder:
             cur = g.add(cur, bias)
         return cur
 
-    def mm(self, w: Tensor, cur: Tensor, scale: Tensor | None = None) -> Tensor:
+    def mm(self, w: GgmlTensor, cur: GgmlTensor, scale: GgmlTensor | None = None) -> GgmlTensor:
         """build_lora_mm (no adapters): the product, times the weight's scale tensor if it has one."""
         res = self.g.mul_mat(w, cur)
         return self.g.mul(res, scale) if scale is not None else res
 
-    def qkv(self, il: int, cur: Tensor, full_norms: tuple[Tensor, Tensor | None] | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    def qkv(
+        self, il: int, cur: GgmlTensor, full_norms: tuple[GgmlTensor, GgmlTensor | None] | None = None
+    ) -> tuple[GgmlTensor, GgmlTensor, GgmlTensor]:
         """build_qkv: Q, K, V as [head, heads, tokens], from attn_qkv (views of one product) or attn_q/k/v
         (each with its optional bias); ``full_norms``: RMS norms of Q and K over all heads, before the split
         (olmo2)."""
@@ -271,7 +273,7 @@ class GraphBuilder:
         v = g.reshape(out[2], s.head_v[il], n_head_kv, self.n_tokens)
         return q, k, v
 
-    def _mul_mat_aux(self, cur: Tensor, rot: Tensor) -> Tensor:
+    def _mul_mat_aux(self, cur: GgmlTensor, rot: GgmlTensor) -> GgmlTensor:
         """ggml_mul_mat_aux (src/llama-graph.cpp): ``cur`` times a rotation, in rows of its size."""
         g = self.g
         n = rot.ne[0]
@@ -280,7 +282,7 @@ class GraphBuilder:
         res = g.mul_mat(rot, res)
         return g.reshape(res, *cur.ne)
 
-    def _cache(self, il: int, n_kv: int) -> tuple[Tensor, Tensor]:
+    def _cache(self, il: int, n_kv: int) -> tuple[GgmlTensor, GgmlTensor]:
         """Layer ``il``'s K and V cache tensors (llama_kv_cache: [n_embd_k_gqa, kv_size, n_stream]; without
         flash attention V is stored transposed, every layer's row as wide as the widest layer's)."""
         s, ctx = self.shape, self.ctx
@@ -296,7 +298,7 @@ class GraphBuilder:
             self._weights[key + "v"] = v
         return self._weights[key], self._weights[key + "v"]
 
-    def _cpy_k(self, k_cache: Tensor, k_cur: Tensor, k_idxs: Tensor) -> Tensor:
+    def _cpy_k(self, k_cache: GgmlTensor, k_cur: GgmlTensor, k_idxs: GgmlTensor) -> GgmlTensor:
         g = self.g
         n_embd_gqa = k_cur.ne[0] * k_cur.ne[1]
         cur = g.view(k_cur, n_embd_gqa, k_cur.ne[2], nb=(k_cur.nb[2],))
@@ -304,7 +306,7 @@ class GraphBuilder:
             k_cache = g.reshape(k_cache, k_cache.ne[0], k_cache.ne[1] * k_cache.ne[2])
         return g.set_rows(k_cache, cur, k_idxs)
 
-    def _cpy_v(self, v_cache: Tensor, v_cur: Tensor, v_idxs: Tensor) -> Tensor:
+    def _cpy_v(self, v_cache: GgmlTensor, v_cur: GgmlTensor, v_idxs: GgmlTensor) -> GgmlTensor:
         g = self.g
         n_embd_gqa = v_cur.ne[0] * v_cur.ne[1]
         n_tokens = v_cur.ne[2]
@@ -324,7 +326,7 @@ class GraphBuilder:
         cur = g.reshape(cur, 1, cur.ne[0] * cur.ne[1] * cur.ne[2] * cur.ne[3])
         return g.set_rows(view, cur, v_idxs)
 
-    def _get_k(self, k_cache: Tensor, il: int, n_kv: int) -> Tensor:
+    def _get_k(self, k_cache: GgmlTensor, il: int, n_kv: int) -> GgmlTensor:
         s = self.shape
         head, n_head_kv, n_embd_gqa = s.head_k[il], s.n_head_kv[il], k_cache.ne[0]
         t = k_cache.type
@@ -333,7 +335,7 @@ class GraphBuilder:
             nb=(row_size(t, head), row_size(t, n_embd_gqa), row_size(t, n_embd_gqa * n_kv)),
         )  # fmt: skip
 
-    def _get_v(self, v_cache: Tensor, il: int, n_kv: int) -> Tensor:
+    def _get_v(self, v_cache: GgmlTensor, il: int, n_kv: int) -> GgmlTensor:
         s = self.shape
         head, n_head_kv, n_embd_gqa = s.head_v[il], s.n_head_kv[il], v_cache.ne[0]
         t = v_cache.type
@@ -347,7 +349,7 @@ class GraphBuilder:
             nb=(row_size(t, n_kv * head), row_size(t, n_kv), row_size(t, n_kv * n_embd_gqa)),
         )  # fmt: skip
 
-    def attn_mha(self, q: Tensor, k: Tensor, v: Tensor, kq_mask: Tensor, v_mla: Tensor | None = None) -> Tensor:
+    def attn_mha(self, q: GgmlTensor, k: GgmlTensor, v: GgmlTensor, kq_mask: GgmlTensor, v_mla: GgmlTensor | None = None) -> GgmlTensor:
         """build_attn_mha: flash attention, or KQ, softmax and KQV; with ``v_mla`` (DeepSeek's latent attention)
         the result decompressed through it; the heads merged back into rows."""
         g, ctx = self.g, self.ctx
@@ -388,8 +390,8 @@ class GraphBuilder:
         g.expand(cur)
         return cur
 
-    def attn(self, inp: KVInput, il: int, q: Tensor, k: Tensor, v: Tensor, wo: Tensor | None, wo_b: Tensor | None,
-             *, iswa: bool = False) -> Tensor:  # fmt: skip
+    def attn(self, inp: KVInput, il: int, q: GgmlTensor, k: GgmlTensor, v: GgmlTensor, wo: GgmlTensor | None, wo_b: GgmlTensor | None,
+             *, iswa: bool = False) -> GgmlTensor:  # fmt: skip
         """build_attn with a KV cache: rotate, store K and V into the cache, attend over the cache's view,
         project with ``wo``. ``iswa``: llama_kv_cache_iswa's variant (Q, K, V expanded in that order)."""
         g = self.g
@@ -413,7 +415,7 @@ class GraphBuilder:
             cur = g.add(cur, wo_b)
         return cur
 
-    def ffn(self, cur: Tensor, il: int, act: str, par: bool) -> Tensor:
+    def ffn(self, cur: GgmlTensor, il: int, act: str, par: bool) -> GgmlTensor:
         """build_ffn with the layer's ffn_up / ffn_gate / ffn_down (and their optional biases): ``act`` is
         SILU or GELU (a SWIGLU/GEGLU of gate and up when ``par``) or SWIGLU/GEGLU of one fused up."""
         g = self.g

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol, cast
 
-from .ggml_ir import Tensor, row_size
+from .ggml_ir import GgmlTensor, row_size
 from .llama_blocks import GraphBuilder, KVInput, ShapeLike
 from .moe import GATING, moe_ffn
 
@@ -28,7 +28,9 @@ class MlaShape(ShapeLike, Protocol):
     n_lora_kv: int
 
 
-def _attn_k(b: GraphBuilder, inp: KVInput, il: int, q: Tensor, k: Tensor, v: Tensor, wo: Tensor, v_mla: Tensor) -> Tensor:
+def _attn_k(
+    b: GraphBuilder, inp: KVInput, il: int, q: GgmlTensor, k: GgmlTensor, v: GgmlTensor, wo: GgmlTensor, v_mla: GgmlTensor
+) -> GgmlTensor:
     """build_attn over a K-only cache (llm_graph_input_attn_k): Q, V, K expanded in that order, K stored, V a
     view of the cached K."""
     g = b.g
@@ -42,7 +44,7 @@ def _attn_k(b: GraphBuilder, inp: KVInput, il: int, q: Tensor, k: Tensor, v: Ten
     return b.mm(wo, cur, b.layer(il, "attn_output.scale"))
 
 
-def _shared_ffn(b: GraphBuilder, cur: Tensor, il: int) -> Tensor:
+def _shared_ffn(b: GraphBuilder, cur: GgmlTensor, il: int) -> GgmlTensor:
     """build_ffn of the shared experts (SiLU, gate and up in parallel)."""
     g = b.g
     up = b.mm(b.need(f"blk.{il}.ffn_up_shexp.weight"), cur)

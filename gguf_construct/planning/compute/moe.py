@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ggml_ir import Tensor
+from .ggml_ir import GgmlTensor
 from .llama_blocks import GraphBuilder, KVInput
 
 __all__ = ["GATING", "MoeRecipe", "build_llama_moe", "build_moe", "has_experts", "moe_ffn"]
@@ -21,14 +21,14 @@ __all__ = ["GATING", "MoeRecipe", "build_llama_moe", "build_moe", "has_experts",
 GATING = {1: "softmax", 2: "sigmoid", 3: "softmax_weight"}
 
 
-def _argsort_top_k(b: GraphBuilder, a: Tensor, k: int) -> Tensor:
+def _argsort_top_k(b: GraphBuilder, a: GgmlTensor, k: int) -> GgmlTensor:
     """ggml_argsort_top_k: the indices of the k largest values per row, a view of the row's full argsort."""
     g = b.g
     s = g.argsort(a)
     return g.view(s, k, s.ne[1], s.ne[2], s.ne[3], nb=(s.nb[1], s.nb[2], s.nb[3]))
 
 
-def _biased(b: GraphBuilder, cur: Tensor, il: int, name: str, selected: Tensor) -> Tensor:
+def _biased(b: GraphBuilder, cur: GgmlTensor, il: int, name: str, selected: GgmlTensor) -> GgmlTensor:
     """ggml_add_id: the chosen experts' biases added, when the file has them (``{name}.bias``)."""
     bias = b.layer(il, f"{name}.bias")
     return b.g.dup("ADD_ID", cur, bias, selected) if bias is not None else cur
@@ -36,7 +36,7 @@ def _biased(b: GraphBuilder, cur: Tensor, il: int, name: str, selected: Tensor) 
 
 def moe_ffn(
     b: GraphBuilder,
-    cur: Tensor,
+    cur: GgmlTensor,
     il: int,
     *,
     n_expert: int,
@@ -44,11 +44,11 @@ def moe_ffn(
     norm_w: bool,
     w_scale: float,
     gating: str,
-    exp_probs_b: Tensor | None = None,
+    exp_probs_b: GgmlTensor | None = None,
     n_expert_groups: int = 0,
     n_group_used: int = 0,
     act: str = "SILU",
-) -> Tensor:
+) -> GgmlTensor:
     """build_moe_ffn with gated experts (separate gate/up experts, or one merged ffn_gate_up_exps, with their
     biases where the file has them): ``act`` SILU (a SwiGLU of gate and up) or SWIGLU_OAI (gpt-oss's)."""
     g = b.g
@@ -125,7 +125,7 @@ def moe_ffn(
     return g.cont(out) if n_expert_used == 1 else out
 
 
-def _shared_expert(b: GraphBuilder, cur: Tensor, il: int) -> Tensor | None:
+def _shared_expert(b: GraphBuilder, cur: GgmlTensor, il: int) -> GgmlTensor | None:
     """The shared experts: a SwiGLU FFN (glm4moe), scaled per token by silu(g) / g of its own router output g
     where the layer has that router (qwen2moe); None for a layer without them."""
     up_w = b.layer(il, "ffn_up_shexp.weight")

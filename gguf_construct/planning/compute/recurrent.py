@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, cast
 
-from .ggml_ir import Ggml, Tensor
+from .ggml_ir import Ggml, GgmlTensor
 from .llama_blocks import GraphBuilder, ShapeLike
 
 __all__ = ["RECURRENT", "build_mamba", "build_mamba2", "build_rwkv6", "build_rwkv7"]
@@ -52,19 +52,19 @@ class _Recurrent:
         self.n_rs, self.rs_head, self.rs_z = self.rs_size, 0, 0
         self.n_embd = b.shape.n_embd
 
-    def lw(self, il: int, name: str) -> Tensor:
+    def lw(self, il: int, name: str) -> GgmlTensor:
         return self.b.need(f"blk.{il}.{name}")
 
-    def mm(self, il: int, name: str, cur: Tensor) -> Tensor:
+    def mm(self, il: int, name: str, cur: GgmlTensor) -> GgmlTensor:
         """build_lora_mm of the layer's weight ``name`` (with its scale tensor when the file has one)."""
         return self.b.mm(self.lw(il, f"{name}.weight"), cur, self.b.layer(il, f"{name}.scale"))
 
-    def state(self, kind: str, il: int) -> Tensor:
+    def state(self, kind: str, il: int) -> GgmlTensor:
         """Layer ``il``'s 'r' or 's' state tensor (llama.cpp's cache_r_l / cache_s_l)."""
         size = self.shape.n_embd_r if kind == "r" else self.shape.n_embd_s
         return self.g.external("f32", size, self.rs_size, name=f"cache_{kind}_l{il}")
 
-    def rs_inp(self) -> tuple[Tensor, Tensor]:
+    def rs_inp(self) -> tuple[GgmlTensor, GgmlTensor]:
         """build_rs_inp: the state copy indices, split in the main and the extra ones."""
         g = self.g
         s_copy = g.input("i32", self.n_rs, name="rs_s_copy")
@@ -73,8 +73,12 @@ class _Recurrent:
         return main, extra
 
     def rs(
-        self, inp: tuple[Tensor, Tensor], s: Tensor, state_size: int, get_rows: Callable[[Tensor, Tensor], Tensor] | None = None
-    ) -> Tensor:
+        self,
+        inp: tuple[GgmlTensor, GgmlTensor],
+        s: GgmlTensor,
+        state_size: int,
+        get_rows: Callable[[GgmlTensor, GgmlTensor], GgmlTensor] | None = None,
+    ) -> GgmlTensor:
         """build_rs: zero one cell in place, gather the states of the batch's sequences (``get_rows``, for mamba
         its ssm_scan), copy the others."""
         g, n_seqs = self.g, self.n_seqs
@@ -89,7 +93,7 @@ class _Recurrent:
         g.expand(g.cpy(states_extra, dst))
         return out
 
-    def output(self, cur: Tensor, *, rms: bool) -> None:
+    def output(self, cur: GgmlTensor, *, rms: bool) -> None:
         """The final norm and the logits, both results llama.cpp keeps (ggml_set_output)."""
         b = self.b
         cur = b.norm(cur, b.need("output_norm.weight"), b.w("output_norm.bias"), rms=rms)
@@ -99,27 +103,29 @@ class _Recurrent:
 
 
 # -- ops the dense graphs do not use (ggml/src/ggml.c) -----------------------------------------------------------
-def _ssm_conv(g: Ggml, sx: Tensor, c: Tensor) -> Tensor:
+def _ssm_conv(g: Ggml, sx: GgmlTensor, c: GgmlTensor) -> GgmlTensor:
     return g.new_tensor("f32", c.ne[1], sx.ne[0] - c.ne[0] + 1, sx.ne[2], op="SSM_CONV", src=(sx, c))
 
 
-def _ssm_scan(g: Ggml, s: Tensor, x: Tensor, dt: Tensor, a: Tensor, b: Tensor, c: Tensor, ids: Tensor) -> Tensor:
+def _ssm_scan(
+    g: Ggml, s: GgmlTensor, x: GgmlTensor, dt: GgmlTensor, a: GgmlTensor, b: GgmlTensor, c: GgmlTensor, ids: GgmlTensor
+) -> GgmlTensor:
     """The outputs y and the new states, concatenated in one 1-D tensor."""
     n = x.ne[0] * x.ne[1] * x.ne[2] * x.ne[3] + s.ne[0] * s.ne[1] * s.ne[2] * ids.ne[0]
     return g.new_tensor("f32", n, op="SSM_SCAN", src=(s, x, dt, a, b, c, ids))
 
 
-def _wkv(g: Ggml, op: str, k: Tensor, state: Tensor, *src: Tensor) -> Tensor:
+def _wkv(g: Ggml, op: str, k: GgmlTensor, state: GgmlTensor, *src: GgmlTensor) -> GgmlTensor:
     """ggml_rwkv_wkv6 / ggml_rwkv_wkv7: the outputs then the new states, as rows of S * H."""
     s, h, n_tokens = k.ne[0], k.ne[1], k.ne[2]
     return g.new_tensor("f32", s * h, n_tokens + s * state.ne[1], op=op, src=src)
 
 
-def _l2_norm(g: Ggml, a: Tensor) -> Tensor:
+def _l2_norm(g: Ggml, a: GgmlTensor) -> GgmlTensor:
     return g.dup("L2_NORM", a)
 
 
-def _sub(g: Ggml, a: Tensor, b: Tensor) -> Tensor:
+def _sub(g: Ggml, a: GgmlTensor, b: GgmlTensor) -> GgmlTensor:
     return g.dup("SUB", a, b)
 
 
@@ -164,7 +170,15 @@ def build_mamba(b: GraphBuilder) -> None:
         x = g.reshape(x, 1, d_inner, n_seq_tokens, n_seqs)
         a = r.lw(il, "ssm_a")
 
-        def ssm_rows(states: Tensor, ids: Tensor, x: Tensor = x, dt: Tensor = dt, a: Tensor = a, bb: Tensor = bb, c: Tensor = c) -> Tensor:
+        def ssm_rows(
+            states: GgmlTensor,
+            ids: GgmlTensor,
+            x: GgmlTensor = x,
+            dt: GgmlTensor = dt,
+            a: GgmlTensor = a,
+            bb: GgmlTensor = bb,
+            c: GgmlTensor = c,
+        ) -> GgmlTensor:
             ssm = g.reshape(states, d_state, 1, d_inner, r.rs_size)
             return _ssm_scan(g, ssm, x, dt, a, bb, c, ids)
 
@@ -225,7 +239,15 @@ def build_mamba2(b: GraphBuilder) -> None:
         dt = g.add(g.cont(dt), r.lw(il, "ssm_dt.bias"))
         a = r.lw(il, "ssm_a")
 
-        def ssm_rows(states: Tensor, ids: Tensor, x: Tensor = x, dt: Tensor = dt, a: Tensor = a, bb: Tensor = bb, c: Tensor = c) -> Tensor:
+        def ssm_rows(
+            states: GgmlTensor,
+            ids: GgmlTensor,
+            x: GgmlTensor = x,
+            dt: GgmlTensor = dt,
+            a: GgmlTensor = a,
+            bb: GgmlTensor = bb,
+            c: GgmlTensor = c,
+        ) -> GgmlTensor:
             ssm = g.reshape(states, d_state, head_dim, n_head, r.rs_size)
             return _ssm_scan(g, ssm, x, dt, a, bb, c, ids)
 
@@ -251,8 +273,8 @@ def build_mamba2(b: GraphBuilder) -> None:
 
 
 # -- rwkv6 / rwkv7: the token shift and the layer loop they share ------------------------------------------------
-TimeMix = Callable[[_Recurrent, tuple[Tensor, Tensor], Tensor, Tensor, dict[str, Tensor], int], Tensor]
-ChannelMix = Callable[[_Recurrent, int, Tensor, Tensor], Tensor]
+TimeMix = Callable[[_Recurrent, tuple[GgmlTensor, GgmlTensor], GgmlTensor, GgmlTensor, dict[str, GgmlTensor], int], GgmlTensor]
+ChannelMix = Callable[[_Recurrent, int, GgmlTensor, GgmlTensor], GgmlTensor]
 
 
 def _build_rwkv(b: GraphBuilder, time_mix: TimeMix, channel_mix: ChannelMix) -> None:
@@ -266,7 +288,7 @@ def _build_rwkv(b: GraphBuilder, time_mix: TimeMix, channel_mix: ChannelMix) -> 
     inp_l = b.norm(inp_l, b.need("token_embd_norm.weight"), b.need("token_embd_norm.bias"), rms=False)
     rs_inp = r.rs_inp()
     out_ids = b.inp_out_ids()
-    first: dict[str, Tensor] = {}  # rwkv7's first layer value
+    first: dict[str, GgmlTensor] = {}  # rwkv7's first layer value
     for il in range(s.n_layer):
         inp_l = g.reshape(inp_l, n_embd, n_seq_tokens, n_seqs)
         cache_r = r.state("r", il)  # build_rwkv_token_shift_load
@@ -303,7 +325,7 @@ def _build_rwkv(b: GraphBuilder, time_mix: TimeMix, channel_mix: ChannelMix) -> 
     r.output(inp_l, rms=False)
 
 
-def _wkv_state_store(r: _Recurrent, wkv_output: Tensor, cache_s: Tensor, head_size: int) -> Tensor:
+def _wkv_state_store(r: _Recurrent, wkv_output: GgmlTensor, cache_s: GgmlTensor, head_size: int) -> GgmlTensor:
     """The new wkv state copied back into the layer's cache_s; returns the outputs part."""
     g, n_embd = r.g, r.n_embd
     cur = g.view(wkv_output, n_embd * r.n_tokens)
@@ -313,7 +335,7 @@ def _wkv_state_store(r: _Recurrent, wkv_output: Tensor, cache_s: Tensor, head_si
     return cur
 
 
-def _group_norm(r: _Recurrent, il: int, cur: Tensor, n_head: int) -> Tensor:
+def _group_norm(r: _Recurrent, il: int, cur: GgmlTensor, n_head: int) -> GgmlTensor:
     """The per-head layer norm of the wkv outputs with the time-mix ln weight and bias (when the file has them)."""
     g, n_embd = r.g, r.n_embd
     w, bias = r.b.layer(il, "time_mix_ln.weight"), r.b.layer(il, "time_mix_ln.bias")
@@ -325,12 +347,14 @@ def _group_norm(r: _Recurrent, il: int, cur: Tensor, n_head: int) -> Tensor:
     return g.add(g.mul(cur, w), bias)
 
 
-def _lerp(r: _Recurrent, il: int, name: str, sx: Tensor, cur: Tensor) -> Tensor:
+def _lerp(r: _Recurrent, il: int, name: str, sx: GgmlTensor, cur: GgmlTensor) -> GgmlTensor:
     g = r.g
     return g.add(g.mul(sx, r.lw(il, f"{name}.weight")), cur)
 
 
-def _rwkv6_time_mix(r: _Recurrent, rs_inp: tuple[Tensor, Tensor], cur: Tensor, x_prev: Tensor, first: dict[str, Tensor], il: int) -> Tensor:
+def _rwkv6_time_mix(
+    r: _Recurrent, rs_inp: tuple[GgmlTensor, GgmlTensor], cur: GgmlTensor, x_prev: GgmlTensor, first: dict[str, GgmlTensor], il: int
+) -> GgmlTensor:
     """build_rwkv6_time_mix of llama.cpp src/models/rwkv6-base.cpp (rwkv6: time_mix_first is present)."""
     b, g, s = r.b, r.g, r.shape
     n_embd, n_tokens = r.n_embd, r.n_tokens
@@ -392,7 +416,7 @@ def _rwkv6_time_mix(r: _Recurrent, rs_inp: tuple[Tensor, Tensor], cur: Tensor, x
     return g.reshape(cur, n_embd, r.n_seq_tokens, r.n_seqs)
 
 
-def _rwkv6_channel_mix(r: _Recurrent, il: int, cur: Tensor, x_prev: Tensor) -> Tensor:
+def _rwkv6_channel_mix(r: _Recurrent, il: int, cur: GgmlTensor, x_prev: GgmlTensor) -> GgmlTensor:
     g = r.g
     sx = _sub(g, x_prev, cur)
     xk = _lerp(r, il, "channel_mix_lerp_k", sx, cur)
@@ -407,14 +431,16 @@ def build_rwkv6(b: GraphBuilder) -> None:
     _build_rwkv(b, _rwkv6_time_mix, _rwkv6_channel_mix)
 
 
-def _lora(r: _Recurrent, il: int, name: str, x: Tensor, act: str | None = None) -> Tensor:
+def _lora(r: _Recurrent, il: int, name: str, x: GgmlTensor, act: str | None = None) -> GgmlTensor:
     """``{name}2 @ act({name}1 @ x)``: one of rwkv7's low-rank projections."""
     g = r.g
     inner = g.mul_mat(r.lw(il, f"{name}1.weight"), x)
     return g.mul_mat(r.lw(il, f"{name}2.weight"), g.unary(act, inner) if act else inner)
 
 
-def _rwkv7_time_mix(r: _Recurrent, rs_inp: tuple[Tensor, Tensor], cur: Tensor, x_prev: Tensor, first: dict[str, Tensor], il: int) -> Tensor:
+def _rwkv7_time_mix(
+    r: _Recurrent, rs_inp: tuple[GgmlTensor, GgmlTensor], cur: GgmlTensor, x_prev: GgmlTensor, first: dict[str, GgmlTensor], il: int
+) -> GgmlTensor:
     """build_rwkv7_time_mix of llama.cpp src/models/rwkv7-base.cpp."""
     b, g, s = r.b, r.g, r.shape
     n_embd, n_tokens = r.n_embd, r.n_tokens
@@ -462,7 +488,7 @@ def _rwkv7_time_mix(r: _Recurrent, rs_inp: tuple[Tensor, Tensor], cur: Tensor, x
     return g.reshape(cur, n_embd, r.n_seq_tokens, r.n_seqs)
 
 
-def _rwkv7_channel_mix(r: _Recurrent, il: int, cur: Tensor, x_prev: Tensor) -> Tensor:
+def _rwkv7_channel_mix(r: _Recurrent, il: int, cur: GgmlTensor, x_prev: GgmlTensor) -> GgmlTensor:
     g = r.g
     sx = _sub(g, x_prev, cur)
     xk = _lerp(r, il, "channel_mix_lerp_k", sx, cur)
