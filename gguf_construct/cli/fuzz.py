@@ -77,6 +77,7 @@ class _Signalled:
 def _run(args: argparse.Namespace) -> int:
     from ..testing.fuzzing import run
     from ..testing.fuzzing.findings_file import KnownListError, load_known
+    from ..testing.fuzzing.runner import hypothesis_storage
 
     def fail(message: str) -> int:
         print(message, file=sys.stderr)
@@ -94,6 +95,8 @@ def _run(args: argparse.Namespace) -> int:
         return fail(f"gguf-construct fuzz: --known {args.known}: {e.strerror or e}")
     try:
         import hypothesis  # noqa: F401  (the runner draws files from the strategies with it)
+
+        hypothesis_storage()  # not in the working folder
     except ImportError:
         print(
             "gguf-construct fuzz: note: hypothesis is not installed, so only mutations "

@@ -22,7 +22,7 @@ from typing import Any
 from ...api.fileio import files_under, write_atomic
 from ...errors import MissingExtraError
 from .findings_file import Row, read_findings, write_findings
-from .runner import Kind, Report, _matches, _slug, run
+from .runner import Kind, Report, _matches, _slug, hypothesis_storage, run
 
 #: The longest slice a worker runs (shorter at the campaign's end): long enough that the readers' start-up is
 #: small beside it, short enough that the results come in steadily.
@@ -42,6 +42,7 @@ def slice_seed(seed: int, number: int) -> int:
 
 def run_slice(against: str, seed: int, count: int | None, seconds: float | None, options: dict[str, Any]) -> dict[str, Any]:
     """One slice, on a worker: the slice's report as plain data, each saved kind with its reproducer's bytes."""
+    hypothesis_storage()
     with tempfile.TemporaryDirectory(prefix="gguf-construct-fuzz-slice-") as folder:
         report = run(against, count=count, seconds=seconds, seed=seed, out=Path(folder), jobs=1, **options)
         kinds = []

@@ -130,6 +130,20 @@ def corpus_files(folder: Path | None, fmt: str = "gguf") -> list[tuple[str, byte
     return out
 
 
+def hypothesis_storage() -> None:
+    """Keep hypothesis's files (its constants cache) out of the working folder: in the user's cache folder, unless
+    ``HYPOTHESIS_STORAGE_DIRECTORY`` says where. For commands and cluster workers, whose working folder is the user's;
+    a test session keeps its own settings."""
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        return
+    try:
+        from hypothesis.configuration import set_hypothesis_home_dir
+    except ImportError:
+        return
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gguf-construct" / "hypothesis"
+    set_hypothesis_home_dir(cache)
+
+
 def generated(seed: int, fmt: str) -> tuple[Iterator[tuple[str, bytes]], Iterator[tuple[str, bytes]]] | None:
     """Endless (valid, broken) files drawn from the strategies in small batches; None without hypothesis."""
     try:

@@ -48,6 +48,8 @@ STDERR_KEEP = 64 << 10
 #: How often the RSS guard samples the process tree while waiting for an answer.
 RSS_POLL = 0.02
 GUARDS = ("rss", "data", "as", "none")
+#: How often a wait for an answer looks whether the run has been stopped (:meth:`LineTarget.stop`).
+HALT_POLL = 0.1
 #: The longest answer a reader may give (a view of a large vocabulary fits with room to spare).
 MAX_ANSWER = 32 << 20
 #: How deeply an answer may nest (a view nests four deep).
@@ -201,9 +203,19 @@ class Pace:
         self.timeout = timeout
         self.adaptive = False  # set by the campaign when this reader's hang kind is known
         self.times: collections.deque[float] = collections.deque(maxlen=PACE_WINDOW)
+        self.slowest_start = 0.0  # the longest a fresh process took to be ready (or to give its first answer)
 
     def record(self, seconds: float) -> None:
         self.times.append(seconds)
+
+    def started(self, seconds: float) -> None:
+        self.slowest_start = max(self.slowest_start, seconds)
+
+    def start_allowance(self, full: float) -> float:
+        """How long a fresh process may take to start: ``full`` until the reader has hung and started once."""
+        if not self.adaptive or not self.slowest_start:
+            return full
+        return min(full, max(ADAPTIVE_FLOOR, ADAPTIVE_MULTIPLE * self.slowest_start))
 
     def limit(self) -> float:
         if not self.adaptive or len(self.times) < PACE_MIN:
@@ -276,7 +288,7 @@ class LineTarget:
         self.side_log = side_log
         self.proc: subprocess.Popen[bytes] | None = None
         self.stderr: _StderrTail | None = None
-        self.pending = b""
+        self.pending = bytearray()
         self.answered = 0  # lines from the current process: the first one may come after its start-up
         self.restarts = 0
         self.hang_cpu = 0.0  # CPU seconds the process spent on files it hung on (for throughput figures)
@@ -284,8 +296,12 @@ class LineTarget:
         self.outgoing = b""  # the part of the request not yet written
         self.sent_at = 0.0
         self.pace = Pace(timeout)
+        self.halted = False  # stopped for good (stop()): no process is started again
+        self.spawned_at = 0.0
 
-    def _start(self) -> subprocess.Popen[bytes]:
+    def _start(self) -> subprocess.Popen[bytes] | None:
+        if self.halted:
+            return None
         if self.proc is None or self.proc.poll() is not None:
             self.proc = subprocess.Popen(
                 self.argv,
@@ -299,13 +315,16 @@ class LineTarget:
             assert self.proc.stdin is not None
             os.set_blocking(self.proc.stdin.fileno(), False)  # requests are written under the time limit
             self.stderr = _StderrTail(self.proc.stderr)
-            self.pending, self.answered, self.outgoing = b"", 0, b""
+            self.pending, self.answered, self.outgoing = bytearray(), 0, b""
+            self.spawned_at = time.monotonic()
         return self.proc
 
     def send(self, path: str, data: bytes | None = None) -> bool:
         """Start one request (the path, or the bytes when ``send='bytes'``) without blocking: what the pipe does
         not take now is written by :meth:`receive`, under the time limit. False when the pipe is closed."""
         proc = self._start()
+        if proc is None:
+            return False
         assert proc.stdin is not None and self.stderr is not None
         self.stderr.mark()
         self._cpu_at_send = cpu_seconds(proc.pid)
@@ -339,14 +358,22 @@ class LineTarget:
         assert proc is not None and proc.stdout is not None and proc.stdin is not None
         fd, fd_in = proc.stdout.fileno(), proc.stdin.fileno()
         limit = self.pace.limit()
-        budget = limit + (self.start_timeout if self.answered == 0 else 0.0)
+        fresh = self.answered == 0
+        budget = limit + (self.pace.start_allowance(self.start_timeout) if fresh else 0.0)
+        since = self.sent_at  # when the file's own time began (the ready line, for a fresh process that says it)
         deadline = time.monotonic() + budget
+        scanned = 0  # the part of self.pending already searched for a newline
         while True:
-            if b"\n" in self.pending:
-                line, _, self.pending = self.pending.partition(b"\n")
+            end = self.pending.find(b"\n", scanned)
+            scanned = len(self.pending)
+            if end >= 0:
+                line, self.pending = bytes(self.pending[:end]), self.pending[end + 1 :]
+                scanned = 0
                 self.answered += 1
                 if self.answered == 1 and line.startswith(b'{"ready"'):
-                    deadline = time.monotonic() + limit  # started: the file's own time limit begins now
+                    self.pace.started(time.monotonic() - self.spawned_at)
+                    fresh, since = False, time.monotonic()
+                    deadline = since + limit  # started: the file's own time limit begins now
                     continue
                 break
             if len(self.pending) > MAX_ANSWER:
@@ -355,7 +382,9 @@ class LineTarget:
             if now >= deadline:
                 self.hang_cpu += max(0.0, cpu_seconds(proc.pid) - self._cpu_at_send)
                 return self._fail("hang", self.pace.hang(limit))
-            wait = min(deadline - now, RSS_POLL) if self.guard == "rss" else deadline - now
+            if self.halted:
+                return self._fail("hang", "stopped: the run is over")
+            wait = min(deadline - now, RSS_POLL if self.guard == "rss" else HALT_POLL)
             ready, writable, _ = select.select([fd], [fd_in] if self.outgoing else [], [], wait)
             if writable and not self._write():
                 return self.died()
@@ -366,8 +395,10 @@ class LineTarget:
                 self.pending += chunk
             if self.guard == "rss" and tree_rss(proc.pid) > self.memory_mb << 20:
                 return self._fail("memory", f"MemoryCap: resident size past {self.memory_mb} MB")
-        if self.answered > 1 or not self.outgoing:
-            self.pace.record(time.monotonic() - self.sent_at)
+        if fresh:  # no ready line: the first answer's time includes the start-up
+            self.pace.started(time.monotonic() - self.spawned_at)
+        else:
+            self.pace.record(time.monotonic() - since)
         assert self.stderr is not None
         answer = parse_answer(line, self.stderr.text())
         if answer.status == "broken" or self.outgoing:  # an answer before the whole request: out of step
@@ -411,20 +442,22 @@ class LineTarget:
             return ""
 
     def _reset(self) -> None:
-        self.proc, self.pending, self.outgoing = None, b"", b""
+        self.proc, self.pending, self.outgoing = None, bytearray(), b""
         self.restarts += 1
 
     def stop(self) -> None:
+        self.halted = True
         proc = self.proc
         if proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
 
     def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
+        """End the reader's whole process group: children it left behind die with it, even when it is gone."""
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+            if self.proc.poll() is None:
                 self.proc.kill()
             self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout) if self.proc is not None else ():  # stderr: its pump closes it
@@ -451,8 +484,11 @@ class OneShotTarget:
         self.restarts = 0
         self.sent_at = 0.0
         self.pace = Pace(timeout)
+        self.halted = False
 
     def send(self, path: str, data: bytes | None = None) -> bool:
+        if self.halted:
+            return False
         args = shlex.split(self.template.replace("{}", shlex.quote(path)))
         # closed in receive(), once the process has ended
         self.out, self.err = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # noqa: SIM115
@@ -525,9 +561,12 @@ class OneShotTarget:
         return self.receive()
 
     def died(self) -> Answer:
+        if self.proc is None:  # never started: stopped
+            return Answer("hang", error="stopped: the run is over")
         return self.receive()
 
     def stop(self) -> None:
+        self.halted = True
         proc = self.proc
         if proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
