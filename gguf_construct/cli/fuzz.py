@@ -121,13 +121,18 @@ def _run(args: argparse.Namespace) -> int:
         jobs=args.jobs or default_jobs(),
         log=(lambda line: print(line, file=sys.stderr)) if args.verbose else None,
     )
-    with _Signalled() as signalled:
-        if args.dask:
-            from ..testing.fuzzing.cluster import run_dask
+    signalled = _Signalled()
+    try:
+        with signalled:
+            if args.dask:
+                from ..testing.fuzzing.cluster import run_dask
 
-            report = run_dask(args.against, args.dask, **options)
-        else:
-            report = run(args.against, **options)
+                report = run_dask(args.against, args.dask, **options)
+            else:
+                report = run(args.against, **options)
+    except KeyboardInterrupt:  # before the run began, or while it was handing back its report
+        print("gguf-construct fuzz: interrupted", file=sys.stderr)
+        return signalled.status
     print("\n".join(report.lines()))
     if args.out:
         print(f"reproducers and findings.tsv in {args.out}")
@@ -186,7 +191,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--send", choices=("path", "bytes"), default="path", help="line protocol: send each file's path (default) or its bytes")
     p.add_argument("--minimize", type=whole(), default=150, metavar="N", help="reader calls spent minimizing each reproducer (default 150)")
-    p.add_argument("--jobs", type=whole(1, 1024), metavar="N", help="pairs of readers working at once (default: the cores)")
+    p.add_argument("--jobs", type=whole(1, 64), metavar="N", help="pairs of readers working at once (default: the cores; at most 64)")
     p.add_argument(
         "--dask",
         metavar="SCHEDULER",

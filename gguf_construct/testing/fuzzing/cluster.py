@@ -15,7 +15,7 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +40,15 @@ def slice_seed(seed: int, number: int) -> int:
     return seed * 1_000_003 + number
 
 
-def run_slice(against: str, seed: int, count: int | None, seconds: float | None, options: dict[str, Any]) -> dict[str, Any]:
-    """One slice, on a worker: the slice's report as plain data, each saved kind with its reproducer's bytes."""
+def run_slice(
+    against: str, seed: int, count: int | None, seconds: float | None, options: dict[str, Any], save: bool = True, saved: Iterable[str] = ()
+) -> dict[str, Any]:
+    """One slice, on a worker: the slice's report as plain data, each new kind with its reproducer's bytes when
+    ``save`` (minimized there); ``saved``: the kinds the campaign has saved already (counted, not saved again)."""
     hypothesis_storage()
     with tempfile.TemporaryDirectory(prefix="gguf-construct-fuzz-slice-") as folder:
-        report = run(against, count=count, seconds=seconds, seed=seed, out=Path(folder), jobs=1, **options)
+        out = Path(folder) if save else None
+        report = run(against, count=count, seconds=seconds, seed=seed, out=out, jobs=1, saved=saved, **options)
         kinds = []
         for k in report.kinds.values():
             data = (Path(folder) / k.reproducer).read_bytes() if k.reproducer else None
@@ -167,7 +171,9 @@ def run_dask(
 
     def submit(piece: tuple[int, int | None, float | None]) -> Any:
         n, files, length = piece
-        submitted.append(client.submit(run_slice, against, slice_seed(seed, n), files, length, options, pure=False))
+        saved = [s for s, k in report.kinds.items() if k.reproducer or k.earlier]
+        task = client.submit(run_slice, against, slice_seed(seed, n), files, length, options, out is not None, saved, pure=False)
+        submitted.append(task)
         return submitted[-1]
 
     try:

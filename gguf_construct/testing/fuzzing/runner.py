@@ -15,17 +15,19 @@ new kind, and an existing one is resumed: its kinds are not saved again.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import random
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -260,6 +262,20 @@ def _matches(signature: str, patterns: list[str]) -> bool:
 
 
 # -- the run ---------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def signals_ignored() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored for a moment (in the main thread, which alone may set handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
 class Lane:
     """One pair of readers (ours and the other) and the files it sends them (named in the run's scratch folder)."""
 
@@ -297,7 +313,8 @@ class Campaign:
 
     def __init__(self, report: Report, files: Iterator[tuple[str, bytes]], *, count: int | None, deadline: float | None, other: str):
         self.report, self.files, self.count, self.deadline, self.other = report, files, count, deadline, other
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # the report and the saved rows
+        self.source_lock = threading.Lock()  # the file source (drawing a batch takes a while: not under self.lock)
         self.stopped = threading.Event()
         self.taken = 0
         self.rows: list[Row] = []
@@ -309,7 +326,7 @@ class Campaign:
 
     def next_file(self) -> tuple[str, bytes] | None:
         """The next file to try, or None when the run has tried enough (or is over)."""
-        with self.lock:
+        with self.source_lock:
             if self.over() or (self.count is not None and self.taken >= self.count):
                 return None
             item = next(self.files, None)
@@ -336,12 +353,14 @@ def run(
     send: str = "path",
     fmt: str | None = None,
     jobs: int = 1,
+    saved: Iterable[str] = (),
     log: Callable[[str], None] | None = None,
 ) -> Report:
     """Run files through our reader and ``against`` until ``count`` files or ``seconds`` (whichever comes first;
-    at least one must be given; ``seconds`` is a deadline, minimization included); save one minimized reproducer
-    per kind of finding in ``out``. ``jobs`` pairs of readers work at once. A KeyboardInterrupt (Ctrl-C, or the
-    CLI's SIGTERM) ends the run early: the report so far comes back with ``interrupted`` set, the findings saved."""
+        at least one must be given; ``seconds`` is a deadline, minimization included); save one minimized reproducer
+        per kind of finding in ``out``. ``jobs`` pairs of readers work at once. ``saved``: signatures saved elsewhere
+    (by the other slices of a cluster campaign): counted, not saved again. A KeyboardInterrupt (Ctrl-C, or the
+        CLI's SIGTERM) ends the run early: the report so far comes back with ``interrupted`` set, the findings saved."""
     if count is None and seconds is None:
         raise ValueError("give count, seconds or both")
     adapter = ADAPTERS.get(against)
@@ -365,6 +384,9 @@ def run(
         for row in read_findings(out / "findings.tsv"):  # resumed: what an earlier run saved is not saved again
             campaign.rows.append(row)
             report.kinds[row.signature] = Kind(row.cls, row.signature, row.explanation, row.origin, row.reproducer, earlier=True)
+    for signature in saved:
+        if signature not in report.kinds:
+            report.kinds[signature] = Kind(signature.split("/", 1)[0], signature, "", "", earlier=True)
     guarded = files_under(corpus)
 
     def make(folder: str) -> tuple[Target, Target]:
@@ -391,15 +413,16 @@ def run(
     except KeyboardInterrupt:
         report.interrupted = True
     finally:
-        campaign.stopped.set()
-        for lane in lanes:  # a lane waiting on a reader gets its answer at once (and drops it: the run is over)
-            for reader in lane.targets:
-                reader.stop()
-        for t in threads:
-            t.join(STOP_GRACE)
-        for lane in lanes:
-            lane.close()
-        shutil.rmtree(scratch, ignore_errors=True)
+        with signals_ignored():  # a second Ctrl-C does not cut the clean-up short
+            campaign.stopped.set()
+            for lane in lanes:  # a lane waiting on a reader gets its answer at once (and drops it: the run is over)
+                for reader in lane.targets:
+                    reader.stop()
+            for t in threads:
+                t.join(STOP_GRACE)
+            for lane in lanes:
+                lane.close()
+            shutil.rmtree(scratch, ignore_errors=True)
     if campaign.errors:
         raise campaign.errors[0]
     report.seconds = time.monotonic() - start
