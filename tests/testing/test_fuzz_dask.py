@@ -60,3 +60,23 @@ def test_a_campaign_over_a_local_cluster_merges_and_resumes(tmp_path, corpus, wo
 
 def test_slices_have_their_own_seeds():
     assert len({cluster.slice_seed(s, n) for s in range(5) for n in range(100)}) == 500
+
+
+def test_the_command_runs_a_campaign_on_a_scheduler_address(tmp_path, corpus, monkeypatch, capsys):
+    from gguf_construct.cli.main import main
+
+    monkeypatch.setattr(cluster, "hypothesis_storage", lambda: None)
+    out = tmp_path / "out"
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as lc:
+        argv = ["fuzz", "--against", f"{sys.executable} {TOY}", "--dask", lc.scheduler_address, "--count", "6"]
+        code = main([*argv, "--corpus", str(corpus), "-o", str(out), "--minimize", "0", "--timeout", "3"])
+    assert code == 1 and "6 files" in capsys.readouterr().out
+    assert {r.cls for r in read_findings(out / "findings.tsv")} >= {"crash", "dos"}
+
+
+def test_an_unreachable_scheduler_is_trouble(capsys, monkeypatch):
+    from gguf_construct.cli.main import main
+
+    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT", 2.0)
+    assert main(["fuzz", "--against", "gguf-py", "--dask", "tcp://127.0.0.1:9", "--count", "1"]) == 2
+    assert "Traceback" not in capsys.readouterr().err

@@ -31,6 +31,8 @@ SLICE_SECONDS = 30.0
 SLICE_FILES = 100
 #: What the campaign's deadline leaves a slice for handing its results back.
 SLICE_MARGIN = 2.0
+#: How long connecting to the scheduler may take.
+CONNECT_TIMEOUT = 30.0
 #: The resume file in the output folder.
 STATE = "fuzz-slices.json"
 
@@ -114,7 +116,7 @@ def run_dask(
     number = _state(out)
     guarded = files_under(corpus)
     options = dict(options, corpus=corpus, known=patterns)
-    client, own = (scheduler, False) if isinstance(scheduler, Client) else (Client(scheduler, timeout=60), True)
+    client, own = (scheduler, False) if isinstance(scheduler, Client) else (Client(scheduler, timeout=CONNECT_TIMEOUT), True)
     taken = 0
 
     def next_slice() -> tuple[int, int | None, float | None] | None:
