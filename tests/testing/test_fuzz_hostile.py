@@ -142,10 +142,11 @@ def test_findings_tsv_round_trips_any_text(tmp_path):
     rows = [
         Row("001-a.gguf", 12, "crash", "crash/x/sig\twith tab", 'line one\n*\nline "three"\r', "from seed:a"),
         Row("002-b.gguf", 0, "hang", "hang/x", "", "from corpus:\x00b"),
+        Row("003-c.gguf", 7, "value-mismatch", "value-mismatch/x/kv.value:" + "k" * 300_000, "long key", "from seed:c"),
     ]
     write_findings(tmp_path / "findings.tsv", rows)
     assert read_findings(tmp_path / "findings.tsv") == rows
-    assert load_known(tmp_path / "findings.tsv") == ["crash/x/sig\twith tab", "hang/x"]
+    assert load_known(tmp_path / "findings.tsv") == [r.signature for r in rows]
     assert (tmp_path / "findings.tsv").read_text().splitlines()[0] == "\t".join(f'"{h}"' for h in HEADER)
 
 

@@ -62,6 +62,7 @@ def _text(path: Path, what: str) -> str:
 
 def _rows(text: str, path: Path) -> list[Row]:
     """The rows of a findings.tsv's text (KnownListError when it is not one)."""
+    csv.field_size_limit(max(csv.field_size_limit(), KNOWN_MAX))  # a field as long as the file may be (a long key's signature)
     try:
         table = list(csv.reader(io.StringIO(text, newline=""), **_DIALECT))
     except csv.Error as e:
