@@ -282,3 +282,13 @@ def test_seconds_is_a_deadline_minimization_included(tmp_path):
     start = time.monotonic()
     report = run(f"{sys.executable} {TOY}", count=None, seconds=6.0, corpus=corpus, timeout=4.0, out=tmp_path / "out", minimize_budget=50)
     assert report.seconds < 6.0 + 3.0 and time.monotonic() - start < 6.0 + 3.0, report.seconds
+
+
+def test_the_adapter_record_says_which_readers_cut_strings_at_a_nul():
+    from gguf_construct.testing.fuzzing import ADAPTERS, compare_views
+
+    ours = {"kv": [["general.name", "str", "a\0b"]]}
+    theirs = {"kv": [["general.name", "str", "a"]]}
+    cutting = sorted(name for name, a in ADAPTERS.items() if a.c_strings)
+    assert cutting == ["ggml", "llama.cpp"]
+    assert compare_views(ours, theirs, "ggml") == [] and compare_views(ours, theirs, "gguf-py") != []

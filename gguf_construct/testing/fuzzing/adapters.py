@@ -418,7 +418,8 @@ class ReaderAdapter:
 
     ``module`` is the Python module it needs (imported before the worker caps its memory; None: ours alone),
     ``install`` how to get it, ``fmt`` the format it reads, ``ours`` which of our adapters it is compared with
-    and ``profile`` our validation profile against it. ``other``: offered as ``fuzz --against`` (ours are not)."""
+    and ``profile`` our validation profile against it. ``other``: offered as ``fuzz --against`` (ours are not).
+    ``c_strings``: it hands strings out as C does, up to the first NUL (triage compares them so)."""
 
     name: str
     read: Callable[..., View]
@@ -428,6 +429,7 @@ class ReaderAdapter:
     ours: str = "ours"
     profile: str = "spec"
     other: bool = True
+    c_strings: bool = False
 
 
 _EXTRA = "pip install 'gguf-construct[fuzz]'"
@@ -441,10 +443,16 @@ ADAPTERS: dict[str, ReaderAdapter] = {
         ReaderAdapter("ours-info", read_ours_info, other=False),
         ReaderAdapter("ours-safetensors", read_ours_safetensors, fmt="safetensors", other=False),
         ReaderAdapter("gguf-py", read_gguf_py, module="gguf", install=_EXTRA),
-        ReaderAdapter("ggml", read_ggml, module="ggml", install=_EXTRA, profile="ggml"),
+        ReaderAdapter("ggml", read_ggml, module="ggml", install=_EXTRA, profile="ggml", c_strings=True),
         # llama.cpp's loader gives no dequantized values to compare: ours skips making them
         ReaderAdapter(
-            "llama.cpp", read_llama_cpp, module="llama_cpp", install="pip install llama-cpp-python", ours="ours-metadata", profile="ggml"
+            "llama.cpp",
+            read_llama_cpp,
+            module="llama_cpp",
+            install="pip install llama-cpp-python",
+            ours="ours-metadata",
+            profile="ggml",
+            c_strings=True,
         ),
         ReaderAdapter(
             "safetensors",
