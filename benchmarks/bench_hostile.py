@@ -15,6 +15,11 @@ requests and bytes the server saw, the child's peak RSS and wall time, and how i
 
     python benchmarks/bench_hostile.py --templates [--quick]
     python benchmarks/bench_hostile.py --outputs [--before DIR] [--quick]
+    python benchmarks/bench_hostile.py --fuzz
+
+``--fuzz``: ``gguf-construct fuzz`` against a reader that attacks it (tests/fuzz_targets/hostile_reader.py) and
+with --known and --output paths that are not what they seem, and signals: how each run ended, the fuzzer's peak
+RSS and time, and what it left behind.
 
 Chat templates that exhaust a renderer (``TEMPLATE_EXHAUSTION``): the scan's CPU time on each (best of 5) and
 its finding, beside what Jinja2's SandboxedEnvironment does with the same template in a child process limited
@@ -38,6 +43,7 @@ line of stderr, from a fresh process. ``--quick``: 64 layers and 3,000 more tens
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -544,6 +550,105 @@ def plan_rows(quick: bool, timeout: float = 120) -> None:
             print(f"| {what} | {r.returncode} | {used:.2f} | {took:.2f} | {err} |", flush=True)
 
 
+# -- the fuzz command against hostile readers and paths ----------------------------------------------------------
+#: ``--fuzz``: (what, markers of the corpus files, extra arguments, the --known file's kind, seconds before a signal).
+#: The reader is tests/fuzz_targets/hostile_reader.py; every case runs in a fresh working folder and TMPDIR.
+FUZZ_CASES: list[tuple[str, list[str], list[str], str, tuple[int, float] | None]] = [
+    ("reader prints 48 MiB without a newline", ["FLOOD"], [], "", None),
+    ("answer nested 200,000 deep", ["DEEP"], [], "", None),
+    ("message forging a findings.tsv row", ["NEWLINE"], [], "", None),
+    ("answer that is not UTF-8", ["UTF8"], [], "", None),
+    ("reader closes its stdout", ["CLOSE"], [], "", None),
+    ("reader forks a child holding the pipes", ["FORK"], [], "", None),
+    ("reader never reads (--send bytes)", ["HANG"], ["--send", "bytes", "--reader-flag", "--no-read"], "", None),
+    ("--known is a FIFO", ["HANG"], [], "fifo", None),
+    ("--known is /dev/zero", ["HANG"], [], "/dev/zero", None),
+    ("--known is not UTF-8", ["HANG"], [], "binary", None),
+    ("-o holds a foreign findings.tsv", ["HANG"], [], "foreign", None),
+    ("-o findings.tsv is a symlink", ["HANG"], [], "symlink", None),
+    ("SIGINT while a reader hangs", ["UTF8", "HANG"], [], "", (2, 3.0)),
+    ("SIGTERM while a reader hangs", ["UTF8", "HANG"], [], "", (15, 3.0)),
+]
+
+
+def fuzz_rows(source: Path, timeout: float) -> None:
+    """One row per ``FUZZ_CASES``: how ``fuzz`` ended, its peak RSS and time, and what it left (entries in TMPDIR
+    and the working folder, reader processes alive)."""
+    import os
+    import signal
+    import time
+
+    from gguf_construct import GGUF, new
+
+    def gguf_with(marker: str) -> bytes:
+        f = new()
+        f.metadata["general.name"] = marker
+        return bytes(GGUF.build(f.to_container()))
+
+    print("| case | ended | peak RSS | seconds | left behind |")
+    print("|---|---|---:|---:|---|")
+    for what, markers, extra, known, signalled in FUZZ_CASES:
+        with tempfile.TemporaryDirectory() as tmp:
+            work, scratch, corpus, out = (Path(tmp) / d for d in ("work", "tmp", "corpus", "out"))
+            for d in (work, scratch, corpus, out):
+                d.mkdir()
+            for i, m in enumerate(markers):
+                (corpus / f"{i}.gguf").write_bytes(gguf_with("HOSTILE:" + m))
+            pids = Path(tmp) / "pids"
+            flags = [extra[i + 1] for i, a in enumerate(extra) if a == "--reader-flag"]
+            extra = [a for i, a in enumerate(extra) if a != "--reader-flag" and (i == 0 or extra[i - 1] != "--reader-flag")]
+            reader = f"{sys.executable} {ROOT / 'tests' / 'fuzz_targets' / 'hostile_reader.py'} --pids {pids} {' '.join(flags)}"
+            argv = [sys.executable, "-m", "gguf_construct.cli.main", "fuzz", "--against", reader, "--corpus", str(corpus)]
+            argv += ["--count", str(len(markers)), "--timeout", "3", "--jobs", "1", "-o", str(out), *extra]
+            if known in ("fifo", "binary", "/dev/zero"):
+                path = Path(tmp) / "known"
+                if known == "fifo":
+                    os.mkfifo(path)
+                elif known == "binary":
+                    path.write_bytes(b"\xff\xfe\x00garbage")
+                else:
+                    path = Path(known)
+                argv += ["--known", str(path)]
+            elif known == "foreign":
+                (out / "findings.tsv").write_text("my notes\n")
+            elif known == "symlink":
+                (Path(tmp) / "victim").write_text("keep\n")
+                (out / "findings.tsv").symlink_to(Path(tmp) / "victim")
+            if signalled:
+                argv[argv.index("--count") + 1] = "100"
+                argv[argv.index("--timeout") + 1] = "60"
+            env = {"PYTHONPATH": str(source), "PATH": "/usr/bin:/bin", "TMPDIR": str(scratch), "HOME": tmp}
+            started = time.monotonic()
+            child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=work, env=env)
+            peak, sent = 0.0, False
+            while child.poll() is None and time.monotonic() - started < timeout:
+                peak = max(peak, _peak_rss_mib(child.pid))
+                if signalled and not sent and time.monotonic() - started > signalled[1] and pids.exists():
+                    child.send_signal(signalled[0])
+                    sent = True
+                time.sleep(0.02)
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+            seconds = time.monotonic() - started
+            err = child.stderr.read().decode(errors="replace") if child.stderr else ""
+            ended = f"exit {child.returncode}" + (" (traceback)" if "Traceback" in err else "")
+            time.sleep(0.5)
+            alive = []
+            for pid in (int(p) for p in pids.read_text().split()) if pids.exists() else ():
+                try:
+                    with open(f"/proc/{pid}/stat") as f:
+                        if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                            alive.append(pid)
+                except OSError:
+                    pass
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)  # the measurement leaves nothing either
+            left = [f"{len(list(scratch.iterdir()))} in TMPDIR", f"{len(list(work.iterdir()))} in the working folder"]
+            left.append(f"{len(alive)} reader processes")
+            print(f"| {what} | {ended} | {peak:.0f} MiB | {seconds:.1f} | {', '.join(left)} |", flush=True)
+
+
 if __name__ == "__main__":
     if "--plan" in sys.argv:
         plan_rows("--quick" in sys.argv)
@@ -556,6 +661,8 @@ if __name__ == "__main__":
         flags.add_argument("--timeout", type=float, default=120.0)
         known = flags.parse_args()
         output_rows(known.before, known.quick, known.timeout)
+    elif "--fuzz" in sys.argv:
+        fuzz_rows(ROOT, 120.0)
     elif "--leftovers" in sys.argv:
         at = sys.argv.index("--leftovers")
         other = Path(sys.argv[at + 1]) if len(sys.argv) > at + 1 else ROOT

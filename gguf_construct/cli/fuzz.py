@@ -1,15 +1,19 @@
 """``gguf-construct fuzz``: differential fuzzing of another reader against ours, with crash triage.
 
 Exit codes: 0 no new finding, 1 new findings (each kind saved as a minimized reproducer with a one-line
-explanation when ``--output`` is given), 2 trouble (usage, a missing optional package, an unreadable --known file).
+explanation when ``--output`` is given), 2 trouble (usage, a missing optional package, an unusable --known file or
+output folder), 130 interrupted by Ctrl-C and 143 by SIGTERM (the summary so far printed, the findings saved).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
+import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from .shared import EXIT_BAD as EXIT_FOUND
 from .shared import EXIT_OK, EXIT_TROUBLE, command, finite, whole
@@ -22,29 +26,58 @@ def _missing(against: str) -> str | None:
     import shlex
     import shutil
 
-    from ..testing.fuzzing.adapters import BUILTIN
+    from ..testing.fuzzing.adapters import ADAPTERS, OTHERS
 
-    if against not in BUILTIN:
+    adapter = ADAPTERS.get(against)
+    if adapter is None or not adapter.other:
         try:
             words = shlex.split(against)
         except ValueError as e:
             return f"gguf-construct fuzz: --against {against!r}: {e}"
         if not words or shutil.which(words[0]) is None:
-            return (
-                f"gguf-construct fuzz: --against: no program {words[0] if words else ''!r} (a "
-                "built-in reader: gguf-py, ggml, llama.cpp, safetensors)"
-            )
+            return f"gguf-construct fuzz: --against: no program {words[0] if words else ''!r} (a built-in reader: {', '.join(OTHERS)})"
         return None
-    module, package, _fmt = BUILTIN[against]
-    if importlib.util.find_spec(module) is not None:
+    if adapter.module is None or importlib.util.find_spec(adapter.module) is not None:
         return None
-    how = EXTRA if against in ("gguf-py", "ggml") else f"pip install {package}"
-    return f"gguf-construct fuzz: --against {against} needs the {package} package, which is not installed ({how})"
+    return f"gguf-construct fuzz: --against {against} needs the {adapter.module} module, which is not installed ({adapter.install})"
+
+
+def default_jobs() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+class _Signalled:
+    """SIGTERM raises KeyboardInterrupt while a run is on (so that it ends as Ctrl-C does: readers stopped, scratch
+    removed, findings kept); which signal came decides the exit status."""
+
+    def __init__(self) -> None:
+        self.signum = signal.SIGINT
+        self.saved: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.signum = signal.Signals(signum)
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> _Signalled:
+        self.saved = signal.signal(signal.SIGTERM, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGTERM, self.saved)
+
+    @property
+    def status(self) -> int:
+        return 128 + int(self.signum)
 
 
 def _run(args: argparse.Namespace) -> int:
     from ..testing.fuzzing import run
-    from ..testing.fuzzing.runner import load_known
+    from ..testing.fuzzing.findings_file import KnownListError, load_known
+    from ..testing.fuzzing.runner import hypothesis_storage
 
     def fail(message: str) -> int:
         print(message, file=sys.stderr)
@@ -56,10 +89,14 @@ def _run(args: argparse.Namespace) -> int:
         return fail(f"gguf-construct fuzz: --corpus {args.corpus}: no such folder")
     try:
         known = load_known(Path(args.known)) if args.known else []
+    except KnownListError as e:
+        return fail(f"gguf-construct fuzz: --known: {e}")
     except OSError as e:
         return fail(f"gguf-construct fuzz: --known {args.known}: {e.strerror or e}")
     try:
         import hypothesis  # noqa: F401  (the runner draws files from the strategies with it)
+
+        hypothesis_storage()  # not in the working folder
     except ImportError:
         print(
             "gguf-construct fuzz: note: hypothesis is not installed, so only mutations "
@@ -67,8 +104,7 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     count = args.count if args.count is not None or args.seconds is not None else 200
-    report = run(
-        args.against,
+    options: dict[str, Any] = dict(
         count=count,
         seconds=args.seconds,
         seed=args.seed,
@@ -82,11 +118,26 @@ def _run(args: argparse.Namespace) -> int:
         guard=args.memory_guard,
         send=args.send,
         fmt=args.format,
+        jobs=args.jobs or default_jobs(),
         log=(lambda line: print(line, file=sys.stderr)) if args.verbose else None,
     )
+    signalled = _Signalled()
+    try:
+        with signalled:
+            if args.dask:
+                from ..testing.fuzzing.cluster import run_dask
+
+                report = run_dask(args.against, args.dask, **options)
+            else:
+                report = run(args.against, **options)
+    except KeyboardInterrupt:  # before the run began, or while it was handing back its report
+        print("gguf-construct fuzz: interrupted", file=sys.stderr)
+        return signalled.status
     print("\n".join(report.lines()))
     if args.out:
         print(f"reproducers and findings.tsv in {args.out}")
+    if report.interrupted:
+        return signalled.status
     return EXIT_FOUND if report.findings else EXIT_OK
 
 
@@ -100,7 +151,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "go through our reader and another one (each a long-lived process under a time limit and a memory guard, restarted "
             "after a crash). Every finding gets a class (crash, dos, hang, memory, accepted-invalid, rejected-valid, value-mismatch, "
             "adapter-representation) and is grouped by root cause; with --output, one minimized reproducer per kind is saved with a "
-            "one-line explanation (findings.tsv). Exit 0: no new finding; 1: new findings; 2: trouble."
+            "one-line explanation (findings.tsv). Exit 0: no new finding; 1: new findings; 2: trouble; 130/143: interrupted by "
+            "Ctrl-C/SIGTERM (the summary so far printed, the findings saved)."
         ),
     )
     p.add_argument(
@@ -112,9 +164,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "command run once per file with {} for the path ('my-reader --json {}')",
     )
     p.add_argument("--count", type=whole(1), help="files to try (default 200 without --seconds; with it, no limit)")
-    p.add_argument("--seconds", type=finite(0, most=10**7), help="stop after this long (the last file and minimizations finish)")
+    p.add_argument("--seconds", type=finite(0, most=10**7), help="a deadline for the whole run, minimization included")
     p.add_argument("--seed", type=whole(), default=0, help="random seed: the same seed tries the same files (default 0)")
-    p.add_argument("-o", "--output", dest="out", metavar="DIR", help="save minimized reproducers and findings.tsv here")
+    p.add_argument(
+        "-o",
+        "--output",
+        dest="out",
+        metavar="DIR",
+        help="save minimized reproducers and findings.tsv here (a folder with a findings.tsv of fuzz is resumed: its kinds are not saved "
+        "again; any other findings.tsv is refused)",
+    )
     p.add_argument("--corpus", metavar="DIR", help="files to start from and mutate (default: the seed files shipped with the package)")
     p.add_argument("--known", metavar="FILE", help="signatures (or a findings.tsv) of triaged kinds to silence; * wildcards allowed")
     p.add_argument("--format", choices=("gguf", "safetensors"), help="file format of a command reader (built-in readers know theirs)")
@@ -131,4 +190,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--send", choices=("path", "bytes"), default="path", help="line protocol: send each file's path (default) or its bytes")
     p.add_argument("--minimize", type=whole(), default=150, metavar="N", help="reader calls spent minimizing each reproducer (default 150)")
+    p.add_argument("--jobs", type=whole(1, 64), metavar="N", help="pairs of readers working at once (default: the cores; at most 64)")
+    p.add_argument(
+        "--dask",
+        metavar="SCHEDULER",
+        help="spread the campaign over a Dask cluster (tcp://host:8786; needs the cluster extra): each worker runs slices of it, "
+        "the findings are merged here",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="print each new kind of finding as it is found")

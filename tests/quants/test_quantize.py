@@ -9,15 +9,17 @@ error bound, and re-quantizing ggml's own dequantized blocks gives the same bloc
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import corpus_files
+from oracles import ggml_quantize
 
 from gguf_construct.quants import dequantize
 from gguf_construct.quants.blocks import block_dtype, block_elements, resolve
 from gguf_construct.quants.quantize import REQUIRES_IMATRIX, WEIGHTED, fast, quantize, supported
 from gguf_construct.quants.quantize.cfloat import roundf
-from gguf_construct.testing.fuzzing.adapters import ggml_quantize
 
 TYPES = sorted(supported())
 QUANTIZED = [t for t in TYPES if t not in ("f32", "f16", "bf16")]
@@ -69,7 +71,7 @@ def ggml_aborts(name: str, x: np.ndarray, imatrix: np.ndarray | None) -> bool:
         np.save(f"{tmp}/x.npy", x)
         np.save(f"{tmp}/w.npy", np.zeros(0, np.float32) if imatrix is None else imatrix)
         code = (
-            "import numpy as np; from gguf_construct.testing.fuzzing.adapters import ggml_quantize; "
+            f"import sys; sys.path.insert(0, {str(Path(__file__).parents[1])!r}); import numpy as np; from oracles import ggml_quantize; "
             f"w = np.load('{tmp}/w.npy'); ggml_quantize(np.load('{tmp}/x.npy'), {resolve(name).id}, w if w.size else None)"
         )
         run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

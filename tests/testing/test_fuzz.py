@@ -13,6 +13,7 @@ from oracle_pins import known_behaviour
 
 from gguf_construct.cli import fuzz as fuzz_cli
 from gguf_construct.testing.fuzzing import Answer, ddmin, findings, mutate, run
+from gguf_construct.testing.fuzzing.findings_file import read_findings
 from gguf_construct.testing.fuzzing.runner import _python_worker
 from gguf_construct.testing.fuzzing.targets import OneShotTarget
 
@@ -30,8 +31,8 @@ def test_fuzz_against_gguf_py_reports_and_saves_reproducers(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert code == 1, out  # gguf-py refuses v1 and type 42 (q2_0) in the corpus: there are always disagreements
-    rows = [line.split("\t") for line in (tmp_path / "findings.tsv").read_text().splitlines()]
-    assert rows and all(len(r) == 6 for r in rows)
+    rows = read_findings(tmp_path / "findings.tsv")
+    assert rows
     for name, size, cls, signature, explanation, _origin in rows:
         assert (tmp_path / name).stat().st_size == int(size) and explanation and signature.startswith(cls + "/")
     assert "gguf-py rejects a file we accept: ValueError: np.uint32(42) is not a valid GGMLQuantizationType" in out  # q2_0
@@ -72,7 +73,7 @@ def test_against_ggml_finds_exactly_the_known_disagreements():
 def test_a_command_printing_info_json_agrees_with_us(tmp_path):
     script = tmp_path / "reader.py"
     script.write_text(
-        "import json, sys\nfrom gguf_construct import load\nfrom gguf_construct.cli.report import info_json\n"
+        "import json, sys\nfrom gguf_construct import load\nfrom gguf_construct.api.describe import info_json\n"
         "json.dump(info_json(load(sys.argv[1])), sys.stdout, default=str)\n"
     )
     report = run(f"{sys.executable} {script} {{}}", count=8, seed=3, corpus=DATA, timeout=60)  # a loaded machine starts Python slowly

@@ -79,6 +79,7 @@ def test_the_wheel_fuzzes_gguf_py_for_ten_seconds_from_any_folder(installed, tmp
     files, secs = int(first.split()[0]), float(first.split()[3])
     assert files > 10 and secs < 40, first  # it starts at once and stops near --seconds (the last minimizations finish)
     assert (tmp_path / "found" / "findings.tsv").exists() == (done.returncode == 1)
+    assert [p.name for p in tmp_path.iterdir()] == ["found"]  # no .hypothesis/ or other litter in the working folder
 
 
 def test_without_hypothesis_the_seed_files_are_mutated(installed, tmp_path):

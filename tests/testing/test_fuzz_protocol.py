@@ -10,7 +10,7 @@ import pytest
 
 from gguf_construct import GGUF, new
 from gguf_construct.testing.fuzzing import findings, run
-from gguf_construct.testing.fuzzing.runner import load_known
+from gguf_construct.testing.fuzzing.findings_file import load_known, read_findings
 from gguf_construct.testing.fuzzing.targets import Answer, LineTarget, OneShotTarget
 from gguf_construct.testing.fuzzing.triage import compare_views, failure, first_frame
 
@@ -91,14 +91,14 @@ def test_a_campaign_against_the_toy_files_every_failure_in_its_class(tmp_path):
         assert any(c.startswith(cls + ":") and piece.split("/")[-1] in c for c in classes), (cls, piece, classes)
     crash = next(k for k in report.findings.values() if "SIGSEGV" in k.signature)
     assert crash.count == 2  # the file we reject as well as the one we accept
-    rows = [line.split("\t") for line in (out / "findings.tsv").read_text().splitlines()]
-    assert len(rows) == len(report.findings) and all(len(r) == 6 and (out / r[0]).is_file() for r in rows)
+    rows = read_findings(out / "findings.tsv")
+    assert len(rows) == len(report.findings) and all((out / r.reproducer).stat().st_size == r.size for r in rows)
     # --known silences what was triaged: the same campaign has nothing new
     known = tmp_path / "known.txt"
     known.write_text("# triaged\n" + "\n".join(k.signature for k in report.findings.values()) + "\n")
     again = run(f"{sys.executable} {TOY}", count=3, corpus=corpus, timeout=1.5, memory_mb=300, known=load_known(known))
     assert again.files == 3 and again.kinds and not again.findings
-    assert load_known(out / "findings.tsv") == [r[3] for r in rows]  # a findings.tsv works as a --known file
+    assert load_known(out / "findings.tsv") == [r.signature for r in rows]  # a findings.tsv works as a --known file
 
 
 def test_bytes_requests(tmp_path):
@@ -192,13 +192,13 @@ def _node_reader() -> list[str]:
 
 @pytest.mark.parametrize("reader", ["gguf-py", "ggml", "llama.cpp", "node"])
 def test_shipped_adapters_agree_on_the_seed_files(reader):
-    from gguf_construct.testing.fuzzing.adapters import BUILTIN, read_ours
+    from gguf_construct.testing.fuzzing.adapters import ADAPTERS, read_ours
     from gguf_construct.testing.fuzzing.runner import _python_worker
 
     if reader == "node":
         target = LineTarget(_node_reader(), timeout=30)
     else:
-        pytest.importorskip(BUILTIN[reader][0])
+        pytest.importorskip(ADAPTERS[reader].module)
         target = _python_worker(reader, "ggml" if reader != "gguf-py" else "spec", 2048, 30)
     try:
         for seed in SEEDS:

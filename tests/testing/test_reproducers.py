@@ -335,7 +335,7 @@ def test_hf_gguf_pads_to_an_alignment_that_is_not_a_power_of_two_with_a_bit_mask
 
 def test_the_known_lists_silence_every_bug_found_here():
     """fuzz/known/<reader>.txt lists the triaged kinds of each campaign (for --known); each bug above is among them."""
-    from gguf_construct.testing.fuzzing.runner import load_known
+    from gguf_construct.testing.fuzzing.findings_file import load_known
 
     known = Path(__file__).parents[2] / "fuzz" / "known"
     bugs = {

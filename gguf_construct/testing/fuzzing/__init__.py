@@ -7,29 +7,35 @@ safetensors library, or any reader speaking the line protocol.
 - :func:`mutate` — blind and schema-aware mutations of a file's bytes
 - :mod:`.minimize` — the schema's steps first (drop keys and tensors, shorten arrays and strings, zero the data),
   then :func:`ddmin`, the byte minimizer
-- :data:`READERS` — the built-in reader adapters (run in capped worker processes)
+- :data:`ADAPTERS` — the built-in readers, one :class:`ReaderAdapter` each (run in capped worker processes)
+- :mod:`.findings_file` — findings.tsv and --known files, read as untrusted text
 
-Imports: anything in the library; from ``cli`` only ``cli.report`` (the ``info --json`` view compared).
+Imports: anything in the library, nothing from ``cli``.
 """
 
-from .adapters import READERS
+from .adapters import ADAPTERS, ReaderAdapter, View
+from .findings_file import load_known
 from .minimize import ddmin
 from .mutators import mutate
 from .runner import Report, run
-from .targets import Answer, LineTarget, OneShotTarget
+from .targets import Answer, LineTarget, OneShotTarget, Target
 from .triage import CLASSES, Finding, compare_views, findings
 
 __all__ = [
+    "ADAPTERS",
     "CLASSES",
-    "READERS",
     "Answer",
     "Finding",
     "LineTarget",
     "OneShotTarget",
+    "ReaderAdapter",
     "Report",
+    "Target",
+    "View",
     "compare_views",
     "ddmin",
     "findings",
+    "load_known",
     "mutate",
     "run",
 ]

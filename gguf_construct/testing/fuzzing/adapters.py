@@ -11,7 +11,11 @@ A view is plain JSON data::
 Any entry may be the string "unknown" (a tensor's shape too) when a reader does not expose it. A reader that
 refuses the file raises; the worker reports the exception's type and message as the rejection (a
 :class:`ReaderRefused` carries a C reader's own reason). Each adapter runs in a worker process speaking the line
-protocol (see :mod:`.worker`, :mod:`.protocol`), so that a hang, a crash or a huge allocation stays there.
+protocol (see :mod:`.worker` and :mod:`.targets`), so that a hang, a crash or a huge allocation stays there.
+
+Every adapter is one :class:`ReaderAdapter` in :data:`ADAPTERS`: its reading function, the package it needs, the
+format it reads, which of our readers it is compared with and under which profile. Adding a reader is adding a
+function and one record (docs/howto/fuzz.md, "Adding a built-in reader").
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import hashlib
 import json
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -29,6 +34,29 @@ from ...core.tables import VALUE_TYPES
 
 class ReaderRefused(ValueError):
     """A reader refused the file and said why (the reason is the reader's, not a line of this module)."""
+
+
+class View(TypedDict, total=False):
+    """What a reader saw in a file it accepts (any entry may be :data:`UNKNOWN`; see the module's docstring)."""
+
+    version: Any
+    alignment: Any
+    data_offset: Any
+    kv: Any  # [[key, type_label, value]]
+    tensors: Any  # [[name, type, shape, offset, nbytes]]
+    dequant: dict[str, str]  # name → digest of the float32 values
+    byte_order: str  # ours only: triage reads it
+    n_vocab: int  # llama.cpp only
+
+
+class AnswerLine(TypedDict, total=False):
+    """One line of the protocol's answers: ``{"ok": true, "view": ...}`` or ``{"ok": false, "error", "rule", "where"}``."""
+
+    ok: bool
+    view: View
+    error: str
+    rule: str | None
+    where: str
 
 
 #: Tensors larger than this are not dequantized for comparison (keeps a run fast; the view notes the skip).
@@ -70,7 +98,7 @@ def digest(values: np.ndarray) -> str:
 
 
 # -- ours ------------------------------------------------------------------------------------------------
-def read_ours(path: str, profile: GGUFProfile = "spec", *, strict: bool = True, dequantize: bool = True) -> dict[str, Any]:
+def read_ours(path: str, profile: GGUFProfile = "spec", *, strict: bool = True, dequantize: bool = True) -> View:
     """gguf_construct.load(strict=True) under ``profile``: what we accept, and what we see in it.
 
     ``strict=False`` loads leniently instead; ``dequantize=False`` leaves ``dequant`` empty (faster)."""
@@ -90,12 +118,19 @@ def read_ours(path: str, profile: GGUFProfile = "spec", *, strict: bool = True, 
         tensors.append([t.name, t.type.name.lower(), list(t.shape), t.offset, t.nbytes])
         if dequantize and t.nbytes <= DEQUANT_LIMIT:
             dequant[t.name] = digest(t.to_numpy())
-    view = {"version": f.version, "alignment": f.alignment, "data_offset": f.data_offset, "kv": kvs, "tensors": tensors}
-    return {**view, "dequant": dequant, "byte_order": f.byte_order}  # byte_order: a cause triage names (not compared)
+    return View(
+        version=f.version,
+        alignment=f.alignment,
+        data_offset=f.data_offset,
+        kv=kvs,
+        tensors=tensors,
+        dequant=dequant,
+        byte_order=f.byte_order,  # a cause triage names (not compared)
+    )
 
 
 # -- gguf-py ---------------------------------------------------------------------------------------------
-def read_gguf_py(path: str, profile: str = "spec", *, dequantize: bool = True) -> dict[str, Any]:
+def read_gguf_py(path: str, profile: str = "spec", *, dequantize: bool = True) -> View:
     """gguf-py's GGUFReader, plus ``gguf.quants.dequantize`` for the types it knows (unless ``dequantize=False``)."""
     from gguf import GGUFReader, GGUFValueType
     from gguf import quants as gq
@@ -155,7 +190,7 @@ def read_gguf_py(path: str, profile: str = "spec", *, dequantize: bool = True) -
 
 
 # -- ggml (C) --------------------------------------------------------------------------------------------
-def read_ggml(path: str, profile: str = "ggml", *, dequantize: bool = True) -> dict[str, Any]:
+def read_ggml(path: str, profile: str = "ggml", *, dequantize: bool = True) -> View:
     """ggml's ``gguf_init_from_file`` (no_alloc) through ggml-python; tensors dequantized with ggml's to_float
     (unless ``dequantize=False``)."""
     import ctypes
@@ -254,7 +289,7 @@ def _with_stderr(call: Callable[[], Any], marker: str = "", path: str = "") -> t
 _LLAMA: dict[str, Any] = {}
 
 
-def read_llama_cpp(path: str, profile: str = "ggml") -> dict[str, Any]:
+def read_llama_cpp(path: str, profile: str = "ggml") -> View:
     """llama.cpp's model loader through llama-cpp-python, ``vocab_only``: the header, metadata, architecture and
     vocabulary checks of a real load, without tensor data. The view has the metadata as llama.cpp prints it
     (strings) and the vocabulary size; what it does not expose is "unknown"."""
@@ -284,7 +319,7 @@ def read_llama_cpp(path: str, profile: str = "ggml") -> dict[str, Any]:
 
 
 # -- safetensors --------------------------------------------------------------------------------------------
-def read_safetensors(path: str, profile: str = "spec", *, dequantize: bool = True) -> dict[str, Any]:
+def read_safetensors(path: str, profile: str = "spec", *, dequantize: bool = True) -> View:
     """The safetensors library's ``safe_open`` (numpy): metadata, dtype, shape (numpy order) and byte size of each
     tensor, and the values of those numpy can hold. It does not expose offsets: they are "unknown"."""
     from safetensors import safe_open
@@ -310,7 +345,7 @@ def read_safetensors(path: str, profile: str = "spec", *, dequantize: bool = Tru
 _SAFETENSORS_NUMPY = {"F64", "F32", "F16", "I64", "I32", "I16", "I8", "U8", "U16", "U32", "U64", "BOOL"}
 
 
-def read_ours_safetensors(path: str, profile: str = "spec", *, dequantize: bool = True) -> dict[str, Any]:
+def read_ours_safetensors(path: str, profile: str = "spec", *, dequantize: bool = True) -> View:
     """Ours, for safetensors files: the stored tensors (not the MLX/Ollama logical ones), as :func:`read_safetensors`
     sees them."""
     from ...api.registry import load
@@ -327,7 +362,7 @@ def read_ours_safetensors(path: str, profile: str = "spec", *, dequantize: bool 
 
 
 # -- any command printing info --json ----------------------------------------------------------------------
-def info_view(info: dict[str, Any]) -> dict[str, Any]:
+def info_view(info: dict[str, Any]) -> View:
     """``gguf-construct info --json`` output (or a command imitating it) as a view (no dequantized values);
     metadata and tensors keyed by name (``{key: {type, value}}``, ``{name: {type, shape, ...}}``) or as lists of
     ``{key, type, value}`` and ``{name, type, shape, ...}``."""
@@ -353,71 +388,84 @@ def info_view(info: dict[str, Any]) -> dict[str, Any]:
         ]
         for t in listed
     ]
-    return {key: info.get(key, UNKNOWN) for key in ("version", "alignment", "data_offset")} | {"kv": kvs, "tensors": tensors, "dequant": {}}
+    return View(
+        version=info.get("version", UNKNOWN),
+        alignment=info.get("alignment", UNKNOWN),
+        data_offset=info.get("data_offset", UNKNOWN),
+        kv=kvs,
+        tensors=tensors,
+        dequant={},
+    )
 
 
-def read_ours_info(path: str, profile: GGUFProfile = "spec") -> dict[str, Any]:
+def read_ours_info(path: str, profile: GGUFProfile = "spec") -> View:
     """Ours, in the info --json shape (to compare with a command printing that shape)."""
+    from ...api.describe import info_json
     from ...api.registry import load
-    from ...cli.report import info_json
 
     f = load(path, strict=True, profile=profile)
     return info_view(json.loads(json.dumps(info_json(f), default=str)))
 
 
-def read_ours_metadata(path: str, profile: GGUFProfile = "spec") -> dict[str, Any]:
+def read_ours_metadata(path: str, profile: GGUFProfile = "spec") -> View:
     """Ours without dequantization: for readers that give no dequantized values to compare (faster)."""
     return read_ours(path, profile, dequantize=False)
 
 
-READERS: dict[str, Callable[..., dict[str, Any]]] = {
-    "ours": read_ours,
-    "ours-metadata": read_ours_metadata,
-    "ours-info": read_ours_info,
-    "ours-safetensors": read_ours_safetensors,
-    "gguf-py": read_gguf_py,
-    "ggml": read_ggml,
-    "llama.cpp": read_llama_cpp,
-    "safetensors": read_safetensors,
+@dataclass(frozen=True)
+class ReaderAdapter:
+    """A reader the worker can run: ``read(path, profile)`` gives its :class:`View` or raises.
+
+    ``module`` is the Python module it needs (imported before the worker caps its memory; None: ours alone),
+    ``install`` how to get it, ``fmt`` the format it reads, ``ours`` which of our adapters it is compared with
+    and ``profile`` our validation profile against it. ``other``: offered as ``fuzz --against`` (ours are not).
+    ``c_strings``: it hands strings out as C does, up to the first NUL (triage compares them so)."""
+
+    name: str
+    read: Callable[..., View]
+    fmt: str = "gguf"
+    module: str | None = None
+    install: str = ""
+    ours: str = "ours"
+    profile: str = "spec"
+    other: bool = True
+    c_strings: bool = False
+
+
+_EXTRA = "pip install 'gguf-construct[fuzz]'"
+
+#: Every adapter, by name.
+ADAPTERS: dict[str, ReaderAdapter] = {
+    a.name: a
+    for a in (
+        ReaderAdapter("ours", read_ours, other=False),
+        ReaderAdapter("ours-metadata", read_ours_metadata, other=False),
+        ReaderAdapter("ours-info", read_ours_info, other=False),
+        ReaderAdapter("ours-safetensors", read_ours_safetensors, fmt="safetensors", other=False),
+        ReaderAdapter("gguf-py", read_gguf_py, module="gguf", install=_EXTRA),
+        ReaderAdapter("ggml", read_ggml, module="ggml", install=_EXTRA, profile="ggml", c_strings=True),
+        # llama.cpp's loader gives no dequantized values to compare: ours skips making them
+        ReaderAdapter(
+            "llama.cpp",
+            read_llama_cpp,
+            module="llama_cpp",
+            install="pip install llama-cpp-python",
+            ours="ours-metadata",
+            profile="ggml",
+            c_strings=True,
+        ),
+        ReaderAdapter(
+            "safetensors",
+            read_safetensors,
+            fmt="safetensors",
+            module="safetensors",
+            install="pip install safetensors",
+            ours="ours-safetensors",
+        ),
+    )
 }
-#: The built-in adapters: name → (the Python module they need, its pip package, the file format they read).
-BUILTIN: dict[str, tuple[str, str, str]] = {
-    "gguf-py": ("gguf", "gguf", "gguf"),
-    "ggml": ("ggml", "ggml-python", "gguf"),
-    "llama.cpp": ("llama_cpp", "llama-cpp-python", "gguf"),
-    "safetensors": ("safetensors", "safetensors", "safetensors"),
-}
-
-
-def ggml_quantize(values: np.ndarray, type_id: int, imatrix: np.ndarray | None = None) -> bytes:
-    """ggml's ``ggml_quantize_chunk`` (ggml-python's C library) on ``values`` shaped ``(n_rows, n_per_row)``; for
-    Q8_1 and Q8_K, which it does not quantize, the type's ``from_float_ref`` row quantizer on every row.
-
-    The destination starts zeroed (Q8_K leaves an all-zero block's ``bsums`` unwritten)."""
-    import ctypes
-
-    import ggml
-
-    x = np.ascontiguousarray(values, dtype=np.float32)
-    if x.ndim == 1:
-        x = x[None]
-    n_rows, n_per_row = x.shape
-    row_size = ggml.ggml_row_size(type_id, n_per_row)
-    dst = (ctypes.c_uint8 * (row_size * n_rows))()
-    qw = None
-    if imatrix is not None:
-        qw_array = np.ascontiguousarray(imatrix, dtype=np.float32)
-        qw = qw_array.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-    src = x.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-    if type_id in (9, 15):  # Q8_1, Q8_K: libggml-base exports their reference row quantizers
-        ref = getattr(ggml.ggml.lib, "quantize_row_q8_1_ref" if type_id == 9 else "quantize_row_q8_K_ref")
-        ref.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-        ref.restype = None
-        ref(x.ctypes.data, ctypes.addressof(dst), x.size)
-        return bytes(dst)
-    written = ggml.ggml_quantize_chunk(type_id, src, ctypes.cast(dst, ctypes.c_void_p), 0, n_rows, n_per_row, qw)
-    assert written == row_size * n_rows
-    return bytes(dst)
+#: The names ``fuzz --against`` accepts besides commands.
+OTHERS = tuple(name for name, a in ADAPTERS.items() if a.other)
 
 
 if TYPE_CHECKING:  # at the end: the fuzz findings name lines of this module

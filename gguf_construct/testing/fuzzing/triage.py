@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .adapters import ADAPTERS
 from .targets import Answer
 
 CLASSES = ("crash", "dos", "hang", "memory", "accepted-invalid", "rejected-valid", "value-mismatch", "adapter-representation")
@@ -237,7 +238,7 @@ def compare_views(ours: dict[str, Any], theirs: dict[str, Any], other: str) -> l
     Conventions that are not disagreements are normalised away: "unknown" matches anything; ggml hands strings out
     up to the first NUL; gguf-py loses the element type of an empty array; without tensors the data offset is moot."""
     out: list[Finding] = []
-    c_strings = other in ("ggml", "llama.cpp")
+    c_strings = other in ADAPTERS and ADAPTERS[other].c_strings
     for key in ("version", "alignment"):
         a, b = ours.get(key, UNKNOWN), theirs.get(key, UNKNOWN)
         if _known(a, b) and a != b:

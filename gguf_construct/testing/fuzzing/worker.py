@@ -10,6 +10,7 @@ is on: a reader that dies of a signal leaves its Python stack on stderr for the 
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
@@ -19,7 +20,11 @@ import tempfile
 import traceback
 from typing import Any
 
-from .adapters import BUILTIN, READERS, ReaderRefused
+from .adapters import ADAPTERS, ReaderRefused
+
+#: The file a ``bytes N`` request is written to, named by the fuzzer inside its own scratch folder (which it
+#: removes however the run ends, this process killed or not); without it, a temporary folder of this process.
+SCRATCH_ENV = "GGUF_CONSTRUCT_FUZZ_SCRATCH"
 
 
 def cap_memory(megabytes: int) -> None:
@@ -47,9 +52,8 @@ def answer(reader: Any, path: str, profile: str) -> dict[str, Any]:
         }
 
 
-def requests(stream: Any) -> Any:
-    """Paths from the line protocol's requests (``bytes N`` requests written to a scratch file first)."""
-    scratch = os.path.join(tempfile.mkdtemp(prefix="gguf-construct-worker-"), "input")
+def requests(stream: Any, scratch: str) -> Any:
+    """Paths from the line protocol's requests (``bytes N`` requests written to the file ``scratch`` first)."""
     while True:
         line = stream.readline()
         if not line:
@@ -66,7 +70,7 @@ def requests(stream: Any) -> Any:
 
 def once(reader_name: str, path: str, profile: str = "spec") -> None:
     """``--once READER PATH``: one answer for one file, as a one-shot command (to compare one-shot with persistent)."""
-    print(json.dumps(answer(READERS[reader_name], path, profile), default=str))
+    print(json.dumps(answer(ADAPTERS[reader_name].read, path, profile), default=str))
 
 
 def main(argv: list[str]) -> None:
@@ -76,9 +80,9 @@ def main(argv: list[str]) -> None:
     reader_name, profile, megabytes = argv[0], argv[1], int(argv[2])
     import numpy  # noqa: F401  (before the cap)
 
-    reader = READERS[reader_name]
-    if reader_name in BUILTIN:
-        __import__(BUILTIN[reader_name][0])
+    adapter = ADAPTERS[reader_name]
+    if adapter.module:
+        __import__(adapter.module)
     sys.setrecursionlimit(10_000)
     faulthandler.enable()
     cap_memory(megabytes)
@@ -88,14 +92,18 @@ def main(argv: list[str]) -> None:
     sys.stdout = sys.stderr
     out.write('{"ready": true}\n')
     out.flush()
-    for path in requests(sys.stdin.buffer):
-        reply = answer(reader, path, profile)
-        try:
-            text = json.dumps(reply, default=str)
-        except (TypeError, ValueError) as e:
-            text = json.dumps({"ok": False, "error": f"unserialisable view: {e}"})
-        out.write(text + "\n")
-        out.flush()
+    scratch = os.environ.get(SCRATCH_ENV, "")
+    with contextlib.ExitStack() as cleanup:
+        if not scratch:
+            scratch = os.path.join(cleanup.enter_context(tempfile.TemporaryDirectory(prefix="gguf-construct-worker-")), "input")
+        for path in requests(sys.stdin.buffer, scratch):
+            reply = answer(adapter.read, path, profile)
+            try:
+                text = json.dumps(reply, default=str)
+            except (TypeError, ValueError, RecursionError) as e:
+                text = json.dumps({"ok": False, "error": f"unserialisable view: {e}"})
+            out.write(text + "\n")
+            out.flush()
 
 
 if __name__ == "__main__":
