@@ -3,7 +3,7 @@
 CVE-2024-34359 showed it: llama-cpp-python rendered a GGUF file's ``tokenizer.chat_template`` with a plain
 Jinja2 ``Environment``, and ``().__class__.__base__.__subclasses__()`` reached ``os.popen``. A scanner cannot
 run the template (that is the danger), so it parses it with Jinja2's own parser and proves, by a data-flow
-analysis of the syntax tree (``gguf_construct.security.template_flow``), that every attribute name and subscript key is
+analysis of the syntax tree (``gguf_construct.security.templates``), that every attribute name and subscript key is
 safe, and that the renderer's work is bounded; whatever it cannot prove is a finding. The rules, names and
 limits are data: ``schema/template_rules.json``. Threat model: docs/howto/templates.md. Needs the ``security``
 extra (``jinja2>=3.1``).
@@ -119,8 +119,8 @@ def _short(message: str | None, width: int = 200) -> str:
 
 
 def _walk(tree: Any, nodes: Any, table: TemplateRules) -> list[tuple[str, str, int]]:
-    """The findings of one parsed template, in source order: ``gguf_construct.security.template_flow``'s analysis."""
-    from .template_flow import Analysis
+    """The findings of one parsed template, in source order: ``gguf_construct.security.templates``'s analysis."""
+    from .templates.flow import Analysis
 
     try:
         found = Analysis(tree, nodes, table).run()

@@ -25,216 +25,54 @@ itself grows. Limits are named in ``schema/template_rules.json``.
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
-from functools import cache
+from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
-from ..core.tables import TemplateRules
+from ...core.tables import TemplateRules
+from .syntax import _affixes, _all, _components, _context_reads, _count, _grew, _is_part, _names_no_attribute, _parts, _root, _roots
+from .table import allowlist
+from .values import (
+    ADDING_METHODS,
+    CAP,
+    DATA,
+    DATA_PRESERVING,
+    EMPTY,
+    FORMAT,
+    GLOBAL_VALUES,
+    IDENTIFIER,
+    ITEM_FILTERS,
+    ITEM_METHODS,
+    LOOP_NUMBERS,
+    MAX_STR_LEN,
+    MAX_STRS,
+    MUTATING_METHODS,
+    NON_IDENTIFIER,
+    NUMBER,
+    NUMBER_FILTERS,
+    PADDING_FILTERS,
+    PADDING_METHODS,
+    PRINTF_WIDTH,
+    PURE_METHODS,
+    STRING_FILTERS,
+    WIDEN_AFTER,
+    MacroInfo,
+    Value,
+    _max,
+    _mul,
+    const,
+)
 
-CAP = 10**18  # saturation of every size and number bound: "unbounded"
-MAX_STRS = 64  # constant strings tracked per value before a value counts as computed
-MAX_STR_LEN = 256
-WIDEN_AFTER = 3  # fixpoint rounds before growing bounds are widened
-LOOP_NUMBERS = {"index", "index0", "revindex", "revindex0", "length", "depth", "depth0", "first", "last"}
-IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-NON_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]")
-PRINTF_WIDTH = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\d+)?(?:\.(\d+))?")
-#: str methods computed exactly on constant strings with constant arguments (else: data stays data when the
-#: method only takes parts of its receiver, anything else is computed)
-PURE_METHODS = {
-    "lower",
-    "upper",
-    "strip",
-    "lstrip",
-    "rstrip",
-    "title",
-    "capitalize",
-    "casefold",
-    "swapcase",
-    "split",
-    "rsplit",
-    "splitlines",
-    "partition",
-    "rpartition",
-    "replace",
-    "removeprefix",
-    "removesuffix",
-}
-DATA_PRESERVING = PURE_METHODS - {"replace"}  # replace can put new text (a private name) into data
-STRING_FILTERS = {"lower": "lower", "upper": "upper", "trim": "strip", "title": "title", "capitalize": "capitalize"}
-#: methods whose result is made of the receiver's items (or the call's arguments): no new strings
-ITEM_METHODS = {
-    "get",
-    "items",
-    "keys",
-    "values",
-    "pop",
-    "copy",
-    "setdefault",
-    "index",
-    "count",
-    "find",
-    "rfind",
-    "startswith",
-    "endswith",
-    "isdigit",
-    "isalpha",
-    "isspace",
-    "isupper",
-    "islower",
-    "isalnum",
-    "isnumeric",
-    "isdecimal",
-    "istitle",
-    "append",
-    "extend",
-    "insert",
-    "update",
-    "remove",
-    "sort",
-    "reverse",
-    "clear",
-}
-#: filters whose result is made of the input's items, or is a number or a boolean
-ITEM_FILTERS = {
-    "first",
-    "last",
-    "list",
-    "unique",
-    "sort",
-    "dictsort",
-    "items",
-    "select",
-    "reject",
-    "selectattr",
-    "rejectattr",
-    "batch",
-    "slice",
-    "groupby",
-    "map",
-    "min",
-    "max",
-    "random",
-    "safe",
-    "e",
-    "escape",
-    "forceescape",
-    "string",
-    "default",
-    "d",
-    "sum",
-}
-NUMBER_FILTERS = {"length", "count", "int", "float", "abs", "round", "wordcount"}
-PART_FILTERS = {"items", "dictsort", "first", "last", "random", "min", "max"}  #: their result is made of parts of the input
-MUTATING_METHODS = {"append", "extend", "insert"}
-ADDING_METHODS = {"append", "extend", "insert", "update", "setdefault", "add"}  #: they put their arguments in the receiver
-PADDING_METHODS = {"ljust", "rjust", "center", "zfill", "expandtabs"}
-PADDING_FILTERS = {"center", "indent", "tojson", "batch", "slice"}  #: their numbers are sizes they allocate
+FILTERS = allowlist().filters
 
 
-@dataclass(frozen=True)
-class Value:
-    """What an expression may evaluate to (and, for a container, hold): an over-approximation."""
-
-    strs: frozenset[str] = frozenset()  #: string constants it may be or hold
-    data: bool = False  #: may be or hold render-context data (chosen by the renderer's caller, not the template)
-    computed: bool = False  #: may be or hold a string the template built that is not enumerated in strs
-    reached: bool = False  #: may be an arbitrary attribute of an object (a data key fell back to getattr)
-    holds_reached: bool = False  #: may hold (as an item or field) a value that may be reached
-    noattr: bool = False  #: never names an attribute: not a string, or a string with a non-identifier character
-    special: frozenset[str] = frozenset()  #: global callables, 'self', 'loop', 'caller', 'macro:<name>'
-    num: int | None = None  #: a number made from constants: bound on its magnitude (None: data or none)
-    size: int | None = None  #: a length made from constants: bound (None: data-sized or unknown)
-    grows: bool = False  #: made by multiplying or raising a non-literal: grows when fed back
-    sources: frozenset[str] = frozenset()  #: the variables whose values make up this one (its size)
-    doubled: frozenset[str] = frozenset()  #: variables this value holds twice (x ~ x, x * 2): exponential if fed back
-    container: bool = False  #: may be (or hold) a list, dict or namespace the template built: a mutator may fill it
-
-    def join(self, other: Value) -> Value:
-        if self is other:
-            return self
-        return Value(
-            self.strs | other.strs,
-            self.data or other.data,
-            self.computed or other.computed,
-            self.reached or other.reached,
-            self.holds_reached or other.holds_reached,
-            self.noattr and other.noattr,
-            self.special | other.special,
-            _max(self.num, other.num),
-            _max(self.size, other.size),
-            self.grows or other.grows,
-            self.sources | other.sources,
-            self.doubled | other.doubled,
-            self.container or other.container,
-        )
-
-    def widened(self) -> Value:
-        if len(self.strs) > MAX_STRS or any(len(s) > MAX_STR_LEN for s in self.strs):
-            return replace(self, strs=frozenset(s for s in self.strs if len(s) <= 8), computed=True)
-        return self
-
-    def contents(self) -> Value:
-        """What an item, attribute or element of this value may be (the flat model: a value stands for its
-        items too); may be a string whatever the container is."""
-        inner = self.reached or self.holds_reached  # an item keeps its specials: a macro or caller kept in a list is one
-        return replace(self, reached=inner, holds_reached=inner, sources=frozenset(), doubled=frozenset())
-
-    def held(self) -> Value:
-        """This value as an item of a container or a namespace field."""
-        return replace(self, reached=False, holds_reached=self.reached or self.holds_reached)
-
-
-FORMAT = "\0format"  # special: may be a str.format or str.format_map method
-GLOBAL_VALUES: set[str] = set()  # filled from the table: the global callables an element may still be
-EMPTY = Value(noattr=True)
-DATA = Value(data=True)
-NUMBER = Value(noattr=True)
-
-
-def _max(a: int | None, b: int | None) -> int | None:
-    return b if a is None else a if b is None else max(a, b)
-
-
-def _mul(a: int, b: int) -> int:
-    return min(a * b, CAP) if a and b else 0
-
-
-def const(v: Any) -> Value:
-    if isinstance(v, str):
-        return Value(strs=frozenset([v]), noattr=not IDENTIFIER.match(v), size=len(v))
-    if isinstance(v, bool) or v is None:
-        return NUMBER
-    if isinstance(v, int):
-        return Value(noattr=True, num=min(abs(v), CAP))
-    if isinstance(v, float):
-        return Value(noattr=True, num=min(int(abs(v)), CAP) if math.isfinite(v) else CAP)
-    if isinstance(v, (tuple, list)):
-        out = Value(noattr=True, size=len(v))
-        for item in v:
-            out = out.join(replace(const(item), size=None))
-        return replace(out, size=len(v))
-    return Value(computed=True)
-
-
-@dataclass
-class Finding:
-    line: int
-    rule: str
-    why: str
-
-
-@dataclass
-class MacroInfo:
-    name: str
-    params: list[str]
-    node: Any
-    #: call sites inside: (callee macro, loop factor at the site, structural?, line)
-    calls: list[tuple[str, int, bool, int]] = field(default_factory=list)
-    loops: int = 0  #: loop iterations its own loops run, summed (constant trip counts, per call)
-    chars: int = 0  #: characters or items its own repetitions and paddings make, summed (per call)
+def _slot_arguments(args: list[Any], kwargs: list[Any], slot: tuple[int | None, str]) -> list[Any]:
+    """The argument nodes filling one slot: the positional one at its position, and the keyword one."""
+    position, keyword = slot
+    out = [kw.value for kw in kwargs if kw.key == keyword]
+    if position is not None and len(args) > position:
+        out.append(args[position])
+    return out
 
 
 class Analysis:
@@ -799,7 +637,7 @@ class Analysis:
         if (
             name == "attr"
             or (node.dyn_args is not None or node.dyn_kwargs is not None)
-            and (name == "map" or name in self.table.attribute_filters)
+            and (FILTERS.get(name) is not None and FILTERS[name].attribute is not None)
         ):
             for dyn in (node.dyn_args, node.dyn_kwargs):  # names spread from a list or dict: each may be one
                 if dyn is not None:
@@ -899,22 +737,19 @@ class Analysis:
         return Value(strs=built.strs, data=built.data, computed=built.computed or bool(built.strs) or built.data, reached=built.reached)
 
     def attribute_arguments(self, node: Any) -> list[Any]:
-        """A filter's arguments that name attributes: ``attribute=``, the first positional argument of
-        selectattr/rejectattr/groupby, and, for ``map``, the arguments of the filter it applies when that
-        filter takes attribute names (``map('attr', name)``)."""
-        table = self.table.attribute_filters
-        name = node.name
-        out = [kw.value for kw in node.kwargs if kw.key == "attribute"]
-        position = table.get(name)
-        if name in table and position is not None and len(node.args) > position:
-            out.append(node.args[position])
-        if name == "map" and node.args:
-            applied = self.ev(node.args[0])
+        """A filter's arguments that name attributes (the allowlist table's ``attribute`` slot, by position or
+        keyword), and, for ``map``, those of the filter it applies (``map('attr', name)``, ``map('sum', name)``)."""
+        spec = FILTERS.get(node.name)
+        out = _slot_arguments(node.args, node.kwargs, spec.attribute) if spec and spec.attribute else []
+        if spec and spec.filter_arg is not None and len(node.args) > spec.filter_arg:
+            applied = self.ev(node.args[spec.filter_arg])
             if applied.computed or applied.data or applied.reached:
                 self.flag(node, "template.dynamic_attribute", "map with a filter name computed at render time")
-            if applied.strs & ({"attr"} | set(table)):
-                out.extend(node.args[1:])
-                out.extend(kw.value for kw in node.kwargs if kw.key != "attribute")
+            for name in applied.strs:
+                inner = FILTERS.get(name)
+                if inner is not None and inner.attribute is not None:
+                    rest = node.args[spec.filter_arg + 1 :]
+                    out.extend(_slot_arguments(rest, [k for k in node.kwargs if k.key != "attribute"], inner.attribute))
         return out
 
     # ------------------------------------------------------------------ string building
@@ -1155,228 +990,3 @@ class Analysis:
                     f"all (more than {self.limits['max_repeat_chars']:,})",
                 )
             ] = None
-
-
-def _affixes(parts: list[Value], reverse: bool = False) -> list[str]:
-    """The constant strings a concatenation may start with (or end with): the products of its leading exact
-    parts, up to the first part that is not."""
-    out = [""]
-    for p in parts:
-        if p.data or p.computed or p.reached or not p.strs or p.num is not None:
-            break
-        out = [a + b if not reverse else b + a for a in out for b in p.strs]
-        if len(out) > MAX_STRS:
-            return [""]
-    return out
-
-
-@cache
-def _attribute_universe() -> frozenset[str]:
-    """Every attribute name of what a template can hold without a finding: JSON-like data and the template's
-    own values, Jinja2's runtime objects, and what one attribute of those may be (types, functions, methods)."""
-    import jinja2.runtime
-    import jinja2.utils
-    import markupsafe
-
-    kinds: list[Any] = [
-        str,
-        dict,
-        list,
-        tuple,
-        int,
-        float,
-        bool,
-        type(None),
-        set,
-        range,
-        slice,
-        type,
-        type(len),
-        type(_affixes),
-        type("".join),
-        type(str.join),
-        type(dict.__dict__["fromkeys"]),
-        type(list.__init__),
-        type(object().__str__),
-        markupsafe.Markup,
-        jinja2.runtime.LoopContext,
-        jinja2.runtime.Macro,
-        jinja2.runtime.Undefined,
-        jinja2.utils.Namespace,
-        jinja2.utils.Cycler,
-        jinja2.utils.Joiner,
-        jinja2.runtime.TemplateReference,
-    ]
-    return frozenset(name for kind in kinds for name in dir(kind))
-
-
-def _names_no_attribute(prefixes: list[str], suffixes: list[str]) -> bool:
-    """Whether no string starting with one of ``prefixes`` and ending with one of ``suffixes`` names an
-    attribute of anything a template can hold (unconstrained ends prove nothing)."""
-    if prefixes == [""] and suffixes == [""]:
-        return False
-    return not any(name.startswith(p) and name.endswith(x) for name in _attribute_universe() for p in prefixes for x in suffixes)
-
-
-def _grew(old: int | None, new: int | None) -> bool:
-    return new is not None and (old is None or new > old)
-
-
-def _count(n: int) -> str:
-    return "unbounded" if n >= CAP else f"{n:,}"
-
-
-def _all(node: Any) -> Iterator[Any]:
-    stack = [node]
-    while stack:
-        x = stack.pop()
-        yield x
-        stack.extend(x.iter_child_nodes())
-
-
-def _root(expr: Any, n: Any) -> tuple[str | None, bool]:
-    """The variable an expression reads through (``a`` of ``a.b[0]|items``) and whether it descends into it."""
-    descends = False
-    while True:
-        if isinstance(expr, n.Name):
-            return expr.name, descends
-        if isinstance(expr, (n.Getattr, n.Getitem)):
-            descends = True
-            expr = expr.node
-        elif isinstance(expr, n.Filter) and expr.node is not None:
-            descends = descends or expr.name in PART_FILTERS
-            expr = expr.node
-        elif isinstance(expr, n.Call) and isinstance(expr.node, n.Getattr) and expr.node.attr in ("items", "values", "keys", "get"):
-            descends = True
-            expr = expr.node.node
-        else:
-            return None, False
-
-
-def _is_part(expr: Any, owners: set[str], parts: set[str], n: Any) -> bool:
-    """Whether an expression is a strict part of an owner (a parameter): an item or attribute of it, a
-    variable holding one, or a container literal of such parts and constants (one level of wrapping)."""
-    if isinstance(expr, (n.Dict, n.List, n.Tuple)):
-        items = [x for pair in expr.items for x in (pair.key, pair.value)] if isinstance(expr, n.Dict) else expr.items
-        leaves = [x for x in items if not isinstance(x, n.Const)]
-        return bool(leaves) and all(_is_part(x, owners, parts, n) and not isinstance(x, (n.Dict, n.List, n.Tuple)) for x in leaves)
-    root, descends = _root(expr, n)
-    return root is not None and (root in parts or (root in owners and descends))
-
-
-def _parts(macro: Any, n: Any) -> set[str]:
-    """The variables of a macro that hold a strict part of a parameter (set from one, or a loop over one)."""
-    owners = {a.name for a in macro.args}
-    parts: set[str] = set()
-    for _ in range(8):
-        before = len(parts)
-        for x in _all(macro):
-            if isinstance(x, n.Assign) and isinstance(x.target, n.Name) and _is_part(x.node, owners, parts, n):
-                parts.add(x.target.name)
-            elif isinstance(x, n.For):
-                root, _ = _root(x.iter, n)
-                if root in owners or root in parts:
-                    parts.update(t.name for t in _all(x.target) if isinstance(t, n.Name))
-        if len(parts) == before:
-            break
-    return parts
-
-
-def _context_reads(tree: Any, n: Any) -> set[int]:
-    """The ``Name`` loads where no assignment is certain (a definite-assignment pass in source order: a name
-    set in a statement list counts from there on in that list and its nested bodies; loop targets and macro
-    arguments count in their bodies). Those reads may take a value from the render context.
-
-    A scope is a chain of frames ``(names, before, parent)``: a name is known in a frame when its first
-    assignment in the frame's statement list comes before index ``before`` (binders use ``before`` = inf)."""
-    out: set[int] = set()
-    Frame = tuple[dict[str, float], float, Any]
-
-    def known(name: str, frame: Frame | None) -> bool:
-        while frame is not None:
-            names, before, parent = frame
-            if names.get(name, math.inf) < before:
-                return True
-            frame = parent
-        return False
-
-    def targets(node: Any) -> list[str]:
-        return [t.name for t in _all(node) if isinstance(t, n.Name)]
-
-    stack: list[tuple[Any, Frame | None]] = [(tree, None)]
-    while stack:
-        node, frame = stack.pop()
-        if isinstance(node, n.Name):
-            if node.ctx == "load" and not known(node.name, frame):
-                out.add(id(node))
-            continue
-        body_frame = frame
-        if isinstance(node, n.For):
-            body_frame = (dict.fromkeys(targets(node.target), -1.0), math.inf, frame)
-        elif isinstance(node, (n.Macro, n.CallBlock)):
-            bound = [a.name for a in node.args] + ([node.name] if isinstance(node, n.Macro) else [])
-            body_frame = (dict.fromkeys(bound, -1.0), math.inf, frame)
-        elif isinstance(node, n.With):
-            body_frame = (dict.fromkeys([x for target in node.targets for x in targets(target)], -1.0), math.inf, frame)
-        for field_name, value in node.iter_fields():
-            inner = body_frame if field_name == "body" else frame
-            if isinstance(value, list) and value and isinstance(value[0], n.Stmt):
-                first: dict[str, float] = {}
-                for index, stmt in enumerate(value):
-                    if isinstance(stmt, (n.Assign, n.AssignBlock)):
-                        for name in targets(stmt.target):
-                            first.setdefault(name, index)
-                    elif isinstance(stmt, n.Macro):
-                        first.setdefault(stmt.name, index)
-                stack.extend((stmt, (first, index, inner)) for index, stmt in enumerate(value))
-            elif isinstance(value, list):
-                stack.extend((x, inner) for x in value if isinstance(x, n.Node))
-            elif isinstance(value, n.Node):
-                stack.append((value, inner))
-    return out
-
-
-def _roots(expr: Any, n: Any) -> set[str]:
-    root, _ = _root(expr, n)
-    return {root} if root else set()
-
-
-def _components(graph: dict[str, MacroInfo]) -> dict[str, int]:
-    """Strongly connected components of the call graph (Kosaraju, without recursion): two macros in one
-    component call each other, a macro calling its own component recurses."""
-    edges = {name: [c for c, _, _, _ in info.calls if c in graph] for name, info in graph.items()}
-    reverse: dict[str, list[str]] = {name: [] for name in graph}
-    for name, callees in edges.items():
-        for callee in callees:
-            reverse[callee].append(name)
-    order: list[str] = []
-    seen: set[str] = set()
-    for root in graph:
-        if root in seen:
-            continue
-        seen.add(root)
-        stack = [(root, iter(edges[root]))]
-        while stack:
-            name, it = stack[-1]
-            for callee in it:
-                if callee not in seen:
-                    seen.add(callee)
-                    stack.append((callee, iter(edges[callee])))
-                    break
-            else:
-                stack.pop()
-                order.append(name)
-    component: dict[str, int] = {}
-    for root in reversed(order):
-        if root in component:
-            continue
-        component[root] = len(component)
-        label = component[root]
-        todo = [root]
-        while todo:
-            name = todo.pop()
-            for caller in reverse[name]:
-                if caller not in component:
-                    component[caller] = label
-                    todo.append(caller)
-    return component
