@@ -106,11 +106,13 @@ def scan_templates(file: Any) -> list[Issue]:
 
 
 def _finding(rule: str, why: str, key: str, text: str, line: int, offset: int | None) -> Issue:
+    from .templates.allowlist import WARNING_RULES
+
     lines = text.splitlines() or [""]
     snippet = lines[min(max(line, 1), len(lines)) - 1].strip()
     if len(snippet) > SNIPPET:
         snippet = snippet[: SNIPPET - 3] + "..."
-    return Issue(rule, f"line {line}: {why}: {snippet!r}", f"{key}:{line}", offset)
+    return Issue(rule, f"line {line}: {why}: {snippet!r}", f"{key}:{line}", offset, "warning" if rule in WARNING_RULES else "error")
 
 
 def _short(message: str | None, width: int = 200) -> str:
@@ -119,11 +121,22 @@ def _short(message: str | None, width: int = 200) -> str:
 
 
 def _walk(tree: Any, nodes: Any, table: TemplateRules) -> list[tuple[str, str, int]]:
-    """The findings of one parsed template, in source order: ``gguf_construct.security.templates``'s analysis."""
-    from .templates.flow import Analysis
+    """The findings of one parsed template, in source order: the allowlist check and the data-flow analysis
+    (``gguf_construct.security.templates``), after the size limit that keeps both linear."""
+    from .templates.allowlist import AllowlistCheck
+    from .templates.flow import Analysis, AnalysisBudget
+    from .templates.syntax import _all
 
+    limit = table.limits["max_nodes"]
+    count = sum(1 for _ in zip(range(limit + 1), _all(tree), strict=False))
+    if count > limit:
+        return [("template.complexity", f"more than {limit:,} syntax nodes: not analysed", 1)]
     try:
         found = Analysis(tree, nodes, table).run()
     except RecursionError:  # a call chain or expression deeper than Python's stack: nothing is proven
         found = [(1, "template.flow_limit", "the template nests deeper than the analysis follows")]
-    return [(rule, why, line) for line, rule, why in found]
+    except AnalysisBudget as e:
+        found = [(1, "template.complexity", f"{e}: not analysed")]
+    seen = {(line, rule) for line, rule, _ in found}
+    found += [f for f in AllowlistCheck(tree, nodes).run() if (f[0], f[1]) not in seen]
+    return [(rule, why, line) for line, rule, why in sorted(found, key=lambda f: f[0])]

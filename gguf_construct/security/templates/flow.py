@@ -31,7 +31,7 @@ from typing import Any
 
 from ...core.tables import TemplateRules
 from .syntax import _affixes, _all, _components, _context_reads, _count, _grew, _is_part, _names_no_attribute, _parts, _root, _roots
-from .table import allowlist
+from .table import allowlist, slot_arguments
 from .values import (
     ADDING_METHODS,
     CAP,
@@ -44,6 +44,7 @@ from .values import (
     ITEM_FILTERS,
     ITEM_METHODS,
     LOOP_NUMBERS,
+    MANY,
     MAX_STR_LEN,
     MAX_STRS,
     MUTATING_METHODS,
@@ -66,13 +67,8 @@ from .values import (
 FILTERS = allowlist().filters
 
 
-def _slot_arguments(args: list[Any], kwargs: list[Any], slot: tuple[int | None, str]) -> list[Any]:
-    """The argument nodes filling one slot: the positional one at its position, and the keyword one."""
-    position, keyword = slot
-    out = [kw.value for kw in kwargs if kw.key == keyword]
-    if position is not None and len(args) > position:
-        out.append(args[position])
-    return out
+class AnalysisBudget(Exception):
+    """The analysis took more steps than ``limits.max_analysis_steps``: its cost stays linear in that limit."""
 
 
 class Analysis:
@@ -105,6 +101,8 @@ class Analysis:
         self.factor = 1  # product of the constant trip counts of the enclosing loops (within the current macro)
         self.loop_stack: list[tuple[Any, set[str]]] = []  # enclosing for loops: (node, names their iterable is rooted at)
         self.top = MacroInfo("", [], tree)
+        self.steps = 0
+        self.max_steps = self.limits["max_analysis_steps"]
 
     # ------------------------------------------------------------------ driver
     def run(self) -> list[tuple[int, str, str]]:
@@ -125,7 +123,13 @@ class Analysis:
         if self.report:
             self.findings[(getattr(node, "lineno", 1) or 1, rule, why)] = None
 
+    def step(self) -> None:
+        self.steps += 1
+        if self.steps > self.max_steps:
+            raise AnalysisBudget(f"the analysis needed more than {self.max_steps:,} steps")
+
     def bind(self, name: str, value: Value) -> None:
+        self.step()
         old = self.env.get(name)
         new = value.widened() if old is None else old.join(value).widened()
         if old is not None and new != old and self.round >= WIDEN_AFTER:
@@ -140,7 +144,7 @@ class Analysis:
     def bind_target(self, target: Any, value: Value) -> None:
         n = self.n
         name = target.name if isinstance(target, (n.Name, n.NSRef)) else None
-        if name in value.doubled and (self.loop_stack or self.macro_stack):
+        if (name in value.doubled or MANY in value.doubled) and (self.loop_stack or self.macro_stack):
             self.flag(target, "template.repetition", f"{name} is built from itself twice in a loop or macro: it grows exponentially")
         if isinstance(target, n.Name):
             self.bind(target.name, value)
@@ -255,6 +259,7 @@ class Analysis:
 
     # ------------------------------------------------------------------ expressions
     def ev(self, node: Any) -> Value:  # noqa: C901 - one case per node type
+        self.step()
         n = self.n
         if isinstance(node, n.Const):
             return const(node.value)
@@ -740,7 +745,7 @@ class Analysis:
         """A filter's arguments that name attributes (the allowlist table's ``attribute`` slot, by position or
         keyword), and, for ``map``, those of the filter it applies (``map('attr', name)``, ``map('sum', name)``)."""
         spec = FILTERS.get(node.name)
-        out = _slot_arguments(node.args, node.kwargs, spec.attribute) if spec and spec.attribute else []
+        out = slot_arguments(node.args, node.kwargs, spec.attribute) if spec and spec.attribute else []
         if spec and spec.filter_arg is not None and len(node.args) > spec.filter_arg:
             applied = self.ev(node.args[spec.filter_arg])
             if applied.computed or applied.data or applied.reached:
@@ -749,7 +754,7 @@ class Analysis:
                 inner = FILTERS.get(name)
                 if inner is not None and inner.attribute is not None:
                     rest = node.args[spec.filter_arg + 1 :]
-                    out.extend(_slot_arguments(rest, [k for k in node.kwargs if k.key != "attribute"], inner.attribute))
+                    out.extend(slot_arguments(rest, [k for k in node.kwargs if k.key != "attribute"], inner.attribute))
         return out
 
     # ------------------------------------------------------------------ string building

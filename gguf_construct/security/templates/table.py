@@ -111,3 +111,12 @@ def allowlist() -> Allowlist:
         loop_attributes=loop,
         attributes=frozenset(raw["attributes"]) | loop | frozenset(methods),
     )
+
+
+def slot_arguments(args: list[Any], kwargs: list[Any], slot: Slot) -> list[Any]:
+    """The argument nodes filling one slot of a call: the keyword one, and the positional one at its position."""
+    position, keyword = slot
+    out = [kw.value for kw in kwargs if kw.key == keyword]
+    if position is not None and len(args) > position:
+        out.append(args[position])
+    return out

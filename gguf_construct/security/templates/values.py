@@ -12,6 +12,8 @@ from .table import allowlist
 
 CAP = 10**18  # saturation of every size and number bound: "unbounded"
 MAX_STRS = 64  # constant strings tracked per value before a value counts as computed
+MAX_SOURCES = 64  # variables tracked per value; past it, MANY stands for all of them (keeps the analysis linear)
+MANY = "\0many"
 MAX_STR_LEN = 256
 WIDEN_AFTER = 3  # fixpoint rounds before growing bounds are widened
 LOOP_NUMBERS = {"index", "index0", "revindex", "revindex0", "length", "depth", "depth0", "first", "last"}
@@ -75,6 +77,9 @@ class Value:
         )
 
     def widened(self) -> Value:
+        if len(self.sources) > MAX_SOURCES or len(self.doubled) > MAX_SOURCES:
+            many = frozenset([MANY])
+            return replace(self, sources=many, doubled=many if self.doubled else frozenset()).widened()
         if len(self.strs) > MAX_STRS or any(len(s) > MAX_STR_LEN for s in self.strs):
             return replace(self, strs=frozenset(s for s in self.strs if len(s) <= 8), computed=True)
         return self
