@@ -12,12 +12,14 @@ extra (``jinja2>=3.1``).
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from typing import Any
 
 from ..core import rules
 from ..core.tables import TemplateRules, template_rules
 from ..validation import Issue
+from .templates.allowlist import WARNING_RULES
 
 SNIPPET = 120  # characters of the offending line shown in a finding
 
@@ -60,9 +62,13 @@ def template_keys(metadata: Any) -> list[str]:
     return [k for k in metadata if k == prefix or k.startswith(prefix + ".")]
 
 
-def scan_template(text: str, key: str = "tokenizer.chat_template", offset: int | None = None) -> list[Issue]:
+def scan_template(
+    text: str, key: str = "tokenizer.chat_template", offset: int | None = None, render: bool = False, budget: float | None = None
+) -> list[Issue]:
     """Every finding in one template: an ``Issue`` whose path is ``KEY:LINE`` and whose message quotes the
-    line. ``offset`` (the key's record in the file) is carried into each finding."""
+    line. ``offset`` (the key's record in the file) is carried into each finding. With ``render``, a template
+    the static checks find no error in is also rendered in Jinja2's sandbox in a child process under the
+    limits of ``schema/template_rules.json`` (at most ``budget`` seconds of wall time)."""
     table = template_rules()
     if len(text.encode("utf-8", "surrogatepass")) > table.max_template_bytes:
         return [
@@ -85,12 +91,18 @@ def scan_template(text: str, key: str = "tokenizer.chat_template", offset: int |
         return [_finding("template.syntax", "does not parse: nested too deeply for the parser", key, text, 1, offset)]
     except Exception as e:  # noqa: BLE001 - Jinja2's lexer lets Python's own errors out (an int of 5000 digits)
         return [_finding("template.syntax", f"does not parse: {type(e).__name__}: {_short(str(e))}", key, text, 1, offset)]
-    return [_finding(rule, why, key, text, line, offset) for rule, why, line in _walk(tree, jinja2.nodes, table)]
+    found = _walk(tree, jinja2.nodes, table)
+    if render and not any(rule not in WARNING_RULES for rule, _, _ in found):
+        from .templates.render import render_check
+
+        found += [(rule, why, line) for line, rule, why in render_check(text, table.limits, budget)]
+    return [_finding(rule, why, key, text, line, offset) for rule, why, line in found]
 
 
-def scan_templates(file: Any) -> list[Issue]:
+def scan_templates(file: Any, render: bool = True) -> list[Issue]:
     """Every finding in every chat template of a file: a loaded file object (any format with ``metadata``)
-    or a path, which is opened leniently."""
+    or a path, which is opened leniently. With ``render`` (the default, as ``validate --security`` does), each
+    template is also rendered in the sandbox, within ``limits.render_total_seconds`` for the whole file."""
     if isinstance(file, (str, os.PathLike)):
         from ..api.registry import load
 
@@ -98,16 +110,19 @@ def scan_templates(file: Any) -> list[Issue]:
     meta = file.metadata
     offset_of = getattr(meta, "offset_of", lambda key: None)
     out: list[Issue] = []
+    deadline = time.monotonic() + template_rules().limits["render_total_seconds"]
     for key in template_keys(meta):
         value = meta[key]
-        if isinstance(value, str):
-            out += scan_template(value, key, offset_of(key))
+        if not isinstance(value, str):
+            continue
+        left = deadline - time.monotonic()
+        out += scan_template(value, key, offset_of(key), render=render and left >= 1.0, budget=left)
+        if render and left < 1.0:
+            out.append(_finding("template.unrendered", "not rendered: the file's render time is spent", key, value, 1, offset_of(key)))
     return out
 
 
 def _finding(rule: str, why: str, key: str, text: str, line: int, offset: int | None) -> Issue:
-    from .templates.allowlist import WARNING_RULES
-
     lines = text.splitlines() or [""]
     snippet = lines[min(max(line, 1), len(lines)) - 1].strip()
     if len(snippet) > SNIPPET:

@@ -20,7 +20,7 @@ from .table import FilterSpec, allowlist
 from .table import slot_arguments as _slot
 
 #: rules whose findings are warnings: outside the subset, but reaching nothing internal
-WARNING_RULES = frozenset({"template.unknown"})
+WARNING_RULES = frozenset({"template.unknown", "template.unrendered"})
 
 Found = tuple[int, str, str]
 

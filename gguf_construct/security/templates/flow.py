@@ -50,6 +50,7 @@ from .values import (
     MUTATING_METHODS,
     NON_IDENTIFIER,
     NUMBER,
+    NUMBER_CHARS,
     NUMBER_FILTERS,
     PADDING_FILTERS,
     PADDING_METHODS,
@@ -65,6 +66,38 @@ from .values import (
 )
 
 FILTERS = allowlist().filters
+METHODS = allowlist().methods
+
+
+def _text_size(value: Value) -> int | None:
+    """How long a value prints at most: a string's known length, a number's digits (None: unknown)."""
+    if value.strs or value.computed or value.data or value.reached:
+        return value.size if not value.container else None
+    if value.noattr and value.size is None:
+        return NUMBER_CHARS  # a number, a boolean or none
+    return None
+
+
+def _sum_sizes(values: list[Value]) -> int | None:
+    sizes = [_text_size(v) for v in values]
+    return None if any(s is None for s in sizes) else min(sum(s or 0 for s in sizes), CAP)
+
+
+def _union(values: list[Value]) -> frozenset[str]:
+    out: frozenset[str] = frozenset()
+    for v in values:
+        out |= v.sources
+    return out
+
+
+def _overlap(values: list[Value]) -> frozenset[str]:
+    """The variables that two of the values are built from: the result holds them twice."""
+    seen: set[str] = set()
+    twice: set[str] = set()
+    for v in values:
+        twice |= seen & v.sources
+        seen |= v.sources
+    return frozenset(twice)
 
 
 class AnalysisBudget(Exception):
@@ -266,10 +299,13 @@ class Analysis:
         if isinstance(node, n.Name):
             return self.name(node)
         if isinstance(node, (n.List, n.Tuple)):
+            items = [self.ev(item) for item in node.items]
             out = Value(noattr=True, size=len(node.items), container=True)
-            for item in node.items:
-                out = out.join(replace(self.ev(item).held(), size=None))
-            return replace(out, size=len(node.items))
+            for item in items:
+                out = out.join(replace(item.held(), size=None, item_size=None))
+            widths = [_text_size(item) for item in items]
+            item_size = max(widths, default=0) if all(w is not None for w in widths) else None  # type: ignore[type-var]
+            return replace(out, size=len(node.items), item_size=item_size, doubled=out.doubled | _overlap(items), sources=_union(items))
         if isinstance(node, n.Dict):
             out = Value(noattr=True, size=len(node.items), container=True)
             for pair in node.items:
@@ -301,9 +337,9 @@ class Analysis:
                 self.ev(op.expr)
             return NUMBER
         if isinstance(node, n.Concat):
-            return self.concat([self.ev(x) for x in node.nodes], literal_parts=node.nodes)
+            return self.check_text(node, self.concat([self.ev(x) for x in node.nodes], literal_parts=node.nodes))
         if isinstance(node, n.Add):
-            return self.add(node)
+            return self.check_text(node, self.add(node))
         if isinstance(node, n.Mul):
             return self.mul(node)
         if isinstance(node, n.Mod):
@@ -571,6 +607,12 @@ class Analysis:
                 self.bind(root, added)
         if method in PADDING_METHODS:
             self.check_width(node, args, f"{method}()")
+        spec = METHODS.get(method)
+        if spec is not None and spec.repeats:
+            self.check_inserted(node, spec.repeats, f"{method}()")
+        if method == "replace":
+            made = self.string_op(receiver, method, node.args, args, bool(node.kwargs or node.dyn_args or node.dyn_kwargs))
+            return self.check_text(node, self.replaced(made, receiver, node.args, node.kwargs))
         if method in PURE_METHODS:
             return self.string_op(receiver, method, node.args, args, bool(node.kwargs or node.dyn_args or node.dyn_kwargs))
         if method in ITEM_METHODS:
@@ -630,7 +672,7 @@ class Analysis:
             self.flag(
                 node, "template.loop_bound", f"range of {_count(size or CAP)} items (more than {self.limits['max_loop_iterations']:,})"
             )
-        return Value(noattr=True, size=size)
+        return Value(noattr=True, size=size, item_size=NUMBER_CHARS)
 
     def filter(self, node: Any, value: Value) -> Value:  # noqa: C901 - one case per family of filters
         n = self.n
@@ -676,6 +718,9 @@ class Analysis:
                     self.flag(node, "template.dynamic_attribute", f"the {name} filter with an attribute name computed at render time")
         if name in PADDING_FILTERS:
             self.check_width(node, args, f"the {name} filter")
+        spec = FILTERS.get(name)
+        if spec is not None and spec.repeats:
+            self.check_inserted(node, spec.repeats, f"the {name} filter")
         if name == "format":
             self.check_printf(node, value)
         if name in STRING_FILTERS:
@@ -738,8 +783,17 @@ class Analysis:
         # join, replace, format, indent, truncate, ... : a string the scanner does not enumerate
         built = value.join(everything)
         if name == "join" and not node.args and not node.kwargs and not built.strs:
-            return Value(data=built.data, reached=built.reached, computed=built.computed)
-        return Value(strs=built.strs, data=built.data, computed=built.computed or bool(built.strs) or built.data, reached=built.reached)
+            text = Value(data=built.data, reached=built.reached, computed=built.computed)
+        else:
+            text = Value(strs=built.strs, data=built.data, computed=built.computed or bool(built.strs) or built.data, reached=built.reached)
+        grown = replace(text, sources=_union([value, *args]), doubled=value.doubled | _overlap([value, *args]))
+        if name == "join":
+            return self.check_text(node, replace(grown, size=self.joined_size(value, node)))
+        if name == "replace":
+            return self.check_text(node, self.replaced(grown, value, node.args, node.kwargs))
+        if name == "format":
+            return self.check_text(node, replace(grown, size=_sum_sizes([value, *args])))
+        return grown
 
     def attribute_arguments(self, node: Any) -> list[Any]:
         """A filter's arguments that name attributes (the allowlist table's ``attribute`` slot, by position or
@@ -883,7 +937,11 @@ class Analysis:
         if left.strs or left.data or left.computed:
             self.check_printf(node, left)
             self.check_width(node, [right], "a printf '*' width")
-            return Value(strs=left.strs | right.strs, data=left.data or right.data, computed=True, reached=left.reached or right.reached)
+            made = Value(strs=left.strs | right.strs, data=left.data or right.data, computed=True, reached=left.reached or right.reached)
+            held = None if right.size is None or right.item_size is None else _mul(right.size, right.item_size)
+            size = None if left.size is None else _sum_sizes([left, right]) if held is None else min(left.size + held, CAP)
+            grown = replace(made, sources=_union([left, right]), doubled=left.doubled | right.doubled | _overlap([left, right]), size=size)
+            return self.check_text(node, grown)
         return Value(noattr=True, num=left.num if left.num is None or right.num is None else min(left.num, right.num))
 
     def pow(self, node: Any) -> Value:
@@ -898,6 +956,45 @@ class Analysis:
         if left.grows or right.grows:
             self.flag(node, "template.number", "a power whose operands grow at render time")
         return Value(noattr=True, grows=True)
+
+    def check_text(self, node: Any, value: Value) -> Value:
+        """A string the template builds (``~``, ``+``, join, replace, format, ``%``): a finding past the limit."""
+        limit = self.limits["max_repeat_chars"]
+        if value.size is not None and value.size > limit:
+            self.flag(node, "template.repetition", f"builds a string of {_count(value.size)} characters (more than {limit:,})")
+        return value
+
+    def check_inserted(self, node: Any, slots: tuple[tuple[int | None, str], ...], what: str) -> None:
+        """A string (or width) that a filter or method puts into its output once per item or line: join's
+        separator, replace's new text, indent's prefix, wordwrap's wrapstring, tojson's indent."""
+        limit = self.limits["max_inserted_chars"]
+        for slot in slots:
+            for arg in slot_arguments(node.args, node.kwargs, slot):
+                value = self.ev(arg)
+                size = value.size if value.strs or value.computed else value.num
+                if size is not None and size > limit:
+                    self.flag(
+                        node, "template.repetition", f"{what} inserts {_count(size)} characters per item or line (more than {limit:,})"
+                    )
+
+    def joined_size(self, items: Value, node: Any) -> int | None:
+        """The length of ``items|join(d)``: items times (the longest item plus the separator), when known."""
+        separator = slot_arguments(node.args, node.kwargs, (0, "d"))
+        gap = _text_size(self.ev(separator[0])) if separator else 0
+        if items.size is None or items.item_size is None or gap is None:
+            return None
+        return _mul(items.size, items.item_size + gap)
+
+    def replaced(self, made: Value, receiver: Value, args: list[Any], kwargs: list[Any]) -> Value:
+        """``replace(old, new)``: each of the receiver's characters (or occurrences of ``old``) may become ``new``."""
+        n = self.n
+        old = slot_arguments(args, kwargs, (0, "old"))
+        new = slot_arguments(args, kwargs, (1, "new"))
+        new_size = _text_size(self.ev(new[0])) if new else None
+        if receiver.size is None or new_size is None:
+            return replace(made, size=None)
+        step = len(old[0].value) if old and isinstance(old[0], n.Const) and isinstance(old[0].value, str) and old[0].value else 1
+        return replace(made, size=min(receiver.size + _mul(receiver.size // step + 1, new_size), CAP))
 
     def made(self, size: int) -> None:
         """Count what a repetition or padding makes, times the loops around it, against the whole template."""

@@ -14,6 +14,7 @@ CAP = 10**18  # saturation of every size and number bound: "unbounded"
 MAX_STRS = 64  # constant strings tracked per value before a value counts as computed
 MAX_SOURCES = 64  # variables tracked per value; past it, MANY stands for all of them (keeps the analysis linear)
 MANY = "\0many"
+NUMBER_CHARS = 24  # the longest a number prints as (a float's repr, a 64-bit int)
 MAX_STR_LEN = 256
 WIDEN_AFTER = 3  # fixpoint rounds before growing bounds are widened
 LOOP_NUMBERS = {"index", "index0", "revindex", "revindex0", "length", "depth", "depth0", "first", "last"}
@@ -56,6 +57,7 @@ class Value:
     sources: frozenset[str] = frozenset()  #: the variables whose values make up this one (its size)
     doubled: frozenset[str] = frozenset()  #: variables this value holds twice (x ~ x, x * 2): exponential if fed back
     container: bool = False  #: may be (or hold) a list, dict or namespace the template built: a mutator may fill it
+    item_size: int | None = None  #: a container's items are strings or numbers at most this long (None: unknown)
 
     def join(self, other: Value) -> Value:
         if self is other:
@@ -74,6 +76,7 @@ class Value:
             self.sources | other.sources,
             self.doubled | other.doubled,
             self.container or other.container,
+            _max(self.item_size, other.item_size) if self.item_size is not None and other.item_size is not None else None,
         )
 
     def widened(self) -> Value:
