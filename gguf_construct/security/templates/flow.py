@@ -66,6 +66,7 @@ from .values import (
 )
 
 FILTERS = allowlist().filters
+HEAP = "\0heap"  #: what mutators (append, update ...) put into containers: any container or data value may hold it
 METHODS = allowlist().methods
 
 
@@ -386,6 +387,9 @@ class Analysis:
             if name in ("varargs", "kwargs"):
                 return DATA.join(self.env.get("\0args", EMPTY))
         value = self.env.get(name)
+        heap = self.env.get(HEAP)
+        if value is not None and heap is not None and (value.container or value.data):
+            value = value.join(heap).widened()
         if value is not None:
             value = replace(value, sources=value.sources | {name}, doubled=frozenset())
         if value is None or id(node) in self.context_reads:  # read where no assignment is certain: the render context's
@@ -599,9 +603,7 @@ class Analysis:
                 self.flag(node, "template.loop_growth", f"{method}() grows the list a loop runs over")
         if method in ADDING_METHODS:  # the container may be held by any variable (aliases): each may now hold these
             added = replace(everything, strs=everything.strs | frozenset(k.key for k in node.kwargs)).held()
-            for name, held in list(self.env.items()):
-                if held.container or held.data:
-                    self.bind(name, added)
+            self.bind(HEAP, added)  # read back by every container or data name (``name``): linear, not one bind per name
             root, _ = _root(node.node.node, self.n)
             if root is not None:
                 self.bind(root, added)
