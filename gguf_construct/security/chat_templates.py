@@ -99,10 +99,11 @@ def scan_template(
     return [_finding(rule, why, key, text, line, offset) for rule, why, line in found]
 
 
-def scan_templates(file: Any, render: bool = True) -> list[Issue]:
+def scan_templates(file: Any, render: bool = True, render_seconds: float | None = None) -> list[Issue]:
     """Every finding in every chat template of a file: a loaded file object (any format with ``metadata``)
     or a path, which is opened leniently. With ``render`` (the default, as ``validate --security`` does), each
-    template is also rendered in the sandbox, within ``limits.render_total_seconds`` for the whole file."""
+    template is also rendered in the sandbox, within ``render_seconds`` of wall time for the whole file
+    (``limits.render_total_seconds`` unless given); templates left when it is spent are warnings."""
     if isinstance(file, (str, os.PathLike)):
         from ..api.registry import load
 
@@ -110,7 +111,8 @@ def scan_templates(file: Any, render: bool = True) -> list[Issue]:
     meta = file.metadata
     offset_of = getattr(meta, "offset_of", lambda key: None)
     out: list[Issue] = []
-    deadline = time.monotonic() + template_rules().limits["render_total_seconds"]
+    total = template_rules().limits["render_total_seconds"] if render_seconds is None else render_seconds
+    deadline = time.monotonic() + total
     for key in template_keys(meta):
         value = meta[key]
         if not isinstance(value, str):
