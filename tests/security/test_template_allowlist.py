@@ -1,7 +1,8 @@
 """The allowlist check (gguf_construct.security.templates.allowlist): every operation of a template is in the
 known-safe subset of schema/template_rules.json, or it is a finding.
 
-* Routes: each template reaches ``os``, ``os.environ``, an object's ``__mro__``, a function's ``__globals__`` or a
+* Routes (also the values a filter takes from its arguments: batch's fill, groupby's default, sum's start): each
+  template reaches ``os``, ``os.environ``, an object's ``__mro__``, a function's ``__globals__`` or a
   file when a plain ``jinja2.Environment`` renders it (shown in a bounded child process), and each is an error.
   Attribute arguments given by position, string formatting into attribute names, names in variables, ``map``
   applying an attribute-taking filter, unicode escapes, the loader statements.
@@ -34,6 +35,9 @@ ROUTES = {
     "spread-positional-attribute": ("{{ [cycler]|join(*['', '__init__.__globals__.os']) }}", "<module 'os'"),
     "unicode-escaped-name": ("{{ ''['\\u005f\\u005fclass\\u005f\\u005f'] }}", "<class 'str'>"),
     "hex-escaped-attribute-argument": ("{{ ['x']|sum('\\x5f\\x5fclass\\x5f\\x5f.\\x5f\\x5fmro\\x5f\\x5f', ()) }}", "<class 'object'>"),
+    "batch-fill-value": ("{{ ''[([1]|batch(2, '__class__')|first)[1]] }}", "<class 'str'>"),
+    "groupby-default": ("{{ ''[([{}]|groupby('a', '__class__')|first).grouper] }}", "<class 'str'>"),
+    "sum-start": ("{{ ''[([['x']]|sum(start=['__class__']))[0]] }}", "<class 'str'>"),
     "joiner-globals": ("{{ joiner().__init__.__globals__.os }}", "<module 'os'"),
     "macro-globals-through-caller": (
         "{% macro f() %}{{ caller.__init__.__globals__ }}{% endmacro %}{% call f() %}x{% endcall %}",
@@ -70,6 +74,8 @@ def test_each_route_is_an_error(name):
         "{{ [x]|min(false, '__class__') }}",
         "{{ [x]|max(false, '__class__') }}",
         "{{ [x]|sort(false, false, '__class__') }}",
+        "{{ [x]|sort(attribute='role,__class__') }}",
+        "{{ [x]|sort(false, false, 'role,0.__class__') }}",
         "{{ [x]|groupby('__class__') }}",
         "{{ [x]|selectattr('__class__') }}",
         "{{ [x]|rejectattr('__class__') }}",

@@ -12,6 +12,7 @@ keys safe: a template may index a dict by a variable, and a string built at rend
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ...core.tables import template_rules
@@ -100,7 +101,7 @@ class AllowlistCheck:
         if not isinstance(arg, n.Const):
             self.add(line, "template.literal_attribute", f"{how} an attribute name that is not a literal")
         elif isinstance(arg.value, str):
-            for part in arg.value.split("."):
+            for part in re.split(r"[.,]", arg.value):  # sort(attribute='a,b.c'): several dotted paths
                 if not part.isdigit():
                     self.name(line, part, how)
 

@@ -25,6 +25,7 @@ itself grows. Limits are named in ``schema/template_rules.json``.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
@@ -66,6 +67,7 @@ from .values import (
 )
 
 FILTERS = allowlist().filters
+HOLDS_ARGS = allowlist().filters_where(holds_args=True)  #: their result may hold their arguments (default, fill values, start)
 HEAP = "\0heap"  #: what mutators (append, update ...) put into containers: any container or data value may hold it
 METHODS = allowlist().methods
 
@@ -434,7 +436,7 @@ class Analysis:
         if key.noattr and not dotted:
             return
         for s in sorted(key.strs):
-            for segment in s.split(".") if dotted else [s]:
+            for segment in re.split(r"[.,]", s) if dotted else [s]:  # sort(attribute='a,b.c'): several paths
                 self.check_name(node, segment, how)
         if key.computed:
             self.flag(node, "template.dynamic_attribute", f"{how} a name the template computes at render time")
@@ -758,7 +760,7 @@ class Analysis:
                 value, computed=value.computed or bool(value.strs) or value.data, noattr=False, special=frozenset(), num=None, size=None
             )
         if name in ITEM_FILTERS:
-            out = value.join(everything) if name in ("default", "d") else value
+            out = value.join(everything) if name in HOLDS_ARGS else value
             if name in ("first", "last", "random", "min", "max"):
                 out = out.contents()
             strs = out.strs | (frozenset(c for s in out.strs for c in {s[:1], s[-1:]}) if name in ("first", "last") else frozenset())

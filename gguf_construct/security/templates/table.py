@@ -30,6 +30,7 @@ class FilterSpec:
     test_arg: int | None = None  #: the position of an argument that names a test
     filter_arg: int | None = None  #: the position of an argument that names a filter (``map``)
     repeats: tuple[Slot, ...] = ()  #: string arguments put into the output once per item or line
+    holds_args: bool = False  #: its result may hold its arguments (default's value, batch's fill, sum's start)
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ def allowlist() -> Allowlist:
             f.get("test_arg"),
             f.get("filter_arg"),
             tuple(_slot(r) for r in f.get("repeats", ())),
+            f.get("holds_args", False),
         )
         for name, f in raw["filters"].items()
     }
