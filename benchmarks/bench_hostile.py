@@ -329,7 +329,8 @@ def template_growth_rows(render_cpu: int, quick: bool = False) -> None:
             fate = child.stdout.strip() or f"killed at the CPU limit (signal {-child.returncode})"
         except subprocess.TimeoutExpired:
             fate = "over the wall-clock timeout"
-        print(f"| `{label}` | {took * 1e3:.1f} ms | {static} | {dynamic} | {fate} |", flush=True)
+        shown = label.replace("|", "\\|")  # a pipe in a markdown cell
+        print(f"| `{shown}` | {took * 1e3:.1f} ms | {static} | {dynamic} | {fate} |", flush=True)
 
 
 # -- strings, truncated files, outputs onto inputs ----------------------------------------------------------------
