@@ -6,9 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .state import HEAP, METHODS, AnalysisState
-from .syntax import _all, _count, _is_part, _root
-from .values import (
+from .abstract import (
     ADDING_METHODS,
     CAP,
     DATA,
@@ -25,6 +23,8 @@ from .values import (
     Value,
     _mul,
 )
+from .state import HEAP, METHODS, AnalysisState
+from .syntax import _all, _count, _is_part, _root
 
 
 class Calls(AnalysisState):

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .state import AnalysisState
-from .syntax import _components, _count
-from .values import (
+from .abstract import (
     CAP,
     PRINTF_WIDTH,
     MacroInfo,
     Value,
     _mul,
 )
+from .state import AnalysisState
+from .syntax import _components, _count
 
 
 class Cost(AnalysisState):

@@ -7,8 +7,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from .state import HEAP, AnalysisState, _overlap, _text_size, _union
-from .values import (
+from .abstract import (
     CAP,
     DATA,
     EMPTY,
@@ -21,6 +20,7 @@ from .values import (
     _max,
     const,
 )
+from .state import HEAP, AnalysisState, _overlap, _text_size, _union
 
 
 class Expressions(AnalysisState):

@@ -6,9 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .state import FILTERS, HOLDS_ARGS, AnalysisState, _overlap, _sum_sizes, _union
-from .table import slot_arguments
-from .values import (
+from .abstract import (
     EMPTY,
     FORMAT,
     IDENTIFIER,
@@ -18,6 +16,8 @@ from .values import (
     STRING_FILTERS,
     Value,
 )
+from .state import FILTERS, HOLDS_ARGS, AnalysisState, _overlap, _sum_sizes, _union
+from .table import slot_arguments
 
 
 class Filters(AnalysisState):

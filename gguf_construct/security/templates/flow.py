@@ -27,14 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .calls import Calls
-from .cost import Cost
-from .expressions import Expressions
-from .filters import Filters
-from .state import AnalysisBudget, AnalysisState
-from .strings import Strings
-from .syntax import _count, _roots
-from .values import (
+from .abstract import (
     CAP,
     DATA,
     EMPTY,
@@ -42,6 +35,13 @@ from .values import (
     _mul,
     const,
 )
+from .calls import Calls
+from .cost import Cost
+from .expressions import Expressions
+from .filters import Filters
+from .state import AnalysisBudget, AnalysisState
+from .strings import Strings
+from .syntax import _count, _roots
 
 __all__ = ["Analysis", "AnalysisBudget"]
 

@@ -9,9 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...core.tables import TemplateRules
-from .syntax import _all, _context_reads, _grew, _parts
-from .table import allowlist
-from .values import (
+from .abstract import (
     CAP,
     GLOBAL_VALUES,
     MANY,
@@ -20,6 +18,8 @@ from .values import (
     MacroInfo,
     Value,
 )
+from .syntax import _all, _context_reads, _grew, _parts
+from .table import allowlist
 
 FILTERS = allowlist().filters
 HOLDS_ARGS = allowlist().filters_where(holds_args=True)  #: their result may hold their arguments (default, fill values, start)

@@ -7,10 +7,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from .state import AnalysisState, _overlap, _sum_sizes, _text_size, _union
-from .syntax import _affixes, _count, _names_no_attribute
-from .table import slot_arguments
-from .values import (
+from .abstract import (
     CAP,
     EMPTY,
     MAX_STR_LEN,
@@ -20,6 +17,9 @@ from .values import (
     _max,
     _mul,
 )
+from .state import AnalysisState, _overlap, _sum_sizes, _text_size, _union
+from .syntax import _affixes, _count, _names_no_attribute
+from .table import slot_arguments
 
 
 class Strings(AnalysisState):

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from .values import CAP, MAX_STRS, PART_FILTERS, MacroInfo, Value
+from .abstract import CAP, MAX_STRS, PART_FILTERS, MacroInfo, Value
 
 
 def _affixes(parts: list[Value], reverse: bool = False) -> list[str]:
