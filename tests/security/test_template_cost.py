@@ -126,6 +126,23 @@ def test_real_templates_render_clean():
     assert noisy == {}
 
 
+PARENT_LIMITED = r"""
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_CPU, (60, 60))  # a hard CPU limit lower than the render child asks for
+from gguf_construct.core.tables import template_rules
+from gguf_construct.security.templates.render import render_check
+print(json.dumps(render_check("{{ messages[0].content }}", template_rules().limits)))
+"""
+
+
+def test_a_parent_with_lower_hard_limits_gets_a_clean_render():
+    """The child never raises a limit (refused): it lowers each to at most the hard limit it inherits."""
+    limits = dict(LIMITS, render_seconds=20)  # the child would ask for 82 s of CPU
+    script = PARENT_LIMITED.replace("template_rules().limits", repr(limits))
+    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert child.returncode == 0 and json.loads(child.stdout) == [], child.stdout + child.stderr[-1000:]
+
+
 class _File:
     def __init__(self, templates):
         self.metadata = {"general.architecture": "llama", **templates}

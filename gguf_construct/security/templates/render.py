@@ -24,11 +24,16 @@ from typing import Any
 CHILD = r"""
 import json, resource, signal, sys, time
 seconds, memory, max_chars = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-cpu = int(seconds * 4) + 2
-resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+
+def lower(kind, value):  # never above a hard limit the parent already has (raising it is refused)
+    hard = resource.getrlimit(kind)[1]
+    value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+    resource.setrlimit(kind, (value, value))
+
+lower(resource.RLIMIT_AS, memory)
+lower(resource.RLIMIT_FSIZE, 0)
+lower(resource.RLIMIT_CORE, 0)
+lower(resource.RLIMIT_CPU, int(seconds * 4) + 2)
 job = json.loads(sys.stdin.read())
 import jinja2.ext, jinja2.nodes, jinja2.sandbox
 
@@ -61,6 +66,7 @@ try:
 except Exception as e:
     print(json.dumps(["", "error", type(e).__name__]), flush=True)
     sys.exit(0)
+print(json.dumps(["", "ready", ""]), flush=True)
 for name, context in job["conversations"]:
     start = time.perf_counter()
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -177,6 +183,9 @@ def _findings(out: str, returncode: int | None, limits: Mapping[str, int]) -> li
             )
         elif status == "sandbox":
             found.append((1, "template.sandbox", f"rendering {with_}, the sandbox refused: {detail}"))
+    ready = any(isinstance(r, list) and r[:2] in (["", "ready"], ["", "error"]) for r in results)
+    if not ready:  # the child died before it could render (no memory for Python itself, no jinja2): nothing measured
+        return [(1, "template.unrendered", f"not rendered: the sandbox process did not start (exit status {returncode})")]
     if not found and returncode not in (0, None):
         found.append((1, "template.render", f"the sandboxed render was stopped (exit status {returncode}: a CPU or memory limit)"))
     return found
