@@ -280,7 +280,7 @@ def template_rows(render_cpu: int, quick: bool = False) -> None:
         print(f"| `{label}` | {min(times) * 1e3:.2f} ms | {rules} | {fate} |", flush=True)
 
 
-# ---- chat templates, round three: string growth, cost sized by the conversation, attribute paths by position
+# ---- chat templates: string growth, cost sized by the conversation, attribute paths given by position
 
 TEMPLATE_GROWTH = {
     "a ~ a doublings, no loop": "{% set s0 = 'x' * 1000 %}"

@@ -1,8 +1,8 @@
 """Every operation of a template checked against the known-safe subset (``table``), in one walk of the syntax tree.
 
-Why an allowlist: three scanners in a row listed what is dangerous, and each round found a route the list missed
-(an attribute path given by position instead of by keyword, a format string, a method taken and called later).
-Here the question is the other way round: is each statement, filter, test, global, method and attribute name one
+Why an allowlist: a list of what is dangerous must foresee every route to an attribute (a path given by position
+as by keyword, a format string, a method taken and called later), and one missing entry is an escape. Here the
+question is the other way round: is each statement, filter, test, global, method and attribute name one
 that real chat templates use? An attribute argument of a filter must be a literal, checked part by part. What is
 outside the subset is a finding: an error when it is a member of a Python object (``mro``, ``fromkeys`` ...), an
 underscored or introspection name, or a request to the loader; a warning when it is merely unknown (a data key no
