@@ -61,6 +61,28 @@ STRING_GROWTH = {
 }
 
 
+def _chain(step: str, n: int = 12) -> str:
+    """``a`` of 1,000 characters, then ``n`` assignments each built by ``step`` from the one before (``{prev}``)."""
+    names = "abcdefghijklmnopqrstuvwxyz"
+    return "{% set a = 'x' * 1000 %}" + "".join(f"{{% set {names[i + 1]} = {step.format(prev=names[i])} %}}" for i in range(n))
+
+
+STRING_GROWTH.update(
+    {
+        "doubling-through-a-case-filter": _chain("({prev} ~ {prev})|upper", 20) + "{{ u|length }}",
+        "doubling-in-set-blocks": "{% set a = 'x' * 1000 %}"
+        + "".join(
+            f"{{% set {c} %}}{{{{ {p} }}}}{{{{ {p} }}}}{{% endset %}}"
+            for p, c in zip("abcdefghijklmnopqrstuv", "bcdefghijklmnopqrstuvw", strict=True)
+        )
+        + "{{ w|length }}",
+        "tojson-doubling-loop": (
+            "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = [ns.s, ns.s]|tojson %}{% endfor %}{{ ns.s|length }}"
+        ),
+    }
+)
+
+
 def test_each_string_growth_form_exhausts_a_real_renderer():
     names = sorted(STRING_GROWTH)
     statuses = dict(zip(names, exhausts([(STRING_GROWTH[n], {}, "sandbox") for n in names]), strict=True))

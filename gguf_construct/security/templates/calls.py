@@ -202,8 +202,11 @@ class Calls(AnalysisState):
                 made.update([result] if isinstance(result, str) else [x for x in result if isinstance(x, str)])
         preserving = method in DATA_PRESERVING and not any(a.strs or a.computed for a in args if method in ("replace",))
         computed = receiver.computed or (not exact and bool(receiver.strs)) or (receiver.data and not preserving)
-        out = replace(receiver.contents(), num=None, size=None, sources=frozenset(), doubled=frozenset())
         makes_list = method in ("split", "rsplit", "splitlines", "partition", "rpartition")
+        # a string from a string: no longer, or three characters per character for a case change ('ß'.upper() is 'SS')
+        grows = 3 if method in ("upper", "lower", "title", "capitalize", "swapcase", "casefold") else 1
+        size = None if makes_list or receiver.size is None or method == "replace" else min(receiver.size * grows, CAP)
+        out = replace(receiver.contents(), num=None, size=size, sources=frozenset(), doubled=frozenset())
         return replace(
             out,
             strs=out.strs | frozenset(made),

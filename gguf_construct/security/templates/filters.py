@@ -19,9 +19,20 @@ from .abstract import (
 from .state import FILTERS, HOLDS_ARGS, AnalysisState, _overlap, _sum_sizes, _union
 from .table import slot_arguments
 
+#: filters whose result is one item of the input, not all of it
+PICKING_FILTERS = frozenset({"first", "last", "random", "min", "max"})
+
 
 class Filters(AnalysisState):
-    def filter(self, node: Any, value: Value) -> Value:  # noqa: C901 - one case per family of filters
+    def filter(self, node: Any, value: Value) -> Value:
+        """A filter's value; a result made from its whole input keeps the variables the input is built from (and
+        those it holds twice), so that ``[s, s]|tojson`` fed back in a loop is seen doubling."""
+        out = self.filter_value(node, value)
+        if node.name in NUMBER_FILTERS or node.name in PICKING_FILTERS:
+            return out
+        return replace(out, sources=out.sources | value.sources, doubled=out.doubled | value.doubled).widened()
+
+    def filter_value(self, node: Any, value: Value) -> Value:  # noqa: C901 - one case per family of filters
         n = self.n
         name = node.name
         args = self.args(node)

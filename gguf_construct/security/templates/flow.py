@@ -78,7 +78,7 @@ class Analysis(Expressions, Calls, Filters, Strings, Cost, AnalysisState):
         elif isinstance(node, n.Assign):
             self.bind_target(node.target, self.ev(node.node))
         elif isinstance(node, n.AssignBlock):
-            value = self.body_value(node.body)
+            value = self.check_text(node, self.body_value(node.body))
             if node.filter is not None:
                 value = self.filter(node.filter, value)
             self.bind_target(node.target, value)
