@@ -24,7 +24,9 @@ RSS and time, and what it left behind.
 Chat templates that exhaust a renderer (``TEMPLATE_EXHAUSTION``): the scan's CPU time on each (best of 5) and
 its finding, beside what Jinja2's SandboxedEnvironment does with the same template in a child process limited
 to ``--render-cpu`` CPU seconds and 512 MiB (killed at the limit, or MemoryError): the scan flags in
-milliseconds what the renderer cannot finish.
+milliseconds what the renderer cannot finish. Then ``TEMPLATE_GROWTH`` (``template_growth_rows``): string growth,
+conversation-sized cost and attribute paths given by position, each with its static finding, what the dynamic
+check (``scan_template(render=True)``) adds, and the bounded render's fate.
 
 ``--outputs``: the output rule (a FIFO, a device, a link to a process's descriptor named as ``-o``; ``--value-file V
 -o V``), Ollama names as paths (``--model m:/abs/file``, ``m:../../x``), ``safe_open`` of a FIFO, a 600-blob Ollama
@@ -214,6 +216,7 @@ def main() -> None:
         return remote_rows(args.before, 15.0 if args.timeout == 300 else args.timeout)
     if args.templates:
         template_rows(args.render_cpu if not args.quick else 1, quick=args.quick)
+        template_growth_rows(args.render_cpu if not args.quick else 1, quick=args.quick)
         return
     if args.quick:
         args.names = sorted(DEFAULT, key=lambda n: len(next(h for h in HOSTILE if h.name == n).make()))[:2]
@@ -295,6 +298,59 @@ def template_rows(render_cpu: int, quick: bool = False) -> None:
         except subprocess.TimeoutExpired:
             fate = "over the wall-clock timeout"
         print(f"| `{label}` | {min(times) * 1e3:.2f} ms | {rules} | {fate} |", flush=True)
+
+
+# ---- chat templates: string growth, cost sized by the conversation, attribute paths given by position
+
+TEMPLATE_GROWTH = {
+    "a ~ a doublings, no loop": "{% set s0 = 'x' * 1000 %}"
+    + "".join(f"{{% set s{i + 1} = s{i} ~ s{i} %}}" for i in range(22))
+    + "{{ s22|length }}",
+    "Fibonacci set chain": "{% set f0 = 'xxxxxxxxxx' %}{% set f1 = f0 %}"
+    + "".join(f"{{% set f{i} = f{i - 1} ~ f{i - 2} %}}" for i in range(2, 45))
+    + "{{ f44|length }}",
+    "replace('', s)": "{% set s = 'x' * 30000 %}{{ s.replace('', s)|length }}",
+    "[s, s]|join loop": "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = [ns.s, ns.s]|join %}{% endfor %}",
+    "'%s%s'|format loop": "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = '%s%s'|format(ns.s, ns.s) %}{% endfor %}",
+    "tojson(indent=100000)": "{{ range(100000)|list|tojson(indent=100000)|length }}",
+    "indent(<100 KB string>)": "{{ (range(100000)|join('\\n'))|indent('x' * 100000)|length }}",
+    "nested range()|join": "{{ (range(100000)|join(range(100000)|join))|length }}",
+    "loops cubed over messages": "{% for a in messages %}{% for b in messages %}{% for c in messages %}{{ a.role }}"
+    "{% endfor %}{% endfor %}{% endfor %}",
+    "join by position -> os.environ": "{{ [cycler]|join('', '__init__.__globals__.os.environ') }}",
+    "sum by position -> __mro__": "{{ ['x']|sum('__class__.__mro__', ()) }}",
+}
+
+
+def template_growth_rows(render_cpu: int, quick: bool = False) -> None:
+    """One row per ``TEMPLATE_GROWTH`` form: static scan time and findings, the dynamic check's findings and
+    time, and what a bounded sandboxed render of it does (with a 200-message conversation)."""
+    import time
+
+    from gguf_construct.security.chat_templates import scan_template
+
+    forms = list(TEMPLATE_GROWTH.items())[: 2 if quick else None]
+    print()
+    print(f"| template | static scan | static finding | dynamic check | sandboxed render (limit {render_cpu} s CPU, 512 MiB) |")
+    print("|---|---:|---|---|---|")
+    for label, text in forms:
+        start = time.process_time()
+        found = scan_template(text)
+        took = time.process_time() - start
+        static = ", ".join(sorted({f.rule for f in found if f.severity == "error"})) or "none"
+        start = time.monotonic()
+        dynamic = ", ".join(sorted({f.rule for f in scan_template(text, render=True)} - {f.rule for f in found})) or "nothing more"
+        dynamic += f" ({time.monotonic() - start:.1f} s)"
+        script = RENDER.replace(".render()", ".render(messages=[{'role': 'user', 'content': 'x'}] * 200)")
+        try:
+            child = subprocess.run(
+                [sys.executable, "-c", script, str(render_cpu)], input=text, capture_output=True, text=True, timeout=render_cpu * 10 + 30
+            )
+            fate = child.stdout.strip() or f"killed at the CPU limit (signal {-child.returncode})"
+        except subprocess.TimeoutExpired:
+            fate = "over the wall-clock timeout"
+        shown = label.replace("|", "\\|")  # a pipe in a markdown cell
+        print(f"| `{shown}` | {took * 1e3:.1f} ms | {static} | {dynamic} | {fate} |", flush=True)
 
 
 # -- strings, truncated files, outputs onto inputs ----------------------------------------------------------------

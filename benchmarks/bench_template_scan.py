@@ -6,13 +6,19 @@ repeated), times, best of ``--repeat``: Jinja2's sandboxed ``parse`` alone, our 
 plus the data-flow analysis), and Jinja2's ``from_string`` (parse and compile to Python: what a renderer does before it
 renders). Prints a markdown table.
 
-    PYTHONPATH=. python benchmarks/bench_template_scan.py [--repeat 5]
+Then the scanner's cost on adversarial templates of up to 256 KiB (CPU time and peak traced memory of one scan,
+and its findings: 8,000 chained ``set``, 8,000 ``append`` calls, a template past ``limits.max_nodes``), and the
+dynamic check (``scan_template(render=True)``: three sandboxed renders in a child process) per real template.
+
+    PYTHONPATH=. python benchmarks/bench_template_scan.py [--repeat 5] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
+import tracemalloc
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -56,6 +62,48 @@ def main() -> None:
         scan = best(scan_template, texts, args.repeat)
         compile_ = best(env.from_string, texts, args.repeat)
         print(f"| {label} | {size:,} | {parse * 1e3:.1f} ms | {scan * 1e3:.1f} ms | {compile_ * 1e3:.1f} ms | {scan / compile_:.2f} |")
+    cost_rows(quick=args.quick)
+    render_rows(real[:3] if args.quick else real)
+
+
+def adversarial() -> dict[str, str]:
+    """Templates that made earlier scanners quadratic, each at most ``max_template_bytes``."""
+    nodes = template_rules().limits["max_nodes"]
+    return {
+        "8,000 chained set (v_i = v_i-1)": "{% set v0 = 'x' %}" + "".join(f"{{% set v{i} = v{i - 1} %}}" for i in range(1, 8000)),
+        "8,000 chained set with ~": "{% set v0 = 'x' %}" + "".join(f"{{% set v{i} = v{i - 1} ~ 'a' %}}" for i in range(1, 8000)),
+        "8,000 append calls": "{% set l = [] %}" + "".join(f"{{% set _{i} = l.append({i}) %}}" for i in range(8000)),
+        f"{nodes + 1:,} names in one ~": "{{ " + " ~ ".join(["a"] * (nodes + 1)) + " }}",
+    }
+
+
+def cost_rows(quick: bool = False) -> None:
+    """CPU time of one scan, then its peak traced memory in a second scan (tracing slows it several times)."""
+    print()
+    print("| adversarial template | bytes | scan CPU | peak traced memory | findings |")
+    print("|---|---:|---:|---:|---|")
+    for label, text in list(adversarial().items())[: 1 if quick else None]:
+        start = time.process_time()
+        found = scan_template(text)
+        took = time.process_time() - start
+        tracemalloc.start()
+        scan_template(text)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        rules = ", ".join(sorted({f.rule for f in found})) or "none"
+        print(f"| {label} | {len(text.encode()):,} | {took:.2f} s | {peak / 2**20:.0f} MiB | {rules} |", flush=True)
+
+
+def render_rows(texts: list[str]) -> None:
+    times = []
+    for text in texts:
+        start = time.perf_counter()
+        scan_template(text, render=True)
+        times.append(time.perf_counter() - start)
+    print()
+    print("| dynamic check (static scan + 3 sandboxed renders in a child) | templates | mean | max | total |")
+    print("|---|---:|---:|---:|---:|")
+    print(f"| real templates | {len(times)} | {statistics.mean(times):.2f} s | {max(times):.2f} s | {sum(times):.1f} s |")
 
 
 if __name__ == "__main__":

@@ -252,8 +252,9 @@ class TemplateRules:
     #: what a template may make a renderer do: max_loop_iterations, max_repeat_chars, max_number_bits
     limits: Mapping[str, int]
     attribute_callables: tuple[str, ...]
-    #: filter name → position of its attribute argument (None: only by keyword)
-    attribute_filters: Mapping[str, int | None]
+    #: the known-safe subset: statements, filters (with their attribute arguments), tests, methods, globals and
+    #: attribute names (read by ``gguf_construct.security.templates.table``)
+    allowlist: Mapping[str, Any]
 
 
 @dataclass(frozen=True)

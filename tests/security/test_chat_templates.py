@@ -114,7 +114,8 @@ def test_hostile_templates_are_flagged(name):
     findings = scan_template(payload)
     assert rules <= {f.rule for f in findings}, (name, [f.line() for f in findings])
     assert all(f.rule in template_rules().rules for f in findings)
-    assert all(f.severity == "error" and f.path.startswith("tokenizer.chat_template:") for f in findings)
+    assert all(f.path.startswith("tokenizer.chat_template:") for f in findings)
+    assert all(f.severity == "error" for f in findings if f.rule in rules)
 
 
 def test_findings_name_the_line_and_quote_it():
@@ -285,3 +286,12 @@ def test_what_the_sandbox_refuses_is_flagged(payload):
     [result] = render([(payload, {})], kind="sandbox")
     assert result.status == "error" and result.output.startswith("SecurityError"), result
     assert {"template.dunder", "template.private"} & {f.rule for f in scan_template(payload)}
+
+
+def test_validate_security_renders_what_the_static_checks_cannot_bound(tmp_path):
+    """A cost that depends on the conversation passes the static checks and is caught by the sandboxed render
+    that ``validate --security`` runs: exit 1, a template.render finding."""
+    cubed = "{% for a in messages %}{% for b in messages %}{% for c in messages %}{{ a.role }}{% endfor %}{% endfor %}{% endfor %}"
+    assert [f for f in scan_template(cubed) if f.severity == "error"] == []
+    r = cli("validate", "--security", hostile_file(tmp_path / "cubed.gguf", cubed))
+    assert r.returncode == 1 and "[template.render] tokenizer.chat_template.rag:1" in r.stdout, r.stdout + r.stderr

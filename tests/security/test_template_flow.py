@@ -1,4 +1,4 @@
-"""The chat template scanner is sound (gguf_construct.security.template_flow): every way to build an attribute name or a
+"""The chat template scanner is sound (gguf_construct.security.templates): every way to build an attribute name or a
 subscript key is followed, or the template is flagged; renderer work is bounded; real templates pass.
 
 * Bypasses: each template reaches ``__class__``, ``__globals__`` or the ``os`` module when a plain
@@ -33,6 +33,11 @@ ESCAPE = {
     "template.introspection",
     "template.global_object",
 }
+
+
+def errors(text: str) -> list[str]:
+    return [f.line() for f in scan_template(text) if f.severity == "error"]
+
 
 # name: (template, render context, what the plain render's output shows it reached)
 BYPASSES = {
@@ -172,8 +177,8 @@ def test_each_bypass_escapes_a_plain_environment(name, plain_renders):
 @pytest.mark.parametrize("name", sorted(BYPASSES))
 def test_each_bypass_is_flagged(name):
     findings = scan_template(BYPASSES[name][0])
-    assert ESCAPE & {f.rule for f in findings}, (name, [f.line() for f in findings])
-    assert all(f.severity == "error" and f.rule in template_rules().rules for f in findings)
+    assert ESCAPE & {f.rule for f in findings if f.severity == "error"}, (name, [f.line() for f in findings])
+    assert all(f.rule in template_rules().rules for f in findings)
 
 
 # name: (template, the rule, the environment in which it exhausts the renderer)
@@ -258,7 +263,7 @@ def test_each_exhaustion_form_is_flagged_quickly(name):
 
 def test_limits_are_named_in_the_table():
     limits = template_rules().limits
-    assert set(limits) == {"max_loop_iterations", "max_repeat_chars", "max_number_bits", "max_flow_rounds"}
+    assert {"max_loop_iterations", "max_repeat_chars", "max_number_bits", "max_flow_rounds"} <= set(limits)
     bound = limits["max_loop_iterations"]
     assert scan_template(f"{{% for i in range({bound}) %}}{{% endfor %}}") == []
     assert "template.loop_bound" in {f.rule for f in scan_template(f"{{% for i in range({bound + 1}) %}}{{% endfor %}}")}
@@ -301,7 +306,7 @@ def test_a_power_of_a_huge_number_is_flagged():
 def test_deep_call_chains_are_analysed_in_linear_time():
     chain = "".join(f"{{% macro f{i}() %}}{{{{ f{i + 1}() }}}}{{% endmacro %}}" for i in range(2000)) + "{{ f0() }}"
     start = time.process_time()
-    assert scan_template(chain) == []
+    assert errors(chain) == []
     assert time.process_time() - start < 20
     cycle = chain.replace("{{ f2000() }}", "{{ f0() }}{{ f0() }}")
     assert "template.recursion" in {f.rule for f in scan_template(cycle)}
@@ -310,7 +315,7 @@ def test_deep_call_chains_are_analysed_in_linear_time():
 def test_a_reached_value_is_never_a_key_or_called():
     for text in ("{{ x[d[m.a]] }}", "{{ d[m.a]() }}", "{{ d[m.a][m.b] }}", "{{ d[m.a]|attr(m.b) }}"):
         assert "template.dynamic_attribute" in {f.rule for f in scan_template(text)}, text
-    assert scan_template("{{ d[m.a].b }}{{ d[m.a]['b'] }}{{ d[m.a]|trim }}{{ d[m.a] ~ '' }}") == []
+    assert errors("{{ d[m.a].b }}{{ d[m.a]['b'] }}{{ d[m.a]|trim }}{{ d[m.a] ~ '' }}") == []
 
 
 def test_an_analysis_that_does_not_settle_is_a_finding():

@@ -2,7 +2,8 @@
 
 Each ``RuleBreaker`` names the catalogue rule it breaks (``gguf_construct.core.rules``) and makes an input that breaks
 it: file bytes (read by validation, the strict loader and each tensor's decoding), every prefix of a file's bytes
-(``via='prefixes'``: the truncation rules of each field), a chat template (``via='template'``), an Ollama manifest
+(``via='prefixes'``: the truncation rules of each field), a chat template (``via='template'``; ``'template-render'``
+renders it in the sandbox, ``'template-unrendered'`` scans it in a file whose render time is spent), an Ollama manifest
 (``via='manifest'``) or a GGUF file checked with ``validate --keys`` (``via='keys'``). ``rules_broken`` reads the
 input the way its ``via`` says and returns every rule it was rejected with; tests/core/test_rule_catalogue.py asserts
 that each breaker's rule is among them, and that together with ``INVALID_CLASSES`` and ``HOSTILE`` they break
@@ -274,6 +275,19 @@ RULE_BREAKERS: list[RuleBreaker] = [
         lambda: "{% set l = [1] %}{% for x in l %}{% set _ = l.append(x) %}{% endfor %}",
         "template",
     ),
+    B("template.unknown", "template-unknown", lambda: "{{ message.no_real_template_reads_this }}", "template"),
+    B("template.member", "template-member", lambda: "{{ x.fromkeys }}", "template"),
+    B("template.loader", "template-loader", lambda: "{% include 'other.jinja' %}", "template"),
+    B("template.literal_attribute", "template-literal-attribute", lambda: "{{ x|join('', y) }}", "template"),
+    B("template.complexity", "template-complexity", lambda: "{{ " + " ~ ".join(["a"] * 60001) + " }}", "template"),
+    B(
+        "template.render",
+        "template-render",
+        lambda: "{% for a in messages %}{% for b in messages %}{% for c in messages %}{{ a }}{% endfor %}{% endfor %}{% endfor %}",
+        "template-render",
+    ),
+    B("template.sandbox", "template-sandbox", lambda: "{{ ''.__class__() }}", "template-render"),
+    B("template.unrendered", "template-unrendered", lambda: "{{ messages[0].content }}", "template-unrendered"),
     B(
         "template.flow_limit",
         "template-flow-limit",
@@ -316,6 +330,17 @@ def _read(b: RuleBreaker) -> set[str]:
         from ...security.chat_templates import scan_template
 
         return {i.rule for i in scan_template(value)}
+    if b.via == "template-render":  # the dynamic check alone: a sandboxed render in a bounded child process
+        from ...core.tables import template_rules
+        from ...security.templates.render import render_check
+
+        return {rule for _, rule, _ in render_check(value, template_rules().limits)}
+    if b.via == "template-unrendered":  # a file whose render time is spent before its template is reached
+        from types import SimpleNamespace
+
+        from ...security.chat_templates import scan_templates
+
+        return {i.rule for i in scan_templates(SimpleNamespace(metadata={"tokenizer.chat_template": value}), render_seconds=0)}
     if b.via == "manifest":
         from ...validation.ollama_checks import validate_manifest_bytes
 
