@@ -155,6 +155,7 @@ def main() -> None:
     finally:
         if not a.dir:
             shutil.rmtree(base, ignore_errors=True)
+    summary(results)
     if a.json:
         json.dump(results, sys.stdout, indent=1)
         print()
@@ -169,6 +170,55 @@ def report(r: dict) -> None:
     for label, v in r["rows"].items():
         extra = f" {v['requests']:>9} {v['fetched'] / 1e6:>11.1f}" if "requests" in v else ""
         print(f"  {label:<22} {v['seconds']:>7.2f} {v['rss'] / 1e6:>12.0f} {','.join(map(str, v['exit'])):>5}{extra}")
+
+
+#: the header-only commands held to the goals: at most 1 s and 150 MB, whatever the size and the data
+GOAL_COMMANDS = ("info", "validate", "plan --json")
+GOAL_SECONDS, GOAL_RSS, GOAL_SPREAD = 1.0, 150e6, 0.20
+
+
+def summary(results: list[dict]) -> None:
+    """One markdown table (a row per command, a column per file: median seconds / peak MB) and the goals."""
+    if not results:
+        return
+    columns = [(r["shape"], r["fill"]) for r in results]
+    labels = list(dict.fromkeys(k for r in results for k in r["rows"]))
+    print("\n| command | " + " | ".join(f"{s} ({r['bytes'] / 1e9:.0f} GB), {f}" for (s, f), r in zip(columns, results)) + " |")
+    print("|---|" + "---:|" * len(results))
+    for label in labels:
+        cells = []
+        for r in results:
+            v = r["rows"].get(label)
+            cell = "" if v is None else f"{v['seconds']:.2f} s, {v['rss'] / 1e6:.0f} MB"
+            if v is not None and "requests" in v:
+                cell += f", {v['requests']} req, {v['fetched'] / 1e6:.1f} MB read"
+            cells.append(cell)
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    print()
+    for r in results:
+        rows, ref = r["rows"], r["rows"].get("gguf-py GGUFReader")
+        for label in GOAL_COMMANDS:
+            v = rows.get(label)
+            if v is None:
+                continue
+            ok = v["seconds"] <= GOAL_SECONDS and v["rss"] <= GOAL_RSS
+            versus = ""
+            if ref:
+                speed, memory = ref["seconds"] / v["seconds"], v["rss"] / ref["rss"]
+                met = "met" if speed >= 10 and memory <= 1 / 3 else "NOT met"
+                versus = f"; vs gguf-py {speed:.0f}x faster, {memory:.2f} of its memory ({met})"
+            print(
+                f"goal {r['shape']}/{r['fill']} {label}: {v['seconds']:.2f} s, {v['rss'] / 1e6:.0f} MB ({'met' if ok else 'NOT met'}){versus}"
+            )
+    by_size: dict[tuple[str, str], list[float]] = {}
+    for r in results:
+        for label in GOAL_COMMANDS:
+            if label in r["rows"]:
+                by_size.setdefault((r["fill"], label), []).append(r["rows"][label]["seconds"])
+    for (fill, label), times in by_size.items():
+        if len(times) > 1:
+            spread = max(times) / min(times) - 1
+            print(f"goal spread across sizes, {fill} {label}: {spread:.0%} ({'met' if spread <= GOAL_SPREAD else 'NOT met'})")
 
 
 if __name__ == "__main__":
