@@ -207,9 +207,8 @@ def summary(results: list[dict]) -> None:
                 speed, memory = ref["seconds"] / v["seconds"], v["rss"] / ref["rss"]
                 met = "met" if speed >= 10 and memory <= 1 / 3 else "NOT met"
                 versus = f"; vs gguf-py {speed:.0f}x faster, {memory:.2f} of its memory ({met})"
-            print(
-                f"goal {r['shape']}/{r['fill']} {label}: {v['seconds']:.2f} s, {v['rss'] / 1e6:.0f} MB ({'met' if ok else 'NOT met'}){versus}"
-            )
+            state = "met" if ok else "NOT met"
+            print(f"goal {r['shape']}/{r['fill']} {label}: {v['seconds']:.2f} s, {v['rss'] / 1e6:.0f} MB ({state}){versus}")
     by_size: dict[tuple[str, str], list[float]] = {}
     for r in results:
         for label in GOAL_COMMANDS:
