@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core.progress import progress
 from ..errors import FormatError
-from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, whole
+from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, usage, whole
 
 
 # -- shared by the many-files commands ----------------------------------------------------------------
@@ -46,6 +46,15 @@ def expand(paths: Iterable[str], *, skip_later_shards: bool = False) -> list[str
                     continue
                 out.append(full)
     return out
+
+
+def model_paths(command: str, paths: Iterable[str], *, skip_later_shards: bool = False) -> list[str]:
+    """``expand(paths)``, or a usage error (exit 2, "no model files found") when nothing is left: every command
+    that takes directories answers an empty one alike."""
+    found = expand(paths, skip_later_shards=skip_later_shards)
+    if not found:
+        usage(f"gguf-construct {command}: no model files found")
+    return found
 
 
 def default_jobs() -> int:
@@ -101,7 +110,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         else:
             print(info_text(f, files[0], full=args.full))
         return EXIT_BAD if any(i.severity == "error" for i in issues) else EXIT_OK  # a file cut short
-    paths = expand(files, skip_later_shards=True)
+    paths = model_paths("info", files, skip_later_shards=True)
     rows = run_pool(_info_row, paths, args.jobs, "info")
     print_rows(rows, args)
     if any(r.get("unreadable") for r in rows):

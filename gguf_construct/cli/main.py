@@ -19,7 +19,8 @@ from . import convert, diff, edit, info, plan, quantize, scan, split, validate
 from . import fuzz as fuzz_cli
 from . import hash as hash_cli
 from . import migrate as migrate_cli
-from .shared import EXIT_OK, command, exit_code, usage
+from .output import lossy_stdout
+from .shared import EXIT_OK, EXIT_TROUBLE, command, exit_code, usage
 
 
 def _cmd_dequant(args: argparse.Namespace) -> int:
@@ -133,8 +134,14 @@ def _apply_limits(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     from .remote_args import apply_remote_args
 
-    args = parser().parse_args(apply_remote_args(sys.argv[1:] if argv is None else argv))
-    _apply_limits(args)
+    with lossy_stdout():  # the exit code is the command's, whatever became of its output
+        args = parser().parse_args(apply_remote_args(sys.argv[1:] if argv is None else argv))
+        _apply_limits(args)
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed command; its errors become one line on stderr and grep's exit code."""
     try:
         if getattr(args, "sync", False):  # a writing command's --sync: every write of the command is fsynced
             from ..api.fileio import durability
@@ -145,8 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FormatError as e:
         print(f"{_subject(args)}: error: {e.describe()}", file=sys.stderr)
         return exit_code(e)
-    except BrokenPipeError:
-        return EXIT_OK
+    except MemoryError:  # the machine's limit, not the file's fault: trouble, as a guarded parse reports it
+        from ..core import rules
+
+        print(f"{_subject(args)}: error: {rules.INTERNAL_MEMORY.error('out of memory').describe()}", file=sys.stderr)
+        return EXIT_TROUBLE
     except (OSError, MissingExtraError) as e:
         print(f"gguf-construct {args.command}: {e}", file=sys.stderr)
         return exit_code(e)

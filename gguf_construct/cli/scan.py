@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..validation.profiles import PROFILES
 from .scanning import DASK_TIMEOUT
-from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, finite, whole
+from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, finite, usage, whole
 
 #: files with these endings list sources, one a line
 LIST_SUFFIXES = (".txt", ".list", ".lst", ".urls")
@@ -37,6 +37,8 @@ def _run(args: argparse.Namespace) -> int:
     from .scanning import scan
 
     sources = sources_of(args.sources)
+    if not sources:
+        usage("gguf-construct scan: no model files found")
     out = args.output or sys.stdout
     counts = scan(
         sources,

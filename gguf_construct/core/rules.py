@@ -57,8 +57,9 @@ class Rule:
     spec_ref: str
     #: None when a breaker in ``gguf_construct.testing.strategies`` breaks this rule; else why none does
     no_breaker: str | None = None
-    #: "request" when the refusal is about what was asked (arguments, paths, the environment, the network, a model
-    #: a conversion cannot map), "input" when a model file's bytes break the rule (the CLI exits 2 and 1)
+    #: "request" when the refusal is about what was asked (arguments, paths, the environment such as the memory
+    #: the machine has, the network, a model a conversion cannot map), "input" when a model file's bytes break the
+    #: rule (the CLI exits 2 and 1)
     fault: str = "input"
 
     def error(self, message: str, **where: Any) -> errors.FormatError:
