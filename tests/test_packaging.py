@@ -94,3 +94,13 @@ def test_mypy_passes_without_the_optional_modules():
     third_party = imported - set(sys.stdlib_module_names) - {"gguf_construct", "numpy", "construct", "__future__"}
     assert third_party, "the walk found no optional import"
     assert sorted(third_party - tolerated) == []
+
+
+def test_a_plain_install_compiles_nothing():
+    """``pip install .`` takes two pure-Python or binary-wheel dependencies; the oracles pip compiles from source
+    (llama-cpp-python, ggml-python) are in extras only."""
+    text = (Path(ROOT) / "pyproject.toml").read_text()
+    dependencies = re.search(r"^dependencies = (\[.*\])$", text, re.M)
+    assert dependencies is not None
+    names = {re.split(r"[<>=\[ ;]", d)[0] for d in __import__("json").loads(dependencies.group(1))}
+    assert names == {"construct", "numpy"}
