@@ -279,8 +279,9 @@ def from_gguf(f: GGUFFile, *, per_tensor: bool = False) -> tuple[list[tuple[str,
     quants = [q for _, _, q in items if q]
     metadata: dict[str, str] = stored_metadata(f)
     changed = any(n.startswith(f"{name}: ") for name in f.tensors for n in report.notices)
-    metadata.update(encode_keys(f.metadata, TYPE_KEYS if changed else frozenset()))
-    metadata[TENSOR_ORDER] = json.dumps(list(f.tensors), ensure_ascii=False)
+    if not _derived_from_safetensors(f):  # else its keys are the __metadata__ itself, and to_gguf makes them again
+        metadata.update(encode_keys(f.metadata, TYPE_KEYS if changed else frozenset()))
+        metadata[TENSOR_ORDER] = json.dumps(list(f.tensors), ensure_ascii=False)
     if changed:
         metadata[REDESCRIBE] = json.dumps(sorted(TYPE_KEYS & set(f.metadata)))
         report.notices.append(
@@ -294,6 +295,15 @@ def from_gguf(f: GGUFFile, *, per_tensor: bool = False) -> tuple[list[tuple[str,
     if same:
         metadata.update(quants[0])
     return [("", merged, metadata)], report
+
+
+def _derived_from_safetensors(f: GGUFFile) -> bool:
+    """Whether every key of ``f`` is one ``to_gguf`` writes for a safetensors file (its ``safetensors.*`` keys, the
+    architecture "unknown", the type keys): converting back writes its ``__metadata__`` alone, so safetensors →
+    GGUF → safetensors is exact as GGUF → safetensors → GGUF is."""
+    return METADATA_KEY in f.metadata and all(
+        k in TYPE_KEYS or k.startswith("safetensors.") or (k == "general.architecture" and f.metadata[k] == "unknown") for k in f.metadata
+    )
 
 
 def _dtypes(entries: Mapping[str, Any]) -> list[str]:
