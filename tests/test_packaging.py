@@ -23,7 +23,7 @@ def test_wheel_contains_schema_and_example(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for table in ("ggml_types.json", "value_types.json", "file_types.json", "keys.json"):
         assert f"gguf_construct/schema/{table}" in names
-    assert "gguf_construct/data/gguf-construct-example-26K-v1.0-F16.gguf" in names
+    assert "gguf_construct/data/gguf-construct-example-21K-v1.0-F16.gguf" in names
     assert "gguf_construct/py.typed" in names  # PEP 561: type checkers read the package's annotations
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), "the wheel carries the MIT licence text"
     # the installed package finds its tables without the source tree

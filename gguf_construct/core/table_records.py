@@ -192,8 +192,21 @@ class MemoryTable:
     limits: Mapping[str, Any]
 
 
+@dataclass(frozen=True)
+class ArchTensorsTable:
+    """The tensors llama.cpp's loader requires of an architecture, with shapes derived from the hyperparameters
+    (``validation.arch_tensors``): ``dims`` says how each dimension is read, ``architectures`` lists the tensors
+    of the model, of each layer, and of each layer without experts (``dense_layer``)."""
+
+    source: str
+    dims_note: str
+    dims: Mapping[str, Any]
+    architectures: Mapping[str, Any]
+
+
 #: table name → its builder (``tables.load_table`` calls them through ``tables._later``).
 BUILDERS: dict[str, Any] = {
+    "arch_tensors": lambda d: ArchTensorsTable(**d),
     "memory": lambda d: MemoryTable(**d),
     "migrate": _migrate,
     "quantize": _quantize,

@@ -23,7 +23,15 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 import numpy as np
 
 if TYPE_CHECKING:  # the records no file reader needs (``table_records``, imported by ``load_table`` when asked for)
-    from .table_records import MemoryTable, MigrateTable, MlxQuantTypesTable, QuantizeTable, RwkvLlamaTable, SafetensorsDtypesTable
+    from .table_records import (
+        ArchTensorsTable,
+        MemoryTable,
+        MigrateTable,
+        MlxQuantTypesTable,
+        QuantizeTable,
+        RwkvLlamaTable,
+        SafetensorsDtypesTable,
+    )
 
 _HERE = Path(__file__).resolve().parents[1]
 
@@ -324,6 +332,7 @@ def _later(stem: str, d: Mapping[str, Any]) -> Any:
 
 
 _BUILDERS: dict[str, Any] = {
+    "arch_tensors": partial(_later, "arch_tensors"),
     "file_types": lambda d: FileTypesTable(d["source"], tuple(FileType(**r) for r in d["file_types"])),
     "ggml_types": lambda d: GGMLTypesTable(d["source"], tuple(GGMLType(**r) for r in d["types"]), d["max_dims"], d["max_dims_source"]),
     "keys": lambda d: KeysTable(d["source"], tuple(StandardKey(**k) for k in d["keys"]), d["architectures"]),
@@ -351,6 +360,7 @@ _BUILDERS: dict[str, Any] = {
 #: The name of every table ``load_table`` knows (the files of ``schema/`` without ``.json``).
 TABLE_NAMES: tuple[str, ...] = tuple(_BUILDERS)
 TableName = Literal[
+    "arch_tensors",
     "file_types",
     "ggml_types",
     "keys",
@@ -368,6 +378,8 @@ TableName = Literal[
 ]
 
 
+@overload
+def load_table(name: Literal["arch_tensors"]) -> ArchTensorsTable: ...
 @overload
 def load_table(name: Literal["file_types"]) -> FileTypesTable: ...
 @overload

@@ -4,7 +4,8 @@ The schema already rejects what makes a file unreadable (bad magic, unknown vers
 lengths past the end, nesting too deep, invalid UTF-8 in keys and string values). ``check`` applies the rules a
 readable file can still break, and returns every finding as an ``Issue`` naming its rule, field path and byte
 offset. The 'ggml' profile adds ggml's own rules: no v1, no nested arrays, tensor names shorter than 64 bytes,
-a power-of-two alignment and tensor offsets equal to the running sum of padded sizes.
+a power-of-two alignment, tensor offsets equal to the running sum of padded sizes, and for an architecture
+``schema/arch_tensors.json`` knows, the tensors llama.cpp's loader requires with their shapes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..core.tables import GGML_MAX_DIMS, GGML_TYPES, USER_TYPES_ENV, VALUE_TYPES
 from ..core.untrusted import decimal
 from ..formats.fields import StringArray, value_type_id
 from ..formats.gguf.schema import GGUF, MAX_TENSOR_NAME, align_offset, sized_type
+from .arch_tensors import check_architecture_tensors
 from .issue import Issue, Severity, parse_then_check, raise_first
 from .profiles import GGUF_PROFILES, GGUFProfile, require
 
@@ -65,6 +67,8 @@ def check(c: Container, file_size: int, profile: GGUFProfile | str = "spec", *, 
     arch = _check_metadata(c, ggml, out)
     alignment = _check_alignment(c, ggml, out)
     _check_tensors(c, file_size, alignment, ggml, arch, out, unknown_types)
+    if ggml:
+        check_architecture_tensors(c, arch, out)
     return out
 
 
