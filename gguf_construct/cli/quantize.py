@@ -195,7 +195,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"gguf-construct {args.command}: {e}", file=sys.stderr)
         return EXIT_TROUBLE
     groups = summary(report)
-    if args.json:
+    if getattr(args, "json", False):  # convert --type runs this command without a --json of its own
         json.dump(
             {"output": args.output, "type": args.type, "written": groups, "tensors": [w._asdict() for w in report]}, sys.stdout, indent=1
         )
