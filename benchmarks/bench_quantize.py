@@ -98,9 +98,7 @@ def main(argv: list[str] | None = None) -> None:
         gp_cells = f"{gp_t * 1e3:.1f} | {gp_t / ours_t:.2f}x" if gp_t else "– | –"
         print(f"| {name} | {ours_t * 1e3:.1f} | {c_t * 1e3:.1f} | {ours_t / c_t:.1f}x | {gp_cells} | {'yes' if exact else 'NO'} |")
     if newer:
-        print(
-            f"\nnot timed: {', '.join(newer)}, newer than ggml-python's libggml (tests/quants/test_quantize.py checks them against ggml's C)"
-        )
+        print(f"\nnot timed: {', '.join(newer)}, newer than ggml-python's libggml (tests/quants/test_quantize.py checks them)")
 
 
 if __name__ == "__main__":
