@@ -10,6 +10,7 @@ a power-of-two alignment, tensor offsets equal to the running sum of padded size
 
 from __future__ import annotations
 
+import bisect
 import re
 from fractions import Fraction
 from typing import Any
@@ -23,6 +24,7 @@ from ..core.tables import GGML_MAX_DIMS, GGML_TYPES, USER_TYPES_ENV, VALUE_TYPES
 from ..core.untrusted import decimal
 from ..formats.fields import StringArray, value_type_id
 from ..formats.gguf.schema import GGUF, MAX_TENSOR_NAME, align_offset, sized_type
+from . import fork_types
 from .arch_tensors import check_architecture_tensors
 from .issue import Issue, Severity, parse_then_check, raise_first
 from .profiles import GGUF_PROFILES, GGUFProfile, require
@@ -323,6 +325,7 @@ def _check_tensors(
         expected_offset = align_offset(offset + nbytes, alignment) if nbytes else offset
         spans.append((offset, offset + nbytes, i, at))
     _check_overlaps(spans, out)
+    _check_fork_types(infos, file_size - data_offset, alignment, out)
     places = [(f"tensor_infos[{i}].dimensions", ti.get("_offset")) for i, ti in enumerate(infos)]
     issue = parameter_issue(
         [ti["dimensions"] for ti in infos], file_size - data_offset, all(sized_type(ti["type"]) for ti in infos), places
@@ -345,6 +348,33 @@ def _check_tensors(
             Issue(rules.DATA_PADDING, "padding before the tensor data is not zero", "_padding", data_offset - len(c["_padding"]), "warning")
         )
     _check_block_indices(c, arch, out)
+
+
+def _check_fork_types(infos: Any, data_size: int, alignment: int, out: list[Issue]) -> None:
+    """A tensor of a type id ggml knows whose data span fits a fork's type of that id and not ggml's: the file is the
+    fork's (``schema/fork_types.json``), and reading it as ggml's type would misread every value."""
+    starts = sorted({int(ti["offset"]) for ti in infos})
+    for i, ti in enumerate(infos):
+        type_id, t = int(ti["type"]), GGML_TYPES.get(int(ti["type"]))
+        if t is None or t.removed or not fork_types.fork_types_of(type_id):
+            continue
+        offset = int(ti["offset"])
+        after = bisect.bisect_right(starts, offset)
+        span = (starts[after] if after < len(starts) else data_size) - offset
+        n = 1
+        for d in ti["dimensions"]:
+            n *= int(d)
+        names = fork_types.fitting(type_id, n, span, alignment)
+        if names:
+            out.append(
+                Issue(
+                    rules.TENSOR_TYPE,
+                    f"type {type_id} is ggml's {t.name}, but its {span} bytes of data for {n} values fit "
+                    f"{fork_types.describe(type_id)}: a fork's file, whose values ggml's {t.name} would misread",
+                    f"tensor_infos[{i}].type",
+                    ti.get("_offset"),
+                )
+            )
 
 
 def tensor_issues(ti: Container, path: str = "tensor") -> list[Issue]:
@@ -374,10 +404,12 @@ def _check_shape_and_type(ti: Container, path: str, at: int | None, out: list[Is
     type_id = int(ti["type"])
     t = GGML_TYPES.get(type_id)
     if t is None or t.removed:
+        fork = fork_types.describe(type_id)
         why = (
             "has been removed from ggml"
             if t
             else f"is unknown (a newer ggml's? strict=False reads the rest; {USER_TYPES_ENV} can declare it)"
+            + (f"; forks of llama.cpp number their own types so: {fork}" if fork else "")
         )
         out.append(Issue(rules.TENSOR_TYPE, f"ggml type {type_id} {why}", f"{path}.type", at, "error" if t else unknown_types))
         return None
