@@ -4,8 +4,9 @@ The schema already rejects what makes a file unreadable (bad magic, unknown vers
 lengths past the end, nesting too deep, invalid UTF-8 in keys and string values). ``check`` applies the rules a
 readable file can still break, and returns every finding as an ``Issue`` naming its rule, field path and byte
 offset. The 'ggml' profile adds ggml's own rules: no v1, no nested arrays, tensor names shorter than 64 bytes,
-a power-of-two alignment, tensor offsets equal to the running sum of padded sizes, and for an architecture
-``schema/arch_tensors.json`` knows, the tensors llama.cpp's loader requires with their shapes.
+a power-of-two alignment and tensor offsets equal to the running sum of padded sizes; ``validate`` under 'ggml'
+adds, for an architecture ``schema/arch_tensors.json`` knows, the tensors llama.cpp's loader requires with their
+shapes (``model_issues``).
 """
 
 from __future__ import annotations
@@ -45,14 +46,26 @@ KEY_SEGMENT = re.compile(r"[a-z0-9_]+\Z")
 
 
 def validate_gguf_bytes(data: Any, profile: GGUFProfile | str = "spec") -> list[Issue]:
-    """Parse and check a GGUF file; a file the schema cannot read gives one issue."""
-    return parse_then_check(lambda: GGUF.parse(data), lambda c: check(c, len(memoryview(data)), profile))
+    """Parse and check a GGUF file; a file the schema cannot read gives one issue. Under 'ggml', also what
+    llama.cpp's model loader refuses of a known architecture (``model_issues``)."""
+    return parse_then_check(lambda: GGUF.parse(data), lambda c: check(c, len(memoryview(data)), profile) + model_issues(c, profile))
 
 
 def validate_gguf_source(src: Any, profile: GGUFProfile | str = "spec") -> list[Issue]:
     """``validate_gguf_bytes`` for a file read by ranges (a ``sources.byte_source.ByteSource``): the header is
     fetched and checked, the tensor data is not (its placement is checked against the source's size)."""
-    return parse_then_check(lambda: src.parse_header(GGUF, "tensor_data"), lambda c: check(c, src.size, profile))
+    return parse_then_check(lambda: src.parse_header(GGUF, "tensor_data"), lambda c: check(c, src.size, profile) + model_issues(c, profile))
+
+
+def model_issues(c: Container, profile: GGUFProfile | str) -> list[Issue]:
+    """Under 'ggml', the tensors llama.cpp's loader requires of the file's architecture (``arch_tensors``): a rule of
+    ``validate``, not of reading (``load(strict=True)`` accepts what ggml's reader accepts)."""
+    if profile != "ggml":
+        return []
+    arch = next((kv["value"] for kv in c["metadata_kv"] if kv["key"] == "general.architecture"), None)
+    out: list[Issue] = []
+    check_architecture_tensors(c, arch if isinstance(arch, str) else None, out)
+    return out
 
 
 def check(c: Container, file_size: int, profile: GGUFProfile | str = "spec", *, unknown_types: Severity = "error") -> list[Issue]:
@@ -69,8 +82,6 @@ def check(c: Container, file_size: int, profile: GGUFProfile | str = "spec", *, 
     arch = _check_metadata(c, ggml, out)
     alignment = _check_alignment(c, ggml, out)
     _check_tensors(c, file_size, alignment, ggml, arch, out, unknown_types)
-    if ggml:
-        check_architecture_tensors(c, arch, out)
     return out
 
 
