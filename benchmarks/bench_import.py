@@ -51,7 +51,7 @@ def wall(argv: list[str], source: str, repeat: int) -> float:
 
 
 def startup(source: str, repeat: int) -> None:
-    example = str(Path(source, "gguf_construct", "data", "gguf-construct-example-26K-v1.0-F16.gguf").resolve())
+    example = str(Path(source, "gguf_construct", "data", "gguf-construct-example-21K-v1.0-F16.gguf").resolve())
     with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
         commands = {
             "--version": ["--version"],

@@ -99,17 +99,33 @@ def corpus_tier_files(pattern: str) -> list:
 
 
 _NOT_RUN: list[str] = []
+_NO_HF_GGUF: list[str] = []
+
+
+@cache
+def hf_gguf_missing() -> str | None:
+    """Why the tests marked ``hf_gguf`` cannot run here (None when node resolves ``@huggingface/gguf``)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("node") is None:
+        return "node is not installed"
+    found = subprocess.run(["node", "-e", "require.resolve('@huggingface/gguf')"], capture_output=True, timeout=60)
+    return None if found.returncode == 0 else "node does not find @huggingface/gguf"
 
 
 def pytest_collection_modifyitems(config, items):
-    """Without the full corpus, deselect the tests marked ``corpus_tier`` (their files are not in tests/data)."""
-    if FULL_CORPUS is not None:
-        return
-    absent = [item for item in items if item.get_closest_marker("corpus_tier")]
-    if absent:
-        config.hook.pytest_deselected(items=absent)
-        items[:] = [item for item in items if not item.get_closest_marker("corpus_tier")]
+    """Deselect, and report at the end, the tests that need what is not here: ``corpus_tier`` without the full
+    corpus (their files are not in tests/data), ``hf_gguf`` without node and ``@huggingface/gguf``."""
+    absent = [item for item in items if item.get_closest_marker("corpus_tier")] if FULL_CORPUS is None else []
+    node = [item for item in items if item.get_closest_marker("hf_gguf")]
+    no_node = node if node and hf_gguf_missing() else []
+    if absent or no_node:
+        config.hook.pytest_deselected(items=absent + no_node)
+        gone = {id(item) for item in absent + no_node}
+        items[:] = [item for item in items if id(item) not in gone]
         _NOT_RUN.extend(item.nodeid for item in absent)
+        _NO_HF_GGUF.extend(item.nodeid for item in no_node)
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -117,6 +133,11 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             f"{len(_NOT_RUN)} corpus-tier tests deselected: their files are only in the full corpus "
             f"(put ../shared beside the project or set GGUF_CONSTRUCT_CORPUS): {', '.join(sorted({n.split('::')[0] for n in _NOT_RUN}))}"
+        )
+    if _NO_HF_GGUF:
+        terminalreporter.write_line(
+            f"{len(_NO_HF_GGUF)} @huggingface/gguf tests deselected: {hf_gguf_missing()} (npm install @huggingface/gguf@0.4.6, "
+            f"then NODE_PATH=.../node_modules python -m pytest -m hf_gguf; .ci/run does it where npm is): {', '.join(sorted(_NO_HF_GGUF))}"
         )
 
 

@@ -86,7 +86,7 @@ class safe_open:  # noqa: N801 - the safetensors library's name, so that code wr
             return self._bf16(array.reshape(shape))
         out = np.array(array, dtype=array.dtype.newbyteorder("="), copy=True).reshape(shape)
         if self._framework == "pt":
-            import torch  # type: ignore[import-not-found]  # optional: only with framework "pt"
+            import torch  # optional: only with framework "pt"
 
             return torch.from_numpy(out)
         return out

@@ -188,7 +188,8 @@ def _cmd_hash(args: argparse.Namespace) -> int:
     h = hash_file(load(args.file, strict=False), include_all=args.all)
     if args.against is None:
         if args.json:
-            json.dump({"file": args.file, **h}, sys.stdout, indent=1)
+            shown = {k: v for k, v in h.items() if not (args.no_layer and k == "tensors")}
+            json.dump({"file": args.file, **shown}, sys.stdout, indent=1)
             sys.stdout.write("\n")
         else:
             print("\n".join(hash_lines(h, args.file, not args.no_layer)))
@@ -226,6 +227,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("file", metavar="FILE", help="a model file or URL (any format gguf-construct reads)")
     p.add_argument("--against", metavar="OTHER", help="compare FILE's tensors with OTHER's by name")
-    p.add_argument("--no-layer", action="store_true", help="only the whole-model hashes")
+    p.add_argument("--no-layer", action="store_true", help="only the whole-model hashes (text and --json)")
     p.add_argument("--all", action="store_true", help="also hash the buffers gguf_hash skips (*.attention.bias, ...)")
     p.add_argument("--json", action="store_true", help="print JSON")

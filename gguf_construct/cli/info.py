@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from ..errors import FormatError
-from .many_files import default_jobs, expand, run_pool
+from .many_files import default_jobs, model_paths, run_pool
 from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, whole
 
 
@@ -52,7 +52,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         else:
             print(info_text(f, files[0], full=args.full))
         return EXIT_BAD if any(i.severity == "error" for i in issues) else EXIT_OK  # a file cut short
-    paths = expand(files, skip_later_shards=True)
+    paths = model_paths("info", files, skip_later_shards=True)
     rows = run_pool(_info_row, paths, args.jobs, "info")
     print_rows(rows, args)
     if any(r.get("unreadable") for r in rows):

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 from ..errors import FormatError, MissingExtraError
 from .commands import COMMANDS
-from .shared import EXIT_OK, exit_code, usage
+from .output import lossy_stdout
+from .shared import EXIT_TROUBLE, exit_code, usage
 
 #: ``parser``'s default: every command's full parser (the help tests and the docs walk them all)
 ALL = "*"
@@ -77,9 +78,15 @@ def _apply_limits(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     from .remote_args import apply_remote_args
 
-    argv = apply_remote_args(sys.argv[1:] if argv is None else argv)
-    args = parser(command_of(argv)).parse_args(argv)
-    _apply_limits(args)
+    with lossy_stdout():  # the exit code is the command's, whatever became of its output
+        argv = apply_remote_args(sys.argv[1:] if argv is None else argv)
+        args = parser(command_of(argv)).parse_args(argv)
+        _apply_limits(args)
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed command; its errors become one line on stderr and grep's exit code."""
     try:
         if getattr(args, "sync", False):  # a writing command's --sync: every write of the command is fsynced
             from ..api.fileio import durability
@@ -90,8 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FormatError as e:
         print(f"{_subject(args)}: error: {e.describe()}", file=sys.stderr)
         return exit_code(e)
-    except BrokenPipeError:
-        return EXIT_OK
+    except MemoryError:  # the machine's limit, not the file's fault: trouble, as a guarded parse reports it
+        from ..core import rules
+
+        print(f"{_subject(args)}: error: {rules.INTERNAL_MEMORY.error('out of memory').describe()}", file=sys.stderr)
+        return EXIT_TROUBLE
     except (OSError, MissingExtraError) as e:
         print(f"gguf-construct {args.command}: {e}", file=sys.stderr)
         return exit_code(e)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..core.progress import progress
+from .shared import usage
 
 
 def expand(paths: Iterable[str], *, skip_later_shards: bool = False) -> list[str]:
@@ -36,6 +37,15 @@ def expand(paths: Iterable[str], *, skip_later_shards: bool = False) -> list[str
                     continue
                 out.append(full)
     return out
+
+
+def model_paths(command: str, paths: Iterable[str], *, skip_later_shards: bool = False) -> list[str]:
+    """``expand(paths)``, or a usage error (exit 2, "no model files found") when nothing is left: every command
+    that takes directories answers an empty one alike."""
+    found = expand(paths, skip_later_shards=skip_later_shards)
+    if not found:
+        usage(f"gguf-construct {command}: no model files found")
+    return found
 
 
 def default_jobs() -> int:

@@ -5,8 +5,10 @@ keep their precision; prints each tensor's RMSE against its input as ``llama-qua
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,9 +23,19 @@ DESCRIPTION = (
 )
 
 
+class Written(NamedTuple):
+    """One tensor of a quantized file: its name, the type written ("kept": as it was), its RMSE against the input
+    (None when kept) and why it has that type (``policy.choice_reason``)."""
+
+    name: str
+    type: str
+    rmse: float | None
+    reason: str
+
+
 def quantize_file(
     src: str, dst: str, target: str, *, imatrix: str | None = None, keep: list[str] | None = None, log=print
-) -> list[tuple[str, str, float | None]]:
+) -> list[Written]:
     """Quantize every tensor of ``src`` (GGUF, safetensors/Ollama blob, legacy) into the GGUF ``dst``.
 
     ``target`` is a ggml type (``q4_K``: every quantizable tensor gets it, the output tensor llama-quantize's
@@ -33,7 +45,7 @@ def quantize_file(
     ``general.quantization_version``; split keys are dropped. A legacy input is migrated to GGUF first (its
     metadata becomes GGUF keys), a safetensors input gets the keys ``convert`` writes.
 
-    Returns ``(name, type written, rmse or None when kept)`` per tensor. The input stays memory-mapped; each
+    Returns a :class:`Written` per tensor. The input stays memory-mapped; each
     quantized tensor is made when the (atomic) writer reaches it and dropped once written, so memory stays at about
     one tensor's values.
     """
@@ -72,13 +84,14 @@ def quantize_file(
             if not key.startswith("split."):
                 out.metadata.set(key, model.metadata[key], type=model.metadata.type_of(key))
     else:
+        from ..convert.gguf_keys_json import is_gguf_entry, restore_keys
         from ..convert.safetensors_gguf import metadata_keys
 
-        out.metadata.set("general.architecture", "unknown")
-        for key, value in metadata_keys(
-            {k: v for k, v in getattr(model, "metadata", {}).items() if isinstance(v, str)}, model.tensors
-        ).items():
-            out.metadata.set(key, value)
+        strings = {k: v for k, v in getattr(model, "metadata", {}).items() if isinstance(v, str)}
+        if not restore_keys(out.metadata, strings):  # a file written from GGUF: its keys as they were
+            out.metadata.set("general.architecture", "unknown")
+            for key, value in metadata_keys({k: v for k, v in strings.items() if not is_gguf_entry(k)}, model.tensors).items():
+                out.metadata.set(key, value)
     names = list(model.tensors)
     shapes = {name: tuple(int(d) for d in model.tensors[name].shape) for name in names}  # ggml order for every format
     if mix is not None:
@@ -90,7 +103,8 @@ def quantize_file(
     else:
         has_output = "output.weight" in names
         chosen = {n: policy.tensor_type(n, shapes[n], target, has_output=has_output, keep=keep) for n in names}
-    report: list[tuple[str, str, float | None]] = []
+    report: list[Written] = []
+    asked = mix or target
 
     def produce(name: str, new_type: str, shape: tuple[int, ...]):
         """The tensor's quantized bytes, made when the writer reaches it (so one tensor is in memory at a time)."""
@@ -107,7 +121,7 @@ def quantize_file(
                 data = b"".join(quantize(m, new_type, imatrix=w) for m, w in zip(mats, qw))
             back = dequantize(data, new_type).reshape(rows.shape)
             rmse = float(np.sqrt(np.mean((back.astype(np.float64) - rows) ** 2))) if rows.size else 0.0
-            report.append((name, new_type, rmse))
+            report.append(Written(name, new_type, rmse, policy.choice_reason(name, shape, asked, new_type, keep=keep)))
             log(f"[{len(report):4}/{len(names)}] {name:<40} {str(shape):<20} -> {new_type:<7} rmse {rmse:.6g}")
             return data
 
@@ -126,7 +140,7 @@ def quantize_file(
                 out.tensors.add(name, lambda t=t: swap_byte_order(t.data, t.type.name, "big", "little"), t.type.name, shape)
             else:
                 out.tensors.add(name, lambda t=t: np.ascontiguousarray(t.to_numpy(), "<f4"), "f32", shape)
-            report.append((name, "kept", None))
+            report.append(Written(name, "kept", None, policy.choice_reason(name, shape, asked, None, keep=keep)))
             log(f"[{len(report):4}/{len(names)}] {name:<40} {str(shape):<20} kept")
             continue
         n_quantized += 1
@@ -177,9 +191,44 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"gguf-construct {args.command}: {e}", file=sys.stderr)
         return EXIT_TROUBLE
-    changed = sum(1 for _, t, _ in report if t != "kept")
-    print(f"{args.output}: {changed} of {len(report)} tensors quantized to {args.type} (others kept)")
+    groups = summary(report)
+    if getattr(args, "json", False):  # convert --type runs this command without a --json of its own
+        json.dump(
+            {"output": args.output, "type": args.type, "written": groups, "tensors": [w._asdict() for w in report]}, sys.stdout, indent=1
+        )
+        sys.stdout.write("\n")
+    else:
+        print(f"{args.output}: {summary_line(groups, args.type)}")
     return EXIT_OK
+
+
+def summary(report: list[Written]) -> list[dict[str, object]]:
+    """The tensors written grouped by (type, reason), most first: what the output holds and why."""
+    counts: dict[tuple[str, str], int] = {}
+    for w in report:
+        counts[(w.type, w.reason)] = counts.get((w.type, w.reason), 0) + 1
+    return [
+        {"type": t, "tensors": n, "reason": r} for (t, r), n in sorted(counts.items(), key=lambda item: (item[0][0] == "kept", -item[1]))
+    ]
+
+
+def summary_line(groups: list[dict[str, object]], target: str) -> str:
+    """One line: "3 tensors q4_K; 2 fell back to q5_0: rows of 64 are not a multiple of 256; 2 kept: ..."."""
+    parts = []
+    for g in groups:
+        n, t, why = g["tensors"], g["type"], g["reason"]
+        noun = "tensor" if n == 1 else "tensors"
+        if t == "kept":
+            parts.append(f"{n} {noun} kept: {why}")
+        elif why == "as asked":
+            parts.append(f"{n} {noun} {t}")
+        elif str(why).startswith("rows of"):
+            parts.append(f"{n} fell back to {t}: {why}")
+        else:
+            parts.append(f"{n} {noun} {t}: {why}")
+    if not any(g["reason"] == "as asked" for g in groups):
+        parts.insert(0, f"no tensor {target}")
+    return "; ".join(parts)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -191,6 +240,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_in_out(p, "the GGUF file to write")
     add_quantize_options(p, required=True)
+    p.add_argument("--json", action="store_true", help="print what was written as JSON: per type, with the reason, and per tensor")
 
 
 def add_quantize_options(p: argparse.ArgumentParser, *, required: bool) -> None:

@@ -46,6 +46,8 @@ def sources_of(args: list[str]) -> list[str]:
 
 def _run(args: argparse.Namespace) -> int:
     sources = sources_of(args.sources)
+    if not sources:
+        usage("gguf-construct scan: no model files found")
     out = args.output or sys.stdout
     counts = scan(
         sources,

@@ -16,7 +16,7 @@ from ..core.rules import lookup
 from ..errors import FormatError
 from ..validation import Issue, check_keys
 from ..validation.profiles import PROFILES
-from .many_files import default_jobs, expand, run_pool
+from .many_files import default_jobs, model_paths, run_pool
 from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, whole
 
 #: Issues printed per file by default: a file broken 60,000 ways is known to be broken after a screenful.
@@ -58,10 +58,7 @@ def _line(issue: dict[str, Any]) -> str:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    paths = expand(args.files)
-    if not paths:
-        print("gguf-construct validate: no model files found", file=sys.stderr)
-        return EXIT_TROUBLE
+    paths = model_paths("validate", args.files)
     if args.security:  # before any file is read: a missing extra is trouble (exit 2), whatever the files hold
         from ..security.chat_templates import _jinja
 

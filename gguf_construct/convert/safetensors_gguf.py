@@ -6,7 +6,11 @@ holds it losslessly — mxfp4 → MXFP4, nvfp4 → NVFP4, int4 affine → Q4_1 w
 and F32 for a plain F16 input) that holds every dequantized value exactly, with a notice. ``from_gguf`` goes
 back: MXFP4 → mxfp4, NVFP4 → nvfp4, Q4_1 → int4 (F16 scales and biases), plain types as they are, the rest
 dequantized to BF16 or F32 with a notice. The file's ``__metadata__`` travels as ``safetensors.metadata`` (exact
-JSON, beside one readable ``safetensors.<key>`` per entry) and is written back.
+JSON, beside one readable ``safetensors.<key>`` per entry) and is written back. A GGUF file's keys travel the other
+way as typed ``gguf:<key>`` entries (``gguf_keys_json``), so GGUF → safetensors → GGUF gives back every key, with
+its type, in order; ``general.file_type`` and ``general.quantization_version`` are left out (with a notice) when a
+tensor changed type on the way, as they would describe types the file no longer has, and written anew on the way
+back.
 
 Every conversion is verified: the input is dequantized (``to_numpy``, exact float32) and compared with the
 dequantized output (ggml's decoder for GGUF, MLX's for blobs), NaN-aware; a difference raises
@@ -28,6 +32,7 @@ from ..errors import VerificationError
 from ..quants import block_dtype, dequantize
 from ..quants import mlx as mq
 from . import encode
+from .gguf_keys_json import REDESCRIBE, TENSOR_ORDER, encode_keys, is_gguf_entry, ordered, restore_keys
 
 PLAIN_TYPES = {"F32": "f32", "F16": "f16", "BF16": "bf16", "F64": "f64", "I8": "i8", "I16": "i16", "I32": "i32", "I64": "i64"}
 BACK_TYPES = {v: k for k, v in PLAIN_TYPES.items()}
@@ -143,10 +148,14 @@ def to_gguf(
     """A new GGUF file holding ``tensors`` (logical safetensors tensors), and the conversion report."""
     out = new()
     report = ConversionReport()
-    out.metadata["general.architecture"] = "unknown"
-    for key, value in metadata_keys(metadata or {}, tensors).items():
-        out.metadata[key] = value
-    for name, t in tensors.items():
+    metadata = metadata or {}
+    restored = restore_keys(out.metadata, metadata)
+    if not restored:  # a file written from GGUF gets its keys back as they were, and nothing else
+        out.metadata["general.architecture"] = "unknown"
+        for key, value in metadata_keys({k: v for k, v in metadata.items() if not is_gguf_entry(k)}, tensors).items():
+            out.metadata[key] = value
+    for name in ordered(metadata, TENSOR_ORDER, tensors) if restored else tensors:
+        t = tensors[name]
         shape = t.entry.shape if not hasattr(t, "logical_shape") else t.logical_shape
         if len(shape) > 4 or any(d == 0 for d in shape):
             report.notices.append(f"{name}: shape {list(shape)} has no GGUF form (1-4 dimensions, none 0): skipped")
@@ -161,8 +170,13 @@ def to_gguf(
             got = dequantize(raw, enc.ggml_type).reshape(tuple(reversed(enc.shape)))
             verify(name, t.to_numpy().reshape(got.shape), got)
             report.verified += 1
-    describe_types(out)
+    if not restored or REDESCRIBE in metadata:
+        describe_types(out)
     return out, report
+
+
+#: the keys ``describe_types`` writes: left out of a GGUF file's ``gguf:`` entries when a tensor changes type
+TYPE_KEYS = frozenset({"general.file_type", "general.quantization_version"})
 
 
 def describe_types(out: GGUFFile) -> None:
@@ -258,6 +272,15 @@ def from_gguf(f: GGUFFile, *, per_tensor: bool = False) -> tuple[list[tuple[str,
     merged: dict[str, Any] = {}
     quants = [q for _, _, q in items if q]
     metadata: dict[str, str] = stored_metadata(f)
+    changed = any(n.startswith(f"{name}: ") for name in f.tensors for n in report.notices)
+    if not _derived_from_safetensors(f):  # else its keys are the __metadata__ itself, and to_gguf makes them again
+        metadata.update(encode_keys(f.metadata, TYPE_KEYS if changed else frozenset()))
+        metadata[TENSOR_ORDER] = json.dumps(list(f.tensors), ensure_ascii=False)
+    if changed:
+        metadata[REDESCRIBE] = json.dumps(sorted(TYPE_KEYS & set(f.metadata)))
+        report.notices.append(
+            "general.file_type and general.quantization_version are not kept (a tensor changed type): written anew on the way back"
+        )
     same = len({tuple(sorted(q.items())) for q in quants}) == 1
     for n, e, q in items:
         merged.update(e)
@@ -266,6 +289,15 @@ def from_gguf(f: GGUFFile, *, per_tensor: bool = False) -> tuple[list[tuple[str,
     if same:
         metadata.update(quants[0])
     return [("", merged, metadata)], report
+
+
+def _derived_from_safetensors(f: GGUFFile) -> bool:
+    """Whether every key of ``f`` is one ``to_gguf`` writes for a safetensors file (its ``safetensors.*`` keys, the
+    architecture "unknown", the type keys): converting back writes its ``__metadata__`` alone, so safetensors →
+    GGUF → safetensors is exact as GGUF → safetensors → GGUF is."""
+    return METADATA_KEY in f.metadata and all(
+        k in TYPE_KEYS or k.startswith("safetensors.") or (k == "general.architecture" and f.metadata[k] == "unknown") for k in f.metadata
+    )
 
 
 def _dtypes(entries: Mapping[str, Any]) -> list[str]:

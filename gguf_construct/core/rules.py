@@ -59,8 +59,9 @@ class Rule:
     spec_ref: str
     #: None when a breaker in ``gguf_construct.testing.strategies`` breaks this rule; else why none does
     no_breaker: str | None = None
-    #: "request" when the refusal is about what was asked (arguments, paths, the environment, the network, a model
-    #: a conversion cannot map), "input" when a model file's bytes break the rule (the CLI exits 2 and 1)
+    #: "request" when the refusal is about what was asked (arguments, paths, the environment such as the memory
+    #: the machine has, the network, a model a conversion cannot map), "input" when a model file's bytes break the
+    #: rule (the CLI exits 2 and 1)
     fault: str = "input"
 
     def error(self, message: str, **where: Any) -> errors.FormatError:
@@ -187,6 +188,7 @@ BLOB_MISSING: Rule
 BLOB_NOT_REGULAR: Rule
 BLOB_SIZE: Rule
 BLOB_UNREADABLE: Rule
+CONVERT_GGUF_KEYS: Rule
 DATA_GAP: Rule
 DATA_PADDING: Rule
 DATA_TRAILING: Rule
@@ -375,6 +377,7 @@ TEMPLATE_SIZE: Rule
 TEMPLATE_SYNTAX: Rule
 TEMPLATE_UNKNOWN: Rule
 TEMPLATE_UNRENDERED: Rule
+TENSOR_ARCHITECTURE: Rule
 TENSOR_BLOCK: Rule
 TENSOR_BLOCK_INDEX: Rule
 TENSOR_BLOCKS: Rule

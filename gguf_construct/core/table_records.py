@@ -192,8 +192,32 @@ class MemoryTable:
     limits: Mapping[str, Any]
 
 
+@dataclass(frozen=True)
+class ArchTensorsTable:
+    """The tensors llama.cpp's loader requires of an architecture, with shapes derived from the hyperparameters
+    (``validation.arch_tensors``): ``dims`` says how each dimension is read, ``architectures`` lists the tensors
+    of the model, of each layer, and of each layer without experts (``dense_layer``)."""
+
+    source: str
+    dims_note: str
+    dims: Mapping[str, Any]
+    architectures: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ForkTypesTable:
+    """Tensor types of forks of llama.cpp numbered where ggml numbers its own (``validation.fork_types``): each
+    with its id, name, fork (a key of ``forks``), block and type size, and whether only KV caches use it."""
+
+    source: str
+    forks: Mapping[str, str]
+    types: tuple[Mapping[str, Any], ...]
+
+
 #: table name → its builder (``tables.load_table`` calls them through ``tables._later``).
 BUILDERS: dict[str, Any] = {
+    "arch_tensors": lambda d: ArchTensorsTable(**d),
+    "fork_types": lambda d: ForkTypesTable(**d),
     "memory": lambda d: MemoryTable(**d),
     "migrate": _migrate,
     "quantize": _quantize,

@@ -25,7 +25,16 @@ import numpy as np
 from ..errors import InvalidValueError, UnsupportedTypeError
 
 if TYPE_CHECKING:  # the records no file reader needs (``table_records``, imported by ``load_table`` when asked for)
-    from .table_records import MemoryTable, MigrateTable, MlxQuantTypesTable, QuantizeTable, RwkvLlamaTable, SafetensorsDtypesTable
+    from .table_records import (
+        ArchTensorsTable,
+        ForkTypesTable,
+        MemoryTable,
+        MigrateTable,
+        MlxQuantTypesTable,
+        QuantizeTable,
+        RwkvLlamaTable,
+        SafetensorsDtypesTable,
+    )
 
 _HERE = Path(__file__).resolve().parents[1]
 
@@ -325,7 +334,9 @@ def _later(stem: str, d: Mapping[str, Any]) -> Any:
 
 
 _BUILDERS: dict[str, Any] = {
+    "arch_tensors": partial(_later, "arch_tensors"),
     "file_types": lambda d: FileTypesTable(d["source"], tuple(FileType(**r) for r in d["file_types"])),
+    "fork_types": partial(_later, "fork_types"),
     "ggml_types": lambda d: GGMLTypesTable(d["source"], tuple(GGMLType(**r) for r in d["types"]), d["max_dims"], d["max_dims_source"]),
     "keys": lambda d: KeysTable(d["source"], tuple(StandardKey(**k) for k in d["keys"]), d["architectures"]),
     "legacy": _legacy,
@@ -352,7 +363,9 @@ _BUILDERS: dict[str, Any] = {
 #: The name of every table ``load_table`` knows (the files of ``schema/`` without ``.json``).
 TABLE_NAMES: tuple[str, ...] = tuple(_BUILDERS)
 TableName = Literal[
+    "arch_tensors",
     "file_types",
+    "fork_types",
     "ggml_types",
     "keys",
     "legacy",
@@ -370,7 +383,11 @@ TableName = Literal[
 
 
 @overload
+def load_table(name: Literal["arch_tensors"]) -> ArchTensorsTable: ...
+@overload
 def load_table(name: Literal["file_types"]) -> FileTypesTable: ...
+@overload
+def load_table(name: Literal["fork_types"]) -> ForkTypesTable: ...
 @overload
 def load_table(name: Literal["ggml_types"]) -> GGMLTypesTable: ...
 @overload

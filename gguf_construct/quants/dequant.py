@@ -9,9 +9,11 @@ chunks run on a two-thread pool (numpy releases the GIL in its loops), each writ
 
 from __future__ import annotations
 
+import math
+import operator
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -96,15 +98,37 @@ def _run(work: Callable[[int, int], None], n_blocks: int, per_chunk: int) -> Non
         pass
 
 
-def dequantize(data: Any, ggml_type: int | str | GGMLType, *, byte_order: str = "little", dtype: Any = np.float32) -> np.ndarray:
-    """The values of a tensor's bytes as a flat array, bit-exact with ggml's ``to_float``.
+def dequantize(
+    data: Any,
+    ggml_type: int | str | GGMLType,
+    *,
+    shape: Sequence[int] | None = None,
+    byte_order: str = "little",
+    dtype: Any = np.float32,
+) -> np.ndarray:
+    """The values of a tensor's bytes, bit-exact with ggml's ``to_float``: a flat array, or shaped ``shape``
+    (numpy order, rows last, as ``tensor.to_numpy()`` returns them; -1 once for the dimension to infer).
 
     ``data`` (bytes, memoryview, uint8 array …) holds whole blocks of ``ggml_type`` (id, name or record) in
     ``byte_order``; a partial block is a ``TruncatedError`` (rule ``tensor.partial_block``). The result is
     float32; for I8 … I64 and F64, ``dtype=None`` keeps the stored integer or float64 values instead, and any
     other ``dtype`` converts the result. Like ``numpy.frombuffer``, F32 data (and integer/F64 data with
     ``dtype=None``) already in the native byte order comes back as a view of ``data``, read-only if ``data`` is.
+    A ``shape`` that does not hold the values exactly is a ``ValueError`` naming both counts.
     """
+    flat = _dequantize_flat(data, ggml_type, byte_order, dtype)
+    if shape is None:
+        return flat
+    dims = tuple(operator.index(d) for d in shape)
+    known = math.prod(d for d in dims if d != -1)
+    if sum(d == -1 for d in dims) > 1 or any(d < -1 for d in dims) or (-1 not in dims and known != flat.size):
+        raise ValueError(f"shape {dims} does not hold the {flat.size} values of the data")
+    if -1 in dims and (known == 0 or flat.size % known):
+        raise ValueError(f"shape {dims} does not divide the {flat.size} values of the data")
+    return flat.reshape(dims)
+
+
+def _dequantize_flat(data: Any, ggml_type: int | str | GGMLType, byte_order: str, dtype: Any) -> np.ndarray:
     t = resolve(ggml_type)
     order = check_order(byte_order)
     blocks = _blocks(data, t, order)

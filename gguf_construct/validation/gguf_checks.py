@@ -4,11 +4,14 @@ The schema already rejects what makes a file unreadable (bad magic, unknown vers
 lengths past the end, nesting too deep, invalid UTF-8 in keys and string values). ``check`` applies the rules a
 readable file can still break, and returns every finding as an ``Issue`` naming its rule, field path and byte
 offset. The 'ggml' profile adds ggml's own rules: no v1, no nested arrays, tensor names shorter than 64 bytes,
-a power-of-two alignment and tensor offsets equal to the running sum of padded sizes.
+a power-of-two alignment and tensor offsets equal to the running sum of padded sizes; ``validate`` under 'ggml'
+adds, for an architecture ``schema/arch_tensors.json`` knows, the tensors llama.cpp's loader requires with their
+shapes (``model_issues``).
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from fractions import Fraction
 from typing import Any
@@ -22,6 +25,8 @@ from ..core.tables import GGML_MAX_DIMS, GGML_TYPES, USER_TYPES_ENV, VALUE_TYPES
 from ..core.untrusted import decimal
 from ..formats.fields import StringArray, value_type_id
 from ..formats.gguf.schema import GGUF, MAX_TENSOR_NAME, align_offset, sized_type
+from . import fork_types
+from .arch_tensors import check_architecture_tensors
 from .issue import Issue, Severity, parse_then_check, raise_first
 from .profiles import GGUF_PROFILES, GGUFProfile, require
 
@@ -41,14 +46,26 @@ KEY_SEGMENT = re.compile(r"[a-z0-9_]+\Z")
 
 
 def validate_gguf_bytes(data: Any, profile: GGUFProfile | str = "spec") -> list[Issue]:
-    """Parse and check a GGUF file; a file the schema cannot read gives one issue."""
-    return parse_then_check(lambda: GGUF.parse(data), lambda c: check(c, len(memoryview(data)), profile))
+    """Parse and check a GGUF file; a file the schema cannot read gives one issue. Under 'ggml', also what
+    llama.cpp's model loader refuses of a known architecture (``model_issues``)."""
+    return parse_then_check(lambda: GGUF.parse(data), lambda c: check(c, len(memoryview(data)), profile) + model_issues(c, profile))
 
 
 def validate_gguf_source(src: Any, profile: GGUFProfile | str = "spec") -> list[Issue]:
     """``validate_gguf_bytes`` for a file read by ranges (a ``sources.byte_source.ByteSource``): the header is
     fetched and checked, the tensor data is not (its placement is checked against the source's size)."""
-    return parse_then_check(lambda: src.parse_header(GGUF, "tensor_data"), lambda c: check(c, src.size, profile))
+    return parse_then_check(lambda: src.parse_header(GGUF, "tensor_data"), lambda c: check(c, src.size, profile) + model_issues(c, profile))
+
+
+def model_issues(c: Container, profile: GGUFProfile | str) -> list[Issue]:
+    """Under 'ggml', the tensors llama.cpp's loader requires of the file's architecture (``arch_tensors``): a rule of
+    ``validate``, not of reading (``load(strict=True)`` accepts what ggml's reader accepts)."""
+    if profile != "ggml":
+        return []
+    arch = next((kv["value"] for kv in c["metadata_kv"] if kv["key"] == "general.architecture"), None)
+    out: list[Issue] = []
+    check_architecture_tensors(c, arch if isinstance(arch, str) else None, out)
+    return out
 
 
 def check(c: Container, file_size: int, profile: GGUFProfile | str = "spec", *, unknown_types: Severity = "error") -> list[Issue]:
@@ -319,6 +336,7 @@ def _check_tensors(
         expected_offset = align_offset(offset + nbytes, alignment) if nbytes else offset
         spans.append((offset, offset + nbytes, i, at))
     _check_overlaps(spans, out)
+    _check_fork_types(infos, file_size - data_offset, alignment, out)
     places = [(f"tensor_infos[{i}].dimensions", ti.get("_offset")) for i, ti in enumerate(infos)]
     issue = parameter_issue(
         [ti["dimensions"] for ti in infos], file_size - data_offset, all(sized_type(ti["type"]) for ti in infos), places
@@ -341,6 +359,33 @@ def _check_tensors(
             Issue(rules.DATA_PADDING, "padding before the tensor data is not zero", "_padding", data_offset - len(c["_padding"]), "warning")
         )
     _check_block_indices(c, arch, out)
+
+
+def _check_fork_types(infos: Any, data_size: int, alignment: int, out: list[Issue]) -> None:
+    """A tensor of a type id ggml knows whose data span fits a fork's type of that id and not ggml's: the file is the
+    fork's (``schema/fork_types.json``), and reading it as ggml's type would misread every value."""
+    starts = sorted({int(ti["offset"]) for ti in infos})
+    for i, ti in enumerate(infos):
+        type_id, t = int(ti["type"]), GGML_TYPES.get(int(ti["type"]))
+        if t is None or t.removed or not fork_types.fork_types_of(type_id):
+            continue
+        offset = int(ti["offset"])
+        after = bisect.bisect_right(starts, offset)
+        span = (starts[after] if after < len(starts) else data_size) - offset
+        n = 1
+        for d in ti["dimensions"]:
+            n *= int(d)
+        names = fork_types.fitting(type_id, n, span, alignment)
+        if names:
+            out.append(
+                Issue(
+                    rules.TENSOR_TYPE,
+                    f"type {type_id} is ggml's {t.name}, but its {span} bytes of data for {n} values fit "
+                    f"{fork_types.describe(type_id)}: a fork's file, whose values ggml's {t.name} would misread",
+                    f"tensor_infos[{i}].type",
+                    ti.get("_offset"),
+                )
+            )
 
 
 def tensor_issues(ti: Container, path: str = "tensor") -> list[Issue]:
@@ -370,10 +415,12 @@ def _check_shape_and_type(ti: Container, path: str, at: int | None, out: list[Is
     type_id = int(ti["type"])
     t = GGML_TYPES.get(type_id)
     if t is None or t.removed:
+        fork = fork_types.describe(type_id)
         why = (
             "has been removed from ggml"
             if t
             else f"is unknown (a newer ggml's? strict=False reads the rest; {USER_TYPES_ENV} can declare it)"
+            + (f"; forks of llama.cpp number their own types so: {fork}" if fork else "")
         )
         out.append(Issue(rules.TENSOR_TYPE, f"ggml type {type_id} {why}", f"{path}.type", at, "error" if t else unknown_types))
         return None

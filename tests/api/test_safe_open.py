@@ -52,8 +52,8 @@ def test_safe_open_on_gguf_gives_numpy_order_and_the_stored_type():
     with gc.safe_open(example_path()) as s:
         assert s.keys() == sorted(f.tensors)
         t = s.get_tensor("blk.0.ffn_up.weight")
-        assert t.dtype == np.float16 and t.shape == tuple(reversed(f.tensors["blk.0.ffn_up.weight"].shape)) == (128, 64)
-        assert np.array_equal(t.astype(np.float32), f.tensors["blk.0.ffn_up.weight"].to_numpy().reshape(128, 64))
+        assert t.dtype == np.float16 and t.shape == tuple(reversed(f.tensors["blk.0.ffn_up.weight"].shape)) == (64, 32)
+        assert np.array_equal(t.astype(np.float32), f.tensors["blk.0.ffn_up.weight"].to_numpy().reshape(64, 32))
         assert s.metadata()["general.architecture"] == "llama"
 
 

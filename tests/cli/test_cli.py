@@ -86,5 +86,5 @@ def test_usage_errors_exit_2():
 
 def test_example_path_is_the_shipped_file():
     r = run("example")
-    assert r.returncode == 0 and r.stdout.strip().endswith("gguf-construct-example-26K-v1.0-F16.gguf")
+    assert r.returncode == 0 and r.stdout.strip().endswith("gguf-construct-example-21K-v1.0-F16.gguf")
     assert run("info", r.stdout.strip()).returncode == 0

@@ -30,7 +30,9 @@ def files(tmp_path: Path) -> dict[str, Path]:
     data = Path(EXAMPLE).read_bytes()
     (tmp_path / "m.gguf").write_bytes(data)
     (tmp_path / "cut.gguf").write_bytes(data[:200])  # ends inside the metadata
-    return {"ok": tmp_path / "m.gguf", "bad": tmp_path / "cut.gguf", "missing": tmp_path / "missing.gguf", "dir": tmp_path}
+    (tmp_path / "short.gguf").write_bytes(data[:-64])  # a readable header, the last tensor's data cut short
+    paths = {"ok": "m.gguf", "bad": "cut.gguf", "short": "short.gguf", "missing": "missing.gguf"}
+    return {**{k: tmp_path / v for k, v in paths.items()}, "dir": tmp_path}
 
 
 #: command -> (argv with {f} for the model file and {o} for an output path)
@@ -129,3 +131,81 @@ def test_every_argument_has_help() -> None:
     for name, p in sub.choices.items():  # type: ignore[union-attr]
         for action in p._actions:
             assert action.help, f"{name} {action.dest}: no help"
+
+
+# -- the exit code does not depend on what became of standard output -------------------------------------------
+def _run_with_stdout(argv: list[str], how: str) -> tuple[int, str]:
+    """Run the command line in a child whose standard output is ``how``: "closed" (descriptor 1 closed before the
+    program starts) or "pipe-closed" (a pipe whose reader is gone before the first write)."""
+    import os
+    import subprocess
+    import tempfile
+
+    cmd = [sys.executable, "-m", "gguf_construct.cli.main", *argv]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    with tempfile.TemporaryFile() as err:
+        if how == "closed":
+            status = subprocess.run(
+                cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, timeout=120, preexec_fn=lambda: os.close(1)
+            ).returncode
+        else:
+            child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env)
+            assert child.stdout is not None
+            child.stdout.close()  # before the interpreter has started: every write meets a pipe without a reader
+            status = child.wait(timeout=120)
+        err.seek(0)
+        return status, err.read().decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("how", ["closed", "pipe-closed"])
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c != "export"])
+def test_the_exit_code_does_not_depend_on_stdout(
+    command: str, how: str, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file cut inside its tensor data: reports (on stdout) come before the command decides it is invalid."""
+    expected = code(*argv(command, files["short"], files["dir"] / f"kept-{command}.gguf"))
+    capsys.readouterr()
+    assert expected in (1, 2)
+    got, err = _run_with_stdout(argv(command, files["short"], files["dir"] / f"{how}-{command}.gguf"), how)
+    assert got == expected, err
+    assert "Traceback" not in err and "Exception ignored" not in err
+
+
+@pytest.mark.parametrize("how", ["closed", "pipe-closed"])
+def test_a_json_report_of_an_invalid_file_is_1_without_stdout(how: str, files: dict[str, Path]) -> None:
+    for command in (["info"], ["info", "--json"], ["validate"], ["validate", "--json"]):
+        got, err = _run_with_stdout([*command, str(files["short"])], how)
+        assert got == 1 and "Traceback" not in err, (command, err)
+
+
+# -- directories ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("command", ["info", "validate", "scan"])
+def test_a_directory_without_model_files_is_2(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "readme.txt.bak").write_text("not a model")
+    for folder in ("empty", "notes"):
+        assert code(command, tmp_path / folder) == 2
+        out, err = capsys.readouterr()
+        assert f"gguf-construct {command}: no model files found" in err and out == ""
+
+
+def test_a_directory_with_a_model_is_read(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert code("info", files["dir"]) == 1  # m.gguf and the cut cut.gguf
+    assert "m.gguf" in capsys.readouterr().out
+
+
+# -- out of memory ----------------------------------------------------------------------------------------------
+def test_out_of_memory_is_trouble(files: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from gguf_construct.cli import hash as hash_cli
+    from gguf_construct.cli.shared import exit_code
+    from gguf_construct.core import rules
+
+    assert exit_code(rules.INTERNAL_MEMORY.error("out of memory")) == 2  # a guarded parse's MemoryError
+
+    def exhausted(args: object) -> int:
+        raise MemoryError
+
+    monkeypatch.setattr(hash_cli, "_cmd_hash", exhausted)
+    assert code("hash", files["ok"]) == 2
+    assert "[internal.memory]" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -62,3 +63,11 @@ def test_against_proves_a_rewrite_kept_every_tensor(tmp_path):
     assert c["different"] == [name] and len(c["identical"]) == 8
     r = run("-m", "gguf_construct.cli.main", "hash", src, "--against", tmp_path / "changed.gguf")
     assert r.returncode == 1 and f"different  {name}" in r.stdout
+
+
+def test_no_layer_json_has_only_the_whole_model_hashes():
+    full = json.loads(run("-m", "gguf_construct.cli.main", "hash", example_path(), "--json").stdout)
+    brief = json.loads(run("-m", "gguf_construct.cli.main", "hash", example_path(), "--json", "--no-layer").stdout)
+    assert len(full["tensors"]) == len(gc.load(example_path()).tensors) > 0
+    assert "tensors" not in brief
+    assert brief == {k: v for k, v in full.items() if k != "tensors"} and brief["sha256"]

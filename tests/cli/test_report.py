@@ -25,15 +25,15 @@ def test_summary_counts_parameters_and_sizes():
     f = gc.load(example_path())
     s = summary(f, str(example_path()))
     assert s["architecture"] == "llama"
-    assert s["parameters"] == sum(int(np.prod(t.shape)) for t in f.tensors.values()) == 25_792
-    assert {g["type"]: g["nbytes"] for g in s["size_by_type"]} == {"f16": 51_200, "f32": 768}
+    assert s["parameters"] == sum(int(np.prod(t.shape)) for t in f.tensors.values()) == 21_152
+    assert {g["type"]: g["nbytes"] for g in s["size_by_type"]} == {"f16": 41_984, "f32": 640}
     assert s["tensor_bytes"] == sum(t.nbytes for t in f.tensors.values())
     assert s["tokenizer"]["tokens"] == 16 and s["tokenizer"]["bos"] == {"id": 1, "text": "<s>"}
     assert s["file_type"] == "MOSTLY_F16" and s["general"]["general.name"] == "gguf-construct example"
     # the shipped file's name follows the naming convention and agrees with its metadata
     assert {k: s["name"][k] for k in ("BaseName", "SizeLabel", "Version", "Encoding")} == {
         "BaseName": "gguf-construct-example",
-        "SizeLabel": "26K",
+        "SizeLabel": "21K",
         "Version": "v1.0",
         "Encoding": "F16",
     }
@@ -44,12 +44,12 @@ def test_text_report_has_every_section(tmp_path):
     f = gc.load(example_path())
     f.metadata["tokenizer.chat_template"] = "{% for m in messages %}{{ m.content }}{% endfor %}"
     f.metadata["general.basename"] = "Example"
-    path = tmp_path / "Other-26K-v1.0-F16.gguf"
+    path = tmp_path / "Other-21K-v1.0-F16.gguf"
     f.save(path)
     text = info_text(gc.load(path), str(path))
     for needle in (
         "architecture      llama",
-        "parameters        26K (25,792)",
+        "parameters        21K (21,152)",
         "f16",
         "98.5%",
         "chat template:",
@@ -65,8 +65,8 @@ def test_json_keeps_its_shape_and_adds_summary(capsys):
     assert main(["info", "--json", str(example_path())]) == 0
     out = json.loads(capsys.readouterr().out)
     assert {"format", "version", "byte_order", "alignment", "data_offset", "metadata", "tensors"} <= set(out)
-    assert out["summary"]["parameters"] == 25_792
-    assert out["tensors"]["token_embd.weight"] == {"type": "f16", "shape": [64, 16], "offset": 0, "nbytes": 2048}
+    assert out["summary"]["parameters"] == 21_152
+    assert out["tensors"]["token_embd.weight"] == {"type": "f16", "shape": [32, 16], "offset": 0, "nbytes": 1024}
     assert out["metadata"]["general.architecture"] == {"type": "str", "value": "llama"}
 
 
@@ -75,7 +75,7 @@ def test_markdown_tables():
     md = info_markdown(gc.load(example_path()), name)
     assert md.startswith(f"# {name}\n") and "- File name: BaseName `gguf-construct-example`" in md
     assert "| POS | TYPE | Count | Key | Value |" in md and "| 1 | str | 1 | general.architecture | `llama` |" in md
-    assert "| 0 | token_embd.weight | f16 | 64 × 16 | 1,024 | 2,048 | 0x0 |" in md
+    assert "| 0 | token_embd.weight | f16 | 32 × 16 | 512 | 1,024 | 0x0 |" in md
     r = run("info", "--markdown", example_path())
     assert r.returncode == 0 and r.stdout == md
 

@@ -121,10 +121,10 @@ def test_from_metadata_and_disagreements():
 
     f = gc.load(example_path())
     derived = naming.from_metadata(f)
-    assert (derived.base_name, derived.size_label, derived.encoding) == ("gguf-construct-example", "26K", "F16")
+    assert (derived.base_name, derived.size_label, derived.encoding) == ("gguf-construct-example", "21K", "F16")
     f.metadata["general.basename"] = "Example"
     f.metadata["general.version"] = "v2.0"
-    warnings = naming.disagreements(naming.parse("Other-26K-v1.0-Q8_0.gguf"), f)
+    warnings = naming.disagreements(naming.parse("Other-21K-v1.0-Q8_0.gguf"), f)
     assert any("BaseName" in w for w in warnings) and any("Version" in w for w in warnings) and any("Encoding" in w for w in warnings)
-    assert naming.disagreements(naming.parse("Example-26K-v2.0-F16.gguf"), f) == []
+    assert naming.disagreements(naming.parse("Example-21K-v2.0-F16.gguf"), f) == []
     assert any("SizeLabel" in w for w in naming.disagreements(naming.parse("Example-7B-v2.0-F16.gguf"), f))

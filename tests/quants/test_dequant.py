@@ -18,6 +18,7 @@ from conftest import VECTORS, corpus_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import gguf_construct as gc
 from gguf_construct import GGUF
 from gguf_construct.core.tables import GGML_TYPES
 from gguf_construct.errors import FormatError, TruncatedError, UnsupportedTypeError
@@ -550,3 +551,17 @@ def test_peak_memory_is_bounded():
     finally:
         tracemalloc.stop()
     assert (peak - out.nbytes) < 3 * out.nbytes
+
+
+def test_shape_gives_the_rows():
+    rows = np.random.default_rng(3).standard_normal((3, 64)).astype(np.float32)
+    blob = gc.quantize(rows, "q8_0")
+    flat = gc.dequantize(blob, "q8_0")
+    assert flat.shape == (192,)
+    shaped = gc.dequantize(blob, "q8_0", shape=rows.shape)
+    assert shaped.shape == (3, 64) and np.array_equal(shaped.reshape(-1), flat)
+    assert np.allclose(shaped, rows, atol=0.05)
+    assert gc.dequantize(blob, "q8_0", shape=(-1, 64)).shape == (3, 64)
+    for wrong in [(3, 63), (4, 64), (-1, 7), (-1, -1), (0, -1), (-2, -96)]:
+        with pytest.raises(ValueError, match="does not"):
+            gc.dequantize(blob, "q8_0", shape=wrong)

@@ -187,7 +187,8 @@ def test_our_reader_answers_each_class_as_the_rules_say(name):
     for seed in SEEDS:
         data = reader_breaker(name, seed)
         for profile in ("spec", "ggml"):
-            rules = {i.rule for i in validate_gguf_bytes(data, profile) if i.severity == "error"}
+            # a reader's rules: whether llama.cpp's model loader would run the model (tensor.architecture) is not asked
+            rules = {i.rule for i in validate_gguf_bytes(data, profile) if i.severity == "error"} - {"tensor.architecture"}
             if EXPECTED[name] is None:
                 assert not rules, (name, seed, profile)
                 from_bytes(data, profile=profile)

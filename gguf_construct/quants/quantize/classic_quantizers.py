@@ -1,5 +1,5 @@
 """ggml's one-scale block quantizers (``quantize_row_*_ref`` in ggml-quants.c): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-Q8_1, Q1_0, MXFP4, NVFP4.
+Q8_1, Q1_0, Q2_0, MXFP4, NVFP4.
 
 Each takes the values as ``(n_blocks, block_size)`` float32 and returns the block fields by name; the caller builds
 them through the type's declared dtype. Per-element work is vectorised; loops run over the positions of a block,
@@ -159,6 +159,17 @@ def q1_0(x: np.ndarray) -> dict[str, np.ndarray]:
     return {"d": fp32_to_fp16_bits(d), "qs": np.packbits(x >= 0, axis=1, bitorder="little")}
 
 
+def q2_0(x: np.ndarray) -> dict[str, np.ndarray]:
+    """Q2_0: d = max |x| (``if (a > amax)``: a NaN never replaces it), two bits per value: ``(int)roundf(x / d)``
+    clamped to -1..2, plus 1, four values a byte from the low bits up."""
+    with np.errstate(invalid="ignore"):
+        d = np.fmax.reduce(np.abs(x), axis=1, initial=F32(0)).astype(F32)
+    q = np.clip(trunc_int(roundf(_mul(x, inverse(d)[:, None]))).astype(np.int64) + 1, 0, 3).astype(np.uint8)
+    q = q.reshape(x.shape[0], -1, 4)
+    qs = q[..., 0] | (q[..., 1] << np.uint8(2)) | (q[..., 2] << np.uint8(4)) | (q[..., 3] << np.uint8(6))
+    return {"d": fp32_to_fp16_bits(d), "qs": qs}
+
+
 _FP4 = np.array(grids.KVALUES_FP4, np.int8).astype(F32)
 
 
@@ -228,4 +239,4 @@ def nvfp4(x: np.ndarray) -> dict[str, np.ndarray]:
     return {"d": ue.reshape(n, 4), "qs": qs.reshape(n, 32)}
 
 
-QUANTIZERS = {f.__name__: f for f in (q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q1_0, mxfp4, nvfp4)}
+QUANTIZERS = {f.__name__: f for f in (q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q1_0, q2_0, mxfp4, nvfp4)}

@@ -68,6 +68,28 @@ def tensor_type(name: str, shape_ggml: tuple[int, ...], target: str, *, has_outp
     return _fallback(new, ncols)
 
 
+def choice_reason(name: str, shape_ggml: tuple[int, ...], target: str, chosen: str | None, *, keep: list[str] | None = None) -> str:
+    """Why tensor ``name`` got ``chosen`` (None: kept as it is) when ``target`` (a ggml type or a mix) was asked:
+    one short phrase for the command's report ("rows of 64 are not a multiple of 256")."""
+    rules = quantize_rules()
+    if chosen is None:
+        if any(fnmatchcase(name, pattern) for pattern in keep or ()):
+            return "matched --keep"
+        if len(shape_ggml) < rules.min_dims:
+            return f"fewer than {rules.min_dims} dimensions (norms, biases: llama-quantize keeps them)"
+        return "a kind llama-quantize never quantizes"
+    ncols = shape_ggml[0] if shape_ggml else 0
+    asked = target if not is_mix(target) else mixes()[target].default_type
+    if chosen == asked:
+        return "as asked"
+    block = GGML_TYPES.lookup(asked).block_size
+    if ncols % block:
+        return f"rows of {ncols} are not a multiple of {block}"
+    if name in rules.output_names or name in rules.token_embedding_names:
+        return "the output tensor gets llama-quantize's type for it"
+    return f"{target}'s choice for this tensor" if is_mix(target) else "llama-quantize's choice for this tensor"
+
+
 # -- general.file_type and general.quantization_version ------------------------------------------------------------
 def quantization_version() -> int:
     """GGML_QNT_VERSION: the ``general.quantization_version`` llama-quantize writes."""

@@ -30,6 +30,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ...api.fileio import files_under, write_atomic
 from .adapters import ADAPTERS, C_LOG_ENV
@@ -157,13 +158,16 @@ def generated(seed: int, fmt: str) -> tuple[Iterator[tuple[str, bytes]], Iterato
         for batch in range(10**9):
             seed_value = f"{seed}:{kind}:{batch}"
             if fmt == "safetensors":
-                for i, b in enumerate(st.draw_examples(st.safetensors_bytes(), BATCH, seed_value=seed_value)):
+                files: list[bytes] = st.draw_examples(st.safetensors_bytes(), BATCH, seed_value=seed_value)
+                for i, b in enumerate(files):
                     yield f"generated:{kind}[{batch}.{i}]", b
             elif kind == "valid":
-                for i, b in enumerate(st.draw_examples(st.gguf_bytes(max_kv=4, max_tensors=3), BATCH, seed_value=seed_value)):
+                files = st.draw_examples(st.gguf_bytes(max_kv=4, max_tensors=3), BATCH, seed_value=seed_value)
+                for i, b in enumerate(files):
                     yield f"generated:valid[{batch}.{i}]", b
             else:
-                for i, x in enumerate(st.draw_examples(st.invalid_gguf(), BATCH, seed_value=seed_value)):
+                broken: list[Any] = st.draw_examples(st.invalid_gguf(), BATCH, seed_value=seed_value)
+                for i, x in enumerate(broken):
                     yield f"generated:{x.label}[{batch}.{i}]", x.data
 
     return batches("valid"), batches("broken")
