@@ -70,9 +70,17 @@ def same_bytes(a: Any, b: Any) -> bool:
     return all(np.array_equal(va[i : i + COMPARE_CHUNK], vb[i : i + COMPARE_CHUNK]) for i in range(0, len(va), COMPARE_CHUNK))
 
 
-def diff_files(fa: Any, fb: Any, *, values: bool = True, data: bool = True) -> dict[str, Any]:
+def _same_data(a: Any, b: Any, one_file: bool) -> bool:
+    if one_file:
+        return len(a.data) == len(b.data)
+    return same_bytes(a.data, b.data)
+
+
+def diff_files(fa: Any, fb: Any, *, values: bool = True, data: bool = True, one_file: bool = False) -> dict[str, Any]:
     """Every difference between two loaded files, as JSON-ready data. ``data`` False: headers only (metadata and
-    tensor infos; tensors of the same type and shape count as identical, their bytes unread)."""
+    tensor infos; tensors of the same type and shape count as identical, their bytes unread). ``one_file``: both
+    were opened from one unchanged local file, so a tensor's bytes are its own: each tensor's data is still taken
+    (a view of the map, nothing read), so that data past the file's end is reported as by a full diff."""
     header = {
         k: [getattr(fa, k, None), getattr(fb, k, None)] for k in ("format", *HEADER_FIELDS) if getattr(fa, k, None) != getattr(fb, k, None)
     }
@@ -104,7 +112,7 @@ def diff_files(fa: Any, fb: Any, *, values: bool = True, data: bool = True) -> d
             entry["type"] = [type_name(a), type_name(b)]
         if tuple(a.shape) != tuple(b.shape):
             entry["shape"] = [list(a.shape), list(b.shape)]
-        if "type" not in entry and "shape" not in entry and (not data or same_bytes(a.data, b.data)):
+        if "type" not in entry and "shape" not in entry and (not data or _same_data(a, b, one_file)):
             tensors["identical"] += 1
             continue
         if values and int(np.prod(a.shape, dtype=object)) == int(np.prod(b.shape, dtype=object)):
@@ -192,7 +200,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     fa = load(args.a, strict=False)
     args.file = args.b
     fb = load(args.b, strict=False)
-    d = diff_files(fa, fb, values=not args.no_values, data=not (args.header_only or same_file(args.a, args.b)))
+    d = diff_files(fa, fb, values=not args.no_values, data=not args.header_only, one_file=same_file(args.a, args.b))
     if args.json:
         json.dump({"a": args.a, "b": args.b, **d}, sys.stdout, ensure_ascii=False, indent=1, default=str)
         sys.stdout.write("\n")
