@@ -2,7 +2,8 @@
 (:mod:`.triage`), grouped by root cause, minimized and saved with a one-line explanation.
 
 Files come, lazily, from the seed corpus (built in, or ``--corpus``), the strategies when hypothesis is installed
-(valid files of every shape, files broken one labelled way at a time) and mutations of both. Both readers are
+(valid files of every shape, files broken one labelled way at a time), files with one derived quantity at an
+arithmetic boundary (:mod:`..boundaries`) and mutations of all of them. Both readers are
 line-protocol targets (:mod:`.protocol`) answering the same file at the same time, each in its own process under a
 time limit and a memory guard, restarted after a crash, a hang or the memory cap.
 """
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...api.fileio import check_output, files_under, write_atomic
+from ..boundaries import boundary_file
 from .minimize import minimize as schema_minimize
 from .mutators import mutate
 from .targets import Answer, LineTarget, OneShotTarget
@@ -35,6 +37,9 @@ BATCH = 8
 #: The share of valid (and again of broken) files drawn from the strategies: a drawn file costs ~30 ms, a mutation
 #: ~2 ms, and drawn valid files join the pool that mutations start from.
 GENERATED_SHARE = 0.02
+#: The share of files with one derived quantity at an arithmetic boundary, drawn from the whole target list (the
+#: mutations plant them in pool files too): ~1 ms each.
+BOUNDARY_SHARE = 0.1
 
 
 # -- minimization ----------------------------------------------------------------------------------------
@@ -154,6 +159,9 @@ def inputs(seed: int, corpus: list[tuple[str, bytes]], fmt: str = "gguf") -> Ite
             yield item
         elif gen is not None and roll < 2 * GENERATED_SHARE:
             yield next(gen[1])
+        elif fmt == "gguf" and roll < 2 * GENERATED_SHARE + BOUNDARY_SHARE:
+            made = boundary_file(rng)
+            yield f"boundary:{made.label}", made.data
         else:
             pool = corpus + valid_pool
             if not pool:
