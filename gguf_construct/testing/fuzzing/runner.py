@@ -50,9 +50,15 @@ def minimize(data: bytes, keeps_finding: Callable[[bytes], bool], budget: int, s
 
 
 # -- the report ------------------------------------------------------------------------------------------
+#: Reproducers kept per kind of failure: the first file, then files that broke through another derived quantity
+#: (or that fail without the memory trouble the first one had).
+MAX_REPRODUCERS = 3
+
+
 @dataclass
 class Kind:
-    """Every file with the same root cause: the first one's explanation, origin and (with --output) reproducer."""
+    """Every file with the same root cause: the first one's explanation, origin and (with --output) reproducer,
+    and the cause (``quantity_of``) of each further reproducer kept."""
 
     cls: str
     signature: str
@@ -61,6 +67,25 @@ class Kind:
     reproducer: str = ""
     count: int = 0
     known: bool = False
+    causes: list[str | None] = field(default_factory=list)
+    heavy: bool = False  # the first reproducer also ran into an allocation refusal or the memory cap
+
+    def wants(self, cause: str | None, heavy: bool) -> bool:
+        """Whether a further file of this kind is worth keeping: a cause not kept yet, or the first file needed
+        memory trouble and this one does not."""
+        if len(self.causes) >= MAX_REPRODUCERS or self.cls not in ("crash", "dos", "memory"):
+            return False
+        return (cause is not None and cause not in self.causes) or (self.heavy and not heavy and len(self.causes) < 2)
+
+
+def quantity_of(origin: str) -> str | None:
+    """What broke in a file, from how it was made: the derived quantity and boundary of a boundary file
+    (``tensor.padded_size@2^64``), the label of a broken file, or None."""
+    m = re.search(r"boundary[: ]([\w.]+@2\^\d+)", origin)
+    if m:
+        return m.group(1)
+    m = re.search(r"generated:([^\[\s]+)\[", origin)
+    return m.group(1) if m and m.group(1) != "valid" else None
 
 
 @dataclass
@@ -203,10 +228,20 @@ def target(
     if against in BUILTIN:
         return _python_worker(against, profile, memory_mb, timeout)
     if "{}" in against:
-        return OneShotTarget(against, timeout=timeout, memory_mb=memory_mb, guard=guard or "rss")
+        return OneShotTarget(against, timeout=timeout, memory_mb=memory_mb, guard=guard or "rss", env=sanitizer_env())
     import shlex
 
-    return LineTarget(shlex.split(against), timeout=timeout, memory_mb=memory_mb, guard=guard or "rss", send=send)
+    return LineTarget(shlex.split(against), timeout=timeout, memory_mb=memory_mb, guard=guard or "rss", send=send, env=sanitizer_env())
+
+
+def sanitizer_env() -> dict[str, str]:
+    """The environment of a command reader: LeakSanitizer off unless ``ASAN_OPTIONS`` says otherwise (a leak at
+    exit is not what a file does to a reader, and it would make every rejected file a finding)."""
+    env = dict(os.environ)
+    asan = env.get("ASAN_OPTIONS", "")
+    if "detect_leaks" not in asan:
+        env["ASAN_OPTIONS"] = ":".join(x for x in (asan, "detect_leaks=0") if x)
+    return env
 
 
 def reader_name(against: str) -> str:
@@ -305,15 +340,22 @@ def run(
             report.files += 1
             if not found:
                 report.agreed += 1
+            heavy = any(f.cls == "memory" for f in found)
             for f in found:
                 kind = report.kinds.get(f.signature)
                 if kind is None:
-                    kind = report.kinds[f.signature] = Kind(f.cls, f.signature, f.explanation, name)
+                    kind = report.kinds[f.signature] = Kind(f.cls, f.signature, f.explanation, name, heavy=heavy)
                     kind.known = any(f.signature == p or fnmatch.fnmatchcase(f.signature, p) for p in patterns)
+                    kind.causes.append(quantity_of(name))
                     if out is not None and not kind.known:
                         save(kind, data, judge, out, len(report.kinds), suffix, minimize_budget, minimize_seconds, files_under(corpus))
                     if log and not kind.known:
                         log(f"new {kind.cls}: {kind.reproducer or kind.signature}: {kind.explanation}")
+                elif out is not None and not kind.known and kind.wants(cause := quantity_of(name), heavy):
+                    kind.causes.append(cause)  # kept as found: minimizing could lose the quantity that broke
+                    save_more(
+                        kind, data, name, out, list(report.kinds).index(f.signature) + 1, len(kind.causes), suffix, files_under(corpus)
+                    )
                 kind.count += 1
     finally:
         for t in (ours, theirs):
@@ -328,6 +370,16 @@ def run(
     report.restarts = {"ours": getattr(ours, "restarts", 0), other: getattr(theirs, "restarts", 0)}
     report.hang_cpu = sum(getattr(t, "hang_cpu", 0.0) for t in (ours, theirs))
     return report
+
+
+def save_more(kind: Kind, data: bytes, origin: str, out: Path, number: int, nth: int, suffix: str, corpus: list[str]) -> None:
+    """A further reproducer of a kind (``NNN-signature-K``), unminimized, with its own line of findings.tsv."""
+    name = f"{number:03d}-{_slug(kind.signature)}-{nth}{suffix}"
+    write_atomic(out / name, lambda f: f.write(data), inputs=corpus)
+    check_output(out / "findings.tsv", corpus)
+    cells = (name, str(len(data)), kind.cls, kind.signature, kind.explanation.replace("\t", " "), f"from {origin}")
+    with open(out / "findings.tsv", "a", encoding="utf-8") as f:
+        f.write("\t".join(c.replace("\n", " ") for c in cells) + "\n")
 
 
 def save(
