@@ -130,3 +130,17 @@ def test_a_ubsan_kind_blanks_addresses_and_numbers():
     text = "gguf_harness.c:55:44: runtime error: addition of unsigned offset to 0x7f0a00001000 overflowed to 0x7f09ffffffff\n"
     found = failure(Answer("crash", returncode=-6, stderr=text), "ggml")
     assert found is not None and found.signature == "crash/ggml/ubsan:addition of unsigned offset to N overflowed to N@gguf_harness.c:55"
+
+
+def test_an_abort_the_sanitizer_reports_is_judged_by_its_message():
+    """ASAN_OPTIONS=handle_abort=1 reports a GGML_ASSERT's abort as 'ERROR: AddressSanitizer: ABRT': a deliberate
+    abort (dos), not a memory error."""
+    text = (
+        "/src/ggml/src/gguf.cpp:776: GGML_ASSERT(int64_t(ctx->info.size()) == n_tensors) failed\n"
+        "==5==ERROR: AddressSanitizer: ABRT on unknown address 0x5 (pc 0x1 bp 0x2 sp 0x3 T0)\n"
+        "    #0 0x1 in __pthread_kill_implementation nptl/pthread_kill.c:44:76\n    #1 0x2 in raise x.c:1\n"
+        "    #2 0x3 in gguf_init_from_reader /src/ggml/src/gguf.cpp:776:5\n"
+    )
+    found = failure(Answer("crash", returncode=-6, stderr=text), "ggml")
+    assert found is not None and found.cls == "dos"
+    assert found.signature == "dos/ggml/GGML_ASSERT(int64_t(ctx->info.size()) == n_tensors)@gguf.cpp:776"

@@ -41,7 +41,7 @@ MANY_TYPES = 3
 #: Frames that belong to the sanitizer runtime, libc or the C++ runtime, skipped when naming where a crash is.
 _RUNTIME_FRAME = re.compile(
     r"__asan|__ubsan|__sanitizer|__interceptor|__interception|asan_|ubsan_|libc\.so|libstdc\+\+|libc\+\+|"
-    r"libgcc|\b(raise|abort|memcpy|memmove|memset|strlen|malloc|calloc|realloc|free|operator new|operator delete)\b"
+    r"libgcc|pthread_kill|\b(raise|abort|memcpy|memmove|memset|strlen|malloc|calloc|realloc|free|operator new|operator delete)\b"
 )
 #: The line a deliberate abort prints before SIGABRT: ``GGML_ABORT(...)`` (``file.cpp:N: message``, as ggml_abort
 #: formats it) and libc's ``assert`` (``prog: file.c:N: func: Assertion `x' failed.``). A sanitizer's
@@ -111,7 +111,9 @@ def failure(answer: Answer, reader: str) -> Finding | None:
     if answer.status == "hang":
         return Finding("hang", f"hang/{reader}", f"{reader} gave no answer in time ({answer.error})")
     m = re.search(r"ERROR: (AddressSanitizer|MemorySanitizer|ThreadSanitizer|LeakSanitizer): ([\w-]+)", text)
-    if m and m.group(1) != "LeakSanitizer":  # leaks are not looked for (detect_leaks=0 is the default we set)
+    # leaks are not looked for (detect_leaks=0 is the default we set); an ABRT report (handle_abort=1) is a deliberate
+    # abort, judged by its message below as without the sanitizer
+    if m and m.group(1) != "LeakSanitizer" and m.group(2) != "ABRT":
         # the SUMMARY line names the kind where the ERROR line does not ("requested allocation size ... exceeds")
         summary = re.search(r"SUMMARY: \w+Sanitizer: ([\w-]+)", text[m.start() :])
         kind = summary.group(1) if summary else m.group(2)
