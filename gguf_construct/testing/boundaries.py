@@ -418,6 +418,10 @@ QUANTITIES: dict[str, Quantity] = {
         Quantity("tensor.end", "the last tensor's offset (a running sum) plus its byte size", _solve_end, 1, True),
         Quantity("string.alloc", "a string's length + 1 (room for the NUL)", _solve_string),
         Quantity("array.bytes", "an array's count × element size", _solve_array),
+        Quantity(
+            "count.n_tensors", "tensor_count itself (int64 in ggml: negative from 2**63)", _solve_count("tensor_count"), 1, False, True
+        ),
+        Quantity("count.n_kv", "metadata_kv_count itself", _solve_count("metadata_kv_count"), 1, False, True),
         Quantity("header.n_tensors", "tensor_count × the reader's per-tensor struct", _solve_count("tensor_count"), 1, True, False),
         Quantity("header.n_kv", "metadata_kv_count × the reader's per-key struct", _solve_count("metadata_kv_count"), 1, True, False),
         Quantity("array.strings", "a string array's count × the reader's per-string struct", _solve_count("strings"), 1, True, False),
@@ -487,9 +491,12 @@ def boundary_files(seed: int = 0, quantities: Sequence[str] | None = None) -> It
 
 
 def boundary_file(rng: random.Random, quantities: Sequence[str] | None = None, base: Base = DEFAULT_BASE) -> BoundaryFile:
-    """One file for a target drawn at random, planted in ``base`` (drawn again until one has a solution)."""
-    pool = _targets(tuple(quantities or QUANTITIES))
+    """One file for a target drawn at random, planted in ``base`` (drawn again until one has a solution): the
+    quantity first, then its boundary, then the target, so that a quantity with many margins is not drawn more."""
+    names = list(quantities or QUANTITIES)
     while True:
-        made = make(rng.choice(pool), rng, base)
+        pool = _targets((rng.choice(names),))
+        bits = rng.choice(BITS)
+        made = make(rng.choice([t for t in pool if t.bits == bits] or pool), rng, base)
         if made is not None:
             return made
