@@ -48,6 +48,7 @@ SAN += ["-fno-sanitize=enum"]
 SAN_ENV = {
     "ASAN_OPTIONS": "detect_leaks=0:allocator_may_return_null=1:abort_on_error=1:symbolize=1:handle_abort=1",
     "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
+    "GGML_NO_BACKTRACE": "1",  # ggml_abort otherwise runs gdb for a backtrace: seconds per abort
 }
 BASE_SOURCES = (
     "ggml.c",

@@ -236,8 +236,10 @@ def target(
 
 def sanitizer_env() -> dict[str, str]:
     """The environment of a command reader: LeakSanitizer off unless ``ASAN_OPTIONS`` says otherwise (a leak at
-    exit is not what a file does to a reader, and it would make every rejected file a finding)."""
+    exit is not what a file does to a reader, and it would make every rejected file a finding), and no gdb backtrace
+    from ggml's aborts (``GGML_NO_BACKTRACE``: seconds per abort; the abort's own line names the assertion)."""
     env = dict(os.environ)
+    env.setdefault("GGML_NO_BACKTRACE", "1")
     asan = env.get("ASAN_OPTIONS", "")
     if "detect_leaks" not in asan:
         env["ASAN_OPTIONS"] = ":".join(x for x in (asan, "detect_leaks=0") if x)
