@@ -75,6 +75,7 @@ def test_the_cause_of_a_file_comes_from_how_it_was_made():
     assert quantity_of("boundary:tensor.padded_size@2^64+0:at") == "tensor.padded_size@2^64"
     assert quantity_of("seed:x.gguf mutated (boundary data.size@2^64+4096:wrapped; flip bit 0x01 of byte 3)") == "data.size@2^64"
     assert quantity_of("generated:S3.array_count[4.1]") == "S3.array_count"
+    assert quantity_of("breaker:alignment-absurd mutated (flip bit 0x01 of byte 3)") == "alignment-absurd"
     assert quantity_of("generated:valid[0.1]") is None and quantity_of("seed:a.gguf") is None
 
 

@@ -40,6 +40,8 @@ GENERATED_SHARE = 0.02
 #: The share of files with one derived quantity at an arithmetic boundary, drawn from the whole target list (the
 #: mutations plant them in pool files too): ~1 ms each.
 BOUNDARY_SHARE = 0.1
+#: The share of files from the named classes of files that broke readers (``strategies.READER_BREAKERS``).
+BREAKER_SHARE = 0.03
 
 
 # -- minimization ----------------------------------------------------------------------------------------
@@ -84,8 +86,8 @@ def quantity_of(origin: str) -> str | None:
     m = re.search(r"boundary[: ]([\w.]+@2\^\d+)", origin)
     if m:
         return m.group(1)
-    m = re.search(r"generated:([^\[\s]+)\[", origin)
-    return m.group(1) if m and m.group(1) != "valid" else None
+    m = re.search(r"generated:([^\[\s]+)\[|breaker:([\w-]+)", origin)
+    return (m.group(1) or m.group(2)) if m and m.group(1) != "valid" else None
 
 
 @dataclass
@@ -187,6 +189,11 @@ def inputs(seed: int, corpus: list[tuple[str, bytes]], fmt: str = "gguf") -> Ite
         elif fmt == "gguf" and roll < 2 * GENERATED_SHARE + BOUNDARY_SHARE:
             made = boundary_file(rng)
             yield f"boundary:{made.label}", made.data
+        elif fmt == "gguf" and gen is not None and roll < 2 * GENERATED_SHARE + BOUNDARY_SHARE + BREAKER_SHARE:
+            from ..strategies.reader_breakers import READER_BREAKERS
+
+            name = rng.choice(list(READER_BREAKERS))
+            yield f"breaker:{name}", READER_BREAKERS[name].make(rng)
         else:
             pool = corpus + valid_pool
             if not pool:

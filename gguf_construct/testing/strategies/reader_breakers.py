@@ -228,17 +228,34 @@ def _alignment_type(rng: random.Random) -> bytes:
     return build(kvs, _small_tensors(rng))
 
 
-@_breaker("alignment-absurd", "general.alignment 0, not a power of two, or huge (offsets follow the stated value)")
+def ggml_pad(x: int, n: int) -> int:
+    """``GGML_PAD(x, n)`` as ggml computes it, ``(x + n - 1) & ~(n - 1)`` in ``size_t``: the next multiple of ``n``
+    when ``n`` is a power of two; something else when it is not (0 for every ``x`` when ``n`` is 0)."""
+    return (x + n - 1) & ~(n - 1) & (SIZE_T - 1)
+
+
+def ggml_offsets(tensors: Sequence[tuple[str, Sequence[int], str]], alignment: int) -> list[int]:
+    """The offsets ggml's reader expects under any alignment value: the running sum of ``ggml_pad``-ed sizes."""
+    out, total = [], 0
+    for _, dims, ggml_type in tensors:
+        out.append(total)
+        total = (total + ggml_pad(ggml_nbytes(dims, ggml_type), alignment)) % SIZE_T
+    return out
+
+
+@_breaker("alignment-absurd", "general.alignment 0, not a power of two, or huge (offsets as ggml pads with that value)")
 def _alignment_absurd(rng: random.Random) -> bytes:
     alignment = rng.choice((0, 1, 3, 7, 24, 48, 1000, 2**31, 2**32 - 1))
     kvs = _base_kvs(rng)
     kvs.insert(rng.randrange(len(kvs) + 1), _kv("general.alignment", "u32", alignment))
+    tensors = _small_tensors(rng)
+    offsets = ggml_offsets(tensors, alignment)
     if alignment and alignment <= 1 << 20:
-        return build(kvs, _small_tensors(rng), alignment=alignment)
-    # 0 or huge: no layout follows it, so the file is laid out with the default and the value patched in after
+        return build(kvs, tensors, alignment=alignment, offsets=offsets)
+    # 0 or huge: the schema cannot lay the file out by it, so it is laid out with the default and the value patched in
     kvs = [kv if kv.key != "general.alignment" else _kv(kv.key, "u32", DEFAULT_ALIGNMENT) for kv in kvs]
     i = next(j for j, kv in enumerate(kvs) if kv.key == "general.alignment")
-    return _patched(build(kvs, _small_tensors(rng)), lambda b: (b.kv(i)["value"], "I"), alignment)
+    return _patched(build(kvs, tensors, offsets=offsets), lambda b: (b.kv(i)["value"], "I"), alignment)
 
 
 @_breaker("duplicate-key", "the same key twice, with the same or another value type")
