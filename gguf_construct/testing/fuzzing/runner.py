@@ -357,7 +357,10 @@ def run(
                     kind.known = any(f.signature == p or fnmatch.fnmatchcase(f.signature, p) for p in patterns)
                     kind.causes.append(quantity_of(name))
                     if out is not None and not kind.known:
-                        save(kind, data, judge, out, len(report.kinds), suffix, minimize_budget, minimize_seconds, files_under(corpus))
+                        # minimizing stays inside --seconds: more kinds (boundary files find many) must not stretch the run
+                        left = minimize_seconds if seconds is None else min(minimize_seconds, seconds - (time.monotonic() - start))
+                        budget = minimize_budget if left > 0 else 0
+                        save(kind, data, judge, out, len(report.kinds), suffix, budget, max(left, 0.0), files_under(corpus))
                     if log and not kind.known:
                         log(f"new {kind.cls}: {kind.reproducer or kind.signature}: {kind.explanation}")
                 elif out is not None and not kind.known and kind.wants(cause := quantity_of(name), heavy):
