@@ -6,8 +6,8 @@ point far beyond it, and a program reading the tensors reads out of bounds. This
 (fuzz/native/gguf_harness.c) with ASan+UBSan at the parent and at the fix, and times each arm to its first
 sanitizer crash, capped at ``--cap`` seconds:
 
-- ``generators``: our generators straight to the harness (reader-breaker classes, broken files, structure-aware
-  mutations of the seeds), through a persistent process;
+- ``generators``: our generators straight to the harness (arithmetic-boundary files, reader-breaker classes, broken
+  files, structure-aware mutations of the seeds), through a persistent process; none of them is aimed at this CVE;
 - ``afl-structured``: AFL++ with gguf-construct's structure-aware custom mutator (fuzz/native/afl_gguf_mutator.py);
 - ``libfuzzer-blind`` and ``afl-blind``: the engines' own mutations only.
 
@@ -137,6 +137,7 @@ def arm_generators(
 ) -> tuple[float | None, bytes | None, int, str]:
     """Our generators to a persistent harness; returns (seconds to crash, input, files tried, report head)."""
     sys.path.insert(0, str(ROOT))
+    from gguf_construct.testing.boundaries import boundary_file
     from gguf_construct.testing.fuzzing.structured import mutate_structured
     from gguf_construct.testing.strategies import draw_examples, invalid_gguf
     from gguf_construct.testing.strategies.reader_breakers import READER_BREAKERS
@@ -157,7 +158,9 @@ def arm_generators(
                 text=True,
             )
         kind = rng.random()
-        if kind < 0.3:
+        if kind < 0.15:
+            data = boundary_file(rng).data
+        elif kind < 0.3:
             data = READER_BREAKERS[rng.choice(list(READER_BREAKERS))].make(rng)
         elif kind < 0.4:
             data = rng.choice(pool)

@@ -26,11 +26,12 @@ static void quiet_log(enum ggml_log_level level, const char *text, void *user) {
 
 static size_t pad(size_t x, size_t n) { return (x + n - 1) & ~(n - 1); }
 
-/* The data-section size the reader will allocate, computed with the reader's own (wrapping) arithmetic. */
+/* Whether the data section the reader will allocate, computed with the reader's own (wrapping) arithmetic, is at
+ * most HARNESS_MAX_DATA: 1 yes, 0 no, -1 when the reader refuses the file's metadata already. */
 static int data_section_fits(const char *path) {
     struct gguf_init_params meta = { /*no_alloc =*/ true, /*ctx =*/ NULL };
     struct gguf_context *g = gguf_init_from_file(path, meta);
-    if (!g) return 0;
+    if (!g) return -1;
     size_t total = 0, align = gguf_get_alignment(g);
     for (int64_t i = 0; i < gguf_get_n_tensors(g); ++i) total += pad(gguf_get_tensor_size(g, i), align);
     gguf_free(g);
@@ -40,12 +41,14 @@ static int data_section_fits(const char *path) {
 static volatile uint8_t sink;
 static char input_path[64];
 
-static void load(const char *path) {
-    if (!data_section_fits(path)) return;
+/* Load one file; 1 when the reader accepted it, 0 when it refused it, -1 when its data section is too big to try. */
+static int load(const char *path) {
+    int fits = data_section_fits(path);
+    if (fits <= 0) return fits < 0 ? 0 : -1;
     struct ggml_context *tensors = NULL;
     struct gguf_init_params params = { /*no_alloc =*/ false, /*ctx =*/ &tensors };
     struct gguf_context *g = gguf_init_from_file(path, params);
-    if (!g) return;
+    if (!g) return 0;
     for (int64_t i = 0; i < gguf_get_n_kv(g); ++i) {
         if (gguf_get_kv_type(g, i) == GGUF_TYPE_STRING) sink ^= (uint8_t) strlen(gguf_get_val_str(g, i));
     }
@@ -56,6 +59,7 @@ static void load(const char *path) {
     }
     ggml_free(tensors);
     gguf_free(g);
+    return 1;
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -76,9 +80,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
 #ifdef HARNESS_STANDALONE
 /* Without libFuzzer: load each file named on the command line; with none, read one path per line on stdin and
- * answer "ok" after each (a crash ends the process: the caller sees it die on that path). */
+ * answer "ok" after each (a crash ends the process: the caller sees it die on that path). `--json FILE` answers as
+ * a one-shot reader of `gguf-construct fuzz --against 'gguf_load --json {}'`: {"ok": true, "view": {}} when the
+ * reader accepts the file, {"ok": false, "error": ...} when it refuses it (exit status 0 either way). */
 int main(int argc, char **argv) {
     LLVMFuzzerInitialize(&argc, &argv);
+    if (argc == 3 && strcmp(argv[1], "--json") == 0) {
+        int loaded = load(argv[2]);
+        if (loaded > 0) printf("{\"ok\": true, \"view\": {}}\n");
+        else printf("{\"ok\": false, \"error\": \"%s\"}\n", loaded == 0 ? "gguf_init_from_file returned NULL" : "data section past HARNESS_MAX_DATA: not loaded");
+        return 0;
+    }
     for (int i = 1; i < argc; ++i) load(argv[i]);
     if (argc > 1) return 0;
     char line[4096];

@@ -85,6 +85,10 @@ def _run(args: argparse.Namespace) -> int:
 
     if (message := _missing(args.against)) is not None:
         return fail(message)
+    if args.compare and not args.out:
+        return fail("gguf-construct fuzz: --compare reruns the reproducers of --output: give --output DIR")
+    if args.compare and (message := _missing(args.compare)) is not None:
+        return fail(message.replace("--against", "--compare"))
     if args.corpus and not Path(args.corpus).is_dir():
         return fail(f"gguf-construct fuzz: --corpus {args.corpus}: no such folder")
     try:
@@ -138,6 +142,13 @@ def _run(args: argparse.Namespace) -> int:
         print(f"reproducers and findings.tsv in {args.out}")
     if report.interrupted:
         return signalled.status
+    if args.compare and (Path(args.out) / "findings.tsv").is_file():
+        from ..testing.fuzzing.compare import compare, kinds_that_differ
+
+        results = compare(Path(args.out), args.compare, timeout=args.timeout, memory_mb=args.memory_mb, guard=args.memory_guard)
+        print("\n".join(r.line() for r in results))
+        differ = kinds_that_differ(results)
+        print(f"{len(differ)} of {len({r.signature for r in results})} kinds tell the builds apart (--compare {args.compare})")
     return EXIT_FOUND if report.findings else EXIT_OK
 
 
@@ -151,7 +162,11 @@ def register(sub: argparse._SubParsersAction) -> None:
             "go through our reader and another one (each a long-lived process under a time limit and a memory guard, restarted "
             "after a crash). Every finding gets a class (crash, dos, hang, memory, accepted-invalid, rejected-valid, value-mismatch, "
             "adapter-representation) and is grouped by root cause; with --output, one minimized reproducer per kind is saved with a "
-            "one-line explanation (findings.tsv). Exit 0: no new finding; 1: new findings; 2: trouble; 130/143: interrupted by "
+            "one-line explanation (findings.tsv), and a few more per kind when other files broke it through another derived quantity. "
+            "Sanitizer builds: set ASAN_OPTIONS=allocator_may_return_null=1:abort_on_error=1:symbolize=1 (detect_leaks=0 is added "
+            "unless you set it: leaks are not looked for) and UBSAN_OPTIONS=print_stacktrace=1 (every 'runtime error:' line is a "
+            "finding, whether the reader then accepts, rejects or dies; halt_on_error=1 stops it at the first). "
+            "Exit 0: no new finding; 1: new findings; 2: trouble; 130/143: interrupted by "
             "Ctrl-C/SIGTERM (the summary so far printed, the findings saved)."
         ),
     )
@@ -196,5 +211,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="SCHEDULER",
         help="spread the campaign over a Dask cluster (tcp://host:8786; needs the cluster extra): each worker runs slices of it, "
         "the findings are merged here",
+    )
+    p.add_argument(
+        "--compare",
+        metavar="CMD",
+        help="after the run, rerun the crash, dos, hang and memory reproducers of --output against a second build (a command, "
+        "as --against takes it) and report which kinds differ",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="print each new kind of finding as it is found")

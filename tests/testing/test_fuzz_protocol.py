@@ -43,7 +43,7 @@ FAILURES = [
     ("TOY:SEGV", "crash", "SIGSEGV"),
     ("TOY:ABORT", "dos", "GGML_ASSERT(key && key[0])@gguf.cpp:612"),
     ("TOY:LENGTH", "dos", "uncaught std::length_error"),
-    ("TOY:FPE", "dos", "SIGFPE"),
+    ("TOY:FPE", "crash", "arithmetic-trap"),
     ("TOY:HANG", "hang", "hang/"),
     ("TOY:MEM", "memory", "memory/"),
     ("TOY:ASAN", "crash", "heap-buffer-overflow@gguf_read_emplace_helper (gguf.cpp:314)"),
@@ -253,7 +253,7 @@ def test_a_signal_in_native_code_names_the_native_function_called(tmp_path):
         found = failure(target.ask(str(tmp_path / "any.gguf")), "toy")
     finally:
         target.close()
-    assert found is not None and found.signature == "dos/toy/SIGFPE@kill (called from dies_natively.py)", found
+    assert found is not None and found.signature == "crash/toy/arithmetic-trap@kill (called from dies_natively.py)", found
 
 
 @pytest.mark.parametrize(

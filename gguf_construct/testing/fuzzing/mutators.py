@@ -1,5 +1,6 @@
 """Mutations of a file's bytes: blind ones (flips, interesting values, cuts, splices) and schema-aware ones that
-hit the fields readers trust (counts, lengths, types, dimensions, offsets), found from the parsed file.
+hit the fields readers trust (counts, lengths, types, dimensions, offsets), found from the parsed file, or put one
+quantity a reader derives from them at an arithmetic boundary (``testing.boundaries``).
 
 ``mutate(data, rng)`` returns ``(mutated, description)``; the description says what was changed and where, so
 that a reproducer can say how it was made.
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from ...errors import FormatError
+from ..boundaries import Base, boundary_file
 
 INTERESTING_32 = (
     0,
@@ -106,6 +108,30 @@ def _field(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return data[:at] + struct.pack(fmt, value) + data[at + size :], f"{name} {old} -> {value}"
 
 
+def _boundary(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """The file with one derived quantity (an element count, a padded size, a running offset, a string or array
+    length, a record count) at a 32/63/64-bit boundary; a field mutation when it is not a GGUF file we parse."""
+    base = _base(data)
+    if base is None:
+        return _field(data, rng)
+    made = boundary_file(rng, base=base)
+    return made.data, f"boundary {made.label}"
+
+
+@lru_cache(maxsize=64)
+def _base(data: bytes) -> Base | None:
+    """The keys and small tensors of a parsed little-endian v2/v3 file, to plant a boundary in; None otherwise."""
+    from ...formats.gguf.schema import GGUF
+
+    try:
+        c = GGUF.parse(data)
+    except (FormatError, ValueError, OverflowError):
+        return None
+    if c.byte_order != "little" or c.version not in (2, 3):
+        return None
+    return Base.of(list(c.metadata_kv), [(t.name, list(t.dimensions), str(t.type)) for t in c.tensor_infos])
+
+
 MUTATORS: dict[str, Callable[[bytes, random.Random], tuple[bytes, str]]] = {
     "flip": _flip,
     "byte": _byte,
@@ -114,8 +140,9 @@ MUTATORS: dict[str, Callable[[bytes, random.Random], tuple[bytes, str]]] = {
     "delete": _delete,
     "duplicate": _duplicate,
     "field": _field,
+    "boundary": _boundary,
 }
-_WEIGHTS = {"flip": 2, "byte": 2, "word": 2, "cut": 1, "delete": 1, "duplicate": 1, "field": 6}
+_WEIGHTS = {"flip": 2, "byte": 2, "word": 2, "cut": 1, "delete": 1, "duplicate": 1, "field": 6, "boundary": 3}
 
 
 def mutate(data: bytes, rng: random.Random, rounds: int = 1) -> tuple[bytes, str]:

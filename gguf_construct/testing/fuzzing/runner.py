@@ -2,7 +2,8 @@
 (:mod:`.triage`), grouped by root cause, minimized and saved with a one-line explanation.
 
 Files come, lazily, from the seed corpus (built in, or ``--corpus``), the strategies when hypothesis is installed
-(valid files of every shape, files broken one labelled way at a time) and mutations of both. Both readers are
+(valid files of every shape, files broken one labelled way at a time), files with one derived quantity at an
+arithmetic boundary (:mod:`..boundaries`) and mutations of all of them. Both readers are
 line-protocol targets (:mod:`.targets`) answering the same file at the same time, each in its own process under a
 time limit and a memory guard, restarted after a crash, a hang or the memory cap. ``jobs`` lanes, each a pair of
 such readers, work side by side; a reader whose hang is already a known kind gets an adaptive time limit
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ...api.fileio import files_under, write_atomic
+from ..boundaries import boundary_file
 from .adapters import ADAPTERS, C_LOG_ENV
 from .findings_file import Row, read_findings, write_findings
 from .minimize import minimize as schema_minimize
@@ -58,6 +60,13 @@ class Stop(Exception):
     """The run is over (its deadline, or a signal): a lane's minimization ends where it is."""
 
 
+#: The share of files with one derived quantity at an arithmetic boundary, drawn from the whole target list (the
+#: mutations plant them in pool files too): ~1 ms each.
+BOUNDARY_SHARE = 0.1
+#: The share of files from the named classes of files that broke readers (``strategies.READER_BREAKERS``).
+BREAKER_SHARE = 0.03
+
+
 # -- minimization ----------------------------------------------------------------------------------------
 def minimize(data: bytes, keeps_finding: Callable[[bytes], bool], budget: int, seconds: float) -> bytes:
     """The smallest file found that still shows the finding, in at most ``budget`` reader calls and ``seconds``:
@@ -66,10 +75,16 @@ def minimize(data: bytes, keeps_finding: Callable[[bytes], bool], budget: int, s
 
 
 # -- the report ------------------------------------------------------------------------------------------
+#: Reproducers kept per kind of failure: the first file, then files that broke through another derived quantity
+#: (or that fail without the memory trouble the first one had).
+MAX_REPRODUCERS = 3
+
+
 @dataclass
 class Kind:
-    """Every file with the same root cause: the first one's explanation, origin and (with --output) reproducer.
-    ``earlier``: saved by an earlier run into the same folder (resumed, not saved again)."""
+    """Every file with the same root cause: the first one's explanation, origin and (with --output) reproducer,
+    and the cause (``quantity_of``) of each further reproducer kept. ``earlier``: saved by an earlier run into the
+    same folder (resumed, not saved again)."""
 
     cls: str
     signature: str
@@ -79,6 +94,25 @@ class Kind:
     count: int = 0
     known: bool = False
     earlier: bool = False
+    causes: list[str | None] = field(default_factory=list)
+    heavy: bool = False  # the first reproducer also ran into an allocation refusal or the memory cap
+
+    def wants(self, cause: str | None, heavy: bool) -> bool:
+        """Whether a further file of this kind is worth keeping: a cause not kept yet, or the first file needed
+        memory trouble and this one does not."""
+        if len(self.causes) >= MAX_REPRODUCERS or self.cls not in ("crash", "dos", "memory"):
+            return False
+        return (cause is not None and cause not in self.causes) or (self.heavy and not heavy and len(self.causes) < 2)
+
+
+def quantity_of(origin: str) -> str | None:
+    """What broke in a file, from how it was made: the derived quantity and boundary of a boundary file
+    (``tensor.padded_size@2^64``), the label of a broken file, or None."""
+    m = re.search(r"boundary[: ]([\w.]+@2\^\d+)", origin)
+    if m:
+        return m.group(1)
+    m = re.search(r"generated:([^\[\s]+)\[|breaker:([\w-]+)", origin)
+    return (m.group(1) or m.group(2)) if m and m.group(1) != "valid" else None
 
 
 @dataclass
@@ -189,6 +223,14 @@ def inputs(seed: int, corpus: list[tuple[str, bytes]], fmt: str = "gguf") -> Ite
             yield item
         elif gen is not None and roll < 2 * GENERATED_SHARE:
             yield next(gen[1])
+        elif fmt == "gguf" and roll < 2 * GENERATED_SHARE + BOUNDARY_SHARE:
+            made = boundary_file(rng)
+            yield f"boundary:{made.label}", made.data
+        elif fmt == "gguf" and gen is not None and roll < 2 * GENERATED_SHARE + BOUNDARY_SHARE + BREAKER_SHARE:
+            from ..strategies.reader_breakers import READER_BREAKERS
+
+            name = rng.choice(list(READER_BREAKERS))
+            yield f"breaker:{name}", READER_BREAKERS[name].make(rng)
         else:
             pool = corpus + valid_pool
             if not pool:
@@ -239,10 +281,22 @@ def target(
     if against in ADAPTERS:
         return _python_worker(against, profile, memory_mb, timeout, scratch)
     if "{}" in against:
-        return OneShotTarget(against, timeout=timeout, memory_mb=memory_mb, guard=guard or "rss")
+        return OneShotTarget(against, timeout=timeout, memory_mb=memory_mb, guard=guard or "rss", env=sanitizer_env())
     import shlex
 
-    return LineTarget(shlex.split(against), timeout=timeout, memory_mb=memory_mb, guard=guard or "rss", send=send)
+    return LineTarget(shlex.split(against), timeout=timeout, memory_mb=memory_mb, guard=guard or "rss", send=send, env=sanitizer_env())
+
+
+def sanitizer_env() -> dict[str, str]:
+    """The environment of a command reader: LeakSanitizer off unless ``ASAN_OPTIONS`` says otherwise (a leak at
+    exit is not what a file does to a reader, and it would make every rejected file a finding), and no gdb backtrace
+    from ggml's aborts (``GGML_NO_BACKTRACE``: seconds per abort; the abort's own line names the assertion)."""
+    env = dict(os.environ)
+    env.setdefault("GGML_NO_BACKTRACE", "1")
+    asan = env.get("ASAN_OPTIONS", "")
+    if "detect_leaks" not in asan:
+        env["ASAN_OPTIONS"] = ":".join(x for x in (asan, "detect_leaks=0") if x)
+    return env
 
 
 def reader_name(against: str) -> str:
@@ -473,7 +527,9 @@ class _LaneWork:
             if c.stopped.is_set():
                 return  # the readers were stopped under this file: no verdict
             found = findings(ours, theirs, c.other)
+            heavy = any(f.cls == "memory" for f in found)
             new: list[Kind] = []
+            more: list[Kind] = []
             with c.lock:
                 c.report.files += 1
                 if not found:
@@ -481,12 +537,18 @@ class _LaneWork:
                 for f in found:
                     kind = c.report.kinds.get(f.signature)
                     if kind is None:
-                        kind = c.report.kinds[f.signature] = Kind(f.cls, f.signature, f.explanation, name)
+                        kind = c.report.kinds[f.signature] = Kind(f.cls, f.signature, f.explanation, name, heavy=heavy)
                         kind.known = _matches(f.signature, self.patterns)
+                        kind.causes.append(quantity_of(name))
                         new.append(kind)
+                    elif self.out is not None and not kind.known and not kind.earlier and kind.wants(cause := quantity_of(name), heavy):
+                        kind.causes.append(cause)
+                        more.append(kind)
                     if f.cls == "hang":  # a known hang kind: its repeats cost an adaptive time limit
                         self._adapt(f.signature.split("/", 1)[1])
                     kind.count += 1
+            for kind in more:
+                self._save_more(kind, data, name)
             for kind in new:
                 if self.out is not None and not kind.known:
                     self._save(kind, data)
@@ -540,4 +602,22 @@ class _LaneWork:
             write_atomic(self.out / name, lambda f: f.write(small), inputs=self.guarded)
             kind.reproducer = name
             c.rows.append(Row(name, len(small), kind.cls, kind.signature, kind.explanation, f"from {kind.origin}"))
+            write_findings(self.out / "findings.tsv", c.rows, inputs=self.guarded)
+
+    def _save_more(self, kind: Kind, data: bytes, origin: str) -> None:
+        """A further reproducer of a kind (``NNN-signature-K``) that broke through another derived quantity, kept as
+        found (minimizing could lose the quantity that broke), with its own row of findings.tsv."""
+        c = self.campaign
+        assert self.out is not None
+        with c.lock:
+            number = len(c.rows) + 1
+            taken = {r.reproducer for r in c.rows}
+            nth = len(kind.causes)
+            while True:
+                name = f"{number:03d}-{_slug(kind.signature)}-{nth}{self.suffix}"
+                if name not in taken and not os.path.lexists(self.out / name):
+                    break
+                number += 1
+            write_atomic(self.out / name, lambda f: f.write(data), inputs=self.guarded)
+            c.rows.append(Row(name, len(data), kind.cls, kind.signature, kind.explanation, f"from {origin}"))
             write_findings(self.out / "findings.tsv", c.rows, inputs=self.guarded)

@@ -5,7 +5,9 @@ A blind engine changes one byte at a time; a reader refuses most such files at a
 longer equals the running sum of sizes, a count that no longer matches the records). ``mutate_structured`` works
 on the parsed file instead: it changes a dimension, a type, a key or a value, then lays the file out again with
 every offset the running sum of the (wrapping) padded sizes, so the reader gets past its checks to the code that
-uses the numbers. With some probability it draws a whole file from a named class of
+uses the numbers. With some probability it plants one derived quantity (an element count, a padded size, a running
+offset, a string or array length...) at a 32/63/64-bit boundary in the parsed file (``testing.boundaries``), or
+draws a whole file from a named class of
 ``gguf_construct.testing.strategies.reader_breakers`` instead, and it falls back to the byte-level mutators when the
 input does not parse.
 
@@ -26,13 +28,15 @@ from construct import Container
 from ...core.tables import GGML_TYPES
 from ...errors import FormatError
 from ...formats.gguf.schema import GGUF
+from ..boundaries import Base, boundary_file
 from ..strategies.reader_breakers import READER_BREAKERS, build, ggml_nbytes
 from .mutators import INTERESTING_64
 from .mutators import mutate as mutate_bytes
 
 __all__ = ["crossover", "mutate", "mutate_structured"]
 
-GENERATE_P = 0.15  # how often a whole file comes from a reader-breaker class instead of a mutation
+GENERATE_P = 0.1  # how often a whole file comes from a reader-breaker class instead of a mutation
+BOUNDARY_P = 0.25  # how often the parsed file gets one derived quantity at an arithmetic boundary (testing.boundaries)
 _DIM_VALUES = (*INTERESTING_64, 3, 32, 256, 2**31 - 1, 2**61, 2**62, 2**63 + 1)
 _TYPES = tuple(t.name for t in GGML_TYPES.values() if not t.removed and t.type_size)
 
@@ -99,19 +103,6 @@ def _add_tensor(rng: random.Random, kvs: list[Container], tensors: list[Any]) ->
     return f"add tensor {name} {t} {dims}"
 
 
-def _fill_wrap(rng: random.Random, kvs: list[Container], tensors: list[Any]) -> str:
-    """Two tensors sized so that the padded sizes so far add up to exactly 2**64: the data section size wraps,
-    and the first one ends far past the small section the reader allocates."""
-    from ..strategies.reader_breakers import padded_offsets
-
-    at = rng.randrange(len(tensors) + 1)
-    _, total = padded_offsets(tensors[:at])
-    rest = (2**64 - total) % 2**64 or 2**64
-    first = rng.randrange(1, rest // 32) * 32
-    tensors[at:at] = [(f"blk.0.wrap{at}a", [first // 32, 8], "f32"), (f"blk.0.wrap{at}b", [(rest - first) // 32, 8], "f32")]
-    return f"insert wrapping tensors at {at}"
-
-
 def _drop(rng: random.Random, kvs: list[Container], tensors: list[Any]) -> str:
     pool = [("kv", i) for i in range(len(kvs))] + [("tensor", i) for i in range(len(tensors))]
     if not pool:
@@ -164,13 +155,12 @@ _EDITS: dict[str, Callable[[random.Random, list[Container], list[Any]], str]] = 
     "dim": _edit_dim,
     "type": _edit_type,
     "add_tensor": _add_tensor,
-    "wrap": _fill_wrap,
     "drop": _drop,
     "duplicate": _duplicate,
     "retype": _retype_kv,
     "count": _edit_count,
 }
-_EDIT_WEIGHTS = {"dim": 5, "type": 2, "add_tensor": 2, "wrap": 2, "drop": 1, "duplicate": 1, "retype": 1, "count": 2}
+_EDIT_WEIGHTS = {"dim": 5, "type": 2, "add_tensor": 2, "drop": 1, "duplicate": 1, "retype": 1, "count": 2}
 
 
 def mutate_structured(data: bytes, rng: random.Random, max_size: int = 1 << 20) -> tuple[bytes, str]:
@@ -185,6 +175,10 @@ def mutate_structured(data: bytes, rng: random.Random, max_size: int = 1 << 20) 
     if c is None:
         return mutate_bytes(data or b"GGUF", rng, rounds=rng.choice((1, 2)))
     kvs, tensors = _kvs(c), _tensors(c)
+    if rng.random() < BOUNDARY_P:
+        made = boundary_file(rng, base=Base.of(kvs, tensors))
+        if len(made.data) <= max_size:
+            return made.data, f"boundary {made.label}"
     notes = []
     for _ in range(rng.choice((1, 1, 2, 3))):
         edit = rng.choices(list(_EDIT_WEIGHTS), weights=list(_EDIT_WEIGHTS.values()))[0]

@@ -2,13 +2,16 @@
 
 Classes, most serious first (:data:`CLASSES`):
 
-- ``crash`` — a signal (SIGSEGV, SIGBUS, SIGILL, an abort without a known cause) or a sanitizer's memory-error
-  report; the signature names the signal or report kind and the first frame in the reader's own code;
+- ``crash`` — a signal (SIGSEGV, SIGBUS, SIGILL, an abort without a known cause), a sanitizer's memory-error
+  report, an UndefinedBehaviorSanitizer ``runtime error:`` (whatever the reader's verdict: printed by a reader that
+  went on to accept or reject the file, it is a finding all the same) or an arithmetic trap (SIGFPE and ASan's FPE
+  report alike: one kind, ``arithmetic-trap``); the signature names the signal or report kind and the first frame in
+  the reader's own code;
 - ``dos`` — denial of service by design flaw rather than memory error: an assertion abort (``GGML_ASSERT``,
-  ``GGML_ABORT``, libc's ``assert``), an uncaught C++ exception (``std::length_error``), SIGFPE (an integer division by zero);
+  ``GGML_ABORT``, libc's ``assert``), an uncaught C++ exception (``std::length_error``);
 - ``hang`` — no answer within the time limit;
 - ``memory`` — the memory cap reached, MemoryError, an uncaught ``std::bad_alloc`` or a sanitizer's
-  out-of-memory report (an allocation too big to honour, not memory corruption); a reader that asked for an
+  out-of-memory report (an allocation too big to honour, not memory corruption; one kind per place that asked); a reader that asked for an
   absurd allocation, was refused and then rejected the file cleanly is ``memory`` too, marked ``refused``;
 - ``accepted-invalid`` — the other reader accepts a file we reject: one kind per rule broken;
 - ``rejected-valid`` — the other reader rejects a file we accept: one kind per reason it gives;
@@ -39,7 +42,7 @@ MANY_TYPES = 3
 #: Frames that belong to the sanitizer runtime, libc or the C++ runtime, skipped when naming where a crash is.
 _RUNTIME_FRAME = re.compile(
     r"__asan|__ubsan|__sanitizer|__interceptor|__interception|asan_|ubsan_|libc\.so|libstdc\+\+|libc\+\+|"
-    r"libgcc|\b(raise|abort|memcpy|memmove|memset|strlen|malloc|calloc|realloc|free|operator new|operator delete)\b"
+    r"libgcc|pthread_kill|\b(raise|abort|memcpy|memmove|memset|strlen|malloc|calloc|realloc|free|operator new|operator delete)\b"
 )
 #: The line a deliberate abort prints before SIGABRT: ``GGML_ABORT(...)`` (``file.cpp:N: message``, as ggml_abort
 #: formats it) and libc's ``assert`` (``prog: file.c:N: func: Assertion `x' failed.``). A sanitizer's
@@ -109,19 +112,28 @@ def failure(answer: Answer, reader: str) -> Finding | None:
     if answer.status == "hang":
         return Finding("hang", f"hang/{reader}", f"{reader} gave no answer in time ({answer.error})")
     m = re.search(r"ERROR: (AddressSanitizer|MemorySanitizer|ThreadSanitizer|LeakSanitizer): ([\w-]+)", text)
-    if m and m.group(1) != "LeakSanitizer":
-        kind = m.group(2)
+    # leaks are not looked for (detect_leaks=0 is the default we set); an ABRT report (handle_abort=1) is a deliberate
+    # abort, judged by its message below as without the sanitizer
+    if m and m.group(1) != "LeakSanitizer" and m.group(2) != "ABRT":
+        # the SUMMARY line names the kind where the ERROR line does not ("requested allocation size ... exceeds")
+        summary = re.search(r"SUMMARY: \w+Sanitizer: ([\w-]+)", text[m.start() :])
+        kind = summary.group(1) if summary else m.group(2)
+        frame = first_frame(text[m.start() :])
         if (
             kind in ("allocation-size-too-big", "out-of-memory", "calloc-overflow", "rss-limit-exceeded", "allocator")
             or "out of memory" in text[m.start() : m.start() + 200]
         ):
             return Finding(
                 "memory",
-                f"memory/{reader}/{m.group(1)}:{kind}",
-                f"{reader}: {m.group(1)} {kind} (an allocation it could not honour), at {first_frame(text)}",
+                f"memory/{reader}/{m.group(1)}:{kind}@{frame}",
+                f"{reader}: {m.group(1)} {kind} (an allocation it could not honour), at {frame}",
             )
-        frame = first_frame(text[m.start() :])
+        if kind == "FPE":
+            return _arithmetic_trap(reader, frame)
         return Finding("crash", f"crash/{reader}/{kind}@{frame}", f"{reader}: {m.group(1)} {kind} in {frame}")
+    ubsan = _ubsan(text, reader)
+    if ubsan is not None and answer.status != "hang":
+        return ubsan
     if answer.status == "memory":
         return Finding("memory", f"memory/{reader}", f"{reader} ran past the memory cap ({answer.error})")
     m = re.search(r"GGML_ASSERT\((.*)\) failed", text)
@@ -144,19 +156,9 @@ def failure(answer: Answer, reader: str) -> Finding | None:
         what = re.sub(r"-?\d+", "N", m.group(3).strip())[:80]
         where = f"{m.group(1)}:{m.group(2)}"
         return Finding("dos", f"dos/{reader}/abort({what})@{where}", f"{reader} aborts with '{m.group(3).strip()[:120]}' at {where}")
-    m = re.search(r"runtime error: (.+)", text)
     sig = _signal_of(answer.returncode)
-    if answer.status == "crash" and m:
-        what = re.sub(r"-?\d+", "N", m.group(1))[:80]
-        line = re.search(r"([\w.\-]+\.(?:c|cc|cpp|h|hpp)):(\d+):\d+: runtime error", text)
-        at = f"{line.group(1)}:{line.group(2)}" if line else first_frame(text)
-        return Finding("crash", f"crash/{reader}/ubsan:{what}@{at}", f"{reader}: UndefinedBehaviorSanitizer: {m.group(1)[:120]} at {at}")
     if sig == "SIGFPE":
-        return Finding(
-            "dos",
-            f"dos/{reader}/SIGFPE@{first_frame(text)}",
-            f"{reader} dies of SIGFPE (an arithmetic trap, e.g. division by zero) at {first_frame(text)}",
-        )
+        return _arithmetic_trap(reader, first_frame(text))
     if answer.status == "crash":
         name = sig or (f"exit status {answer.returncode}" if answer.returncode is not None else "died")
         frame = first_frame(text)
@@ -168,6 +170,24 @@ def failure(answer: Answer, reader: str) -> Finding | None:
             f"{reader}'s answer is not the protocol's: {answer.error}",
         )
     return None
+
+
+def _ubsan(text: str, reader: str) -> Finding | None:
+    """The first UndefinedBehaviorSanitizer report (``file:line:col: runtime error: what``), or None."""
+    m = re.search(r"runtime error: (.+)", text)
+    if m is None:
+        return None
+    what = re.sub(r"0x[0-9a-fA-F]+|-?\d+", "N", m.group(1))[:80]
+    line = re.search(r"([\w.\-]+\.(?:c|cc|cpp|h|hpp)):(\d+):\d+: runtime error", text)
+    at = f"{line.group(1)}:{line.group(2)}" if line else first_frame(text[m.start() :])
+    return Finding("crash", f"crash/{reader}/ubsan:{what}@{at}", f"{reader}: UndefinedBehaviorSanitizer: {m.group(1)[:120]} at {at}")
+
+
+def _arithmetic_trap(reader: str, frame: str) -> Finding:
+    """SIGFPE, or ASan's report of it: an integer division by zero (or INT_MIN / -1), one kind either way."""
+    return Finding(
+        "crash", f"crash/{reader}/arithmetic-trap@{frame}", f"{reader}: arithmetic trap (SIGFPE: an integer division by zero) at {frame}"
+    )
 
 
 def refusal_note(answer: Answer, reader: str) -> Finding | None:

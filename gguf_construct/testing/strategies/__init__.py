@@ -25,6 +25,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
     raise MissingExtraError("gguf_construct.testing.strategies", "fuzz", "hypothesis") from e
 
+from .boundary import *  # noqa: F403  (one derived quantity at a 32/63/64-bit boundary, the rest consistent)
 from .draws import *  # noqa: F403  (draw_examples)
 from .gguf_broken import *  # noqa: F403  (GGUF v1-v3 broken in one labelled way)
 from .hostile import *  # noqa: F403  (crafted inputs: huge digits, deep JSON, zero-and-huge shapes, special files)

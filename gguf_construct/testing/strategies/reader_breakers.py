@@ -9,6 +9,9 @@ that agreement and is refused early. Each class here changes what it targets and
   ggml-org/ggml src/gguf.cpp checks ``offset == running sum``), so a file whose sizes wrap passes that check;
 - the data section holds as many bytes as the (wrapped) sum says, so a reader that reads it all gets that far.
 
+Quantities at the boundaries of 32/63/64-bit arithmetic (sizes, sums, lengths) are the general generator's,
+``gguf_construct.testing.boundaries``; the classes here are the other shapes that broke readers.
+
 ``READER_BREAKERS[name].make(rng)`` returns a file's bytes; ``reader_breaker(name, seed)`` is the same by name
 and seed; ``reader_breaking_gguf()`` is a hypothesis strategy drawing ``(name, bytes)``. The fuzz command and the
 coverage-guided mutators (``gguf_construct.testing.fuzzing.structured``) draw from the same table.
@@ -40,9 +43,8 @@ __all__ = [
 ]
 
 LLAMA_MAX_LAYERS = 512  # ggml-org/llama.cpp src/llama-hparams.h: the fixed per-layer tables' length
-# the ggml types whose block is one element, and some block-quantized ones (name, as the tables spell them)
+# the ggml types whose block is one element (name, as the tables spell them)
 _PLAIN = ("f32", "f16", "bf16", "i8", "i16", "i32", "i64", "f64")
-_BLOCKED = ("q4_0", "q8_0", "q4_K", "q6_K", "iq4_nl")
 
 
 def _product(dims: Sequence[int]) -> int:
@@ -124,29 +126,6 @@ def _with_tensor(rng: random.Random, name: str, dims: Sequence[int], ggml_type: 
     tensors = _small_tensors(rng)
     tensors.insert(rng.randrange(len(tensors) + 1), (name, list(dims), ggml_type))
     return build(_base_kvs(rng), tensors, **kw)
-
-
-def _big_tensor(rng: random.Random, name: str, size: int) -> tuple[str, list[int], str]:
-    """A tensor of about ``size`` bytes (any type), its element count below 2**63 as ggml requires."""
-    ggml_type = rng.choice(_PLAIN + _BLOCKED)
-    t = GGML_TYPES.lookup(ggml_type)
-    blocks = max(1, size // t.type_size)
-    ne1 = rng.choice((1, 2, 16, 4096))
-    while (blocks // ne1) * t.block_size >= 2**62:
-        ne1 *= 2
-    return (name, [max(1, blocks // ne1) * t.block_size, ne1], ggml_type)
-
-
-@_breaker("size-sum-wrap", "tensor sizes whose padded sum wraps past 2**64, each offset the wrapped running sum")
-def _size_sum_wrap(rng: random.Random) -> bytes:
-    # 1-3 big tensors of any type, then an f32 one filling the sum up to exactly 2**64 (all sizes are padded to
-    # 32, so the rest divides by 32): the data section the reader computes wraps to the small tensors' size
-    big = [_big_tensor(rng, f"blk.0.ffn_up_{i}.weight", rng.randrange(2**58, 2**62)) for i in range(rng.randint(1, 3))]
-    _, total = padded_offsets(big)
-    rest = SIZE_T - total
-    big.append(("blk.0.ffn_down.weight", [rest // 32, 8], "f32"))
-    small = _small_tensors(rng)
-    return build(_base_kvs(rng), big + small if rng.random() < 0.7 else small[:1] + big + small[1:])
 
 
 @_breaker("ne-product-overflow", "dimensions each below 2**63 whose product overflows int64 (and uint64)")
@@ -249,17 +228,34 @@ def _alignment_type(rng: random.Random) -> bytes:
     return build(kvs, _small_tensors(rng))
 
 
-@_breaker("alignment-absurd", "general.alignment 0, not a power of two, or huge (offsets follow the stated value)")
+def ggml_pad(x: int, n: int) -> int:
+    """``GGML_PAD(x, n)`` as ggml computes it, ``(x + n - 1) & ~(n - 1)`` in ``size_t``: the next multiple of ``n``
+    when ``n`` is a power of two; something else when it is not (0 for every ``x`` when ``n`` is 0)."""
+    return (x + n - 1) & ~(n - 1) & (SIZE_T - 1)
+
+
+def ggml_offsets(tensors: Sequence[tuple[str, Sequence[int], str]], alignment: int) -> list[int]:
+    """The offsets ggml's reader expects under any alignment value: the running sum of ``ggml_pad``-ed sizes."""
+    out, total = [], 0
+    for _, dims, ggml_type in tensors:
+        out.append(total)
+        total = (total + ggml_pad(ggml_nbytes(dims, ggml_type), alignment)) % SIZE_T
+    return out
+
+
+@_breaker("alignment-absurd", "general.alignment 0, not a power of two, or huge (offsets as ggml pads with that value)")
 def _alignment_absurd(rng: random.Random) -> bytes:
     alignment = rng.choice((0, 1, 3, 7, 24, 48, 1000, 2**31, 2**32 - 1))
     kvs = _base_kvs(rng)
     kvs.insert(rng.randrange(len(kvs) + 1), _kv("general.alignment", "u32", alignment))
+    tensors = _small_tensors(rng)
+    offsets = ggml_offsets(tensors, alignment)
     if alignment and alignment <= 1 << 20:
-        return build(kvs, _small_tensors(rng), alignment=alignment)
-    # 0 or huge: no layout follows it, so the file is laid out with the default and the value patched in after
+        return build(kvs, tensors, alignment=alignment, offsets=offsets)
+    # 0 or huge: the schema cannot lay the file out by it, so it is laid out with the default and the value patched in
     kvs = [kv if kv.key != "general.alignment" else _kv(kv.key, "u32", DEFAULT_ALIGNMENT) for kv in kvs]
     i = next(j for j, kv in enumerate(kvs) if kv.key == "general.alignment")
-    return _patched(build(kvs, _small_tensors(rng)), lambda b: (b.kv(i)["value"], "I"), alignment)
+    return _patched(build(kvs, tensors, offsets=offsets), lambda b: (b.kv(i)["value"], "I"), alignment)
 
 
 @_breaker("duplicate-key", "the same key twice, with the same or another value type")

@@ -1,0 +1,30 @@
+"""GGUF files with one quantity a reader computes at a boundary of 32/63/64-bit arithmetic
+(:mod:`gguf_construct.testing.boundaries`), as a hypothesis strategy.
+
+``boundary_gguf()`` draws a :class:`~gguf_construct.testing.boundaries.BoundaryFile`: ``.data`` the bytes,
+``.label`` the target (``tensor.padded_size@2^64+0:at``), ``.rule`` the rule our validator names for it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from hypothesis import strategies as st
+
+from ..boundaries import BoundaryFile, make, targets
+
+__all__ = ["boundary_gguf"]
+
+
+def boundary_gguf(quantities: Sequence[str] | None = None) -> st.SearchStrategy[BoundaryFile]:
+    """A file for a target of ``quantities`` (default: every quantity), the target drawn first so that hypothesis
+    shrinks towards the first targets of the list."""
+    pool = [t for t in targets(quantities) if make(t, random.Random(0)) is not None]
+    return st.tuples(st.sampled_from(pool), st.randoms(use_true_random=False)).map(lambda p: _made(make(p[0], p[1])))
+
+
+def _made(made: BoundaryFile | None) -> BoundaryFile:
+    if made is None:  # pragma: no cover - the pool holds targets with a solution for any draw
+        raise ValueError("a target without a solution")
+    return made
