@@ -42,7 +42,7 @@ __all__ = [
     "WRAPS",
     "BoundaryFile",
     "Quantity",
-    "Target",
+    "BoundaryTarget",
     "boundary_file",
     "boundary_files",
     "targets",
@@ -64,7 +64,7 @@ _ELEMENT_SIZES = {"u8": 1, "u16": 2, "u32": 4, "u64": 8}
 
 
 @dataclass(frozen=True)
-class Target:
+class BoundaryTarget:
     """Where one quantity is aimed: ``value`` (exact, unwrapped) near ``2**bits`` on ``side``
     ('below', 'at', 'above', 'wrapped'), ``margin`` the overhead it leaves room for (0: none)."""
 
@@ -85,7 +85,7 @@ class Target:
 class BoundaryFile:
     """A generated file: its bytes, what it aims at, and the rule our validator names for it."""
 
-    target: Target
+    target: BoundaryTarget
     rule: str
     data: bytes
 
@@ -154,7 +154,7 @@ DEFAULT_BASE = Base(tuple(_default_kvs()), (("token_embd.weight", (32, 2), "f32"
 
 
 @dataclass
-class Plan:
+class FieldPlan:
     """What a quantity's solver decides: the keys and tensors of the file, the rule our validator names for it, the
     data section's size (None: the running sum of padded sizes, capped at ``MAX_DATA``) and one field patched in
     after building (where, as a function of the layout, and the value)."""
@@ -167,7 +167,7 @@ class Plan:
     patch_value: int = 0
 
 
-def build_plan(plan: Plan) -> bytes:
+def build_plan(plan: FieldPlan) -> bytes:
     """The plan laid out by the schema: offsets the running sums of padded sizes (wrapping at 2**64, as ggml
     computes them), then the one patched field."""
     offsets, total = padded_offsets(plan.tensors, DEFAULT_ALIGNMENT)
@@ -195,7 +195,7 @@ class Quantity:
 
     name: str
     what: str
-    solve: Callable[[int, random.Random, Base], Plan | None]
+    solve: Callable[[int, random.Random, Base], FieldPlan | None]
     step: int = 1
     margins: bool = False
     wraps: bool = True
@@ -220,7 +220,7 @@ def _tensor_rule(elements: int, nbytes: int) -> str:
     return "tensor.bounds"
 
 
-def _plant(tensor: tuple[str, list[int], str], base: Base) -> Plan:
+def _plant(tensor: tuple[str, list[int], str], base: Base) -> FieldPlan:
     """The small valid file with ``tensor`` last, its data section what the (wrapped) sizes claim."""
     tensors = [*base.tensors(), tensor]
     _, dims, name = tensor
@@ -228,7 +228,7 @@ def _plant(tensor: tuple[str, list[int], str], base: Base) -> Plan:
     for d in dims:
         elements *= d
     nbytes = _nbytes_exact(dims, name)
-    return Plan(base.kvs(), tensors, _tensor_rule(elements, nbytes), _data_for(tensors, nbytes, base))
+    return FieldPlan(base.kvs(), tensors, _tensor_rule(elements, nbytes), _data_for(tensors, nbytes, base))
 
 
 def _wrapped_size(tensors: Sequence[tuple[str, list[int], str]], bits: int = 64) -> int:
@@ -261,7 +261,7 @@ def _data_for(tensors: Sequence[tuple[str, list[int], str]], value: int, base: B
     return _small_total(base.tensors())
 
 
-def _solve_elements(value: int, rng: random.Random, base: Base) -> Plan | None:
+def _solve_elements(value: int, rng: random.Random, base: Base) -> FieldPlan | None:
     """An element count (the product of the dimensions) of ``value``, of a one-element-block type."""
     dims = _factor(value, INT64_MAX, rng)
     if dims is None:
@@ -277,7 +277,7 @@ def _types_for_bytes(value: int, rng: random.Random) -> list[tuple[str, int, int
     return sorted(fits, key=lambda t: value // t[2] * t[1] > INT64_MAX)
 
 
-def _solve_nbytes(value: int, rng: random.Random, base: Base) -> Plan | None:
+def _solve_nbytes(value: int, rng: random.Random, base: Base) -> FieldPlan | None:
     """A tensor's byte size (elements ÷ block size × type size) of exactly ``value``."""
     for name, block, size in _types_for_bytes(value, rng):
         blocks = _factor(value // size, INT64_MAX // block, rng)
@@ -287,7 +287,7 @@ def _solve_nbytes(value: int, rng: random.Random, base: Base) -> Plan | None:
     return None
 
 
-def _solve_row(value: int, rng: random.Random, base: Base) -> Plan | None:
+def _solve_row(value: int, rng: random.Random, base: Base) -> FieldPlan | None:
     """A row size (ne0 ÷ block size × type size) of exactly ``value``: one row, so ne0 carries it all."""
     for name, block, size in _types_for_bytes(value, rng):
         if value // size * block <= INT64_MAX:
@@ -295,7 +295,7 @@ def _solve_row(value: int, rng: random.Random, base: Base) -> Plan | None:
     return None
 
 
-def _solve_padded(value: int, rng: random.Random, base: Base) -> Plan | None:
+def _solve_padded(value: int, rng: random.Random, base: Base) -> FieldPlan | None:
     """A padded size (byte size rounded up to the alignment) of exactly ``value``, the padding doing the last step
     when it can: a byte size just under ``value`` (ggml d99724f2 takes an f16 tensor of 2**63 - 2 elements, whose
     padded size wraps to 0)."""
@@ -331,7 +331,7 @@ def _big_tensors(sizes: Sequence[int], last_type: str = "f32") -> list[tuple[str
     return out
 
 
-def _solve_sum(value: int, rng: random.Random, base: Base) -> Plan | None:
+def _solve_sum(value: int, rng: random.Random, base: Base) -> FieldPlan | None:
     """The data section's size (the running sum of padded sizes) of exactly ``value``: the small tensors, then two
     or three big ones, each well inside int64 on its own."""
     rest = value - _small_total(base.tensors())
@@ -339,10 +339,10 @@ def _solve_sum(value: int, rng: random.Random, base: Base) -> Plan | None:
         return None
     sizes = _split(rest, max(2, -(-rest // (2**61))), rng)
     tensors = base.tensors() + _big_tensors(sizes)
-    return Plan(base.kvs(), tensors, "tensor.bounds", _data_for(tensors, value, base))
+    return FieldPlan(base.kvs(), tensors, "tensor.bounds", _data_for(tensors, value, base))
 
 
-def _solve_end(value: int, rng: random.Random, base: Base) -> Plan | None:
+def _solve_end(value: int, rng: random.Random, base: Base) -> FieldPlan | None:
     """Where the last tensor's data ends (its offset, a running sum, plus its byte size) at exactly ``value``:
     the bounds check ``offset + size <= data size`` a reader makes, in its own arithmetic."""
     small = _small_total(base.tensors())
@@ -357,10 +357,10 @@ def _solve_end(value: int, rng: random.Random, base: Base) -> Plan | None:
     if last > INT64_MAX - 64:
         return None
     tensors = base.tensors() + _big_tensors(sizes) + [("blk.0.boundary_end.weight", [last], "i8")]
-    return Plan(base.kvs(), tensors, "tensor.bounds", _data_for(tensors, value, base))
+    return FieldPlan(base.kvs(), tensors, "tensor.bounds", _data_for(tensors, value, base))
 
 
-def _solve_string(value: int, rng: random.Random, base: Base) -> Plan | None:
+def _solve_string(value: int, rng: random.Random, base: Base) -> FieldPlan | None:
     """A string length + 1 (the allocation with room for the NUL) of exactly ``value``; the string holds the bytes
     the wrapped allocation claims."""
     length = value - 1
@@ -371,10 +371,12 @@ def _solve_string(value: int, rng: random.Random, base: Base) -> Plan | None:
     where = rng.choice(("key", "value"))
     kvs.append(_kv("general.description" if where == "value" else "x" * max(1, held), "str", "y" * held))
     i = len(kvs) - 1
-    return Plan(kvs, base.tensors(), "string.length", None, lambda b: (b.kv(i)["key_length" if where == "key" else "value"], "Q"), length)
+    return FieldPlan(
+        kvs, base.tensors(), "string.length", None, lambda b: (b.kv(i)["key_length" if where == "key" else "value"], "Q"), length
+    )
 
 
-def _solve_array(value: int, rng: random.Random, base: Base) -> Plan | None:
+def _solve_array(value: int, rng: random.Random, base: Base) -> FieldPlan | None:
     """An array's byte length (count × element size) of exactly ``value``; the array holds the elements the
     wrapped length claims."""
     fits = [(t, s) for t, s in _ELEMENT_SIZES.items() if value % s == 0 and value // s < SIZE_T]
@@ -385,24 +387,24 @@ def _solve_array(value: int, rng: random.Random, base: Base) -> Plan | None:
     kvs = base.kvs()
     kvs.append(_kv("llama.boundary", "arr", Container(type=element, len=held, array=[0] * held)))
     i = len(kvs) - 1
-    return Plan(kvs, base.tensors(), "array.length", None, lambda b: (b.kv(i)["array_count"], "Q"), value // size)
+    return FieldPlan(kvs, base.tensors(), "array.length", None, lambda b: (b.kv(i)["array_count"], "Q"), value // size)
 
 
-def _solve_count(header_field: str) -> Callable[[int, random.Random, Base], Plan | None]:
+def _solve_count(header_field: str) -> Callable[[int, random.Random, Base], FieldPlan | None]:
     """A record count (``tensor_count``, ``metadata_kv_count``, a string array's count) that makes count × an
     unknown per-record size reach ``value`` for a record size drawn from ``MARGINS``: the solver is given the count
     directly (the targets of a count quantity are already divided by the record size)."""
 
-    def solve(value: int, rng: random.Random, base: Base) -> Plan | None:
+    def solve(value: int, rng: random.Random, base: Base) -> FieldPlan | None:
         if not 0 < value < SIZE_T:
             return None
         if header_field == "strings":
             kvs = base.kvs()
             kvs.append(_kv("tokenizer.ggml.tokens", "arr", Container(type="str", len=2, array=["a", "b"])))
             i = len(kvs) - 1
-            return Plan(kvs, base.tensors(), "array.length", None, lambda b: (b.kv(i)["array_count"], "Q"), value)
+            return FieldPlan(kvs, base.tensors(), "array.length", None, lambda b: (b.kv(i)["array_count"], "Q"), value)
         rule = "header.n_tensors" if header_field == "tensor_count" else "header.n_kv"
-        return Plan(base.kvs(), base.tensors(), rule, None, lambda b: (b.header(header_field), "Q"), value)
+        return FieldPlan(base.kvs(), base.tensors(), rule, None, lambda b: (b.header(header_field), "Q"), value)
 
     return solve
 
@@ -453,7 +455,7 @@ def _values(q: Quantity, bits: int) -> Iterator[tuple[str, int, int]]:
                 yield "wrapped", b + w, 0
 
 
-def targets(quantities: Sequence[str] | None = None) -> list[Target]:
+def targets(quantities: Sequence[str] | None = None) -> list[BoundaryTarget]:
     """Every target of ``quantities`` (default: all), in a fixed order."""
     out = []
     for name in quantities or QUANTITIES:
@@ -463,16 +465,16 @@ def targets(quantities: Sequence[str] | None = None) -> list[Target]:
             for side, value, margin in _values(q, bits):
                 if value > 0 and (value, margin) not in seen:
                     seen.add((value, margin))
-                    out.append(Target(name, bits, side, value, margin))
+                    out.append(BoundaryTarget(name, bits, side, value, margin))
     return out
 
 
 @functools.lru_cache(maxsize=16)
-def _targets(quantities: tuple[str, ...]) -> list[Target]:
+def _targets(quantities: tuple[str, ...]) -> list[BoundaryTarget]:
     return targets(quantities)
 
 
-def make(target: Target, rng: random.Random, base: Base = DEFAULT_BASE) -> BoundaryFile | None:
+def make(target: BoundaryTarget, rng: random.Random, base: Base = DEFAULT_BASE) -> BoundaryFile | None:
     """The file for ``target`` planted in ``base``, or None when no field values give its value exactly."""
     q = QUANTITIES[target.quantity]
     plan = q.solve(target.value, rng, base)

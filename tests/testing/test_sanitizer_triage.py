@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 from gguf_construct.testing.fuzzing.compare import Comparison, compare, kinds_that_differ, reproducers
+from gguf_construct.testing.fuzzing.findings_file import Row, write_findings
 from gguf_construct.testing.fuzzing.runner import Kind, quantity_of, sanitizer_env
 from gguf_construct.testing.fuzzing.targets import Answer
 from gguf_construct.testing.fuzzing.triage import failure, findings
@@ -116,7 +117,7 @@ def test_compare_reruns_the_failure_reproducers_against_a_second_build(tmp_path)
         ("002-b.gguf", "crash", "crash/gguf_load/heap-buffer-overflow@gguf_init_from_reader (gguf.cpp:9)"),
         ("003-c.gguf", "value-mismatch", "value-mismatch/gguf_load/kv.keys"),
     ]
-    (out / "findings.tsv").write_text("".join(f"{n}\t4\t{c}\t{s}\texplained\tfrom seed\n" for n, c, s in rows))
+    write_findings(out / "findings.tsv", [Row(n, 4, c, s, "explained", "from seed") for n, c, s in rows])
     assert [r[0] for r in reproducers(out)] == ["001-a.gguf", "002-b.gguf"]  # the failures only
     results = compare(out, f"{sys.executable} {script} {{}}", timeout=20)
     by_file = {r.reproducer: r for r in results}
