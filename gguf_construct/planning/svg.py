@@ -3,7 +3,8 @@ state, compute buffer) against the device's size, as a plain SVG document (no de
 
 Each bar's segment is a ``<rect>`` with ``data-device``, ``data-kind`` and ``data-bytes`` attributes and a
 ``<title>`` tooltip; a device's size is a dashed ``<line>`` (``data-size``) across its bar. Heights are the bytes
-on one linear scale, the largest of every total and size filling the chart.
+on one linear scale (the root's ``data-scale-bytes`` fill ``data-chart-height`` units above ``data-baseline``),
+the largest of every total and size filling the chart.
 """
 
 from __future__ import annotations
@@ -56,6 +57,16 @@ def bars(p: Plan) -> list[dict[str, Any]]:
     return out
 
 
+def _clean(text: str) -> str:
+    """``text`` with the characters XML 1.0 cannot hold (controls, surrogates, U+FFFE/U+FFFF) replaced by U+FFFD."""
+    return "".join(c if c in "\t\n" or 32 <= ord(c) < 0xD800 or 0xE000 <= ord(c) < 0xFFFE or ord(c) > 0xFFFF else "\ufffd" for c in text)
+
+
+def _text(text: str) -> str:
+    """``text`` as XML character data."""
+    return escape(_clean(text))
+
+
 def _mib(n: int) -> str:
     return f"{n / 2**20:,.1f} MiB"
 
@@ -70,8 +81,8 @@ def plan_svg(p: Plan, title: str = "") -> str:
     base = _TOP + _HEIGHT
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
-        f'viewBox="0 0 {width:.0f} {height:.0f}" data-scale-bytes="{scale_to}" data-chart-height="{_HEIGHT}">',
-        f'<text x="{_LEFT}" y="20" font-family="sans-serif" font-size="14">{escape(title or p.architecture)}: memory by device</text>',
+        f'viewBox="0 0 {width:.0f} {height:.0f}" data-scale-bytes="{scale_to}" data-chart-height="{_HEIGHT}" data-baseline="{base}">',
+        f'<text x="{_LEFT}" y="20" font-family="sans-serif" font-size="14">{_text(title or p.architecture)}: memory by device</text>',
         f'<line x1="{_LEFT - 5}" y1="{base}" x2="{width - 160}" y2="{base}" stroke="#333"/>',
     ]
     for i, row in enumerate(rows):
@@ -85,17 +96,17 @@ def plan_svg(p: Plan, title: str = "") -> str:
             y -= h
             out.append(
                 f'<rect x="{x:.3f}" y="{y:.6f}" width="{_BAR}" height="{h:.6f}" fill="{colour}" '
-                f'data-device={quoteattr(row["name"])} data-kind={quoteattr(label)} data-bytes="{n}">'
-                f"<title>{escape(row['name'])}: {label} {_mib(n)}</title></rect>"
+                f'data-device={quoteattr(_clean(row["name"]))} data-kind={quoteattr(label)} data-bytes="{n}">'
+                f"<title>{_text(row['name'])}: {label} {_mib(n)}</title></rect>"
             )
         if row["size"] is not None:
             ys = base - row["size"] / scale_to * _HEIGHT
             out.append(
                 f'<line x1="{x - 8:.3f}" y1="{ys:.6f}" x2="{x + _BAR + 8:.3f}" y2="{ys:.6f}" stroke="#000" stroke-dasharray="4 3" '
-                f'data-device={quoteattr(row["name"])} data-size="{row["size"]}">'
-                f"<title>{escape(row['name'])}: size {_mib(row['size'])}</title></line>"
+                f'data-device={quoteattr(_clean(row["name"]))} data-size="{row["size"]}">'
+                f"<title>{_text(row['name'])}: size {_mib(row['size'])}</title></line>"
             )
-        label = escape(row["name"] if len(row["name"]) <= 24 else row["name"][:23] + "…")
+        label = _text(row["name"] if len(row["name"]) <= 24 else row["name"][:23] + "…")
         out.append(
             f'<text x="{x + _BAR / 2:.3f}" y="{base + 18}" text-anchor="middle" font-family="sans-serif" font-size="12">{label}</text>'
         )
