@@ -158,16 +158,15 @@ def _write_svg(path: str, p, source: str) -> None:
 
 def _devices(args: argparse.Namespace):
     """The DeviceRequest the options describe, or None for the single-GPU/CPU plan."""
-    from ..planning.devices import Device, DeviceRequest, cpu_moe_overrides
+    from ..planning.devices import Device, DeviceRequest
 
     listed = [Device(name, amount) for name, amount in args.device or []]
     if args.gpu_mem is not None and (len(args.gpu_mem) > 1 or args.fit or listed):
         if listed:
             usage_error("use --device NAME=SIZE or --gpu-mem SIZE,SIZE, not both")
         listed = [Device(f"GPU{i}", amount) for i, amount in enumerate(args.gpu_mem)]
-    moe = cpu_moe_overrides(None) if args.cpu_moe else cpu_moe_overrides(args.n_cpu_moe) if args.n_cpu_moe else ()
     ot = tuple(o for group in args.override_tensor or [] for o in group)
-    if not listed and not moe and not ot and args.tensor_split is None and args.split_mode == "layer" and not args.main_gpu:
+    if not listed and not (args.cpu_moe or args.n_cpu_moe or ot or args.tensor_split or args.main_gpu) and args.split_mode == "layer":
         return None
     return DeviceRequest(
         tuple(listed),
@@ -175,7 +174,9 @@ def _devices(args: argparse.Namespace):
         args.split_mode,
         args.tensor_split or (),
         args.main_gpu,
-        ot + tuple(moe),
+        ot,
+        cpu_moe=args.cpu_moe,
+        n_cpu_moe=args.n_cpu_moe,
     )
 
 

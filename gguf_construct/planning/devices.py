@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -40,6 +40,14 @@ FFN_EXPS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
 #: the most devices llama.cpp takes (GGML_RPC_MAX_SERVERS for RPC; llama.cpp's own lists are of this order)
 MAX_DEVICES = 16
 SplitMode = Literal["layer", "row", "none"]
+#: the longest override pattern taken, and the most overrides
+MAX_PATTERN = 1000
+MAX_OVERRIDES = 256
+#: a quantified group that itself holds a quantifier: the shape of patterns whose search can backtrack
+#: exponentially (llama.cpp's std::regex as well as Python's re)
+_NESTED = re.compile(r"\((?:[^()\\]|\\.)*[*+?}](?:[^()\\]|\\.)*\)[*+?{]")
+_ANY_EXPS = re.compile(FFN_EXPS)
+_EXPS = re.compile(r"blk\.(\d+)" + FFN_EXPS)
 
 
 @dataclass(frozen=True)
@@ -60,8 +68,11 @@ class DeviceRequest:
     #: the proportions of the layers per device (llama.cpp's --tensor-split); empty: by the devices' free memory
     tensor_split: tuple[float, ...] = ()
     main_gpu: int = 0
-    #: (pattern, device name or "CPU"), first match wins (--override-tensor, --cpu-moe, --n-cpu-moe)
+    #: (pattern, device name or "CPU"), first match wins (--override-tensor)
     overrides: tuple[tuple[str, str], ...] = field(default=())
+    #: --cpu-moe: every layer's experts on the CPU; --n-cpu-moe N: the first N layers' (after the overrides)
+    cpu_moe: bool = False
+    n_cpu_moe: int = 0
 
     def check(self) -> None:
         """Refuse what llama.cpp refuses: an unknown device in an override, a main GPU past the list, a tensor
@@ -71,7 +82,7 @@ class DeviceRequest:
                 raise request_refused(f"device {str(d)[:60]!r} is not a Device with a name of 1 to 200 characters", "devices")
             if isinstance(d.size, bool) or not isinstance(d.size, int) or not 0 <= d.size < 2**63:
                 raise request_refused(f"device {d.name[:40]!r} has size {str(d.size)[:40]!r}, not a byte count below 2**63", "devices")
-        for name in ("n_gpu_layers", "main_gpu"):
+        for name in ("n_gpu_layers", "main_gpu", "n_cpu_moe"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**31:
                 raise request_refused(f"{name} is {str(value)[:40]!r}, not a whole number below 2**31", name)
@@ -93,7 +104,23 @@ class DeviceRequest:
                 raise request_refused(
                     f"tensor split {self.tensor_split[:MAX_DEVICES]} must be non-negative and not all zero", "tensor_split"
                 )
+        if not isinstance(self.cpu_moe, bool):
+            raise request_refused(f"cpu_moe is {type(self.cpu_moe).__name__}, not a bool", "cpu_moe")
+        if len(self.overrides) > MAX_OVERRIDES:
+            raise request_refused(
+                f"{len(self.overrides)} overrides: at most {MAX_OVERRIDES} (each is searched in every weight's name)", "overrides"
+            )
         for pattern, where in self.overrides:
+            if not isinstance(pattern, str) or not isinstance(where, str) or not 0 < len(pattern) <= MAX_PATTERN:
+                raise request_refused(
+                    f"override {str(pattern)[:60]!r}: a pattern of 1 to {MAX_PATTERN} characters and a device name", "overrides"
+                )
+            if _NESTED.search(pattern):
+                raise request_refused(
+                    f"override pattern {pattern[:60]!r} repeats a repeated group (such as (a+)+), which can take exponential time "
+                    "to search: write it without the nesting",
+                    "overrides",
+                )
             if where != CPU and where not in names:
                 raise request_refused(f"override {pattern[:60]!r}={where[:40]!r}: no such device (the devices: {names})", "overrides")
             try:
@@ -128,7 +155,7 @@ def layer_devices(n_layer: int, req: DeviceRequest) -> list[str | None]:
     devices = list(req.devices)
     if req.split_mode == "none" and devices:
         devices = [devices[req.main_gpu]]
-        req = DeviceRequest(tuple(devices), req.n_gpu_layers, req.split_mode, (), 0, req.overrides)
+        req = replace(req, devices=tuple(devices), tensor_split=(), main_gpu=0)
     i_gpu_start = max(n_layer + 1 - req.n_gpu_layers, 0)
     act = 0 if not devices else min(req.n_gpu_layers, n_layer + 1)
     splits = _splits(req, devices) if devices else []
@@ -152,6 +179,12 @@ def tensor_device(shape: ModelShape, req: DeviceRequest) -> Callable[[str, int],
         for pattern, where in compiled:
             if pattern.search(name):
                 return None if where == CPU else where
+        if req.cpu_moe and _ANY_EXPS.search(name):
+            return None
+        if req.n_cpu_moe:
+            m = _EXPS.search(name)  # llama.cpp's blk\.N<LLM_FFN_EXPS_REGEX> for each N below n_cpu_moe, as one search
+            if m and m.group(1) == str(int(m.group(1))) and int(m.group(1)) < req.n_cpu_moe:
+                return None
         if layer == INPUT:
             return None
         return per_layer[shape.n_layer if layer == OUTPUT else layer]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .context import ContextRequest, request_refused
-from .devices import CPU, DeviceRequest
+from .devices import DeviceRequest
 from .planner import Plan, plan_shape
 from .shape import ModelShape, memory_table
 
@@ -156,7 +156,11 @@ def llama_cpp_arguments(p: Plan, request: ContextRequest, devices: DeviceRequest
         if devices.main_gpu:
             args += ["--main-gpu", str(devices.main_gpu)]
     for pattern, where in devices.overrides:
-        args += ["--override-tensor", f"{pattern}={where if where != CPU else 'CPU'}"]
+        args += ["--override-tensor", f"{pattern}={where}"]
+    if devices.cpu_moe:
+        args.append("--cpu-moe")
+    if devices.n_cpu_moe:
+        args += ["--n-cpu-moe", str(devices.n_cpu_moe)]
     return args
 
 

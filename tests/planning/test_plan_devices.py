@@ -19,7 +19,8 @@ pytest.importorskip("llama_cpp")
 from gguf_construct.api.gguf_file import load_gguf  # noqa: E402
 from gguf_construct.planning import ModelShape, PlanError, plan  # noqa: E402
 from gguf_construct.planning.cache import aligned  # noqa: E402
-from gguf_construct.planning.devices import CPU, FFN_EXPS, Device, DeviceRequest, cpu_moe_overrides, layer_devices  # noqa: E402
+from gguf_construct.planning.devices import CPU, FFN_EXPS, Device, DeviceRequest, cpu_moe_overrides, layer_devices, tensor_device  # noqa: E402
+from gguf_construct.planning.weights import layer_of  # noqa: E402
 from tests.llama_memory import cpu_features  # noqa: E402
 from tests.planning.rpc_devices import measure_on_devices, rpc_library, rpc_servers  # noqa: E402
 from tests.tiny_models import gemma3, llama, qwen3moe, rwkv7  # noqa: E402
@@ -30,6 +31,7 @@ MODELS = {
     "llama5": lambda: llama(n_layer=5),
     "llama5-q4_0": lambda: llama(n_layer=5, wtype="q4_0"),
     "qwen3moe": lambda: qwen3moe(n_layer=3),
+    "qwen3moe12": lambda: qwen3moe(n_layer=12),
     "qwen3moe-q4_0": lambda: qwen3moe(n_layer=3, wtype="q4_0"),
     "gemma3": lambda: gemma3(n_layer=4),
     "rwkv7": lambda: rwkv7(n_layer=3, n_embd=256),
@@ -47,8 +49,8 @@ SETUPS = [
         dict(n_gpu_layers=3, tensor_split=(1, 1), overrides=((r"blk\.4\.ffn_up", CPU), (r"blk\.0\.attn_q", "d1"))),
         dict(n_ctx=512),
     ),
-    ("qwen3moe", 2, dict(n_gpu_layers=4, tensor_split=(1, 1), overrides=cpu_moe_overrides(None)), dict(n_ctx=512)),
-    ("qwen3moe-q4_0", 2, dict(n_gpu_layers=4, tensor_split=(2, 1), overrides=cpu_moe_overrides(2)), dict(n_ctx=512)),
+    ("qwen3moe", 2, dict(n_gpu_layers=4, tensor_split=(1, 1), cpu_moe=True), dict(n_ctx=512)),
+    ("qwen3moe-q4_0", 2, dict(n_gpu_layers=4, tensor_split=(2, 1), n_cpu_moe=2), dict(n_ctx=512)),
     ("gemma3", 2, dict(n_gpu_layers=5, tensor_split=(1, 1)), dict(n_ctx=2048, n_ubatch=64)),
     ("rwkv7", 2, dict(n_gpu_layers=4, tensor_split=(1, 1)), dict(n_ctx=256, n_seq_max=2)),
 ]
@@ -95,7 +97,7 @@ def test_devices_are_llama_cpps_over_rpc(models, setup):
             split_mode=req.get("split_mode", "layer"),
             tensor_split=req.get("tensor_split", ()),
             main_gpu=req.get("main_gpu", 0),
-            overrides=req.get("overrides", ()),
+            overrides=tuple(req.get("overrides", ())) + _moe(req),
             use_mmap=use_mmap,
             **ctx,
         )
@@ -111,6 +113,13 @@ def test_devices_are_llama_cpps_over_rpc(models, setup):
     assert cpu["kv_bytes"] + cpu["state_bytes"] == sum(v["context"] for k, v in buffers.items() if k in CPU_BUFFERS)
     assert sum(row["model_bytes"] for row in p.devices) == p.model_bytes
     assert any(rows[name]["model_bytes"] for name in names)  # something was offloaded: the setups mean to
+
+
+def _moe(req: dict) -> tuple[tuple[str, str], ...]:
+    """llama.cpp's own overrides for --cpu-moe / --n-cpu-moe (common/arg.cpp), for the measuring process."""
+    if req.get("cpu_moe"):
+        return cpu_moe_overrides(None)
+    return cpu_moe_overrides(req["n_cpu_moe"]) if req.get("n_cpu_moe") else ()
 
 
 def _split(n_layer: int, **req) -> list[str | None]:
@@ -138,9 +147,26 @@ def test_cpu_moe_patterns_are_llama_cpps():
     assert [p for p, _ in cpu_moe_overrides(2)] == [r"blk\.0" + FFN_EXPS, r"blk\.1" + FFN_EXPS]
 
 
+def test_moe_flags_are_llama_cpps_patterns(models):
+    """--n-cpu-moe N (one numeric test per weight) places every weight as llama.cpp's N patterns do; --cpu-moe as
+    its one pattern: for every N, on a 12-layer MoE header."""
+    shape = ModelShape.of(load_gguf(models["qwen3moe12"]))
+    devices = (Device("d0", 2**30), Device("d1", 2**30))
+    for n in range(0, 14, 3):
+        flags = tensor_device(shape, DeviceRequest(devices, n_gpu_layers=13, n_cpu_moe=n))
+        patterns = tensor_device(shape, DeviceRequest(devices, n_gpu_layers=13, overrides=cpu_moe_overrides(n)))
+        assert [flags(t.name, layer_of(t.name, 12)) for t in shape.tensors] == [
+            patterns(t.name, layer_of(t.name, 12)) for t in shape.tensors
+        ]
+    flags = tensor_device(shape, DeviceRequest(devices, n_gpu_layers=13, cpu_moe=True))
+    patterns = tensor_device(shape, DeviceRequest(devices, n_gpu_layers=13, overrides=cpu_moe_overrides(None)))
+    placed = [flags(t.name, layer_of(t.name, 12)) for t in shape.tensors]
+    assert placed == [patterns(t.name, layer_of(t.name, 12)) for t in shape.tensors] and None in placed and "d1" in placed
+
+
 def test_overrides_and_moe_move_exactly_the_matching_weights(models):
     devices = tuple(Device(f"d{i}", 2**30) for i in range(2))
-    p = plan(models["qwen3moe"], n_ctx=512, devices=DeviceRequest(devices, n_gpu_layers=4, overrides=cpu_moe_overrides(None)))
+    p = plan(models["qwen3moe"], n_ctx=512, devices=DeviceRequest(devices, n_gpu_layers=4, cpu_moe=True))
     q = plan(models["qwen3moe"], n_ctx=512, devices=DeviceRequest(devices, n_gpu_layers=4))
     moved = p.devices[0]["model_bytes"] - q.devices[0]["model_bytes"]
     shape = ModelShape.of(load_gguf(models["qwen3moe"]))
@@ -165,6 +191,12 @@ HOSTILE = [
     (dict(devices=(Device("a", 1),), n_gpu_layers=1, overrides=(("(", "CPU"),)), "not a regular expression"),
     (dict(devices=(Device("a", 1),), n_gpu_layers=1, split_mode="diagonal"), "split mode"),
     (dict(devices=(Device("a", 1),), n_gpu_layers=-1), "n_gpu_layers"),
+    (dict(devices=(Device("a", 1),), n_gpu_layers=1, overrides=(("(a+)+$", "CPU"),)), "exponential"),
+    (dict(devices=(Device("a", 1),), n_gpu_layers=1, overrides=(("(x|\\w*)*b", "CPU"),)), "exponential"),
+    (dict(devices=(Device("a", 1),), n_gpu_layers=1, overrides=(("a" * 1001, "CPU"),)), "1 to 1000"),
+    (dict(devices=(Device("a", 1),), n_gpu_layers=1, n_cpu_moe=-2), "n_cpu_moe"),
+    (dict(devices=(Device("a", 1),), n_gpu_layers=1, overrides=(("x", "CPU"),) * 257), "at most 256"),
+    (dict(devices=(Device("a", 1),), n_gpu_layers=1, cpu_moe=1), "cpu_moe"),
 ]
 
 
