@@ -190,6 +190,8 @@ class MemoryTable:
     repack: Mapping[str, Any]
     duplicated_output: Mapping[str, Any]
     limits: Mapping[str, Any]
+    devices: Mapping[str, Any]
+    checked_against: Mapping[str, Any]
 
 
 #: table name → its builder (``tables.load_table`` calls them through ``tables._later``).

@@ -28,7 +28,7 @@ from typing import Literal
 import numpy as np
 
 from .context import request_refused
-from .shape import ModelShape
+from .shape import ModelShape, memory_table
 from .weights import INPUT, OUTPUT
 
 __all__ = ["CPU", "Device", "DeviceRequest", "cpu_moe_overrides", "layer_devices", "tensor_device"]
@@ -36,9 +36,9 @@ __all__ = ["CPU", "Device", "DeviceRequest", "cpu_moe_overrides", "layer_devices
 #: the CPU's name in overrides and in the plan's devices list
 CPU = "CPU"
 #: llama.cpp's LLM_FFN_EXPS_REGEX (common/common.h): the experts' weights that --cpu-moe keeps on the CPU
-FFN_EXPS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
+FFN_EXPS: str = memory_table().devices["ffn_exps_regex"]
 #: the most devices llama.cpp takes (GGML_RPC_MAX_SERVERS for RPC; llama.cpp's own lists are of this order)
-MAX_DEVICES = 16
+MAX_DEVICES = int(memory_table().devices["max_devices"])
 SplitMode = Literal["layer", "row", "none"]
 #: the longest override pattern taken, and the most overrides
 MAX_PATTERN = 1000

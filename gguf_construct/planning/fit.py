@@ -9,6 +9,9 @@ planned bytes plus ``margin`` (its ``--fit-target``, 1 GiB) are at most its size
 ``ram`` when given. Without devices, the largest context whose whole plan fits in ``ram``. Contexts move in steps
 of llama.cpp's context padding (256 cells); each step's plan is monotone in the context and, layer by layer, in
 the offload, so both searches are binary (about log2 of the range plans, not the range).
+
+The plans are made by the ``plan_shape`` the planner passes in (this module sits below the planner, which
+calls it for ``plan(..., fit=True)`` and ``n_gpu_layers="auto"`` with devices).
 """
 
 from __future__ import annotations
@@ -19,15 +22,17 @@ from typing import Any
 
 from .context import ContextRequest, request_refused
 from .devices import DeviceRequest
-from .planner import Plan, plan_shape
 from .shape import ModelShape, memory_table
 
 __all__ = ["DEFAULT_MARGIN", "DEFAULT_MIN_CTX", "Fit", "fit_shape", "llama_cpp_arguments"]
 
 #: llama.cpp's --fit-target default: 1024 MiB left free on each device
-DEFAULT_MARGIN = 1024 * 2**20
+DEFAULT_MARGIN = int(memory_table().devices["fit_margin"])
 #: llama.cpp's --fit-ctx default: the smallest context --fit sets
-DEFAULT_MIN_CTX = 4096
+DEFAULT_MIN_CTX = int(memory_table().devices["fit_min_ctx"])
+
+
+Plan = Any  # planner.Plan: the planner imports this module, not the other way round
 
 
 @dataclass
@@ -81,6 +86,7 @@ def _largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
 
 
 def fit_shape(
+    plan_shape: Callable[..., Plan],
     shape: ModelShape,
     request: ContextRequest,
     devices: DeviceRequest,
@@ -92,7 +98,8 @@ def fit_shape(
     use_mmap: bool = True,
     checkpoint: Callable[[], None] = lambda: None,
 ) -> Fit:
-    """The largest context (unless ``request.n_ctx`` fixes it) and the most layers on ``devices`` that fit."""
+    """The largest context (unless ``request.n_ctx`` fixes it) and the most layers on ``devices`` that fit, each
+    candidate planned by ``plan_shape`` (the planner's)."""
     if not devices.devices and ram is None:
         raise request_refused("fitting needs devices (--device, --gpu-mem) or the CPU's memory (--ram)", "fit")
     for name, value in (("margin", margin), ("min_ctx", min_ctx)) + ((("ram", ram),) if ram is not None else ()):

@@ -25,6 +25,7 @@ from .cache import CacheLayer, kv_cache, recurrent_state
 from .compute import compute_bytes
 from .context import ContextRequest, ResolvedContext, request_refused, resolve
 from .devices import CPU, DeviceRequest, layer_devices, tensor_device
+from .fit import DEFAULT_MARGIN, DEFAULT_MIN_CTX, fit_shape
 from .shape import ModelShape, refused
 from .weights import INPUT, OUTPUT, WeightBuffers, cpu_features, on_gpu, weight_buffers
 
@@ -163,9 +164,7 @@ def plan_shape(
         if gpu_mem is not None:
             raise request_refused("gpu_mem is for one GPU; with devices, each device's size is its own", "gpu_mem")
         if n_gpu_layers == "auto":
-            from .fit import fit_shape  # fit plans through this module
-
-            found = fit_shape(shape, request, devices, margin=0, features=features, use_mmap=use_mmap, checkpoint=checkpoint)
+            found = fit_shape(plan_shape, shape, request, devices, margin=0, features=features, use_mmap=use_mmap, checkpoint=checkpoint)
             return found.plan
         _check_gpu(n_gpu_layers, None)
         layers = n_gpu_layers if n_gpu_layers else devices.n_gpu_layers
@@ -334,11 +333,10 @@ def plan(
             f.close()
     checkpoint()
     if fit:
-        from .fit import DEFAULT_MARGIN, DEFAULT_MIN_CTX, fit_shape  # fit plans through this module
-
         margin = DEFAULT_MARGIN if margin is None else margin
         min_ctx = DEFAULT_MIN_CTX if min_ctx is None else min_ctx
         found = fit_shape(
+            plan_shape,
             shape,
             request,
             devices or DeviceRequest(),
