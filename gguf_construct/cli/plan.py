@@ -141,6 +141,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if not args.fit and (args.ram is not None or args.margin is not None or args.fit_ctx is not None):
         print("gguf-construct plan: --ram, --margin and --fit-ctx are used with --fit only", file=sys.stderr)
         return EXIT_TROUBLE
+    if args.svg:
+        from ..api.fileio import check_output
+
+        check_output(args.svg, [args.file], what="the picture")  # before planning: a model is never its own picture
     p = _plan(plan, args, devices, single_gpu)
     print(json.dumps({"file": args.file, **p.to_json()}, indent=2) if args.json else _report(p, args.file))
     if args.svg:
@@ -153,7 +157,7 @@ def _write_svg(path: str, p, source: str) -> None:
     from ..planning.svg import plan_svg
 
     text = plan_svg(p, source).encode()
-    write_atomic(path, lambda f: f.write(text))
+    write_atomic(path, lambda f: f.write(text), inputs=[source])
 
 
 def _devices(args: argparse.Namespace):

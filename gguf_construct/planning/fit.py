@@ -107,7 +107,8 @@ def fit_shape(
             raise request_refused(f"{name} is {str(value)[:40]!r}, not a whole number of bytes below 2**63", name)
     devices.check()
     pad = int(memory_table().context["pad"])
-    top = max(1, shape.n_ctx_train) if request.n_ctx == 0 else request.n_ctx
+    # the training context, but no more than the largest padded context a uint32 holds (llama.cpp's n_ctx)
+    top = min(max(1, shape.n_ctx_train), (2**32 - 1) // pad * pad) if request.n_ctx == 0 else request.n_ctx
     bottom = min(top, max(1, min_ctx)) if request.n_ctx == 0 else request.n_ctx
     plans: dict[tuple[int, int], Plan] = {}
 

@@ -75,6 +75,16 @@ def test_training_context_when_everything_fits_and_refusal_when_nothing_does(mod
     assert fixed.fit is not None and fixed.fit["n_ctx"] == 2048
 
 
+def test_a_training_context_past_uint32_fits_as_the_largest_context_llama_cpp_takes(tmp_path):
+    """A header claiming 2**32 - 1 tokens: the fit never goes past the largest padded context a uint32 holds."""
+    path = tmp_path / "huge.gguf"
+    llama(context_length=2**32 - 1).save(path)
+    p = plan(path, fit=True, ram=2**63 - 1, margin=0)
+    assert p.fit is not None and p.fit["n_ctx"] == 2**32 - 256
+    q = plan(path, fit=True, ram=2**26, margin=0)
+    assert q.fit is not None and q.fit["fits"] and 4096 <= q.fit["n_ctx"] < 2**20
+
+
 def test_device_fit_offloads_all_layers_at_the_largest_context_or_the_most_layers_at_the_smallest(models):
     path = models["llama"]
     feats = cpu_features()

@@ -141,3 +141,17 @@ def test_cli_writes_the_svg(tmp_path):
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
     assert r.returncode == 2 and "Traceback" not in r.stderr and not (tmp_path / "missing").exists()
+    before = path.read_bytes()
+    link = tmp_path / "link.gguf"
+    link.hardlink_to(path)
+    for target in (path, link):  # the model itself, by its name or another: refused, the model untouched
+        r = subprocess.run(
+            [sys.executable, "-m", "gguf_construct.cli.main", "plan", str(path), "--svg", str(target)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        )
+        assert r.returncode == 2 and "is an input of this command" in r.stderr, r.stderr
+        assert path.read_bytes() == before
