@@ -102,7 +102,9 @@ _NOT_RUN: list[str] = []
 
 
 def pytest_collection_modifyitems(config, items):
-    """Without the full corpus, deselect the tests marked ``corpus_tier`` (their files are not in tests/data)."""
+    """Without the full corpus, deselect the tests marked ``corpus_tier`` (their files are not in tests/data); the
+    ``rpc_tier`` likewise without the ggml-rpc backend."""
+    _deselect_rpc_tier(config, items)
     if FULL_CORPUS is not None:
         return
     absent = [item for item in items if item.get_closest_marker("corpus_tier")]
@@ -112,7 +114,34 @@ def pytest_collection_modifyitems(config, items):
         _NOT_RUN.extend(item.nodeid for item in absent)
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "rpc_tier: needs llama.cpp's ggml-rpc backend (GGUF_CONSTRUCT_GGML_RPC; deselected, and reported, without it)"
+    )
+
+
+def _deselect_rpc_tier(config, items) -> None:
+    """Without ``GGUF_CONSTRUCT_GGML_RPC``, deselect the tests marked ``rpc_tier`` (RPC devices need the ggml-rpc
+    backend built from llama-cpp-python's llama.cpp: tests/planning/rpc_devices.py)."""
+    if os.environ.get("GGUF_CONSTRUCT_GGML_RPC"):
+        return
+    absent = [item for item in items if item.get_closest_marker("rpc_tier")]
+    if absent:
+        config.hook.pytest_deselected(items=absent)
+        items[:] = [item for item in items if not item.get_closest_marker("rpc_tier")]
+        _NOT_RUN_RPC.extend(item.nodeid for item in absent)
+
+
+_NOT_RUN_RPC: list[str] = []
+
+
 def pytest_terminal_summary(terminalreporter):
+    if _NOT_RUN_RPC:
+        terminalreporter.write_line(
+            f"{len(_NOT_RUN_RPC)} RPC-tier tests deselected: they need llama.cpp's ggml-rpc backend "
+            "(python -m tests.planning.rpc_devices build DIR, then GGUF_CONSTRUCT_GGML_RPC=DIR/build/bin/libggml-rpc.so): "
+            f"{', '.join(sorted({n.split('::')[0] for n in _NOT_RUN_RPC}))}"
+        )
     if _NOT_RUN:
         terminalreporter.write_line(
             f"{len(_NOT_RUN)} corpus-tier tests deselected: their files are only in the full corpus "

@@ -240,6 +240,19 @@ def test_cli_devices_json_is_the_api_plan(models):
     assert [d["size"] for d in json.loads(r.stdout)["devices"][1:]] == [8 * 2**30, 4 * 2**30]
 
 
+def test_cli_moe_flags_and_row_split(models):
+    """--cpu-moe / --n-cpu-moe reach the plan (and come back as llama.cpp's flags from --fit); split mode row is
+    planned as layer and says so."""
+    path = str(models["qwen3moe"])
+    plain = json.loads(_cli(path, "--ctx", "512", "--gpu-mem", "1G,1G", "--n-gpu-layers", "4", "--json").stdout)
+    moe = json.loads(_cli(path, "--ctx", "512", "--gpu-mem", "1G,1G", "--n-gpu-layers", "4", "--n-cpu-moe", "1", "--json").stdout)
+    assert moe["devices"][0]["model_bytes"] > plain["devices"][0]["model_bytes"]
+    r = _cli(path, "--fit", "--gpu-mem", "1G,1G", "--margin", "0", "--cpu-moe", "--json")
+    assert r.returncode == 0 and "--cpu-moe" in json.loads(r.stdout)["fit"]["llama_cpp_arguments"]
+    row = json.loads(_cli(path, "--ctx", "512", "--gpu-mem", "1G,1G", "--n-gpu-layers", "4", "--split-mode", "row", "--json").stdout)
+    assert row["devices"] == plain["devices"] and any("split mode row" in n for n in row["notes"])
+
+
 @pytest.mark.parametrize(
     "args",
     [
