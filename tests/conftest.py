@@ -58,6 +58,19 @@ def _isolate_llama_cpp() -> None:
 
 
 _isolate_llama_cpp()
+
+
+def _follow_the_oracles_build() -> None:
+    """Plan compute graphs as the oracle's llama.cpp builds them (GGUF_CONSTRUCT_LLAMA_CPP_VERSION, with
+    GGUF_CONSTRUCT_LLAMA_CPP_BUILD naming a newer build; docs/howto/plan.md), for the whole session."""
+    version = os.environ.get("GGUF_CONSTRUCT_LLAMA_CPP_VERSION")
+    if version:
+        from gguf_construct.planning.compute.builds import follow
+
+        follow(version)
+
+
+_follow_the_oracles_build()
 FULL_CORPUS: Path | None = _full_corpus()
 TIERS: tuple[Path, ...] = (DATA,) if FULL_CORPUS is None else (DATA, FULL_CORPUS)
 #: kept for older imports; read files through corpus_file / corpus_files, which work without it

@@ -29,12 +29,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BINDINGS_VARIABLE", "BUILD_VARIABLE", "Measured", "cpu_features", "graph", "lib_dir", "measure"]
+__all__ = [
+    "BINDINGS_VARIABLE",
+    "BUILD_VARIABLE",
+    "VERSION_VARIABLE",
+    "Measured",
+    "build_name",
+    "cpu_features",
+    "graph",
+    "lib_dir",
+    "measure",
+]
 
 #: the environment variable naming a llama.cpp build's library directory for the oracle
 BUILD_VARIABLE = "GGUF_CONSTRUCT_LLAMA_CPP_BUILD"
 #: ``cffi``: bind the build through llama-cpp-py-sync's declarations (a newer llama.h); else llama-cpp-python's
 BINDINGS_VARIABLE = "GGUF_CONSTRUCT_LLAMA_CPP_BINDINGS"
+#: which of schema/memory.json's builds the oracle's llama.cpp is (b11549, ...); unset: llama-cpp-python's
+VERSION_VARIABLE = "GGUF_CONSTRUCT_LLAMA_CPP_VERSION"
+
+
+def build_name() -> str:
+    """The build the oracle's llama.cpp is, as ``schema/memory.json`` names it: the plan follows its graph."""
+    from gguf_construct.planning.compute.builds import DEFAULT
+
+    return os.environ.get(VERSION_VARIABLE) or DEFAULT
+
 
 _MAP_SIZE = 48  # sizeof(std::map) in libstdc++: comparator, header node (color, parent, left, right), count
 _NODE_BASE = 32  # sizeof(_Rb_tree_node_base); the value (key pointer, three size_t) follows
@@ -88,6 +108,7 @@ class _Lib:
 
             lib = L._lib
         self.L = L
+        self.handle = lib  # libllama as a ctypes library, whichever the bindings (its C++ symbols are called through it)
         # its own copy of ggml-base, its symbols bound to itself (RTLD_DEEPBIND): ggml-python's ggml-base, when loaded
         # in the same process, would otherwise answer the calls ggml_op_desc makes inside (older op names)
         base = ctypes.CDLL(str(where / "libggml-base.so"), mode=os.RTLD_LOCAL | os.RTLD_DEEPBIND)

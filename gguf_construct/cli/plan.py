@@ -211,11 +211,16 @@ def _plan(plan, args: argparse.Namespace, devices, single_gpu: bool):
         ram=args.ram,
         margin=args.margin,
         min_ctx=args.fit_ctx,
+        llama_cpp=args.llama_cpp,
     )
 
 
 #: the K/V cache types llama.cpp's options accept (schema/memory.json)
 CACHE_TYPES: tuple[str, ...] = tuple(load_table("memory").context["cache_types"])
+#: the llama.cpp builds whose compute graphs the plan follows, the default first (schema/memory.json builds)
+LLAMA_CPP_BUILDS: tuple[str, ...] = (load_table("memory").builds["default"],) + tuple(
+    b for b in load_table("memory").builds["versions"] if b != load_table("memory").builds["default"]
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -285,6 +290,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ram", type=size, metavar="SIZE", help="the CPU's memory for --fit (without devices: the budget for the whole plan)")
     p.add_argument(
         "--fit-ctx", type=whole(1, 2**32 - 1), metavar="N", help="the smallest context --fit sets (default 4096, as llama.cpp's)"
+    )
+    p.add_argument(
+        "--llama-cpp",
+        choices=LLAMA_CPP_BUILDS,
+        default=LLAMA_CPP_BUILDS[0],
+        help="the llama.cpp build whose compute graph to follow (default: llama-cpp-python 0.3.36's)",
     )
     p.add_argument("--svg", metavar="FILE", help="also draw the memory per device, stacked by kind, as an SVG picture in FILE")
     p.add_argument(

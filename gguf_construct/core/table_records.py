@@ -192,6 +192,7 @@ class MemoryTable:
     limits: Mapping[str, Any]
     devices: Mapping[str, Any]
     checked_against: Mapping[str, Any]
+    builds: Mapping[str, Any]
 
 
 #: table name → its builder (``tables.load_table`` calls them through ``tables._later``).

@@ -23,6 +23,9 @@ from ..errors import FormatError
 from ..sources.options import options
 from .cache import CacheLayer, kv_cache, recurrent_state
 from .compute import compute_bytes
+from .compute.builds import DEFAULT as DEFAULT_BUILD
+from .compute.builds import KNOWN as KNOWN_BUILDS
+from .compute.builds import following
 from .context import ContextRequest, ResolvedContext, request_refused, resolve
 from .devices import CPU, DeviceRequest, layer_devices, tensor_device
 from .fit import DEFAULT_MARGIN, DEFAULT_MIN_CTX, fit_shape
@@ -61,6 +64,8 @@ class Plan:
     devices: list[dict[str, Any]] = field(default_factory=list)
     #: with ``fit``: whether it fits, the fitted context and layers, the margin and the llama.cpp arguments
     fit: dict[str, Any] | None = None
+    #: the llama.cpp build whose compute graph was followed (schema/memory.json ``builds``)
+    llama_cpp: str = DEFAULT_BUILD
 
     @property
     def model_bytes(self) -> int:
@@ -105,6 +110,7 @@ class Plan:
             "cpu_features": list(self.features),
             "devices": self.devices,
             "fit": self.fit,
+            "llama_cpp": self.llama_cpp,
             "notes": self.notes,
         }
 
@@ -156,9 +162,47 @@ def plan_shape(
     gpu_mem: int | None = None,
     devices: DeviceRequest | None = None,
     checkpoint: Callable[[], None] = lambda: None,
+    llama_cpp: str | None = None,
 ) -> Plan:
     """The plan for a model whose shape is known (see ``plan`` for the parameters); ``checkpoint`` is called
     between steps (it raises to stop the plan: a deadline)."""
+    with following(_build(llama_cpp)):
+        p = _plan_shape(
+            shape,
+            request,
+            features=features,
+            use_mmap=use_mmap,
+            n_gpu_layers=n_gpu_layers,
+            gpu_mem=gpu_mem,
+            devices=devices,
+            checkpoint=checkpoint,
+        )
+    p.llama_cpp = _build(llama_cpp)
+    return p
+
+
+def _build(llama_cpp: str | None) -> str:
+    """The llama.cpp build to follow: ``llama_cpp``, else the one being followed (the default outside a plan)."""
+    from .compute.builds import current
+
+    if llama_cpp is None:
+        return current()
+    if llama_cpp not in KNOWN_BUILDS:
+        raise request_refused(f"llama.cpp build {str(llama_cpp)[:40]!r} is not one of {', '.join(KNOWN_BUILDS)}", "llama_cpp")
+    return llama_cpp
+
+
+def _plan_shape(
+    shape: ModelShape,
+    request: ContextRequest | None = None,
+    *,
+    features: tuple[str, ...] | frozenset[str] | None = None,
+    use_mmap: bool = True,
+    n_gpu_layers: int | Literal["auto"] = 0,
+    gpu_mem: int | None = None,
+    devices: DeviceRequest | None = None,
+    checkpoint: Callable[[], None] = lambda: None,
+) -> Plan:
     request = request or ContextRequest()
     if devices is not None and devices.devices:
         if gpu_mem is not None:
@@ -310,6 +354,7 @@ def plan(
     ram: int | None = None,
     margin: int | None = None,
     min_ctx: int | None = None,
+    llama_cpp: str | None = None,
 ) -> Plan:
     """llama.cpp's memory for the GGUF model at ``source`` (a path, the first shard of a split set, a URL, or an
     opened ``GGUFFile``), with llama.cpp's context parameters (0: its defaults; ``n_ctx`` 0 is the training
@@ -317,7 +362,10 @@ def plan(
     llama.cpp repacks. ``devices`` spreads the model over several devices (``DeviceRequest``: devices, layers,
     split, overrides); the plan's ``devices`` list then gives each device's part. ``fit=True`` plans the largest
     context (unless ``n_ctx`` is given) and the most layers that fit the devices and ``ram`` with ``margin`` bytes
-    free on each (``planning.fit``); the plan's ``fit`` then says what fitted and the llama.cpp arguments."""
+    free on each (``planning.fit``); the plan's ``fit`` then says what fitted and the llama.cpp arguments.
+    ``llama_cpp`` names the llama.cpp build whose compute graph to follow (``schema/memory.json`` ``builds``;
+    default llama-cpp-python 0.3.36's)."""
+    build = _build(llama_cpp)
     request = ContextRequest(n_ctx, n_batch, n_ubatch, n_seq_max, type_k, type_v, flash_attn, kv_unified, swa_full)
     if devices is None or not devices.devices:
         _check_gpu(n_gpu_layers, gpu_mem)
@@ -335,21 +383,22 @@ def plan(
     if fit:
         margin = DEFAULT_MARGIN if margin is None else margin
         min_ctx = DEFAULT_MIN_CTX if min_ctx is None else min_ctx
-        found = fit_shape(
-            plan_shape,
-            shape,
-            request,
-            devices or DeviceRequest(),
-            ram=ram,
-            margin=margin,
-            min_ctx=min_ctx,
-            features=features,
-            use_mmap=use_mmap,
-            checkpoint=checkpoint,
-        )
+        with following(build):  # every candidate's plan follows it
+            found = fit_shape(
+                plan_shape,
+                shape,
+                request,
+                devices or DeviceRequest(),
+                ram=ram,
+                margin=margin,
+                min_ctx=min_ctx,
+                features=features,
+                use_mmap=use_mmap,
+                checkpoint=checkpoint,
+            )
         found.plan.fit = found.to_json()
         return found.plan
     if ram is not None or margin is not None or min_ctx is not None:
         raise request_refused("ram, margin and min_ctx are used with fit=True only", "fit")
-    kwargs: dict[str, Any] = {"n_gpu_layers": n_gpu_layers, "gpu_mem": gpu_mem, "devices": devices}
+    kwargs: dict[str, Any] = {"n_gpu_layers": n_gpu_layers, "gpu_mem": gpu_mem, "devices": devices, "llama_cpp": build}
     return plan_shape(shape, request, features=features, use_mmap=use_mmap, checkpoint=checkpoint, **kwargs)
