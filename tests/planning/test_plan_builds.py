@@ -72,3 +72,22 @@ def test_cli_follows_the_build_it_is_told(path):
     assert default["llama_cpp"] == DEFAULT and newer["llama_cpp"] == "b11549"
     assert newer["compute_bytes"] == plan(path, n_ctx=512, llama_cpp="b11549").compute_bytes != default["compute_bytes"]
     assert run("--llama-cpp", "b0").returncode == 2
+
+
+def test_the_newer_build_scales_gemma3s_embeddings_by_a_per_token_input(tmp_path):
+    """b11549's gemma3 multiplies the embeddings by an f32 [1, n_tokens] input; gemma2 keeps the constant scale."""
+    from tests.tiny_models import gemma2, gemma3
+
+    for name, build, per_token in (("gemma3", gemma3, True), ("gemma2", gemma2, False)):
+        path = tmp_path / f"{name}.gguf"
+        build().save(path)
+        shape = ModelShape.of(load_gguf(path))
+        ctx = resolve(shape, ContextRequest(n_ctx=512))
+        batch = reserved_batches(ctx, ctx.n_ctx)[0]
+        with following("b11549"):
+            nodes = build_graph(shape, ctx, batch).nodes
+        fifth = nodes[4]  # after the token rows and the copy block
+        if per_token:
+            assert fifth.op == "MUL" and fifth.src[1].input and fifth.src[1].ne[:2] == (1, batch.n_tokens)
+        else:
+            assert fifth.op == "SCALE"

@@ -25,9 +25,11 @@ def current() -> str:
     return _BUILD.get()
 
 
-def feature(name: str) -> bool:
-    """Whether the build being followed has the graph feature ``name`` (schema/memory.json ``builds``)."""
-    return bool(memory_table().builds["versions"][_BUILD.get()].get(name, False))
+def feature(name: str, arch: str | None = None) -> bool:
+    """Whether the build being followed has the graph feature ``name`` (schema/memory.json ``builds``): for
+    every architecture (true), or for those it lists (``arch`` among them)."""
+    value = memory_table().builds["versions"][_BUILD.get()].get(name, False)
+    return arch in value if isinstance(value, (list, tuple)) else bool(value)  # the table holds lists as tuples
 
 
 def follow(build: str) -> Token[str]:
