@@ -17,7 +17,7 @@ fetched to plan a remote file.
    KV/state bytes (equal or not) and the compute buffer the plan estimates against llama.cpp's (median and worst
    difference).
 
-    PYTHONPATH=. python benchmarks/bench_plan.py [--quick] [--only NAME] [--json] [--devices]
+    PYTHONPATH=. python benchmarks/bench_plan.py [--quick] [--only NAME] [--json] [--devices] [--llama-cpp BUILD]
 
 Needs the test extra (llama-cpp-python). ``--quick``: one model, two settings, a small remote set (and two device
 setups).
@@ -264,7 +264,16 @@ def main() -> None:
     ap.add_argument("--only", help="only the models whose name contains this")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     ap.add_argument("--devices", action="store_true", help="only the RPC devices table (needs GGUF_CONSTRUCT_GGML_RPC)")
+    ap.add_argument(
+        "--llama-cpp",
+        help="the llama.cpp build the plan follows (schema/memory.json builds), for an oracle named by "
+        "GGUF_CONSTRUCT_LLAMA_CPP_BUILD (default: GGUF_CONSTRUCT_LLAMA_CPP_VERSION, else llama-cpp-python's)",
+    )
     args = ap.parse_args()
+    from gguf_construct.planning.compute.builds import follow
+    from tests.llama_memory import build_name
+
+    follow(args.llama_cpp or build_name())
     models = {k: v for k, v in MODELS.items() if not args.only or args.only in k}
     if args.quick:
         models = dict(list(models.items())[:1])
