@@ -12,10 +12,15 @@ fetched to plan a remote file.
    llama.cpp load of step 1.
 3. A model split into shards and served by the loopback test server: requests and bytes ``plan(URL)`` fetches,
    against the size of the set.
+4. With ``--devices`` (and ``GGUF_CONSTRUCT_GGML_RPC`` naming the ggml-rpc backend, tests/planning/rpc_devices.py):
+   models on two ``rpc-server`` devices on 127.0.0.1 at several offloads and splits, per device: the model and
+   KV/state bytes (equal or not) and the compute buffer the plan estimates against llama.cpp's (median and worst
+   difference).
 
-    PYTHONPATH=. python benchmarks/bench_plan.py [--quick] [--only NAME] [--json]
+    PYTHONPATH=. python benchmarks/bench_plan.py [--quick] [--only NAME] [--json] [--devices] [--llama-cpp BUILD]
 
-Needs the test extra (llama-cpp-python). ``--quick``: one model, two settings, a small remote set.
+Needs the test extra (llama-cpp-python). ``--quick``: one model, two settings, a small remote set (and two device
+setups).
 """
 
 from __future__ import annotations
@@ -176,15 +181,109 @@ def remote(folder: Path, quick: bool) -> list[str]:
         ]
 
 
+DEVICE_SETUPS = [
+    dict(n_gpu_layers=3, tensor_split=(1, 1)),
+    dict(n_gpu_layers=99, tensor_split=(1, 1)),
+    dict(n_gpu_layers=99, tensor_split=(3, 1), n_ctx=4096),
+    dict(n_gpu_layers=99, tensor_split=(1, 1), flash_attn="off"),
+    dict(n_gpu_layers=99, split_mode="none", main_gpu=1),
+]
+
+
+def device_rows(models: dict, setups: list[dict]) -> list[dict]:
+    """Per model, setup and device (the CPU and two RPC devices): planned and measured model, cache, compute."""
+    from gguf_construct.planning.devices import Device, DeviceRequest
+    from tests.planning.rpc_devices import measure_on_devices, rpc_library, rpc_servers
+
+    library = rpc_library()
+    if library is None:
+        raise SystemExit("--devices needs GGUF_CONSTRUCT_GGML_RPC (python -m tests.planning.rpc_devices build DIR)")
+    out = []
+    names = ["d0", "d1"]
+    with tempfile.TemporaryDirectory() as tmp, rpc_servers(2, library) as endpoints:
+        for label, build in models.items():
+            path = Path(tmp) / "m.gguf"
+            build().save(path)
+            for setup in setups:
+                ctx = {"n_ctx": 2048, **{k: v for k, v in setup.items() if k in ("n_ctx", "flash_attn")}}
+                dev = {k: v for k, v in setup.items() if k not in ctx}
+                req = DeviceRequest(tuple(Device(n, 64 * 2**30) for n in names), **dev)
+                p = plan(path, features=cpu_features(), devices=req, **ctx)
+                got = measure_on_devices(path, library, endpoints, names, **dev, **ctx)["buffers"]
+                cpu = {"model": 0, "context": 0, "compute": 0}
+                for k, v in got.items():
+                    if not k.startswith("RPC"):
+                        cpu = {part: cpu[part] + v[part] for part in cpu}
+                measured = [cpu] + [got.get(f"RPC0[{e}]", {"model": 0, "context": 0, "compute": 0}) for e in endpoints]
+                for row, m in zip(p.devices, measured, strict=True):
+                    out.append(
+                        {
+                            "model": label,
+                            "setup": setup,
+                            "device": row["name"],
+                            "model_equal": row["model_bytes"] == m["model"],
+                            "cache_equal": row["kv_bytes"] + row["state_bytes"] == m["context"],
+                            "compute_planned": row["compute_bytes"],
+                            "compute_llama_cpp": m["compute"],
+                        }
+                    )
+    return out
+
+
+def print_devices(found: list[dict]) -> None:
+    import statistics
+
+    print("| model | setup | device | model | KV / state | compute planned | compute llama.cpp | difference |")
+    print("|---|---|---|---|---|---:|---:|---:|")
+    diffs = []
+    for r in found:
+        s = ", ".join(f"{k}={v}" for k, v in r["setup"].items())
+        same = {True: "equal", False: "differs"}
+        if r["compute_llama_cpp"]:
+            d = (r["compute_planned"] - r["compute_llama_cpp"]) / r["compute_llama_cpp"]
+            diffs.append(d)
+            diff = "exact" if d == 0 else f"{100 * d:+.1f}%"
+        else:
+            diff = "none used" if not r["compute_planned"] else "planned, none used"
+        print(
+            f"| {r['model']} | {s} | {r['device']} | {same[r['model_equal']]} | {same[r['cache_equal']]} | "
+            f"{r['compute_planned']:,} | {r['compute_llama_cpp']:,} | {diff} |"
+        )
+    n = len(found)
+    print(
+        f"\nmodel bytes equal on {sum(r['model_equal'] for r in found)}/{n} devices, "
+        f"KV/state on {sum(r['cache_equal'] for r in found)}/{n}; "
+        f"compute estimate vs llama.cpp: median {100 * statistics.median(diffs):+.1f}%, "
+        f"worst {100 * max(diffs, key=abs):+.1f}% ({len(diffs)} devices with a compute buffer)"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one model, two settings, a small remote set: a smoke test")
     ap.add_argument("--only", help="only the models whose name contains this")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
+    ap.add_argument("--devices", action="store_true", help="only the RPC devices table (needs GGUF_CONSTRUCT_GGML_RPC)")
+    ap.add_argument(
+        "--llama-cpp",
+        help="the llama.cpp build the plan follows (schema/memory.json builds), for an oracle named by "
+        "GGUF_CONSTRUCT_LLAMA_CPP_BUILD (default: GGUF_CONSTRUCT_LLAMA_CPP_VERSION, else llama-cpp-python's)",
+    )
     args = ap.parse_args()
+    from gguf_construct.planning.compute.builds import follow
+    from tests.llama_memory import build_name
+
+    follow(args.llama_cpp or build_name())
     models = {k: v for k, v in MODELS.items() if not args.only or args.only in k}
     if args.quick:
         models = dict(list(models.items())[:1])
+    if args.devices:
+        chosen = {k: v for k, v in models.items() if any(a in k for a in ("llama", "qwen3", "gemma3", "rwkv7"))}
+        found_devices = device_rows(chosen, DEVICE_SETUPS[:2] if args.quick else DEVICE_SETUPS)
+        print(json.dumps(found_devices, indent=1) if args.json else "", end="")
+        if not args.json:
+            print_devices(found_devices)
+        return
     found = rows(models, SETTINGS[:2] if args.quick else SETTINGS)
     if args.json:
         print(json.dumps(found, indent=1))

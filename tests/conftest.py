@@ -58,6 +58,19 @@ def _isolate_llama_cpp() -> None:
 
 
 _isolate_llama_cpp()
+
+
+def _follow_the_oracles_build() -> None:
+    """Plan compute graphs as the oracle's llama.cpp builds them (GGUF_CONSTRUCT_LLAMA_CPP_VERSION, with
+    GGUF_CONSTRUCT_LLAMA_CPP_BUILD naming a newer build; docs/howto/plan.md), for the whole session."""
+    version = os.environ.get("GGUF_CONSTRUCT_LLAMA_CPP_VERSION")
+    if version:
+        from gguf_construct.planning.compute.builds import follow
+
+        follow(version)
+
+
+_follow_the_oracles_build()
 FULL_CORPUS: Path | None = _full_corpus()
 TIERS: tuple[Path, ...] = (DATA,) if FULL_CORPUS is None else (DATA, FULL_CORPUS)
 #: kept for older imports; read files through corpus_file / corpus_files, which work without it
@@ -116,7 +129,9 @@ def hf_gguf_missing() -> str | None:
 
 def pytest_collection_modifyitems(config, items):
     """Deselect, and report at the end, the tests that need what is not here: ``corpus_tier`` without the full
-    corpus (their files are not in tests/data), ``hf_gguf`` without node and ``@huggingface/gguf``."""
+    corpus (their files are not in tests/data), ``hf_gguf`` without node and ``@huggingface/gguf``, ``rpc_tier``
+    without the ggml-rpc backend."""
+    _deselect_rpc_tier(config, items)
     absent = [item for item in items if item.get_closest_marker("corpus_tier")] if FULL_CORPUS is None else []
     node = [item for item in items if item.get_closest_marker("hf_gguf")]
     no_node = node if node and hf_gguf_missing() else []
@@ -128,7 +143,34 @@ def pytest_collection_modifyitems(config, items):
         _NO_HF_GGUF.extend(item.nodeid for item in no_node)
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "rpc_tier: needs llama.cpp's ggml-rpc backend (GGUF_CONSTRUCT_GGML_RPC; deselected, and reported, without it)"
+    )
+
+
+def _deselect_rpc_tier(config, items) -> None:
+    """Without ``GGUF_CONSTRUCT_GGML_RPC``, deselect the tests marked ``rpc_tier`` (RPC devices need the ggml-rpc
+    backend built from llama-cpp-python's llama.cpp: tests/planning/rpc_devices.py)."""
+    if os.environ.get("GGUF_CONSTRUCT_GGML_RPC"):
+        return
+    absent = [item for item in items if item.get_closest_marker("rpc_tier")]
+    if absent:
+        config.hook.pytest_deselected(items=absent)
+        items[:] = [item for item in items if not item.get_closest_marker("rpc_tier")]
+        _NOT_RUN_RPC.extend(item.nodeid for item in absent)
+
+
+_NOT_RUN_RPC: list[str] = []
+
+
 def pytest_terminal_summary(terminalreporter):
+    if _NOT_RUN_RPC:
+        terminalreporter.write_line(
+            f"{len(_NOT_RUN_RPC)} RPC-tier tests deselected: they need llama.cpp's ggml-rpc backend "
+            "(python -m tests.planning.rpc_devices build DIR, then GGUF_CONSTRUCT_GGML_RPC=DIR/build/bin/libggml-rpc.so): "
+            f"{', '.join(sorted({n.split('::')[0] for n in _NOT_RUN_RPC}))}"
+        )
     if _NOT_RUN:
         terminalreporter.write_line(
             f"{len(_NOT_RUN)} corpus-tier tests deselected: their files are only in the full corpus "

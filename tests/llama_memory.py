@@ -15,7 +15,9 @@ build's shared libraries (``libllama.so``, ``libggml-base.so``, ``libggml-cpu.so
 with ``-DBUILD_SHARED_LIBS=ON``): llama-cpp-python's bindings then load that build's ``libllama``
 (``LLAMA_CPP_LIB_PATH``) and the ggml functions here come from its ``libggml-base``, so that following a newer
 llama.cpp is a rerun of the planning tests (docs/howto/plan.md). Its ``llama_context_params`` must still have the
-layout the bindings know.
+layout the bindings know; for a build whose structs have changed, ``GGUF_CONSTRUCT_LLAMA_CPP_BINDINGS=cffi`` binds
+it through the declarations of a recent ``llama.h`` that llama-cpp-py-sync carries (CFFI, ABI mode), instead of
+llama-cpp-python's ctypes ones.
 """
 
 from __future__ import annotations
@@ -25,11 +27,34 @@ import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-__all__ = ["BUILD_VARIABLE", "Measured", "cpu_features", "graph", "lib_dir", "measure"]
+__all__ = [
+    "BINDINGS_VARIABLE",
+    "BUILD_VARIABLE",
+    "VERSION_VARIABLE",
+    "Measured",
+    "build_name",
+    "cpu_features",
+    "graph",
+    "lib_dir",
+    "measure",
+]
 
 #: the environment variable naming a llama.cpp build's library directory for the oracle
 BUILD_VARIABLE = "GGUF_CONSTRUCT_LLAMA_CPP_BUILD"
+#: ``cffi``: bind the build through llama-cpp-py-sync's declarations (a newer llama.h); else llama-cpp-python's
+BINDINGS_VARIABLE = "GGUF_CONSTRUCT_LLAMA_CPP_BINDINGS"
+#: which of schema/memory.json's builds the oracle's llama.cpp is (b11549, ...); unset: llama-cpp-python's
+VERSION_VARIABLE = "GGUF_CONSTRUCT_LLAMA_CPP_VERSION"
+
+
+def build_name() -> str:
+    """The build the oracle's llama.cpp is, as ``schema/memory.json`` names it: the plan follows its graph."""
+    from gguf_construct.planning.compute.builds import DEFAULT
+
+    return os.environ.get(VERSION_VARIABLE) or DEFAULT
+
 
 _MAP_SIZE = 48  # sizeof(std::map) in libstdc++: comparator, header node (color, parent, left, right), count
 _NODE_BASE = 32  # sizeof(_Rb_tree_node_base); the value (key pointer, three size_t) follows
@@ -45,7 +70,8 @@ def lib_dir() -> Path:
         path = Path(build).resolve()
         if not (path / "libllama.so").is_file():
             raise RuntimeError(f"{BUILD_VARIABLE}={build}: no libllama.so there (a llama.cpp build's bin/ or lib/ directory)")
-        os.environ["LLAMA_CPP_LIB_PATH"] = str(path)
+        if os.environ.get(BINDINGS_VARIABLE) != "cffi":  # llama-cpp-python's bindings then load it too
+            os.environ["LLAMA_CPP_LIB_PATH"] = str(path)
         return path
     import importlib.util
 
@@ -70,9 +96,19 @@ class _Lib:
 
     def __init__(self) -> None:
         where = lib_dir()  # before the import: the bindings read LLAMA_CPP_LIB_PATH when they load
-        from llama_cpp import llama_cpp as L
+        self.cffi = os.environ.get(BINDINGS_VARIABLE) == "cffi"
+        if self.cffi:
+            from llama_cpp_py_sync._cffi_bindings import get_ffi
 
+            self.ffi = get_ffi()
+            L: Any = self.ffi.dlopen(str(where / "libllama.so"))
+            lib = ctypes.CDLL(str(where / "libllama.so"), mode=os.RTLD_LOCAL)
+        else:
+            from llama_cpp import llama_cpp as L
+
+            lib = L._lib
         self.L = L
+        self.handle = lib  # libllama as a ctypes library, whichever the bindings (its C++ symbols are called through it)
         # its own copy of ggml-base, its symbols bound to itself (RTLD_DEEPBIND): ggml-python's ggml-base, when loaded
         # in the same process, would otherwise answer the calls ggml_op_desc makes inside (older op names)
         base = ctypes.CDLL(str(where / "libggml-base.so"), mode=os.RTLD_LOCAL | os.RTLD_DEEPBIND)
@@ -87,7 +123,6 @@ class _Lib:
         ):
             fn = getattr(base, name)
             fn.restype, fn.argtypes = res, args
-        lib = L._lib
         self.breakdown_fn = lib._Z26llama_get_memory_breakdownPK13llama_context
         self.breakdown_fn.restype = ctypes.c_void_p
         self.breakdown_fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
@@ -96,17 +131,26 @@ class _Lib:
         self.reserve_fn.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32]
         self.log: list[str] = []
 
-        @L.llama_log_callback
         def _log(level, text, user_data):  # noqa: ARG001
-            self.log.append(text.decode("utf-8", "replace"))
+            raw = self.ffi.string(text) if self.cffi else text
+            self.log.append(raw.decode("utf-8", "replace"))
 
-        self._log_cb = _log  # kept alive: llama.cpp holds the pointer
-        L.llama_log_set(_log, None)
+        # kept alive: llama.cpp holds the pointer
+        self._log_cb = self.ffi.callback("ggml_log_callback", _log) if self.cffi else L.llama_log_callback(_log)
+        L.llama_log_set(self._log_cb, self.null)
         L.llama_backend_init()
+
+    @property
+    def null(self) -> Any:
+        return self.ffi.NULL if self.cffi else None
+
+    def address(self, pointer: Any) -> int:
+        """A llama.cpp object's address, for the ctypes calls below, from either bindings' pointer."""
+        return int(self.ffi.cast("uintptr_t", pointer)) if self.cffi else pointer
 
     def breakdown(self, ctx) -> dict[str, dict[str, int]]:
         out_map = (ctypes.c_uint8 * _MAP_SIZE)()
-        self.breakdown_fn(ctypes.addressof(out_map), ctx)
+        self.breakdown_fn(ctypes.addressof(out_map), self.address(ctx))
         root, _leftmost, _rightmost, count = struct.unpack_from("<4Q", bytes(out_map), 16)
         found: dict[str, dict[str, int]] = {}
         stack = [root] if root else []
@@ -131,14 +175,15 @@ def _lib() -> _Lib:
         _LIB = _Lib()
     # llama.cpp keeps one log callback: claimed again on every use, as this file may be imported twice (as
     # tests.llama_memory and as llama_memory), each copy with its own callback and log
-    _LIB.L.llama_log_set(_LIB._log_cb, None)
+    _LIB.L.llama_log_set(_LIB._log_cb, _LIB.null)
     return _LIB
 
 
 def cpu_features() -> frozenset[str]:
     """The CPU features the oracle's llama.cpp was built for and runs with ('avx2', 'avx512'): the ones that
     decide which weights it repacks (ggml_cpu_has_* of libggml-cpu)."""
-    cpu = ctypes.CDLL(str(lib_dir() / "libggml-cpu.so"))
+    where = lib_dir()
+    cpu = ctypes.CDLL(str(where / "libggml-cpu.so" if (where / "libggml-cpu.so").exists() else where / "libllama.so"))
     return frozenset(name for name in ("avx2", "avx512") if getattr(cpu, f"ggml_cpu_has_{name}")())
 
 
@@ -217,7 +262,7 @@ def graph(path: str | Path, *, n_tokens: int, n_seqs: int = 1, n_outputs: int | 
     defaults.update(flash_attn="auto", swa_full=False, kv_unified=False)
     ctx = _context(lib, model, **{**defaults, **context})
     try:
-        g = lib.reserve_fn(ctx, n_tokens, n_seqs, n_tokens if n_outputs is None else n_outputs)
+        g = lib.reserve_fn(lib.address(ctx), n_tokens, n_seqs, n_tokens if n_outputs is None else n_outputs)
         ids: dict[int, int] = {}
 
         def tid(p: int) -> int:

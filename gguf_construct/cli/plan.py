@@ -9,7 +9,7 @@ import sys
 from fractions import Fraction
 
 from ..core.tables import load_table
-from .shared import EXIT_OK, EXIT_TROUBLE, command, whole
+from .shared import EXIT_BAD, EXIT_OK, EXIT_TROUBLE, command, whole
 
 _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 _MOST_BYTES = 2**63 - 1  # a size past this is no memory a machine has
@@ -24,6 +24,41 @@ def size(text: str) -> int:
     if n > _MOST_BYTES:
         raise argparse.ArgumentTypeError(f"{text[:40]!r} is more than {_MOST_BYTES} bytes")
     return n
+
+
+def sizes(text: str) -> list[int]:
+    """A comma-separated list of sizes (``24G,24G``), at most 16."""
+    parts = text.split(",")
+    if len(parts) > 16:
+        raise argparse.ArgumentTypeError(f"{len(parts)} sizes: at most 16 devices")
+    return [size(part) for part in parts]
+
+
+def device(text: str) -> tuple[str, int]:
+    """``NAME=SIZE``: a device (as llama.cpp names it: CUDA0, Vulkan1, RPC0[host:port]) and its free memory."""
+    name, sep, amount = text.rpartition("=")
+    if not sep or not name or len(name) > 200 or any(ord(c) < 32 for c in name):
+        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not NAME=SIZE (e.g. CUDA0=24G)")
+    return name, size(amount)
+
+
+def overrides(text: str) -> list[tuple[str, str]]:
+    """``PATTERN=DEVICE[,PATTERN=DEVICE...]`` as llama.cpp's --override-tensor takes them."""
+    out = []
+    for part in text.split(","):
+        pattern, sep, where = part.rpartition("=")
+        if not sep or not pattern or not where:
+            raise argparse.ArgumentTypeError(f"{part[:60]!r} is not PATTERN=DEVICE (e.g. exps=CPU)")
+        out.append((pattern, where))
+    return out
+
+
+def proportions(text: str) -> tuple[float, ...]:
+    """llama.cpp's --tensor-split: comma- or slash-separated non-negative numbers, at most 16."""
+    parts = re.split(r"[,/]+", text)
+    if len(parts) > 16 or not all(re.fullmatch(r"\d{1,20}(\.\d{1,20})?", p) for p in parts):
+        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not a list of at most 16 non-negative numbers (e.g. 3,1)")
+    return tuple(float(p) for p in parts)
 
 
 def layers(text: str) -> int | str:
@@ -51,29 +86,111 @@ def _report(p, source: str) -> str:
     lines.append(f"  recurrent  {mib(p.recurrent_bytes)}")
     lines.append(f"  compute    {mib(p.compute_bytes)}")
     lines.append(f"  total      {mib(p.total_bytes)}")
-    if p.gpu:
+    if p.gpu and not p.devices:
         fit = f", the most of {p.n_layer + 1} that fit in {mib(p.gpu_mem).strip()}" if p.gpu_mem is not None else ""
         lines.append(f"  GPU ({p.n_gpu_layers} layers offloaded{fit}): " + ", ".join(f"{k} {mib(v).strip()}" for k, v in p.gpu.items()))
+    for d in p.devices:
+        size_text = f" of {mib(d['size']).strip()}" if d["size"] is not None else ""
+        held = f", layers {_ranges(d['layers'])}" if d["layers"] else ""
+        lines.append(
+            f"  {d['name']}: {mib(d['total_bytes']).strip()}{size_text} "
+            f"(model {mib(d['model_bytes']).strip()}, KV {mib(d['kv_bytes']).strip()}, "
+            f"state {mib(d['state_bytes']).strip()}, compute {mib(d['compute_bytes']).strip()}{held})"
+        )
+    if p.fit is not None:
+        f = p.fit
+        verdict = "fits" if f["fits"] else "does not fit, even with no layer offloaded at the smallest context"
+        lines.append(f"  fit: {verdict}: n_ctx {f['n_ctx']}, {f['n_gpu_layers']} layers offloaded, margin {mib(f['margin']).strip()}")
+        lines.append("  llama.cpp: " + " ".join(_quote(a) for a in f["llama_cpp_arguments"]))
     lines += [f"  note: {n}" for n in p.notes]
     return "\n".join(lines)
 
 
+def _ranges(held: list) -> str:
+    """Layer numbers as ranges (0-31, output)."""
+    numbers = [x for x in held if isinstance(x, int)]
+    parts, start = [], None
+    for i, n in enumerate(numbers):
+        if start is None:
+            start = n
+        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
+            parts.append(str(start) if start == n else f"{start}-{n}")
+            start = None
+    return ", ".join(parts + [x for x in held if not isinstance(x, int)])
+
+
+def _quote(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg)
+
+
 def _cmd_plan(args: argparse.Namespace) -> int:
-    """A refusal is a ``PlanError`` that ``main`` reports: exit 1 for a model llama.cpp refuses, 2 for a request."""
+    """A refusal is a ``PlanError`` that ``main`` reports: exit 1 for a model llama.cpp refuses, 2 for a request.
+    With ``--fit``, exit 1 when nothing fits."""
     from ..planning import plan
 
-    if args.n_gpu_layers == "auto" and args.gpu_mem is None:
-        print("gguf-construct plan: --n-gpu-layers auto needs --gpu-mem SIZE", file=sys.stderr)
+    devices = _devices(args)
+    single_gpu = args.gpu_mem is not None and len(args.gpu_mem) == 1 and devices is None and not args.fit
+    if args.n_gpu_layers == "auto" and not single_gpu and devices is None:
+        print("gguf-construct plan: --n-gpu-layers auto needs --gpu-mem SIZE or --device NAME=SIZE", file=sys.stderr)
         return EXIT_TROUBLE
-    if args.gpu_mem is not None and args.n_gpu_layers != "auto":
+    if single_gpu and args.n_gpu_layers != "auto":
         print("gguf-construct plan: --gpu-mem is used with --n-gpu-layers auto only (it finds the layers that fit)", file=sys.stderr)
         return EXIT_TROUBLE
-    p = _plan(plan, args)
+    if not args.fit and (args.ram is not None or args.margin is not None or args.fit_ctx is not None):
+        print("gguf-construct plan: --ram, --margin and --fit-ctx are used with --fit only", file=sys.stderr)
+        return EXIT_TROUBLE
+    if args.svg:
+        from ..api.fileio import check_output
+
+        check_output(args.svg, [args.file], what="the picture")  # before planning: a model is never its own picture
+    p = _plan(plan, args, devices, single_gpu)
     print(json.dumps({"file": args.file, **p.to_json()}, indent=2) if args.json else _report(p, args.file))
-    return EXIT_OK
+    if args.svg:
+        _write_svg(args.svg, p, args.file)
+    return EXIT_BAD if p.fit is not None and not p.fit["fits"] else EXIT_OK
 
 
-def _plan(plan, args: argparse.Namespace):
+def _write_svg(path: str, p, source: str) -> None:
+    from ..api.fileio import write_atomic
+    from ..planning.svg import plan_svg
+
+    text = plan_svg(p, source).encode()
+    write_atomic(path, lambda f: f.write(text), inputs=[source])
+
+
+def _devices(args: argparse.Namespace):
+    """The DeviceRequest the options describe, or None for the single-GPU/CPU plan."""
+    from ..planning.devices import Device, DeviceRequest
+
+    listed = [Device(name, amount) for name, amount in args.device or []]
+    if args.gpu_mem is not None and (len(args.gpu_mem) > 1 or args.fit or listed):
+        if listed:
+            usage_error("use --device NAME=SIZE or --gpu-mem SIZE,SIZE, not both")
+        listed = [Device(f"GPU{i}", amount) for i, amount in enumerate(args.gpu_mem)]
+    ot = tuple(o for group in args.override_tensor or [] for o in group)
+    if not listed and not (args.cpu_moe or args.n_cpu_moe or ot or args.tensor_split or args.main_gpu) and args.split_mode == "layer":
+        return None
+    return DeviceRequest(
+        tuple(listed),
+        0,
+        args.split_mode,
+        args.tensor_split or (),
+        args.main_gpu,
+        ot,
+        cpu_moe=args.cpu_moe,
+        n_cpu_moe=args.n_cpu_moe,
+    )
+
+
+def usage_error(message: str):
+    from .shared import usage
+
+    usage(f"gguf-construct plan: {message}")
+
+
+def _plan(plan, args: argparse.Namespace, devices, single_gpu: bool):
     return plan(
         args.file,
         n_ctx=args.ctx,
@@ -87,13 +204,23 @@ def _plan(plan, args: argparse.Namespace):
         swa_full=args.swa_full,
         use_mmap=not args.no_mmap,
         n_gpu_layers=args.n_gpu_layers,
-        gpu_mem=args.gpu_mem,
+        gpu_mem=args.gpu_mem[0] if single_gpu else None,
         features=None if args.cpu == "native" else tuple(f for f in args.cpu.split(",") if f and f != "none"),
+        devices=devices,
+        fit=args.fit,
+        ram=args.ram,
+        margin=args.margin,
+        min_ctx=args.fit_ctx,
+        llama_cpp=args.llama_cpp,
     )
 
 
 #: the K/V cache types llama.cpp's options accept (schema/memory.json)
 CACHE_TYPES: tuple[str, ...] = tuple(load_table("memory").context["cache_types"])
+#: the llama.cpp builds whose compute graphs the plan follows, the default first (schema/memory.json builds)
+LLAMA_CPP_BUILDS: tuple[str, ...] = (load_table("memory").builds["default"],) + tuple(
+    b for b in load_table("memory").builds["versions"] if b != load_table("memory").builds["default"]
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -120,7 +247,56 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--swa-full", action="store_true", help="a full-size sliding-window cache")
     p.add_argument("--no-mmap", action="store_true", help="plan for loading without mmap (weights copied to RAM)")
     p.add_argument("--n-gpu-layers", type=layers, default=0, metavar="N|auto", help="layers offloaded to a GPU, or auto with --gpu-mem")
-    p.add_argument("--gpu-mem", type=size, metavar="SIZE", help="GPU memory for --n-gpu-layers auto (e.g. 8G)")
+    p.add_argument(
+        "--gpu-mem",
+        type=sizes,
+        metavar="SIZE[,SIZE...]",
+        help="GPU memory for --n-gpu-layers auto (e.g. 8G); a list (24G,24G) is several devices GPU0, GPU1, ...",
+    )
+    p.add_argument(
+        "--device",
+        type=device,
+        action="append",
+        metavar="NAME=SIZE",
+        help="a device and its free memory, as llama.cpp names it (CUDA0=24G, RPC0[10.0.0.2:50052]=16G); repeat for several",
+    )
+    p.add_argument(
+        "--split-mode", choices=("layer", "row", "none"), default="layer", help="how layers spread over the devices (default layer)"
+    )
+    p.add_argument("--tensor-split", type=proportions, metavar="N,N,...", help="the devices' proportions of the layers (default: by size)")
+    p.add_argument("--main-gpu", type=whole(0, 15), default=0, help="the device used with --split-mode none (default 0)")
+    p.add_argument(
+        "-ot",
+        "--override-tensor",
+        type=overrides,
+        action="append",
+        metavar="PATTERN=DEVICE",
+        help="weights whose name matches the regular expression go to DEVICE (a device's name or CPU); repeatable",
+    )
+    p.add_argument("--cpu-moe", action="store_true", help="keep every expert weight on the CPU (llama.cpp's --cpu-moe)")
+    p.add_argument("--n-cpu-moe", type=whole(0, 4096), default=0, metavar="N", help="keep the first N layers' experts on the CPU")
+    p.add_argument(
+        "--fit",
+        action="store_true",
+        help="find the largest context (unless --ctx) and the most layers that fit the devices (and --ram), printed as llama.cpp arguments",
+    )
+    p.add_argument(
+        "--margin",
+        type=size,
+        metavar="SIZE",
+        help="memory --fit leaves free on each device and in --ram (default 1G, as llama.cpp's --fit-target)",
+    )
+    p.add_argument("--ram", type=size, metavar="SIZE", help="the CPU's memory for --fit (without devices: the budget for the whole plan)")
+    p.add_argument(
+        "--fit-ctx", type=whole(1, 2**32 - 1), metavar="N", help="the smallest context --fit sets (default 4096, as llama.cpp's)"
+    )
+    p.add_argument(
+        "--llama-cpp",
+        choices=LLAMA_CPP_BUILDS,
+        default=LLAMA_CPP_BUILDS[0],
+        help="the llama.cpp build whose compute graph to follow (default: llama-cpp-python 0.3.36's)",
+    )
+    p.add_argument("--svg", metavar="FILE", help="also draw the memory per device, stacked by kind, as an SVG picture in FILE")
     p.add_argument(
         "--cpu",
         default="native",

@@ -190,6 +190,9 @@ class MemoryTable:
     repack: Mapping[str, Any]
     duplicated_output: Mapping[str, Any]
     limits: Mapping[str, Any]
+    devices: Mapping[str, Any]
+    checked_against: Mapping[str, Any]
+    builds: Mapping[str, Any]
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Will it fit? llama.cpp's memory for a model, planned from the GGUF header alone (local, sharded or remote).
 
-``plan(path, n_ctx=..., ...)`` returns a ``Plan`` (:mod:`.planner`); ``ModelShape`` is the header as llama.cpp
+``plan(path, n_ctx=..., ...)`` returns a ``Plan`` (:mod:`.planner`), over several devices with a
+``DeviceRequest`` (:mod:`.devices`), fitted with ``fit=True`` (:mod:`.fit`), drawn by :mod:`.svg`; ``ModelShape`` is the header as llama.cpp
 reads it (:mod:`.shape`), ``ContextRequest`` the context parameters (:mod:`.context`). What llama.cpp refuses
 is refused with ``PlanError`` (a ``FormatError``: rule ``plan.model`` for the model, ``plan.request`` for the
 request).
@@ -12,7 +13,8 @@ from __future__ import annotations
 
 from ..errors import PlanError, ShapeError
 from .context import ContextRequest
+from .devices import Device, DeviceRequest
 from .planner import Plan, plan, plan_shape
 from .shape import ModelShape
 
-__all__ = ["ContextRequest", "ModelShape", "Plan", "PlanError", "ShapeError", "plan", "plan_shape"]
+__all__ = ["ContextRequest", "Device", "DeviceRequest", "ModelShape", "Plan", "PlanError", "ShapeError", "plan", "plan_shape"]

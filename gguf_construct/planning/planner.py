@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from ..api.registry import load
@@ -23,7 +23,12 @@ from ..errors import FormatError
 from ..sources.options import options
 from .cache import CacheLayer, kv_cache, recurrent_state
 from .compute import compute_bytes
+from .compute.builds import DEFAULT as DEFAULT_BUILD
+from .compute.builds import KNOWN as KNOWN_BUILDS
+from .compute.builds import following
 from .context import ContextRequest, ResolvedContext, request_refused, resolve
+from .devices import CPU, DeviceRequest, layer_devices, tensor_device
+from .fit import DEFAULT_MARGIN, DEFAULT_MIN_CTX, fit_shape
 from .shape import ModelShape, refused, shown
 from .weights import INPUT, OUTPUT, WeightBuffers, cpu_features, on_gpu, weight_buffers
 
@@ -54,6 +59,13 @@ class Plan:
     n_layer: int = 0
     notes: list[str] = field(default_factory=list)
     features: tuple[str, ...] = ()
+    #: per device, the CPU first: name, size (None for the CPU), model, KV, state, compute and total bytes and
+    #: the layers it holds; empty unless devices were given
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    #: with ``fit``: whether it fits, the fitted context and layers, the margin and the llama.cpp arguments
+    fit: dict[str, Any] | None = None
+    #: the llama.cpp build whose compute graph was followed (schema/memory.json ``builds``)
+    llama_cpp: str = DEFAULT_BUILD
 
     @property
     def model_bytes(self) -> int:
@@ -96,6 +108,9 @@ class Plan:
             "gpu_mem": self.gpu_mem,
             "n_layer": self.n_layer,
             "cpu_features": list(self.features),
+            "devices": self.devices,
+            "fit": self.fit,
+            "llama_cpp": self.llama_cpp,
             "notes": self.notes,
         }
 
@@ -145,11 +160,59 @@ def plan_shape(
     use_mmap: bool = True,
     n_gpu_layers: int | Literal["auto"] = 0,
     gpu_mem: int | None = None,
+    devices: DeviceRequest | None = None,
     checkpoint: Callable[[], None] = lambda: None,
+    llama_cpp: str | None = None,
 ) -> Plan:
     """The plan for a model whose shape is known (see ``plan`` for the parameters); ``checkpoint`` is called
     between steps (it raises to stop the plan: a deadline)."""
+    with following(_build(llama_cpp)):
+        p = _plan_shape(
+            shape,
+            request,
+            features=features,
+            use_mmap=use_mmap,
+            n_gpu_layers=n_gpu_layers,
+            gpu_mem=gpu_mem,
+            devices=devices,
+            checkpoint=checkpoint,
+        )
+    p.llama_cpp = _build(llama_cpp)
+    return p
+
+
+def _build(llama_cpp: str | None) -> str:
+    """The llama.cpp build to follow: ``llama_cpp``, else the one being followed (the default outside a plan)."""
+    from .compute.builds import current
+
+    if llama_cpp is None:
+        return current()
+    if llama_cpp not in KNOWN_BUILDS:
+        raise request_refused(f"llama.cpp build {str(llama_cpp)[:40]!r} is not one of {', '.join(KNOWN_BUILDS)}", "llama_cpp")
+    return llama_cpp
+
+
+def _plan_shape(
+    shape: ModelShape,
+    request: ContextRequest | None = None,
+    *,
+    features: tuple[str, ...] | frozenset[str] | None = None,
+    use_mmap: bool = True,
+    n_gpu_layers: int | Literal["auto"] = 0,
+    gpu_mem: int | None = None,
+    devices: DeviceRequest | None = None,
+    checkpoint: Callable[[], None] = lambda: None,
+) -> Plan:
     request = request or ContextRequest()
+    if devices is not None and devices.devices:
+        if gpu_mem is not None:
+            raise request_refused("gpu_mem is for one GPU; with devices, each device's size is its own", "gpu_mem")
+        if n_gpu_layers == "auto":
+            found = fit_shape(plan_shape, shape, request, devices, margin=0, features=features, use_mmap=use_mmap, checkpoint=checkpoint)
+            return found.plan
+        _check_gpu(n_gpu_layers, None)
+        layers = n_gpu_layers if n_gpu_layers else devices.n_gpu_layers
+        return _plan_on_devices(shape, request, replace(devices, n_gpu_layers=layers), features, use_mmap, checkpoint)
     _check_gpu(n_gpu_layers, gpu_mem)
     feats = frozenset(cpu_features() if features is None else features)
     ctx = resolve(shape, request)
@@ -180,6 +243,69 @@ def plan_shape(
             "as the CPU's): a GPU backend may pad more; only CPU sizes are checked against llama.cpp"
         )
     return Plan(shape.arch, ctx, weights, kv, rs, compute, n_gpu_layers, gpu, gpu_mem, shape.n_layer, notes, tuple(sorted(feats)))
+
+
+def _plan_on_devices(
+    shape: ModelShape,
+    request: ContextRequest,
+    req: DeviceRequest,
+    features: tuple[str, ...] | frozenset[str] | None,
+    use_mmap: bool,
+    checkpoint: Callable[[], None],
+) -> Plan:
+    """The plan over several devices (``planning.devices``): weights placed by layer, split and overrides, each
+    layer's cache on its device, and a per-device breakdown."""
+    req.check()
+    feats = frozenset(cpu_features() if features is None else features)
+    ctx = resolve(shape, request)
+    checkpoint()
+    notes = [] if shape.known else [f"architecture {shape.arch!r} is not in schema/memory.json: only its weights are planned"]
+    compute, why = _compute(shape, ctx, checkpoint) if shape.known else (None, None)
+    notes += [why] if why else []
+    kv, rs = kv_cache(shape, ctx), recurrent_state(shape, ctx)
+    checkpoint()
+    weights = weight_buffers(shape, features=feats, use_mmap=use_mmap, device_of=tensor_device(shape, req))
+    shares = device_shares(shape, weights, kv, rs, compute, req)
+    if req.split_mode == "row":
+        notes.append("split mode row: layers placed as with layer; the row-split buffer of CUDA/SYCL is not modelled")
+    notes.append(
+        "device sizes follow the CPU's rules (32-byte alignment); each device holding layers is given the CPU's compute "
+        "buffer, and the CPU keeps its own: checked against llama.cpp for RPC devices (model and cache bytes), "
+        "a CUDA, Metal or Vulkan backend may pad more and size its compute buffer from its own graph split"
+    )
+    n_gpu = sum(1 for d in layer_devices(shape.n_layer, req) if d is not None)
+    gpu = {k: sum(d[k] for d in shares[1:]) for k in ("model_bytes", "kv_bytes", "state_bytes", "compute_bytes", "total_bytes")}
+    return Plan(shape.arch, ctx, weights, kv, rs, compute, n_gpu, gpu, None, shape.n_layer, notes, tuple(sorted(feats)), shares)
+
+
+def device_shares(
+    shape: ModelShape, weights: WeightBuffers, kv: list[CacheLayer], rs: list[CacheLayer], compute: int | None, req: DeviceRequest
+) -> list[dict[str, Any]]:
+    """Per device (the CPU first): its size, model, KV, state and compute bytes, their total, and its layers."""
+    per_layer = layer_devices(shape.n_layer, req)
+    rows: list[dict[str, Any]] = []
+    for name, size in [(CPU, None)] + [(d.name, d.size) for d in req.devices]:
+        where = None if name == CPU else name
+        layers = [il for il in range(shape.n_layer) if per_layer[il] == where]
+        model = weights.cpu if name == CPU else weights.by_buffer.get(name, 0)
+        kv_bytes = sum(layer.nbytes for layer in kv if per_layer[layer.layer] == where)
+        state = sum(layer.nbytes for layer in rs if per_layer[layer.layer] == where)
+        used = name == CPU or model or layers or per_layer[shape.n_layer] == where
+        compute_here = (compute or 0) if used else 0
+        held: list[int | str] = [*layers, *(["output"] if per_layer[shape.n_layer] == where else [])]
+        rows.append(
+            {
+                "name": name,
+                "size": size,
+                "model_bytes": model,
+                "kv_bytes": kv_bytes,
+                "state_bytes": state,
+                "compute_bytes": compute_here,
+                "total_bytes": model + kv_bytes + state + compute_here,
+                "layers": held,
+            }
+        )
+    return rows
 
 
 def _gpu_share(shape, kv, rs, compute, weights: WeightBuffers, n_gpu_layers: int) -> dict[str, int]:
@@ -234,13 +360,26 @@ def plan(
     n_gpu_layers: int | Literal["auto"] = 0,
     gpu_mem: int | None = None,
     features: tuple[str, ...] | frozenset[str] | None = None,
+    devices: DeviceRequest | None = None,
+    fit: bool = False,
+    ram: int | None = None,
+    margin: int | None = None,
+    min_ctx: int | None = None,
+    llama_cpp: str | None = None,
 ) -> Plan:
     """llama.cpp's memory for the GGUF model at ``source`` (a path, the first shard of a split set, a URL, or an
     opened ``GGUFFile``), with llama.cpp's context parameters (0: its defaults; ``n_ctx`` 0 is the training
     context). ``features`` are the CPU's ('avx2', 'avx512'; default: this machine's), which decide the weights
-    llama.cpp repacks."""
+    llama.cpp repacks. ``devices`` spreads the model over several devices (``DeviceRequest``: devices, layers,
+    split, overrides); the plan's ``devices`` list then gives each device's part. ``fit=True`` plans the largest
+    context (unless ``n_ctx`` is given) and the most layers that fit the devices and ``ram`` with ``margin`` bytes
+    free on each (``planning.fit``); the plan's ``fit`` then says what fitted and the llama.cpp arguments.
+    ``llama_cpp`` names the llama.cpp build whose compute graph to follow (``schema/memory.json`` ``builds``;
+    default llama-cpp-python 0.3.36's)."""
+    build = _build(llama_cpp)
     request = ContextRequest(n_ctx, n_batch, n_ubatch, n_seq_max, type_k, type_v, flash_attn, kv_unified, swa_full)
-    _check_gpu(n_gpu_layers, gpu_mem)
+    if devices is None or not devices.devices:
+        _check_gpu(n_gpu_layers, gpu_mem)
     checkpoint = _checkpoint(source)
     if hasattr(source, "metadata") and hasattr(source, "tensors"):
         shape = ModelShape.of(source)
@@ -252,5 +391,25 @@ def plan(
         finally:
             f.close()
     checkpoint()
-    kwargs: dict[str, Any] = {"n_gpu_layers": n_gpu_layers, "gpu_mem": gpu_mem}
+    if fit:
+        margin = DEFAULT_MARGIN if margin is None else margin
+        min_ctx = DEFAULT_MIN_CTX if min_ctx is None else min_ctx
+        with following(build):  # every candidate's plan follows it
+            found = fit_shape(
+                plan_shape,
+                shape,
+                request,
+                devices or DeviceRequest(),
+                ram=ram,
+                margin=margin,
+                min_ctx=min_ctx,
+                features=features,
+                use_mmap=use_mmap,
+                checkpoint=checkpoint,
+            )
+        found.plan.fit = found.to_json()
+        return found.plan
+    if ram is not None or margin is not None or min_ctx is not None:
+        raise request_refused("ram, margin and min_ctx are used with fit=True only", "fit")
+    kwargs: dict[str, Any] = {"n_gpu_layers": n_gpu_layers, "gpu_mem": gpu_mem, "devices": devices, "llama_cpp": build}
     return plan_shape(shape, request, features=features, use_mmap=use_mmap, checkpoint=checkpoint, **kwargs)

@@ -15,25 +15,33 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from .cache import aligned
 from .shape import ModelShape, TensorSpan, memory_table
 
-__all__ = ["WeightBuffers", "cpu_features", "layer_of", "repacks", "weight_buffers"]
+__all__ = ["CPU_BUFFERS", "WeightBuffers", "cpu_features", "layer_of", "repacks", "weight_buffers"]
+
+#: the CPU's buffer type names; any other buffer is a device's
+CPU_BUFFERS = frozenset({"CPU_Mapped", "CPU", "CPU_REPACK"})
 
 _BLOCK = re.compile(r"blk\.(\d+)\.")
 INPUT, OUTPUT = -1, -2  # the input and output "layers"
-_INPUT_NAMES = ("token_embd.", "token_embd_norm.", "position_embd.", "token_types.", "per_layer_token_embd.")
+_INPUT_NAMES = ("token_embd.", "position_embd.", "token_types.", "per_layer_token_embd.")
+#: the embeddings' norm is a repeating-layer tensor created with block 0 (src/llama-arch.cpp: "do the norms on
+#: the first layer"; src/models/*.cpp create it as tn(LLM_TENSOR_TOKEN_EMBD_NORM, ..., 0)): it goes where layer 0 goes
+_LAYER_0_NAMES = ("token_embd_norm.",)
 
 
 def layer_of(name: str, n_layer: int) -> int:
-    """The layer a tensor is created for: ``blk.N`` → N, embeddings → INPUT, the rest (output head, final
-    norm, classifier) → OUTPUT."""
+    """The layer a tensor is created for: ``blk.N`` → N, embeddings → INPUT, the embeddings' norm → 0, the rest
+    (output head, final norm, classifier) → OUTPUT."""
     m = _BLOCK.match(name)
     if m:
         return int(m.group(1))
+    if name.startswith(_LAYER_0_NAMES):
+        return 0
     if name.startswith(_INPUT_NAMES):
         return INPUT
     return OUTPUT
@@ -80,11 +88,12 @@ class WeightBuffers:
 
     @property
     def cpu(self) -> int:
-        return sum(v for k, v in self.by_buffer.items() if k != "GPU")
+        return sum(v for k, v in self.by_buffer.items() if k in CPU_BUFFERS)
 
     @property
     def gpu(self) -> int:
-        return self.by_buffer.get("GPU", 0)
+        """The bytes on devices other than the CPU (all of them)."""
+        return sum(v for k, v in self.by_buffer.items() if k not in CPU_BUFFERS)
 
     @property
     def total(self) -> int:
@@ -109,10 +118,18 @@ def on_gpu(layer: int, n_layer: int, n_gpu_layers: int) -> bool:
     return index >= max(n_layer + 1 - n_gpu_layers, 0)
 
 
-def weight_buffers(shape: ModelShape, *, features: Iterable[str] = (), use_mmap: bool = True, n_gpu_layers: int = 0) -> WeightBuffers:
+def weight_buffers(
+    shape: ModelShape,
+    *,
+    features: Iterable[str] = (),
+    use_mmap: bool = True,
+    n_gpu_layers: int = 0,
+    device_of: Callable[[str, int], str | None] | None = None,
+) -> WeightBuffers:
     """The model's buffers for llama.cpp on a CPU with ``features`` (see ``cpu_features``), ``n_gpu_layers``
     offloaded to one GPU (whose buffer is counted as the tensors' sizes padded to the CPU's alignment: GPU
-    backends may pad more)."""
+    backends may pad more). ``device_of(tensor name, layer)``, when given, places each tensor instead: the name of
+    the device whose buffer holds it, or None for the CPU (``planning.devices``)."""
     features = frozenset(features)
     by_buffer: dict[str, int] = defaultdict(int)
     by_layer: dict[int, int] = defaultdict(int)
@@ -127,8 +144,9 @@ def weight_buffers(shape: ModelShape, *, features: Iterable[str] = (), use_mmap:
         layer = layer_of(t.name, shape.n_layer)
         if skipped_from <= layer < shape.n_layer:
             continue
-        if on_gpu(layer, shape.n_layer, n_gpu_layers):
-            where = "GPU"
+        device = device_of(t.name, layer) if device_of is not None else ("GPU" if on_gpu(layer, shape.n_layer, n_gpu_layers) else None)
+        if device is not None:
+            where = device
         elif repacks(t, features):
             where = "CPU_REPACK"
         else:

@@ -24,7 +24,7 @@ def ggml_of_llama() -> ctypes.CDLL:
     op and type names and the allocator's constants: the ggml llama.cpp calls, since tests/conftest.py binds
     llama.cpp to its own ggml (ggml-python's older ggml, in the global symbol scope, would otherwise take its
     place)."""
-    lib = _lib().L._lib
+    lib = _lib().handle
     for name, res, args in (
         ("ggml_op_desc", ctypes.c_char_p, [ctypes.c_void_p]),
         ("ggml_type_name", ctypes.c_char_p, [ctypes.c_int]),
@@ -60,7 +60,7 @@ def reserved_graph(path: str | Path, *, n_tokens: int, n_seqs: int = 1, n_output
     defaults.update(flash_attn="auto", swa_full=False, kv_unified=False)
     ctx = _context(lib, model, **{**defaults, **context})
     try:
-        g = lib.reserve_fn(ctx, n_tokens, n_seqs, n_tokens if n_outputs is None else n_outputs)
+        g = lib.reserve_fn(lib.address(ctx), n_tokens, n_seqs, n_tokens if n_outputs is None else n_outputs)
         node_ptrs, leaf_ptrs = _cgraph(g)
         made: dict[int, GgmlTensor] = {}
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from . import builds
 from .ggml_ir import GgmlTensor
 from .llama_blocks import GraphBuilder, KVInput
 
@@ -108,7 +109,10 @@ def build_dense(b: GraphBuilder, recipe: Recipe) -> None:
 
     inp_l = b.inp_embd()
     if recipe.embd_scale or (recipe.embedding_scale and shape.metadata.get(f"{shape.arch}.embedding_scale")):
-        inp_l = g.scale(inp_l)  # build_inp_embd's f_embedding_scale: the rows are contiguous, no ggml_cont
+        if builds.feature("embd_scale_input", shape.arch):  # a per-token scale, an input (newer builds' gemma3)
+            inp_l = g.mul(inp_l, g.input("f32", 1, b.n_tokens, name="inp_embd_scale"))
+        else:
+            inp_l = g.scale(inp_l)  # build_inp_embd's f_embedding_scale: the rows are contiguous, no ggml_cont
     inputs = _inputs(b, recipe)
     for il in range(shape.n_layer):
         inp_l = _layer(b, recipe, inputs, il, inp_l)

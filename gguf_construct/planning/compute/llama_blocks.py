@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ...core.tables import GGML_TYPES
+from . import builds
 from .ggml_ir import Ggml, GgmlTensor, refuse, row_size
 
 __all__ = ["Batch", "ContextLike", "GraphBuilder", "KVInput", "ShapeLike"]
@@ -170,6 +171,10 @@ class GraphBuilder:
         cur = g.get_rows(self.need("token_embd.weight"), tokens)
         g.expand(cur)
         g.expand(embd)
+        if builds.feature("embd_copy"):  # newer builds: token rows written into a copy of a second embeddings input
+            rows = g.get_rows(self.need("token_embd.weight"), g.input("i32", self.n_tokens, name="inp_tokens_copy"))
+            copy = g.dup("DUP", g.input("f32", self.shape.n_embd, self.n_tokens, name="inp_embd_copy"))
+            g.expand(g.set_rows(copy, rows, g.input("i64", self.n_tokens, name="inp_rows")))
         return cur
 
     def inp_pos(self, n_pos_per_embd: int = 1) -> GgmlTensor:

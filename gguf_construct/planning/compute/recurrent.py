@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, cast
 
+from . import builds
 from .ggml_ir import Ggml, GgmlTensor
 from .llama_blocks import GraphBuilder, ShapeLike
 
@@ -86,11 +87,17 @@ class _Recurrent:
         states = g.reshape(s, state_size, s.ne[1])
         zero = g.view(states, state_size * (self.rs_z >= 0), offset=self.rs_z * states.nb[1] * (self.rs_z >= 0))
         g.expand(g.scale(zero, inplace=True))
+        dst = lambda: g.view(s, state_size, self.n_rs - n_seqs, nb=[s.nb[1]], offset=(self.rs_head + n_seqs) * s.nb[1])  # noqa: E731
+        if get_rows is None and builds.feature("rs_gather_all"):  # newer builds: every row at once, then views
+            rows = g.get_rows(states, main.view_src or main)
+            out = g.expand(g.view(rows, state_size, n_seqs, nb=[rows.nb[1]]))
+            states_extra = g.view(rows, state_size, self.n_rs - n_seqs, nb=[rows.nb[1]], offset=n_seqs * rows.nb[1])
+            g.expand(g.cpy(states_extra, dst()))
+            return out
         out = (get_rows or g.get_rows)(states, main)
         g.expand(out)
         states_extra = g.get_rows(states, extra)
-        dst = g.view(s, state_size, self.n_rs - n_seqs, nb=[s.nb[1]], offset=(self.rs_head + n_seqs) * s.nb[1])
-        g.expand(g.cpy(states_extra, dst))
+        g.expand(g.cpy(states_extra, dst()))
         return out
 
     def output(self, cur: GgmlTensor, *, rms: bool) -> None:
