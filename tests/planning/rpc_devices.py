@@ -234,4 +234,4 @@ def build(directory: Path, jobs: int = 1) -> Path:
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] != "build":
         sys.exit("usage: python -m tests.planning.rpc_devices build DIR")
-    print(build(Path(sys.argv[2])))
+    print(build(Path(sys.argv[2]), jobs=os.cpu_count() or 1))
