@@ -3,7 +3,7 @@
 Prints the cumulative microseconds (``python -X importtime``) of the ``gguf_construct`` line, the package's
 modules loaded, and the same for ``import numpy, construct`` (the runtime dependencies) as the floor. Then the
 command line's start-up: the wall time of ``python -m gguf_construct.cli.main --version``, ``--help``, and
-``info``, ``hash`` and ``set ... -o NEW`` on the package's small example file (53 KB), against ``python -c
+``info``, ``hash`` and ``set ... -o NEW`` on the package's small example file (45 KB), against ``python -c
 'import numpy, construct'`` and ``python -c pass`` measured the same way, and the package's modules each command
 loads. Children run with bytecode caching allowed
 (``PYTHONDONTWRITEBYTECODE`` dropped), as an installed package runs. ``PYTHONPATH=. python
