@@ -31,7 +31,7 @@ from typing import Any
 
 from construct import Container
 
-from ..core.tables import DEFAULT_ALIGNMENT, GGML_TYPES
+from ..core.tables import DEFAULT_ALIGNMENT, GGML_TYPES, VALUE_TYPES
 from ..formats.gguf.offsets import SIZE_T, Layout, padded_offsets
 from ..formats.gguf.schema import GGUF
 
@@ -60,7 +60,7 @@ INT64_MAX = 2**63 - 1
 #: Sized, current ggml types (name, block size, type size), from the tables.
 _TYPES = tuple((t.name, t.block_size, t.type_size) for t in GGML_TYPES.values() if not t.removed and t.type_size)
 #: Element sizes of the fixed-size array element types (gguf_type).
-_ELEMENT_SIZES = {"u8": 1, "u16": 2, "u32": 4, "u64": 8}
+_ELEMENT_SIZES = {vt.name: vt.size for vt in VALUE_TYPES.values() if vt.name in ("u8", "u16", "u32", "u64") and vt.size}
 
 
 @dataclass(frozen=True)
