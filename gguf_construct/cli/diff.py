@@ -183,24 +183,32 @@ def diff_text(d: dict[str, Any], a: str, b: str) -> str:
     return "\n".join(lines)
 
 
-def same_file(a: str, b: str) -> bool:
-    """Whether two local paths name one unchanged file (same device, inode, size and modification time): its
-    tensors are then the same bytes, and none is read."""
+def file_identity(path: str) -> tuple[int, int, int, int] | None:
+    """A local path's file as (device, inode, size, modification time); None for a URL or an unreadable path."""
     try:
-        sa, sb = os.stat(a), os.stat(b)
+        st = os.stat(path)
     except (OSError, ValueError):
-        return False
-    return (sa.st_dev, sa.st_ino, sa.st_size, sa.st_mtime_ns) == (sb.st_dev, sb.st_ino, sb.st_size, sb.st_mtime_ns)
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def same_file(*identities: tuple[int, int, int, int] | None) -> bool:
+    """Whether every identity (``file_identity``, taken before and after both files were opened) is of one
+    unchanged local file: its tensors are then the same bytes, and none is read. Taken only after the opens, a
+    path replaced between them would pass for one file."""
+    return identities[0] is not None and all(i == identities[0] for i in identities)
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
     from ..api.registry import load
 
+    before = file_identity(args.a), file_identity(args.b)
     args.file = args.a
     fa = load(args.a, strict=False)
     args.file = args.b
     fb = load(args.b, strict=False)
-    d = diff_files(fa, fb, values=not args.no_values, data=not args.header_only, one_file=same_file(args.a, args.b))
+    one_file = same_file(*before, file_identity(args.a), file_identity(args.b))
+    d = diff_files(fa, fb, values=not args.no_values, data=not args.header_only, one_file=one_file)
     if args.json:
         json.dump({"a": args.a, "b": args.b, **d}, sys.stdout, ensure_ascii=False, indent=1, default=str)
         sys.stdout.write("\n")

@@ -1,0 +1,127 @@
+"""``diff`` of one file under two names, and of a file that changes while it is being compared: the shortcut
+for one unchanged file never hides a difference."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gguf_construct as gc
+from gguf_construct.api import registry
+from gguf_construct.cli.main import main
+from gguf_construct.data import example_path
+
+
+def _changed_copy(tmp_path: Path) -> Path:
+    """The example with one tensor's bytes changed (same type and shape): only its data differs."""
+    f = gc.load(example_path())
+    name = "output_norm.weight"
+    f.tensors.replace(name, np.full(f.tensors[name].shape, 2.0, dtype=np.float32))
+    out = tmp_path / "changed.gguf"
+    f.save(out)
+    return out
+
+
+@pytest.mark.parametrize("link", ["same path", "hard link", "symlink"])
+def test_one_file_under_two_names_is_the_same(tmp_path: Path, link: str, capsys: pytest.CaptureFixture[str]) -> None:
+    a = tmp_path / "a.gguf"
+    shutil.copyfile(example_path(), a)
+    b = {"same path": a, "hard link": tmp_path / "b.gguf", "symlink": tmp_path / "c.gguf"}[link]
+    if link == "hard link":
+        os.link(a, b)
+    elif link == "symlink":
+        b.symlink_to(a)
+    assert main(["diff", str(a), str(b)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("same")
+
+
+@pytest.mark.parametrize("header_only", [False, True])
+def test_a_file_replaced_between_the_two_opens_is_compared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], header_only: bool
+) -> None:
+    """The path names another file by the time B is opened: its tensor bytes differ, and a full diff says so."""
+    path = tmp_path / "m.gguf"
+    shutil.copyfile(example_path(), path)
+    replacement = _changed_copy(tmp_path)
+    real_load = registry.load
+    opened: list[str] = []
+
+    def load_then_replace(source: str, **kw: object) -> object:
+        loaded = real_load(source, **kw)
+        if not opened:
+            os.replace(replacement, path)  # as an editor or a download saving over it would
+        opened.append(source)
+        return loaded
+
+    monkeypatch.setattr(registry, "load", load_then_replace)
+    argv = ["diff", *(["--header-only"] if header_only else []), str(path), str(path)]
+    code = main(argv)
+    out = capsys.readouterr().out
+    assert len(opened) == 2
+    if header_only:
+        assert code == 0, out  # headers are equal; tensor bytes are not compared
+    else:
+        assert code == 1 and "output_norm.weight" in out, out
+
+
+def test_a_file_truncated_between_the_two_opens_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "m.gguf"
+    shutil.copyfile(example_path(), path)
+    size = path.stat().st_size
+    real_load = registry.load
+    opened: list[str] = []
+
+    def load_then_truncate(source: str, **kw: object) -> object:
+        if opened:
+            os.truncate(path, size - 64)
+        opened.append(source)
+        return real_load(source, **kw)
+
+    monkeypatch.setattr(registry, "load", load_then_truncate)
+    code = main(["diff", str(path), str(path)])
+    captured = capsys.readouterr()
+    assert code != 0, captured
+
+
+def _big_model(path: Path, fill: float) -> bytes:
+    """A GGUF file of one 4 MiB f32 tensor: its header is a few hundred bytes, its data 4 MiB."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_tensor("w", np.full((1024, 1024), fill, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path.read_bytes()
+
+
+def test_header_only_over_http_fetches_no_tensor_bytes(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from http_testserver import TestServer
+
+    a, b = _big_model(tmp_path / "a.gguf", 1.0), _big_model(tmp_path / "b.gguf", 2.0)
+    with TestServer() as server:
+        ua, ub = server.add("/a.gguf", a), server.add("/b.gguf", b)
+        for pair in ([ua, ub], [ua, str(tmp_path / "b.gguf")], [ua, ua]):
+            server.reset_counts()
+            r = subprocess.run(
+                [sys.executable, "-m", "gguf_construct.cli.main", "diff", "--header-only", *pair],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert r.returncode == 0 and r.stdout.rstrip().endswith("same"), (pair, r.stdout, r.stderr)
+            assert server.counts.bytes <= len(a) // 4, (pair, server.counts.bytes)  # a first read-ahead block per URL at most
+        server.reset_counts()
+        r = subprocess.run([sys.executable, "-m", "gguf_construct.cli.main", "diff", ua, ub], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1 and "w" in r.stdout, r.stdout + r.stderr
+        assert server.counts.bytes >= len(a) - (64 << 10)  # a full diff does fetch the tensors: the count is real
