@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from gguf_construct.data import example_path
 
 def _changed_copy(tmp_path: Path) -> Path:
     """The example with one tensor's bytes changed (same type and shape): only its data differs."""
-    f = gc.load(example_path())
+    f: Any = gc.load(example_path())
     name = "output_norm.weight"
     f.tensors.replace(name, np.full(f.tensors[name].shape, 2.0, dtype=np.float32))
     out = tmp_path / "changed.gguf"
@@ -50,7 +51,7 @@ def test_a_file_replaced_between_the_two_opens_is_compared(
     real_load = registry.load
     opened: list[str] = []
 
-    def load_then_replace(source: str, **kw: object) -> object:
+    def load_then_replace(source: str, **kw: Any) -> Any:
         loaded = real_load(source, **kw)
         if not opened:
             os.replace(replacement, path)  # as an editor or a download saving over it would
@@ -77,7 +78,7 @@ def test_a_file_truncated_between_the_two_opens_is_reported(
     real_load = registry.load
     opened: list[str] = []
 
-    def load_then_truncate(source: str, **kw: object) -> object:
+    def load_then_truncate(source: str, **kw: Any) -> Any:
         if opened:
             os.truncate(path, size - 64)
         opened.append(source)
@@ -106,7 +107,7 @@ def test_header_only_over_http_fetches_no_tensor_bytes(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from http_testserver import TestServer
+    from http_testserver import TestServer  # type: ignore[import-not-found]  # tests/ is on the test path, not mypy's
 
     a, b = _big_model(tmp_path / "a.gguf", 1.0), _big_model(tmp_path / "b.gguf", 2.0)
     with TestServer() as server:
