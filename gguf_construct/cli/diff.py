@@ -78,7 +78,8 @@ def _same_data(a: Any, b: Any, one_file: bool) -> bool:
 
 def diff_files(fa: Any, fb: Any, *, values: bool = True, data: bool = True, one_file: bool = False) -> dict[str, Any]:
     """Every difference between two loaded files, as JSON-ready data. ``data`` False: headers only (metadata and
-    tensor infos; tensors of the same type and shape count as identical, their bytes unread). ``one_file``: both
+    tensor infos; tensors of the same type and shape count as identical; no tensor's bytes are read, not even to compare the
+    values of tensors whose types differ). ``one_file``: both
     were opened from one unchanged local file, so a tensor's bytes are its own: each tensor's data is still taken
     (a view of the map, nothing read), so that data past the file's end is reported as by a full diff."""
     header = {
@@ -108,14 +109,14 @@ def diff_files(fa: Any, fb: Any, *, values: bool = True, data: bool = True, one_
             continue
         a, b = ta[name], tb[name]
         entry: dict[str, Any] = {"name": name}
-        if type_name(a) != type_name(b):
+        if type_name(a).casefold() != type_name(b).casefold():  # one type as two formats spell it (f16, F16) is one
             entry["type"] = [type_name(a), type_name(b)]
         if tuple(a.shape) != tuple(b.shape):
             entry["shape"] = [list(a.shape), list(b.shape)]
         if "type" not in entry and "shape" not in entry and (not data or _same_data(a, b, one_file)):
             tensors["identical"] += 1
             continue
-        if values and int(np.prod(a.shape, dtype=object)) == int(np.prod(b.shape, dtype=object)):
+        if data and values and int(np.prod(a.shape, dtype=object)) == int(np.prod(b.shape, dtype=object)):
             try:
                 entry["values"] = value_stats(a.to_numpy(), b.to_numpy())
             except (ValueError, NotImplementedError, KeyError) as e:

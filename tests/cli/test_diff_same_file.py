@@ -126,3 +126,43 @@ def test_header_only_over_http_fetches_no_tensor_bytes(tmp_path: Path) -> None:
         r = subprocess.run([sys.executable, "-m", "gguf_construct.cli.main", "diff", ua, ub], capture_output=True, text=True, timeout=120)
         assert r.returncode == 1 and "w" in r.stdout, r.stdout + r.stderr
         assert server.counts.bytes >= len(a) - (64 << 10)  # a full diff does fetch the tensors: the count is real
+
+
+def test_header_only_reads_no_tensor_of_another_type(tmp_path: Path) -> None:
+    """Tensors whose types differ are listed, their values not compared: that would read every byte of both."""
+    import subprocess
+    import sys
+
+    from http_testserver import TestServer
+
+    a = _big_model(tmp_path / "a.gguf", 1.0)
+    f: Any = gc.load(tmp_path / "a.gguf")
+    f.tensors.replace("w", np.ones((1024, 1024), dtype=np.float16))
+    f.save(tmp_path / "b.gguf")
+    with TestServer() as server:
+        ua, ub = server.add("/a.gguf", a), server.add("/b.gguf", (tmp_path / "b.gguf").read_bytes())
+        r = subprocess.run(
+            [sys.executable, "-m", "gguf_construct.cli.main", "diff", "--header-only", "--json", ua, ub],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert server.counts.bytes <= len(a) // 4, server.counts.bytes
+    import json
+
+    (changed,) = json.loads(r.stdout)["tensors"]["changed"]
+    assert changed == {"name": "w", "type": ["f32", "f16"]}
+
+
+def test_one_type_in_two_formats_is_not_a_type_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """GGUF spells f16 where safetensors spells F16: a converted file has the same tensors."""
+    out = tmp_path / "m.safetensors"
+    assert main(["convert", str(example_path()), str(out)]) == 0
+    capsys.readouterr()
+    assert main(["diff", "--json", str(example_path()), str(out)]) in (0, 1)
+    import json
+
+    d = json.loads(capsys.readouterr().out)
+    assert [e for e in d["tensors"]["changed"] if "type" in e] == []
+    assert d["tensors"]["identical"] == len(gc.load(example_path()).tensors)
