@@ -40,6 +40,11 @@ ARGV_FORMS = [
     ["merge", "--help"],
     ["example"],
     ["INFO", "m.gguf"],
+    ["--max-b", "5", "info", "m.gguf"],
+    ["--header", "info: x", "info", "m.gguf"],
+    ["--limit", "-5", "info", "m.gguf"],
+    ["--version", "info"],
+    ["info", "diff", "m.gguf"],
 ]
 
 
