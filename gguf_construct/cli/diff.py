@@ -78,7 +78,8 @@ def _same_data(a: Any, b: Any, one_file: bool) -> bool:
 
 def diff_files(fa: Any, fb: Any, *, values: bool = True, data: bool = True, one_file: bool = False) -> dict[str, Any]:
     """Every difference between two loaded files, as JSON-ready data. ``data`` False: headers only (metadata and
-    tensor infos; tensors of the same type and shape count as identical, their bytes unread). ``one_file``: both
+    tensor infos; tensors of the same type and shape count as identical; no tensor's bytes are read, not even to compare the
+    values of tensors whose types differ). ``one_file``: both
     were opened from one unchanged local file, so a tensor's bytes are its own: each tensor's data is still taken
     (a view of the map, nothing read), so that data past the file's end is reported as by a full diff."""
     header = {
@@ -108,14 +109,14 @@ def diff_files(fa: Any, fb: Any, *, values: bool = True, data: bool = True, one_
             continue
         a, b = ta[name], tb[name]
         entry: dict[str, Any] = {"name": name}
-        if type_name(a) != type_name(b):
+        if type_name(a).casefold() != type_name(b).casefold():  # one type as two formats spell it (f16, F16) is one
             entry["type"] = [type_name(a), type_name(b)]
         if tuple(a.shape) != tuple(b.shape):
             entry["shape"] = [list(a.shape), list(b.shape)]
         if "type" not in entry and "shape" not in entry and (not data or _same_data(a, b, one_file)):
             tensors["identical"] += 1
             continue
-        if values and int(np.prod(a.shape, dtype=object)) == int(np.prod(b.shape, dtype=object)):
+        if data and values and int(np.prod(a.shape, dtype=object)) == int(np.prod(b.shape, dtype=object)):
             try:
                 entry["values"] = value_stats(a.to_numpy(), b.to_numpy())
             except (ValueError, NotImplementedError, KeyError) as e:
@@ -183,24 +184,32 @@ def diff_text(d: dict[str, Any], a: str, b: str) -> str:
     return "\n".join(lines)
 
 
-def same_file(a: str, b: str) -> bool:
-    """Whether two local paths name one unchanged file (same device, inode, size and modification time): its
-    tensors are then the same bytes, and none is read."""
+def file_identity(path: str) -> tuple[int, int, int, int] | None:
+    """A local path's file as (device, inode, size, modification time); None for a URL or an unreadable path."""
     try:
-        sa, sb = os.stat(a), os.stat(b)
+        st = os.stat(path)
     except (OSError, ValueError):
-        return False
-    return (sa.st_dev, sa.st_ino, sa.st_size, sa.st_mtime_ns) == (sb.st_dev, sb.st_ino, sb.st_size, sb.st_mtime_ns)
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def same_file(*identities: tuple[int, int, int, int] | None) -> bool:
+    """Whether every identity (``file_identity``, taken before and after both files were opened) is of one
+    unchanged local file: its tensors are then the same bytes, and none is read. Taken only after the opens, a
+    path replaced between them would pass for one file."""
+    return identities[0] is not None and all(i == identities[0] for i in identities)
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
     from ..api.registry import load
 
+    before = file_identity(args.a), file_identity(args.b)
     args.file = args.a
     fa = load(args.a, strict=False)
     args.file = args.b
     fb = load(args.b, strict=False)
-    d = diff_files(fa, fb, values=not args.no_values, data=not args.header_only, one_file=same_file(args.a, args.b))
+    one_file = same_file(*before, file_identity(args.a), file_identity(args.b))
+    d = diff_files(fa, fb, values=not args.no_values, data=not args.header_only, one_file=one_file)
     if args.json:
         json.dump({"a": args.a, "b": args.b, **d}, sys.stdout, ensure_ascii=False, indent=1, default=str)
         sys.stdout.write("\n")

@@ -53,10 +53,11 @@ def parser(command: str | None = ALL) -> argparse.ArgumentParser:
 
 
 def command_of(argv: Sequence[str]) -> str | None:
-    """The command ``argv`` names: its first word that is neither an option nor ``--limit``'s value."""
+    """The command ``argv`` names: its first word that is neither an option nor ``--limit``'s value (``--limit``
+    as argparse reads it: any unambiguous prefix, ``--l`` on, takes the next word unless it has ``=VALUE``)."""
     words = iter(argv)
     for word in words:
-        if word == "--limit":
+        if len(word) > 2 and "--limit".startswith(word):
             next(words, None)
         elif word == "--":
             return next(words, None)

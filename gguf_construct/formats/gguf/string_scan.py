@@ -55,10 +55,12 @@ def _scan_loop(stream: BufferStream, n: int, first: int, order: str, wide: bool,
 
 
 def _short_string_candidates(view: memoryview, pos: int, window: int, order: str) -> tuple[np.ndarray, np.ndarray]:
-    """Positions in ``[pos, pos + window - 8]`` holding a u64 below 256, and that value.
+    """Positions in ``[pos, pos + window - 8]`` holding a u64 below 256, and where each such string would end
+    (its position + 8 + that value).
 
     Read as four phase-shifted u32 views (zero-copy, vectorised): a u64 is below 256 when its high word is 0
-    and its low word is below 256.
+    and its low word is below 256. Arithmetic is in place: a window of zeros makes every position a candidate,
+    and each int64 temporary then takes 8 bytes per byte of window.
     """
     mask = np.zeros(window - 7, dtype=bool)
     for phase in range(4):
@@ -71,18 +73,28 @@ def _short_string_candidates(view: memoryview, pos: int, window: int, order: str
         k = min(len(lane), len(lo))
         lane[:k] = (hi[:k] == 0) & (lo[:k] < 256)
     cand = np.flatnonzero(mask)
+    del mask
     raw = np.frombuffer(view, dtype=np.uint8, count=window, offset=pos)
-    lens = raw[cand + (0 if order == "<" else 7)].astype(np.int64)
-    return cand, lens
+    ends = (raw[cand] if order == "<" else raw[7:][cand]).astype(np.int64)
+    ends += cand
+    ends += 8
+    return cand, ends
 
 
-#: The speculative scan's window, in bytes: the first one, and the largest. Its temporaries take up to ~33
+#: The speculative scan's window, in bytes: the first one, and the largest. Its temporaries take up to ~32
 #: bytes per byte of window (a window of zeros makes every position a candidate), so the cap bounds them
 #: (~35 MB) whatever the file's size. A window doubles each time the strings run past its end, and never
 #: spans much more than the strings left can take at the mean length seen so far: the scan reads the string
 #: region and at most a window beyond it, never the tensor data of a large file.
 SCAN_WINDOW = 1 << 14
 SCAN_WINDOW_MAX = 1 << 20
+
+#: The speculation pays while each of its Python-level steps proves many strings at once; where false
+#: candidates break every run (zero-length strings, bodies of zeros) a step proves one, at some twenty times
+#: the exact loop's cost per string. After ``SPECULATION_FREE_STEPS`` steps, a scan proving fewer than
+#: ``STRINGS_PER_STEP`` strings per step on average leaves the rest to the loop.
+SPECULATION_FREE_STEPS = 64
+STRINGS_PER_STEP = 16
 
 
 def _next_window(step: int, done: int, n: int, scanned: int) -> int:
@@ -108,16 +120,20 @@ def _scan_speculative(stream: BufferStream, n: int, order: str, starts: np.ndarr
     unpack = struct.Struct(order + "Q").unpack_from
     done, pos, last_end = 0, stream.pos, stream.pos
     first = pos
-    step = SCAN_WINDOW
+    step, steps = SCAN_WINDOW, 0
     while done < n:
         window = min(size - pos, step)
         if window < 16:
             break
-        cand, lens = _short_string_candidates(view, pos, window, order)
-        nxt = cand + 8 + lens
-        breaks = np.append(np.flatnonzero(nxt[:-1] != cand[1:]), len(cand) - 1)
+        cand, nxt = _short_string_candidates(view, pos, window, order)
+        breaks = np.flatnonzero(nxt[:-1] != cand[1:])
+        breaks = np.append(breaks, len(cand) - 1)
         cur, limit = 0, size - pos
         while done < n:
+            steps += 1
+            if steps > SPECULATION_FREE_STEPS and done < STRINGS_PER_STEP * steps:
+                stream.pos = pos + cur
+                return done  # not paying: the loop is faster here
             i = int(np.searchsorted(cand, cur))
             if i == len(cand) or cand[i] != cur:
                 if cur + 8 > window - 8:
