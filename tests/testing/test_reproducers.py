@@ -312,7 +312,10 @@ def test_hf_gguf_reads_past_the_end_of_a_file_as_zero_bytes():
     assert errors("hf-gguf-hang-tensor-count.gguf") == {"parse.truncated"}
     assert past_end.status == "accepted" and past_end.view is not None, (_hf_known(version, "accepts the 24-byte file"), past_end)
     assert [t[0] for t in past_end.view["tensors"]] == ["", "", ""], _hf_known(version, "reads 3 tensors out of zero bytes")
-    assert hang.status == "hang", (_hf_known(version, "takes seconds on an 11-byte file"), hang)
+    # it trusts the count and grows its buffer for 8.4 million tensor infos: seconds of awaits until the 50 MB limit,
+    # or, where the runtime caps ArrayBuffer.prototype.resize lower (Node 20.20), a RangeError from that growth at once
+    grew = hang.status == "rejected" and "ArrayBuffer.prototype.resize" in hang.error
+    assert hang.status == "hang" or grew, (_hf_known(version, "takes seconds on an 11-byte file"), hang)
 
 
 @pytest.mark.hf_gguf
