@@ -12,13 +12,17 @@ which ours, C's and gguf-py's take turns. Prints a markdown table: times in ms, 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from gguf_construct.quants.blocks import resolve
-from gguf_construct.quants.quantize import REQUIRES_IMATRIX, WEIGHTED, quantize, supported
-from gguf_construct.testing.fuzzing.adapters import ggml_quantize
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gguf_construct.quants.blocks import resolve  # noqa: E402
+from gguf_construct.quants.quantize import REQUIRES_IMATRIX, WEIGHTED, quantize, supported  # noqa: E402
+from tests.oracles import ggml_quantize  # noqa: E402
 
 ROW = 4096
 
