@@ -49,7 +49,7 @@ import numpy as np
 
 from ..core import rules
 from ..errors import FormatError
-from ..formats.base import map_file
+from ..formats.base import file_kind, map_file
 from ..formats.gguf.schema import GGUF
 from ..formats.streaming import _owner, early_writeback
 
@@ -77,19 +77,6 @@ def signature(path: str | os.PathLike[str] | int) -> Signature | None:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def check_writable(target: str | os.PathLike[str], *, what: str = "the output", folder: bool = False) -> None:
     """Refuse (``output.not_regular``) a ``target`` that exists and is not a regular file once links are followed:
     a FIFO, a device, a socket, a directory (unless ``folder``: an output that is a folder of files, such as an
@@ -111,7 +98,7 @@ def check_writable(target: str | os.PathLike[str], *, what: str = "the output", 
     if st is not None and not stat.S_ISREG(st.st_mode) and not (folder and stat.S_ISDIR(st.st_mode)):
         link = " (through a symlink)" if os.path.islink(name) else ""
         raise rules.OUTPUT_NOT_REGULAR.error(
-            f"{what} {name} is {_kind(st.st_mode)}{link}, not a regular file: only regular files are written; give a file path"
+            f"{what} {name} is {file_kind(st.st_mode)}{link}, not a regular file: only regular files are written; give a file path"
         )
 
 
@@ -156,7 +143,7 @@ def open_append(path: str | os.PathLike[str], *, what: str = "the output") -> An
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise rules.OUTPUT_NOT_REGULAR.error(f"{what} {os.fspath(path)} is {_kind(mode)}, not a regular file")
+            raise rules.OUTPUT_NOT_REGULAR.error(f"{what} {os.fspath(path)} is {file_kind(mode)}, not a regular file")
         os.set_blocking(fd, True)
         return os.fdopen(fd, "a", encoding="utf-8")
     except BaseException:

@@ -111,7 +111,7 @@ def open_regular(path: str | os.PathLike[str], *, blocking: bool = True) -> Any:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise rules.FILE_NOT_REGULAR.error(f"{os.fspath(path)} is {_file_kind(mode)}, not a regular file", offset=0)
+            raise rules.FILE_NOT_REGULAR.error(f"{os.fspath(path)} is {file_kind(mode)}, not a regular file", offset=0)
         os.set_blocking(fd, blocking)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -144,7 +144,8 @@ def read_regular(path: str | os.PathLike[str], *, what: str = "the file", most: 
     return data
 
 
-def _file_kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a path that is not a regular file is, by its ``st_mode``, for a message."""
     for test, name in (
         (stat.S_ISDIR, "a directory"),
         (stat.S_ISFIFO, "a FIFO"),

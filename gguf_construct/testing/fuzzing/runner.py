@@ -590,34 +590,26 @@ class _LaneWork:
                         kind.explanation = final.explanation
             except Stop:
                 small = data  # the run ended: the file as found, not half minimized
-        assert self.out is not None
-        with c.lock:
-            number = len(c.rows) + 1
-            taken = {r.reproducer for r in c.rows}
-            while True:
-                name = f"{number:03d}-{_slug(kind.signature)}{self.suffix}"
-                if name not in taken and not os.path.lexists(self.out / name):
-                    break
-                number += 1
-            write_atomic(self.out / name, lambda f: f.write(small), inputs=self.guarded)
-            kind.reproducer = name
-            c.rows.append(Row(name, len(small), kind.cls, kind.signature, kind.explanation, f"from {kind.origin}"))
-            write_findings(self.out / "findings.tsv", c.rows, inputs=self.guarded)
+        kind.reproducer = self._write(kind, small, kind.origin, "")
 
     def _save_more(self, kind: Kind, data: bytes, origin: str) -> None:
         """A further reproducer of a kind (``NNN-signature-K``) that broke through another derived quantity, kept as
         found (minimizing could lose the quantity that broke), with its own row of findings.tsv."""
+        self._write(kind, data, origin, f"-{len(kind.causes)}")
+
+    def _write(self, kind: Kind, data: bytes, origin: str, tag: str) -> str:
+        """Write a reproducer under the next free ``NNN-signature{tag}`` name and findings.tsv again, with its row."""
         c = self.campaign
         assert self.out is not None
         with c.lock:
             number = len(c.rows) + 1
             taken = {r.reproducer for r in c.rows}
-            nth = len(kind.causes)
             while True:
-                name = f"{number:03d}-{_slug(kind.signature)}-{nth}{self.suffix}"
+                name = f"{number:03d}-{_slug(kind.signature)}{tag}{self.suffix}"
                 if name not in taken and not os.path.lexists(self.out / name):
                     break
                 number += 1
             write_atomic(self.out / name, lambda f: f.write(data), inputs=self.guarded)
             c.rows.append(Row(name, len(data), kind.cls, kind.signature, kind.explanation, f"from {origin}"))
             write_findings(self.out / "findings.tsv", c.rows, inputs=self.guarded)
+            return name
