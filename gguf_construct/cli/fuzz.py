@@ -10,13 +10,13 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 from .shared import EXIT_BAD as EXIT_FOUND
 from .shared import EXIT_OK, EXIT_TROUBLE, command, finite, whole
+from .signals import interruptible, status
 
 EXTRA = "pip install 'gguf-construct[fuzz]'"
 
@@ -48,30 +48,6 @@ def default_jobs() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
-
-
-class _Signalled:
-    """SIGTERM raises KeyboardInterrupt while a run is on (so that it ends as Ctrl-C does: readers stopped, scratch
-    removed, findings kept); which signal came decides the exit status."""
-
-    def __init__(self) -> None:
-        self.signum = signal.SIGINT
-        self.saved: Any = None
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        self.signum = signal.Signals(signum)
-        raise KeyboardInterrupt
-
-    def __enter__(self) -> _Signalled:
-        self.saved = signal.signal(signal.SIGTERM, self._handler)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        signal.signal(signal.SIGTERM, self.saved)
-
-    @property
-    def status(self) -> int:
-        return 128 + int(self.signum)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -125,9 +101,8 @@ def _run(args: argparse.Namespace) -> int:
         jobs=args.jobs or default_jobs(),
         log=(lambda line: print(line, file=sys.stderr)) if args.verbose else None,
     )
-    signalled = _Signalled()
     try:
-        with signalled:
+        with interruptible():
             if args.dask:
                 from ..testing.fuzzing.cluster import run_dask
 
@@ -136,12 +111,12 @@ def _run(args: argparse.Namespace) -> int:
                 report = run(args.against, **options)
     except KeyboardInterrupt:  # before the run began, or while it was handing back its report
         print("gguf-construct fuzz: interrupted", file=sys.stderr)
-        return signalled.status
+        return status()
     print("\n".join(report.lines()))
     if args.out:
         print(f"reproducers and findings.tsv in {args.out}")
     if report.interrupted:
-        return signalled.status
+        return status()
     if args.compare and (Path(args.out) / "findings.tsv").is_file():
         from ..testing.fuzzing.compare import compare, kinds_that_differ
 

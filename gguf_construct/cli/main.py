@@ -2,12 +2,13 @@
 
 Exit codes (grep's contract, every command): 0 done, or the check passed; 1 a model file is invalid (one line
 per problem, no traceback), or two files differ; 2 trouble: usage, a missing or unreadable path, a missing
-extra, the network, a refused request.
+extra, the network, a refused request; 130, 143 or 129 stopped by Ctrl-C, SIGTERM or SIGHUP (``signals``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 from collections.abc import Sequence
@@ -78,12 +79,18 @@ def _apply_limits(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from .remote_args import apply_remote_args
+    from .signals import interruptible, status
 
-    with lossy_stdout():  # the exit code is the command's, whatever became of its output
-        argv = apply_remote_args(sys.argv[1:] if argv is None else argv)
-        args = parser(command_of(argv)).parse_args(argv)
-        _apply_limits(args)
-        return _run(args)
+    try:
+        with interruptible(), lossy_stdout():  # the exit code is the command's, whatever became of its output
+            argv = apply_remote_args(sys.argv[1:] if argv is None else argv)
+            args = parser(command_of(argv)).parse_args(argv)
+            _apply_limits(args)
+            return _run(args)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP, while importing or running: cleaned up, one line
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr closed or absent: the status says it
+            print("gguf-construct: interrupted", file=sys.stderr)
+        return status()
 
 
 def _run(args: argparse.Namespace) -> int:
