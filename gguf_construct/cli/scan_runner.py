@@ -82,10 +82,10 @@ def _open_and_check(source: str, profile: str, opts: RemoteOptions | None) -> tu
     profile = profile_for(FORMATS[fmt], profile)
     if fmt == "gguf":  # the header's checks: the tensor data is not fetched
         from ..api.gguf_file import gguf_from_source
-        from ..validation import check
+        from ..validation import check, model_issues
 
         g = gguf_from_source(src, strict=False)
-        return g, check(g.container, src.size, profile)
+        return g, check(g.container, src.size, profile) + model_issues(g.container, profile)
     if fmt == "safetensors":
         from ..api.openers.over_source import safetensors_from_source
         from ..validation.safetensors_checks import check_safetensors

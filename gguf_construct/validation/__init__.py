@@ -9,7 +9,7 @@ Imports: ``errors``, ``core``, ``formats`` and ``quants``; never sources, api or
 
 from __future__ import annotations
 
-from .gguf_checks import check, check_keys, densest_type, key_issues, parameter_issue, tensor_issues, validate_gguf_bytes
+from .gguf_checks import check, check_keys, densest_type, key_issues, model_issues, parameter_issue, tensor_issues, validate_gguf_bytes
 from .issue import Issue, Severity, parse_then_check, raise_first
 from .profiles import GGUFProfile, LegacyProfile, OllamaProfile, Profile, SafetensorsProfile
 
@@ -25,6 +25,7 @@ __all__ = [
     "check_keys",
     "densest_type",
     "key_issues",
+    "model_issues",
     "parameter_issue",
     "parse_then_check",
     "raise_first",

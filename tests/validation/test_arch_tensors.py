@@ -123,3 +123,18 @@ def test_files_that_are_not_a_whole_model_are_not_checked(tmp_path: Path) -> Non
     other.tensors.add("blk.0.q", np.zeros(4, np.float32))
     other.save(tmp_path / "not-a-model.gguf")
     assert arch_issues(tmp_path / "not-a-model.gguf") == []
+
+
+def test_scan_reports_what_validate_reports_under_ggml(tmp_path: Path) -> None:
+    """``scan --profile ggml`` runs the model loader's checks as ``validate`` does, on local files and URLs."""
+    from gguf_construct.cli.scan_runner import scan_one
+    from tests.http_testserver import TestServer
+
+    path = edited(tmp_path, "no-attn-k.gguf", drop="blk.1.attn_k.weight")
+    with TestServer() as server:
+        url = server.add_file("/no-attn-k.gguf", path)
+        for source in (str(path), url):
+            line = scan_one(source, "ggml")
+            assert [i["message"] for i in line["issues"] if i["rule"] == "tensor.architecture"] == arch_issues(path)
+            assert line["ok"] is False
+            assert [i for i in scan_one(source, "spec")["issues"] if i["rule"] == "tensor.architecture"] == []
