@@ -146,3 +146,26 @@ def test_an_abort_the_sanitizer_reports_is_judged_by_its_message():
     found = failure(Answer("crash", returncode=-6, stderr=text), "ggml")
     assert found is not None and found.cls == "dos"
     assert found.signature == "dos/ggml/GGML_ASSERT(int64_t(ctx->info.size()) == n_tensors)@gguf.cpp:776"
+
+
+def out_of_memory(build: str, build_id: str) -> str:
+    """ASan's report as an unsymbolized build prints it: the module's path, offset and build id in the frame."""
+    return (
+        "==5==ERROR: AddressSanitizer: out of memory: allocator is trying to allocate 0x1a00000000000001 bytes\n"
+        f"    #0 0x55e1 in operator new(unsigned long) (/tmp/{build}/gguf_load+0x1535ad) (BuildId: {build_id})\n"
+        f"    #1 0x55e2 in std::vector<char>::resize(unsigned long) (/tmp/{build}/gguf_load+0x15aa10) (BuildId: {build_id})\n"
+        "SUMMARY: AddressSanitizer: out-of-memory (/tmp/x/gguf_load+0x1535ad) in operator new(unsigned long)\n"
+    )
+
+
+def test_two_builds_of_the_same_code_fail_with_the_same_signature():
+    """Unsymbolized frames carry what differs between builds (their path, the offset, the build id): the kind is
+    the function and the module's name, so a campaign's kinds compare across builds; a hang is a hang in both."""
+    from gguf_construct.testing.fuzzing.compare import _without_reader
+
+    a = failure(Answer("crash", returncode=1, stderr=out_of_memory("vuln", "b86bbee5cd08")), "gguf_load")
+    b = failure(Answer("crash", returncode=1, stderr=out_of_memory("fixed", "19271477138a")), "other")
+    assert a is not None and b is not None and a.cls == b.cls == "memory"
+    assert "BuildId" not in a.signature and "/tmp/" not in a.signature and "0x" not in a.signature
+    assert _without_reader(a.signature) == _without_reader(b.signature)
+    assert _without_reader("hang/gguf_load") == _without_reader("hang/other") == "hang/*"

@@ -41,8 +41,9 @@ class Comparison:
 
 
 def _without_reader(signature: str) -> str:
-    """``crash/gguf_load/heap-buffer-overflow@f`` as ``crash/*/heap-buffer-overflow@f``: the builds' names differ."""
-    return re.sub(r"^([\w-]+)/[^/]+/", r"\1/*/", signature)
+    """``crash/gguf_load/heap-buffer-overflow@f`` as ``crash/*/heap-buffer-overflow@f`` and ``hang/gguf_load`` as
+    ``hang/*``: the builds' names differ."""
+    return re.sub(r"^([\w-]+)/[^/]+(/|$)", r"\1/*\2", signature)
 
 
 def reproducers(out: Path) -> list[tuple[str, str, str]]:

@@ -61,11 +61,20 @@ class Finding:
 
 
 # -- crashes -------------------------------------------------------------------------------------------------
+#: what differs between two builds of the same code in an unsymbolized frame: the build id and the module offset
+_BUILD_ID = re.compile(r" \(BuildId: [0-9a-f]+\)")
+_MODULE_OFFSET = re.compile(r"\(?([^()/]+)\+0x[0-9a-f]+\)")
+
+
 def _frames(text: str) -> list[str]:
     """Stack frames of a sanitizer report or a Python traceback, innermost first, as ``function (file:line)``."""
     frames = []
+    text = _BUILD_ID.sub("", text)
     for m in re.finditer(r"^\s*#\d+ 0x[0-9a-f]+ in (.+?) (\S+?)(?::(\d+))?(?::\d+)?\s*$", text, re.M):
         func, where, line = m.group(1), m.group(2).rsplit("/", 1)[-1], m.group(3)
+        module = _MODULE_OFFSET.fullmatch(where)
+        if module:  # not symbolized, "(/path/to/module+0x1535ad)": the module's name, the same in every build
+            where, line = module.group(1), None
         frames.append(f"{func} ({where}{':' + line if line else ''})")
     if not frames:  # faulthandler / traceback: innermost last in a traceback, first in faulthandler's dump
         dump = re.findall(r'^\s*File "([^"]+)", line (\d+),? in (\S+)', text, re.M)
