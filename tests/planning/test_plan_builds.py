@@ -91,3 +91,43 @@ def test_the_newer_build_scales_gemma3s_embeddings_by_a_per_token_input(tmp_path
             assert fifth.op == "MUL" and fifth.src[1].input and fifth.src[1].ne[:2] == (1, batch.n_tokens)
         else:
             assert fifth.op == "SCALE"
+
+
+def _graph(path: Path, build: str, **settings):
+    shape = ModelShape.of(load_gguf(path))
+    ctx = resolve(shape, ContextRequest(**settings))
+    with following(build):
+        return build_graph(shape, ctx, reserved_batches(ctx, ctx.n_ctx)[0])
+
+
+def test_the_newer_builds_inputs_enter_the_graph_in_its_order(path):
+    """The order of the inputs decides where ggml-alloc puts them, and so the buffer's peak."""
+    inputs = [t.name for t in _graph(path, "b11549", n_ctx=512).leafs if t.input][:5]
+    assert inputs == ["inp_tokens", "inp_mixed_tokens", "inp_embd", "inp_mixed_slots", "inp_mixed_embd"]
+    assert [t.name for t in _graph(path, DEFAULT, n_ctx=512).leafs if t.input][:2] == ["inp_tokens", "inp_embd"]
+
+
+def test_the_newer_build_gathers_mambas_other_states_past_the_first_copy_index(tmp_path):
+    from tests.tiny_models import mamba2
+
+    p = tmp_path / "mamba2.gguf"
+    mamba2().save(p)
+    for build, rows in ((DEFAULT, 0), ("b11549", 3)):  # 4 cells, all in the batch: no extra state, but b11549 reads 3
+        g = _graph(p, build, n_ctx=256, n_seq_max=4, n_ubatch=64)
+        scans = [i for i, n in enumerate(g.nodes) if n.op == "SSM_SCAN"]
+        gathers = [next(n for n in g.nodes[i:] if n.op == "GET_ROWS") for i in scans]
+        assert len(gathers) == 2 and all(n.ne[1] == rows for n in gathers)
+
+
+def test_the_newer_build_selects_gpt_oss_output_rows_in_the_last_layer(tmp_path):
+    from tests.tiny_models import gpt_oss
+
+    p = tmp_path / "gpt-oss.gguf"
+    gpt_oss().save(p)
+    counts = []
+    for build, in_layer in ((DEFAULT, False), ("b11549", True)):
+        ops = [n.op for n in _graph(p, build, n_ctx=256).nodes]
+        last_norm = len(ops) - 1 - ops[::-1].index("RMS_NORM")  # the output norm
+        assert (ops[last_norm - 1] != "GET_ROWS") == in_layer  # selected after the loop, just before the norm
+        counts.append(ops.count("GET_ROWS"))
+    assert counts[1] == counts[0] + 2  # the copy block's row lookup; two selections (output, residual) for one

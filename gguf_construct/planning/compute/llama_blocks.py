@@ -170,11 +170,18 @@ class GraphBuilder:
         embd = g.input("f32", self.shape.n_embd, self.n_tokens, name="inp_embd")
         cur = g.get_rows(self.need("token_embd.weight"), tokens)
         g.expand(cur)
+        if not builds.feature("embd_copy"):
+            g.expand(embd)
+            return cur
+        # newer builds: token rows (inp_mixed_tokens) written into a copy of a second embeddings input
+        # (inp_mixed_embd) at inp_mixed_slots; the embeddings input is expanded between the two row lookups, which
+        # orders the inputs in the buffer
+        rows = g.get_rows(self.need("token_embd.weight"), g.input("i32", self.n_tokens, name="inp_mixed_tokens"))
+        g.expand(rows)
         g.expand(embd)
-        if builds.feature("embd_copy"):  # newer builds: token rows written into a copy of a second embeddings input
-            rows = g.get_rows(self.need("token_embd.weight"), g.input("i32", self.n_tokens, name="inp_tokens_copy"))
-            copy = g.dup("DUP", g.input("f32", self.shape.n_embd, self.n_tokens, name="inp_embd_copy"))
-            g.expand(g.set_rows(copy, rows, g.input("i64", self.n_tokens, name="inp_rows")))
+        slots = g.input("i64", self.n_tokens, name="inp_mixed_slots")
+        copy = g.dup("DUP", g.input("f32", self.shape.n_embd, self.n_tokens, name="inp_mixed_embd"))
+        g.expand(g.set_rows(copy, rows, slots))
         return cur
 
     def inp_pos(self, n_pos_per_embd: int = 1) -> GgmlTensor:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import builds
 from .ggml_ir import GgmlTensor
 from .llama_blocks import GraphBuilder, KVInput
 
@@ -179,6 +180,7 @@ def build_moe(b: GraphBuilder, recipe: MoeRecipe) -> None:
     # next-token-prediction blocks at the end are loaded and skipped (llama.cpp's n_layer() leaves them out)
     n_layer = shape.n_layer - int(md.get(f"{shape.arch}.nextn_predict_layers", 0) or 0)
     iswa = recipe.iswa == "always"
+    rows_after_loop = recipe.rows_after_loop and not builds.feature("out_rows_in_last_layer", shape.arch)
     inp_l = b.inp_embd()
     inp_pos = b.inp_pos()
     full: KVInput
@@ -198,7 +200,7 @@ def build_moe(b: GraphBuilder, recipe: MoeRecipe) -> None:
         k = g.rope(b.norm(k, k_norm) if k_norm is not None else k, inp_pos, factors)
         inp = swa if (swa is not None and shape.swa_layers[il]) else full
         cur = b.attn(inp, il, q, k, v, b.need(f"blk.{il}.attn_output.weight"), b.layer(il, "attn_output.bias"), iswa=iswa)
-        if il == n_layer - 1 and not recipe.rows_after_loop:
+        if il == n_layer - 1 and not rows_after_loop:
             cur = g.get_rows(cur, out_ids)
             residual = g.get_rows(residual, out_ids)
         ffn_inp = g.add(cur, residual)
@@ -213,7 +215,7 @@ def build_moe(b: GraphBuilder, recipe: MoeRecipe) -> None:
             shared = _shared_expert(b, cur, il)
             cur = g.add(moe_out, shared) if shared is not None else moe_out
         inp_l = g.add(cur, ffn_inp)
-    if recipe.rows_after_loop:
+    if rows_after_loop:
         inp_l.output = True
         inp_l = g.get_rows(inp_l, out_ids)
     cur = b.norm(inp_l, b.need("output_norm.weight"))

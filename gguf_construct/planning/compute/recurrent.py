@@ -52,6 +52,7 @@ class _Recurrent:
         self.rs_size = max(1, b.ctx.n_seq_max)
         self.n_rs, self.rs_head, self.rs_z = self.rs_size, 0, 0
         self.n_embd = b.shape.n_embd
+        self._rest: GgmlTensor | None = None
 
     def lw(self, il: int, name: str) -> GgmlTensor:
         return self.b.need(f"blk.{il}.{name}")
@@ -96,6 +97,13 @@ class _Recurrent:
             return out
         out = (get_rows or g.get_rows)(states, main)
         g.expand(out)
+        if get_rows is not None and builds.feature("rs_gather_all"):  # newer builds, mamba: every row but the first
+            if self._rest is None:  # one view of the copy index past its first cell, for every layer
+                self._rest = g.view(main.view_src or main, self.n_rs - 1, offset=4)
+            rows = g.get_rows(states, self._rest)
+            states_extra = g.view(rows, state_size, self.n_rs - n_seqs, nb=[rows.nb[1]], offset=(n_seqs - 1) * rows.nb[1])
+            g.expand(g.cpy(states_extra, dst()))
+            return out
         states_extra = g.get_rows(states, extra)
         g.expand(g.cpy(states_extra, dst()))
         return out
