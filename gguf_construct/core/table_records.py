@@ -193,6 +193,7 @@ class MemoryTable:
     devices: Mapping[str, Any]
     checked_against: Mapping[str, Any]
     builds: Mapping[str, Any]
+    backends: Mapping[str, Any]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..formats.gguf.offsets import ggml_nbytes
+from .backends import CPU_RULES, Backend
 from .context import ResolvedContext
 from .shape import ModelShape, memory_table
 
@@ -41,8 +41,8 @@ class CacheLayer:
         return self.k + self.v + self.r + self.s
 
 
-def kv_cache(shape: ModelShape, ctx: ResolvedContext) -> list[CacheLayer]:
-    """The KV cache per layer, or [] for a model without one."""
+def kv_cache(shape: ModelShape, ctx: ResolvedContext, backend: Backend = CPU_RULES) -> list[CacheLayer]:
+    """The KV cache per layer, or [] for a model without one; each tensor sized by ``backend``'s rules."""
     if shape.memory != "kv":
         return []
     v_trans = not ctx.flash_attn
@@ -51,21 +51,21 @@ def kv_cache(shape: ModelShape, ctx: ResolvedContext) -> list[CacheLayer]:
     out = []
     for il in range(n_layer):
         cells = ctx.n_ctx_swa if shape.swa_layers[il] else ctx.n_ctx_seq
-        k = aligned(ggml_nbytes((shape.n_embd_k_gqa(il), cells, ctx.n_stream), ctx.type_k))
+        k = backend.nbytes((shape.n_embd_k_gqa(il), cells, ctx.n_stream), ctx.type_k)
         v = 0
         if not shape.mla:
             width = v_max if v_trans else shape.n_embd_v_gqa(il)
-            v = aligned(ggml_nbytes((width, cells, ctx.n_stream), ctx.type_v))
+            v = backend.nbytes((width, cells, ctx.n_stream), ctx.type_v)
         out.append(CacheLayer(il, cells * ctx.n_stream, k=k, v=v))
     return out
 
 
-def recurrent_state(shape: ModelShape, ctx: ResolvedContext) -> list[CacheLayer]:
-    """The recurrent state per layer, or [] for a model without one."""
+def recurrent_state(shape: ModelShape, ctx: ResolvedContext, backend: Backend = CPU_RULES) -> list[CacheLayer]:
+    """The recurrent state per layer, or [] for a model without one; each tensor sized by ``backend``'s rules."""
     if shape.memory != "recurrent":
         return []
     cells = max(1, ctx.n_seq_max)
     kind = memory_table().recurrent["type"]
-    r = aligned(ggml_nbytes((shape.n_embd_r, cells), kind))
-    s = aligned(ggml_nbytes((shape.n_embd_s, cells), kind))
+    r = backend.nbytes((shape.n_embd_r, cells), kind)
+    s = backend.nbytes((shape.n_embd_s, cells), kind)
     return [CacheLayer(il, cells, r=r, s=s) for il in range(shape.n_layer)]

@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from .backends import backend_of
 from .cache import aligned
 from .shape import ModelShape, TensorSpan, memory_table
 
@@ -127,9 +128,9 @@ def weight_buffers(
     device_of: Callable[[str, int], str | None] | None = None,
 ) -> WeightBuffers:
     """The model's buffers for llama.cpp on a CPU with ``features`` (see ``cpu_features``), ``n_gpu_layers``
-    offloaded to one GPU (whose buffer is counted as the tensors' sizes padded to the CPU's alignment: GPU
-    backends may pad more). ``device_of(tensor name, layer)``, when given, places each tensor instead: the name of
-    the device whose buffer holds it, or None for the CPU (``planning.devices``)."""
+    offloaded to one GPU (whose buffer is counted with the CPU's rules). ``device_of(tensor name, layer)``, when
+    given, places each tensor instead: the name of the device whose buffer holds it, or None for the CPU
+    (``planning.devices``); a device's tensors are sized by its backend's rules (``planning.backends``)."""
     features = frozenset(features)
     by_buffer: dict[str, int] = defaultdict(int)
     by_layer: dict[int, int] = defaultdict(int)
@@ -161,8 +162,9 @@ def weight_buffers(
             spans[t.file] = [min(first, t.offset), max(last, t.offset + t.nbytes)]
             by_layer[layer] += t.nbytes
             continue
-        by_buffer[where] += aligned(t.nbytes)
-        by_layer[layer] += aligned(t.nbytes)
+        size = backend_of(device).nbytes(t.shape, t.type) if device is not None else aligned(t.nbytes)
+        by_buffer[where] += size
+        by_layer[layer] += size
     for first, last in spans.values():
         by_buffer["CPU_Mapped"] += last - first
     return WeightBuffers(dict(by_buffer), dict(by_layer), tuple(repacked))
