@@ -20,6 +20,17 @@ COMMAND = [sys.executable, "-m", "gguf_construct.cli.main"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+def _as_from_a_terminal() -> None:
+    """The child starts with the signals at their defaults, as a command typed at a shell does (a test run in the
+    background or under nohup would otherwise pass its ignored signals on)."""
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
+
+
+def _run(args: list[str], **kw) -> subprocess.Popen:
+    return subprocess.Popen([*COMMAND, *args], env=ENV, stderr=subprocess.PIPE, text=True, **kw)
+
+
 @pytest.fixture(scope="module")
 def big_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 40 GB sparse model: quantizing it takes long enough to be interrupted mid-write."""
@@ -32,14 +43,17 @@ def big_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_signal_mid_write_removes_the_temporary_output(big_model: Path, tmp_path: Path, signum: signal.Signals) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    p = subprocess.Popen([*COMMAND, "quantize", str(big_model), str(out / "q.gguf"), "--type", "q8_0"], env=ENV,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not any(out.iterdir()) and time.monotonic() < deadline and p.poll() is None:
-        time.sleep(0.02)
-    assert [e.name for e in out.iterdir() if e.name.endswith(".tmp")], "the command never began writing"
-    p.send_signal(signum)
-    _, err = p.communicate(timeout=60)
+    p = _run(["quantize", str(big_model), str(out / "q.gguf"), "--type", "q8_0"], stdout=subprocess.DEVNULL, preexec_fn=_as_from_a_terminal)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(out.iterdir()) and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.02)
+        assert [e.name for e in out.iterdir() if e.name.endswith(".tmp")], "the command never began writing"
+        p.send_signal(signum)
+        _, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+        p.wait()
     assert p.returncode == 128 + signum
     assert err.splitlines()[-1] == "gguf-construct: interrupted"
     assert "Traceback" not in err
@@ -51,7 +65,7 @@ def test_ctrl_c_while_importing_prints_no_traceback() -> None:
     the schema), while it works, or after it is done. The interpreter's own start-up and the package's import (its
     first ~40 ms) are Python's, as in any Python program, and not tried."""
     for delay in [0.15 + i * 0.025 for i in range(14)]:
-        p = subprocess.Popen([*COMMAND, "info", str(example_path())], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        p = _run(["info", str(example_path())], stdout=subprocess.DEVNULL, preexec_fn=_as_from_a_terminal)
         time.sleep(delay)
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=60)
@@ -63,8 +77,7 @@ def test_ctrl_c_while_importing_prints_no_traceback() -> None:
 
 def test_an_ignored_hangup_stays_ignored(tmp_path: Path) -> None:
     """``nohup``: a process started ignoring SIGHUP keeps ignoring it."""
-    p = subprocess.Popen([*COMMAND, "info", str(example_path())], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))  # fmt: skip
+    p = _run(["info", str(example_path())], stdout=subprocess.PIPE, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
     time.sleep(0.3)
     p.send_signal(signal.SIGHUP)
     out, err = p.communicate(timeout=60)
