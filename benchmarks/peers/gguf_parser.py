@@ -1,0 +1,147 @@
+"""gguf-parser-go's estimate of llama.cpp's memory for one file and context, read from its binary.
+
+Two binaries answer: ``gguf-parser`` itself, whose ``--json`` gives each device's total only, and
+``gguf-parser-breakdown`` (``benchmarks/peers/gguf_parser_breakdown``, a main around the same
+``EstimateLLaMACppRun``), which also gives the components. Both take the same command line, with no layer
+offloaded (the CPU, as llama.cpp is measured here). The components, on the CPU device:
+
+- weights: every tensor's bytes (``weight``: input, compute, overridden, output; gguf-parser counts a tied
+  output matrix twice and knows no CPU repacking);
+- KV / state: ``kvCache`` (keys and values, or the recurrent state's two parts);
+- compute: ``computation`` without its ``footprint`` (graph metadata, not a buffer): input plus the larger of
+  the layer's and the output's tensors, as gguf-parser sums it;
+- total: the CPU's total that ``gguf-parser --json`` prints without mmap and platform footprints (the
+  components, the tokenizer and metadata footprint and the logits buffer).
+
+The binary is run as an untrusted program: bounded in time and output, its answer checked before use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+ENV = "GGUF_PARSER"
+OUTPUT_LIMIT = 16 << 20  # bytes of JSON read from the binary; its answer is a few kilobytes
+TIMEOUT = 120.0  # seconds per file: it reads a header
+
+
+class PeerError(Exception):
+    """The binary could not answer for this file (a message saying why)."""
+
+
+@dataclass(frozen=True)
+class PeerEstimate:
+    """gguf-parser-go's bytes for the CPU device; the components are None from ``gguf-parser`` itself."""
+
+    total: int
+    weights: int | None = None
+    kv: int | None = None
+    compute: int | None = None
+
+
+def binary_from(option: str | None) -> str | None:
+    """The binary named by ``--gguf-parser`` or else by ``GGUF_PARSER``, or None."""
+    return option or os.environ.get(ENV) or None
+
+
+def command(binary: str, path: str, *, n_ctx: int, n_batch: int, n_ubatch: int, n_seq_max: int, flash_attn: bool,
+            type_k: str, type_v: str, swa_full: bool) -> list[str]:  # fmt: skip
+    """The command line asking for this context on the CPU, with nothing offloaded, mmap off and no footprints."""
+    cmd = [binary, "--path", path, "--json", "--estimate", "--no-mmap", "--platform-footprint", "0,0", "--gpu-layers", "0"]
+    cmd += ["--ctx-size", str(n_ctx), "--batch-size", str(n_batch), "--ubatch-size", str(n_ubatch)]
+    cmd += ["--parallel-size", str(n_seq_max), "--cache-type-k", type_k, "--cache-type-v", type_v]
+    if flash_attn:
+        cmd.append("--flash-attention")
+    if swa_full:
+        cmd.append("--swa-full")
+    return cmd
+
+
+def run(cmd: list[str], *, timeout: float = TIMEOUT, limit: int = OUTPUT_LIMIT) -> bytes:
+    """The binary's standard output; PeerError if it cannot start, fails, outlives ``timeout`` or writes more
+    than ``limit`` bytes. Its whole process group is ended when it is stopped."""
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError as e:
+        raise PeerError(f"cannot run {cmd[0]}: {e.strerror or e}") from None
+    expired = threading.Event()
+
+    def stop() -> None:
+        expired.set()
+        _kill_group(proc)
+
+    timer = threading.Timer(timeout, stop)
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        out = proc.stdout.read(limit + 1)
+        if len(out) > limit:
+            raise PeerError(f"{cmd[0]} wrote more than {limit:,} bytes")
+        code = proc.wait()
+    finally:
+        timer.cancel()
+        _kill_group(proc)
+        proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+    if expired.is_set():
+        raise PeerError(f"{cmd[0]} did not answer within {timeout:g} s")
+    if code != 0:
+        raise PeerError(f"{cmd[0]} exited with status {code}")
+    return out
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def parse(out: bytes) -> PeerEstimate:
+    """The CPU device's figures from either binary's JSON; PeerError naming the field when it is not an answer."""
+    try:
+        doc = json.loads(out)
+    except (ValueError, RecursionError) as e:
+        raise PeerError(f"not JSON: {str(e)[:200]}") from None
+    summary = _field(doc, "summary") if isinstance(doc, dict) and "summary" in doc else _field(doc, "estimate")
+    total = _count(_field(_first(_field(summary, "items"), "items"), "ram"), "uma", "items[0].ram")
+    if not (isinstance(doc, dict) and "summary" in doc):
+        return PeerEstimate(total=total)
+    cpu = _first(_field(_field(doc, "estimate"), "devices"), "devices")
+    weight, kv, comp = (_field(cpu, k) for k in ("weight", "kvCache", "computation"))
+    return PeerEstimate(
+        total=total,
+        weights=sum(_count(weight, k, "weight") for k in ("input", "compute", "computeOverridden", "output")),
+        kv=_count(kv, "key", "kvCache") + _count(kv, "value", "kvCache"),
+        compute=_count(comp, "input", "computation") + max(_count(comp, "graph", "computation"), _count(comp, "output", "computation")),
+    )
+
+
+def estimate(binary: str, path: str, **context: Any) -> PeerEstimate:
+    """gguf-parser-go's estimate for ``path`` with ``context`` (the arguments of ``command``)."""
+    return parse(run(command(binary, path, **context)))
+
+
+def _field(obj: object, key: str) -> Any:
+    if not isinstance(obj, dict) or key not in obj:
+        raise PeerError(f"no {key!r} in the answer")
+    return obj[key]
+
+
+def _first(items: object, name: str) -> Any:
+    if not isinstance(items, list) or not items:
+        raise PeerError(f"{name!r} is not a non-empty list")
+    return items[0]
+
+
+def _count(obj: object, key: str, where: str) -> int:
+    value = _field(obj, key)
+    if type(value) is not int or not 0 <= value < 1 << 63:
+        raise PeerError(f"{where}.{key} is not a byte count: {str(value)[:40]}")
+    return value
