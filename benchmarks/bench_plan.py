@@ -7,7 +7,10 @@ fetched to plan a remote file.
    (``tests/tiny_models.zero_filled``: written in a second). For each context setting: ``gguf_construct.plan``
    against ``llama_get_memory_breakdown`` through llama-cpp-python: the model buffers and the KV cache / state
    (equal or not), the compute buffer (bytes, difference), and the plan's time over llama.cpp's time to load the
-   model and make the context, within this run.
+   model and make the context, within this run. With ``--gguf-parser BINARY`` (or ``GGUF_PARSER``), gguf-parser-go's
+   estimate for the same context on the CPU beside them (benchmarks/peers/gguf_parser.py): per component (weights,
+   KV cache / state, compute, total), the plan's and gguf-parser-go's median and worst error against llama.cpp;
+   without it that column reads "not available".
 2. The compute buffer of an 80-layer, Llama-3-70B-like shape planned from metadata alone: its time over the best
    llama.cpp load of step 1.
 3. A model split into shards and served by the loopback test server: requests and bytes ``plan(URL)`` fetches,
@@ -17,7 +20,7 @@ fetched to plan a remote file.
    KV/state bytes (equal or not) and the compute buffer the plan estimates against llama.cpp's (median and worst
    difference).
 
-    PYTHONPATH=. python benchmarks/bench_plan.py [--quick] [--only NAME] [--json] [--devices] [--llama-cpp BUILD]
+    PYTHONPATH=. python benchmarks/bench_plan.py [--quick] [--only NAME] [--json] [--devices] [--llama-cpp BUILD] [--gguf-parser BINARY]
 
 Needs the test extra (llama-cpp-python). ``--quick``: one model, two settings, a small remote set (and two device
 setups).
