@@ -194,7 +194,7 @@ def print_comparison(found: list[dict], peer: str | None) -> None:
         if theirs:
             cells += [percent(statistics.median(theirs)), percent(max(theirs, key=abs))]
         else:
-            cells += ["not available"] * 2
+            cells += ["–" if peer else "not available"] * 2  # with gguf-parser itself: its total only
         print(f"| {label} | " + " | ".join(cells) + " |")
     if not peer:
         print(

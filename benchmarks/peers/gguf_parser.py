@@ -21,9 +21,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import selectors
 import signal
 import subprocess
-import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,36 +67,50 @@ def command(binary: str, path: str, *, n_ctx: int, n_batch: int, n_ubatch: int, 
 
 def run(cmd: list[str], *, timeout: float = TIMEOUT, limit: int = OUTPUT_LIMIT) -> bytes:
     """The binary's standard output; PeerError if it cannot start, fails, outlives ``timeout`` or writes more
-    than ``limit`` bytes. Its whole process group is ended when it is stopped."""
+    than ``limit`` bytes. The output is read against the deadline (a child that left the process group with the
+    pipe open cannot hold it past it), and the process group is ended on the way out."""
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
     except OSError as e:
         raise PeerError(f"cannot run {cmd[0]}: {e.strerror or e}") from None
-    expired = threading.Event()
-
-    def stop() -> None:
-        expired.set()
-        _kill_group(proc)
-
-    timer = threading.Timer(timeout, stop)
-    timer.start()
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    late = PeerError(f"{cmd[0]} did not answer within {timeout:g} s")
     try:
-        assert proc.stdout is not None
-        out = proc.stdout.read(limit + 1)
+        out = _read(proc.stdout.fileno(), deadline, limit, late)
         if len(out) > limit:
             raise PeerError(f"{cmd[0]} wrote more than {limit:,} bytes")
-        code = proc.wait()
+        try:
+            code = proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise late from None
     finally:
-        timer.cancel()
         _kill_group(proc)
         proc.wait()
-        assert proc.stdout is not None
         proc.stdout.close()
-    if expired.is_set():
-        raise PeerError(f"{cmd[0]} did not answer within {timeout:g} s")
     if code != 0:
         raise PeerError(f"{cmd[0]} exited with status {code}")
     return out
+
+
+def _read(fd: int, deadline: float, limit: int, late: PeerError) -> bytes:
+    """Bytes from ``fd`` until its end or ``limit`` + 1 of them; ``late`` is raised at ``deadline``."""
+    chunks: list[bytes] = []
+    size = 0
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while size <= limit:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise late
+            if not sel.select(left):
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    return b"".join(chunks)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -95,6 +95,8 @@ def test_nonsense_is_refused_with_a_reason(answer: bytes, reason: str) -> None:
     [
         ("time.sleep(60)", "did not answer within 1 s"),
         ("os.fork() or time.sleep(60)", "did not answer within 1 s"),  # the parent exits, its child keeps stdout
+        ("os.fork() or (os.setsid(), time.sleep(5))", "did not answer within 1 s"),  # and leaves the process group
+        ("sys.stdout.close(); time.sleep(60)", "did not answer within 1 s"),  # no more output, no exit
         ("sys.stdout.write('x' * 5000)", "more than 4,096 bytes"),
         ("while True: sys.stdout.write('x' * 65536)", "more than 4,096 bytes"),
         ("sys.exit(3)", "exited with status 3"),
