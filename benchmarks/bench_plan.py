@@ -148,17 +148,26 @@ def parts(weights: int, kv: int, compute: int | None) -> dict:
 
 def peer_parts(binary: str, path: Path, ctx: ResolvedContext) -> dict:
     """gguf-parser-go's components for the context llama.cpp resolved, or ``{"error": why}``."""
+    context = dict(
+        n_ctx=ctx.n_ctx, n_batch=ctx.n_batch, n_ubatch=ctx.n_ubatch, n_seq_max=ctx.n_seq_max, flash_attn=ctx.flash_attn,
+        type_k=ctx.type_k, type_v=ctx.type_v, swa_full=ctx.swa_full,
+    )  # fmt: skip
     try:
-        got = gguf_parser.estimate(
-            binary, str(path), n_ctx=ctx.n_ctx, n_batch=ctx.n_batch, n_ubatch=ctx.n_ubatch, n_seq_max=ctx.n_seq_max,
-            flash_attn=ctx.flash_attn, type_k=ctx.type_k, type_v=ctx.type_v, swa_full=ctx.swa_full,
-        )  # fmt: skip
+        got = gguf_parser.estimate(binary, str(path), **context)
+        on_gpu = gguf_parser.gpu_compute(binary, str(path), **context)
     except gguf_parser.PeerError as e:
         return {"error": str(e)}
-    return dict(weights=got.weights, kv=got.kv, compute=got.compute, total=got.total)
+    return dict(weights=got.weights, kv=got.kv, compute=got.compute, compute_gpu=on_gpu, total=got.total)
 
 
-COMPONENTS = (("weights", "weights"), ("kv", "KV cache / state"), ("compute", "compute buffer"), ("total", "total"))
+#: (gguf-parser-go's key, the plan's and llama.cpp's key, label)
+COMPONENTS = (
+    ("weights", "weights", "weights"),
+    ("kv", "kv", "KV cache / state"),
+    ("compute", "compute", "compute buffer"),
+    ("compute_gpu", "compute", "compute buffer (gguf-parser-go: one GPU holding every layer)"),
+    ("total", "total", "total"),
+)
 
 
 def relative(estimate: int | None, measured: int) -> float | None:
@@ -181,13 +190,13 @@ def print_comparison(found: list[dict], peer: str | None) -> None:
     print("\n| component | plan = llama.cpp | plan: median | plan: worst | gguf-parser-go: median | gguf-parser-go: worst |")
     print("|---|---:|---:|---:|---:|---:|")
     failed = [r for r in found if "error" in r.get("gguf_parser", {})]
-    for key, label in COMPONENTS:
+    for theirs_key, key, label in COMPONENTS:
         ours = [d for r in found if (d := relative(r["plan_parts"][key], r["llama_parts"][key])) is not None]
         theirs = [
             d
             for r in found
             if "error" not in r.get("gguf_parser", {"error": ""})
-            and (d := relative(r["gguf_parser"][key], r["llama_parts"][key])) is not None
+            and (d := relative(r["gguf_parser"][theirs_key], r["llama_parts"][key])) is not None
         ]
         cells = [f"{sum(d == 0 for d in ours)}/{len(found)}"]
         cells += [percent(statistics.median(ours)), percent(max(ours, key=abs))] if ours else ["–", "–"]
@@ -202,17 +211,17 @@ def print_comparison(found: list[dict], peer: str | None) -> None:
             "benchmarks/peers/gguf_parser_breakdown gives the components, gguf-parser itself only the total)"
         )
         return
-    print("\n| model | settings | weights: plan / gguf-parser-go | KV / state | compute | total |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("\n| model | settings | weights: plan / gguf-parser-go | KV / state | compute | compute, one GPU | total |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for r in found:
         s = ", ".join(f"{k}={v}" for k, v in r["settings"].items())
         theirs = r["gguf_parser"]
         if "error" in theirs:
-            print(f"| {r['model']} | {s} | {theirs['error']} | | | |")
+            print(f"| {r['model']} | {s} | {theirs['error']} | | | | |")
             continue
         cells = [
-            f"{percent(relative(r['plan_parts'][k], r['llama_parts'][k]))} / {percent(relative(theirs[k], r['llama_parts'][k]))}"
-            for k, _ in COMPONENTS
+            f"{percent(relative(r['plan_parts'][k], r['llama_parts'][k]))} / {percent(relative(theirs[t], r['llama_parts'][k]))}"
+            for t, k, _ in COMPONENTS
         ]
         print(f"| {r['model']} | {s} | " + " | ".join(cells) + " |")
     if failed:

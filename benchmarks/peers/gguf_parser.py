@@ -9,7 +9,9 @@ offloaded (the CPU, as llama.cpp is measured here). The components, on the CPU d
   output matrix twice and knows no CPU repacking);
 - KV / state: ``kvCache`` (keys and values, or the recurrent state's two parts);
 - compute: ``computation`` without its ``footprint`` (graph metadata, not a buffer): input plus the larger of
-  the layer's and the output's tensors, as gguf-parser sums it;
+  the layer's and the output's tensors, as gguf-parser sums it; also asked for one GPU holding every layer and
+  the output (``gpu_compute``), the setting gguf-parser-go is mostly asked about, whose graph is the one
+  llama.cpp runs on a CPU alone;
 - total: the CPU's total that ``gguf-parser --json`` prints without mmap and platform footprints (the
   components, the tokenizer and metadata footprint and the logits buffer).
 
@@ -53,9 +55,10 @@ def binary_from(option: str | None) -> str | None:
 
 
 def command(binary: str, path: str, *, n_ctx: int, n_batch: int, n_ubatch: int, n_seq_max: int, flash_attn: bool,
-            type_k: str, type_v: str, swa_full: bool) -> list[str]:  # fmt: skip
-    """The command line asking for this context on the CPU, with nothing offloaded, mmap off and no footprints."""
-    cmd = [binary, "--path", path, "--json", "--estimate", "--no-mmap", "--platform-footprint", "0,0", "--gpu-layers", "0"]
+            type_k: str, type_v: str, swa_full: bool, gpu_layers: int = 0) -> list[str]:  # fmt: skip
+    """The command line asking for this context with ``gpu_layers`` offloaded (0: the CPU alone; -1: every layer
+    and the output on one GPU), mmap off and no platform footprints."""
+    cmd = [binary, "--path", path, "--json", "--estimate", "--no-mmap", "--platform-footprint", "0,0", "--gpu-layers", str(gpu_layers)]
     cmd += ["--ctx-size", str(n_ctx), "--batch-size", str(n_batch), "--ubatch-size", str(n_ubatch)]
     cmd += ["--parallel-size", str(n_seq_max), "--cache-type-k", type_k, "--cache-type-v", type_v]
     if flash_attn:
@@ -120,10 +123,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def parse(out: bytes) -> PeerEstimate:
     """The CPU device's figures from either binary's JSON; PeerError naming the field when it is not an answer."""
-    try:
-        doc = json.loads(out)
-    except (ValueError, RecursionError) as e:
-        raise PeerError(f"not JSON: {str(e)[:200]}") from None
+    doc = _json(out)
     summary = _field(doc, "summary") if isinstance(doc, dict) and "summary" in doc else _field(doc, "estimate")
     total = _count(_field(_first(_field(summary, "items"), "items"), "ram"), "uma", "items[0].ram")
     if not (isinstance(doc, dict) and "summary" in doc):
@@ -134,13 +134,44 @@ def parse(out: bytes) -> PeerEstimate:
         total=total,
         weights=sum(_count(weight, k, "weight") for k in ("input", "compute", "computeOverridden", "output")),
         kv=_count(kv, "key", "kvCache") + _count(kv, "value", "kvCache"),
-        compute=_count(comp, "input", "computation") + max(_count(comp, "graph", "computation"), _count(comp, "output", "computation")),
+        compute=_compute(comp),
     )
 
 
+def parse_gpu_compute(out: bytes) -> int | None:
+    """The first GPU's compute buffer from the breakdown's JSON (None from gguf-parser itself, which has no
+    components); PeerError when it is not an answer."""
+    doc = _json(out)
+    if not (isinstance(doc, dict) and "summary" in doc):
+        _field(doc, "estimate")
+        return None
+    devices = _field(_field(doc, "estimate"), "devices")
+    if not isinstance(devices, list) or len(devices) < 2:
+        raise PeerError("'devices' has no GPU")
+    return _compute(_field(devices[1], "computation"))
+
+
 def estimate(binary: str, path: str, **context: Any) -> PeerEstimate:
-    """gguf-parser-go's estimate for ``path`` with ``context`` (the arguments of ``command``)."""
+    """gguf-parser-go's estimate for ``path`` with ``context`` (the arguments of ``command``) on the CPU alone."""
     return parse(run(command(binary, path, **context)))
+
+
+def gpu_compute(binary: str, path: str, **context: Any) -> int | None:
+    """gguf-parser-go's compute buffer for one GPU holding every layer and the output (how it is mostly asked),
+    or None from gguf-parser itself."""
+    return parse_gpu_compute(run(command(binary, path, gpu_layers=-1, **context)))
+
+
+def _json(out: bytes) -> Any:
+    try:
+        return json.loads(out)
+    except (ValueError, RecursionError) as e:
+        raise PeerError(f"not JSON: {str(e)[:200]}") from None
+
+
+def _compute(comp: object) -> int:
+    """A device's compute buffer as gguf-parser sums it, without the graph metadata (``footprint``)."""
+    return _count(comp, "input", "computation") + max(_count(comp, "graph", "computation"), _count(comp, "output", "computation"))
 
 
 def _field(obj: object, key: str) -> Any:

@@ -15,14 +15,15 @@ from pathlib import Path
 import pytest
 
 from benchmarks.peers import gguf_parser
-from benchmarks.peers.gguf_parser import PeerError, command, estimate, parse, run
+from benchmarks.peers.gguf_parser import PeerError, command, estimate, parse, parse_gpu_compute, run
 
 CONTEXT = dict(n_ctx=4096, n_batch=2048, n_ubatch=512, n_seq_max=2, flash_attn=True, type_k="q8_0", type_v="f16", swa_full=False)
 
 
 def breakdown(weight: dict, kv: dict, computation: dict, total: int) -> dict:
     device = {"weight": weight, "kvCache": kv, "computation": computation}
-    return {"estimate": {"devices": [device, {}]}, "summary": {"items": [{"ram": {"uma": total, "nonuma": total}}]}}
+    gpu = {"computation": {"footprint": 0, "input": 5, "graph": 700, "output": 20}}
+    return {"estimate": {"devices": [device, gpu]}, "summary": {"items": [{"ram": {"uma": total, "nonuma": total}}]}}
 
 
 ANSWER = breakdown(
@@ -52,6 +53,8 @@ def test_the_command_asks_for_the_cpu_with_the_resolved_context() -> None:
     assert (args["--cache-type-k"], args["--cache-type-v"]) == ("q8_0", "f16")
     off = command("gp", "m.gguf", **{**CONTEXT, "flash_attn": False, "swa_full": True})  # type: ignore[arg-type]
     assert "--flash-attention" not in off and "--swa-full" in off and "--no-mmap" in off
+    gpu = command("gp", "m.gguf", gpu_layers=-1, **CONTEXT)  # type: ignore[arg-type]
+    assert gpu[gpu.index("--gpu-layers") + 1] == "-1"
 
 
 def test_components_from_the_breakdown_and_the_total_alone_from_gguf_parser() -> None:
@@ -59,6 +62,11 @@ def test_components_from_the_breakdown_and_the_total_alone_from_gguf_parser() ->
     assert (got.weights, got.kv, got.compute, got.total) == (1234, 570, 8 + 600, 123_456)
     cli = {"estimate": {"items": [{"ram": {"uma": 77, "nonuma": 77}, "vrams": []}], "type": "model"}}
     assert parse(json.dumps(cli).encode()) == gguf_parser.PeerEstimate(total=77)
+    assert parse_gpu_compute(json.dumps(ANSWER).encode()) == 5 + 700
+    assert parse_gpu_compute(json.dumps(cli).encode()) is None
+    for nonsense in (b"{}", json.dumps({**ANSWER, "estimate": {"devices": [{}]}}).encode(), b"[" * 100_000):
+        with pytest.raises(PeerError):
+            parse_gpu_compute(nonsense)
 
 
 def test_the_fake_binary_is_asked_with_the_command_line(tmp_path: Path) -> None:
@@ -134,11 +142,13 @@ def test_bench_plan_says_not_available_without_a_binary(capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "| compute buffer | 0/1 | +25.0% | +25.0% | not available | not available |" in out
     assert "| weights | 1/1 | exact | exact |" in out and "gguf-parser-go: not available" in out
-    theirs = dict(weights=80, kv=10, compute=None, total=300)
+    theirs = dict(weights=80, kv=10, compute=None, compute_gpu=60, total=300)
     bench.print_comparison([{**row, "gguf_parser": theirs}, {**row, "gguf_parser": {"error": "it hung"}}], "gp")
     out = capsys.readouterr().out
     assert "| weights | 2/2 | exact | exact | -20.0% | -20.0% |" in out
     assert "| total | 0/2 | +6.7% | +6.7% | +100.0% | +100.0% |" in out
+    assert "| compute buffer | 0/2 | +25.0% | +25.0% | – | – |" in out
+    assert "| compute buffer (gguf-parser-go: one GPU holding every layer) | 0/2 | +25.0% | +25.0% | +50.0% | +50.0% |" in out
     assert "| m | n_ctx=64 | it hung |" in out and "no estimate for 1 of 2" in out
 
 
@@ -156,6 +166,11 @@ def test_a_real_binary_sizes_a_dense_kv_cache_as_llama_cpp(tmp_path: Path) -> No
         flash_attn=c.flash_attn, type_k=c.type_k, type_v=c.type_v, swa_full=c.swa_full,
     )  # fmt: skip
     assert got.total > 0
+    on_gpu = gguf_parser.gpu_compute(
+        os.environ[gguf_parser.ENV], str(path), n_ctx=c.n_ctx, n_batch=c.n_batch, n_ubatch=c.n_ubatch, n_seq_max=c.n_seq_max,
+        flash_attn=c.flash_attn, type_k=c.type_k, type_v=c.type_v, swa_full=c.swa_full,
+    )  # fmt: skip
+    assert (on_gpu is None) == (got.kv is None)
     if got.kv is not None:  # gguf-parser-breakdown: the components too
         assert got.kv == p.kv_bytes
         assert got.weights is not None and got.weights >= p.weights.total // 2
