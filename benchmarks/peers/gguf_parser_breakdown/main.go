@@ -7,7 +7,7 @@
 //	    [--flash-attention] [--cache-type-k T] [--cache-type-v T] [--gpu-layers N] [--swa-full]
 //	    [--mmap | --no-mmap] [--platform-footprint RAM,VRAM] [--json] [--estimate]
 //
-// The last four are gguf-parser's as well, so that one command line asks either binary: the totals ("summary")
+// Every flag is gguf-parser's too, so that one command line asks either binary: the totals ("summary")
 // are those gguf-parser's --json prints with the same flags; the output is always JSON.
 package main
 
