@@ -7,7 +7,10 @@ fetched to plan a remote file.
    (``tests/tiny_models.zero_filled``: written in a second). For each context setting: ``gguf_construct.plan``
    against ``llama_get_memory_breakdown`` through llama-cpp-python: the model buffers and the KV cache / state
    (equal or not), the compute buffer (bytes, difference), and the plan's time over llama.cpp's time to load the
-   model and make the context, within this run.
+   model and make the context, within this run. With ``--gguf-parser BINARY`` (or ``GGUF_PARSER``), gguf-parser-go's
+   estimate for the same context on the CPU beside them (benchmarks/peers/gguf_parser.py): per component (weights,
+   KV cache / state, compute, total), the plan's and gguf-parser-go's median and worst error against llama.cpp;
+   without it that column reads "not available".
 2. The compute buffer of an 80-layer, Llama-3-70B-like shape planned from metadata alone: its time over the best
    llama.cpp load of step 1.
 3. A model split into shards and served by the loopback test server: requests and bytes ``plan(URL)`` fetches,
@@ -17,7 +20,7 @@ fetched to plan a remote file.
    KV/state bytes (equal or not) and the compute buffer the plan estimates against llama.cpp's (median and worst
    difference).
 
-    PYTHONPATH=. python benchmarks/bench_plan.py [--quick] [--only NAME] [--json] [--devices] [--llama-cpp BUILD]
+    PYTHONPATH=. python benchmarks/bench_plan.py [--quick] [--only NAME] [--json] [--devices] [--llama-cpp BUILD] [--gguf-parser BINARY]
 
 Needs the test extra (llama-cpp-python). ``--quick``: one model, two settings, a small remote set (and two device
 setups).
@@ -35,8 +38,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.peers import gguf_parser  # noqa: E402
 from gguf_construct.api.shard_set import split  # noqa: E402
 from gguf_construct.planning import ContextRequest, ModelShape, plan, plan_shape  # noqa: E402
+from gguf_construct.planning.context import ResolvedContext  # noqa: E402
 from gguf_construct.planning.shape import TensorSpan  # noqa: E402
 from tests.http_testserver import TestServer  # noqa: E402
 from tests.llama_memory import cpu_features, measure  # noqa: E402
@@ -102,7 +107,9 @@ SETTINGS = [
 ]
 
 
-def rows(models: dict, settings: list[dict]) -> list[dict]:
+def rows(models: dict, settings: list[dict], peer: str | None = None) -> list[dict]:
+    """Per model and setting: the plan's and llama.cpp's model, cache and compute bytes, and with ``peer`` (a
+    gguf-parser binary) gguf-parser-go's for the same context, or the reason it gave none."""
     features = cpu_features()
     out = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -115,21 +122,110 @@ def rows(models: dict, settings: list[dict]) -> list[dict]:
                 t1 = time.perf_counter()
                 m = measure(path, **kw)
                 t2 = time.perf_counter()
-                out.append(
-                    dict(
-                        model=name,
-                        settings=kw,
-                        n_ctx=m.n_ctx,
-                        model_equal=p.model_bytes == m.total("model"),
-                        cache_equal=p.kv_bytes + p.recurrent_bytes == m.total("context"),
-                        planned=p.compute_bytes,
-                        llama_cpp=m.total("compute"),
-                        llama_seconds=t2 - t1,
-                        time_ratio=(t1 - t0) / (t2 - t1),
-                    )
+                row = dict(
+                    model=name,
+                    settings=kw,
+                    n_ctx=m.n_ctx,
+                    model_equal=p.model_bytes == m.total("model"),
+                    cache_equal=p.kv_bytes + p.recurrent_bytes == m.total("context"),
+                    planned=p.compute_bytes,
+                    llama_cpp=m.total("compute"),
+                    llama_seconds=t2 - t1,
+                    time_ratio=(t1 - t0) / (t2 - t1),
+                    plan_parts=parts(p.model_bytes, p.kv_bytes + p.recurrent_bytes, p.compute_bytes),
+                    llama_parts=parts(m.total("model"), m.total("context"), m.total("compute")),
                 )
+                if peer:
+                    row["gguf_parser"] = peer_parts(peer, path, p.context)
+                out.append(row)
                 print(json.dumps(out[-1]), file=sys.stderr, flush=True)
     return out
+
+
+def parts(weights: int, kv: int, compute: int | None) -> dict:
+    return dict(weights=weights, kv=kv, compute=compute, total=None if compute is None else weights + kv + compute)
+
+
+def peer_parts(binary: str, path: Path, ctx: ResolvedContext) -> dict:
+    """gguf-parser-go's components for the context llama.cpp resolved, or ``{"error": why}``."""
+    context = dict(
+        n_ctx=ctx.n_ctx, n_batch=ctx.n_batch, n_ubatch=ctx.n_ubatch, n_seq_max=ctx.n_seq_max, flash_attn=ctx.flash_attn,
+        type_k=ctx.type_k, type_v=ctx.type_v, swa_full=ctx.swa_full,
+    )  # fmt: skip
+    try:
+        got = gguf_parser.estimate(binary, str(path), **context)
+        on_gpu = gguf_parser.gpu_compute(binary, str(path), **context)
+    except gguf_parser.PeerError as e:
+        return {"error": str(e)}
+    return dict(weights=got.weights, kv=got.kv, compute=got.compute, compute_gpu=on_gpu, total=got.total)
+
+
+#: (gguf-parser-go's key, the plan's and llama.cpp's key, label)
+COMPONENTS = (
+    ("weights", "weights", "weights"),
+    ("kv", "kv", "KV cache / state"),
+    ("compute", "compute", "compute buffer"),
+    ("compute_gpu", "compute", "compute buffer (gguf-parser-go: one GPU holding every layer)"),
+    ("total", "total", "total"),
+)
+
+
+def relative(estimate: int | None, measured: int) -> float | None:
+    """(estimate − measured) / measured, or None without an estimate or a measured amount."""
+    if estimate is None or not measured:
+        return None
+    return (estimate - measured) / measured
+
+
+def percent(d: float | None) -> str:
+    if d is None:
+        return "–"
+    return "exact" if d == 0 else f"{100 * d:+.1f}%"
+
+
+def print_comparison(found: list[dict], peer: str | None) -> None:
+    """Per component: how often and by how much the plan and gguf-parser-go differ from llama.cpp."""
+    import statistics
+
+    print("\n| component | plan = llama.cpp | plan: median | plan: worst | gguf-parser-go: median | gguf-parser-go: worst |")
+    print("|---|---:|---:|---:|---:|---:|")
+    failed = [r for r in found if "error" in r.get("gguf_parser", {})]
+    for theirs_key, key, label in COMPONENTS:
+        ours = [d for r in found if (d := relative(r["plan_parts"][key], r["llama_parts"][key])) is not None]
+        theirs = [
+            d
+            for r in found
+            if "error" not in r.get("gguf_parser", {"error": ""})
+            and (d := relative(r["gguf_parser"][theirs_key], r["llama_parts"][key])) is not None
+        ]
+        cells = [f"{sum(d == 0 for d in ours)}/{len(found)}"]
+        cells += [percent(statistics.median(ours)), percent(max(ours, key=abs))] if ours else ["–", "–"]
+        if theirs:
+            cells += [percent(statistics.median(theirs)), percent(max(theirs, key=abs))]
+        else:
+            cells += ["–" if peer else "not available"] * 2  # with gguf-parser itself: its total only
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    if not peer:
+        print(
+            f"\ngguf-parser-go: not available (name its binary with --gguf-parser or {gguf_parser.ENV}; "
+            "benchmarks/peers/gguf_parser_breakdown gives the components, gguf-parser itself only the total)"
+        )
+        return
+    print("\n| model | settings | weights: plan / gguf-parser-go | KV / state | compute | compute, one GPU | total |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for r in found:
+        s = ", ".join(f"{k}={v}" for k, v in r["settings"].items())
+        theirs = r["gguf_parser"]
+        if "error" in theirs:
+            print(f"| {r['model']} | {s} | {theirs['error']} | | | | |")
+            continue
+        cells = [
+            f"{percent(relative(r['plan_parts'][k], r['llama_parts'][k]))} / {percent(relative(theirs[t], r['llama_parts'][k]))}"
+            for t, k, _ in COMPONENTS
+        ]
+        print(f"| {r['model']} | {s} | " + " | ".join(cells) + " |")
+    if failed:
+        print(f"\ngguf-parser-go gave no estimate for {len(failed)} of {len(found)} settings (the reasons above)")
 
 
 def deep_shape(n_layer: int) -> ModelShape:
@@ -269,6 +365,11 @@ def main() -> None:
         help="the llama.cpp build the plan follows (schema/memory.json builds), for an oracle named by "
         "GGUF_CONSTRUCT_LLAMA_CPP_BUILD (default: GGUF_CONSTRUCT_LLAMA_CPP_VERSION, else llama-cpp-python's)",
     )
+    ap.add_argument(
+        "--gguf-parser",
+        metavar="BINARY",
+        help=f"gguf-parser-go's gguf-parser (totals) or gguf-parser-breakdown (components) for the comparison (default: {gguf_parser.ENV})",
+    )
     args = ap.parse_args()
     from gguf_construct.planning.compute.builds import follow
     from tests.llama_memory import build_name
@@ -284,7 +385,8 @@ def main() -> None:
         if not args.json:
             print_devices(found_devices)
         return
-    found = rows(models, SETTINGS[:2] if args.quick else SETTINGS)
+    peer = gguf_parser.binary_from(args.gguf_parser)
+    found = rows(models, SETTINGS[:2] if args.quick else SETTINGS, peer)
     if args.json:
         print(json.dumps(found, indent=1))
         return
@@ -306,6 +408,7 @@ def main() -> None:
             f"| {r['model']} | {s} | {r['n_ctx']} | {same[r['model_equal']]} | {same[r['cache_equal']]} | "
             f"{r['planned'] or 0:,} | {r['llama_cpp']:,} | {diff} | {r['time_ratio']:.2f} |"
         )
+    print_comparison(found, peer)
     shape = deep_shape(80)
     t = time.perf_counter()
     plan_shape(shape, ContextRequest(n_ctx=8192))
