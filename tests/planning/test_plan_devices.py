@@ -242,15 +242,23 @@ def test_cli_devices_json_is_the_api_plan(models):
 
 def test_cli_moe_flags_and_row_split(models):
     """--cpu-moe / --n-cpu-moe reach the plan (and come back as llama.cpp's flags from --fit); split mode row is
-    planned as layer and says so."""
+    refused on devices without a row-split buffer (llama.cpp refuses them), planned as layer on SYCL devices with
+    a note."""
     path = str(models["qwen3moe"])
     plain = json.loads(_cli(path, "--ctx", "512", "--gpu-mem", "1G,1G", "--n-gpu-layers", "4", "--json").stdout)
     moe = json.loads(_cli(path, "--ctx", "512", "--gpu-mem", "1G,1G", "--n-gpu-layers", "4", "--n-cpu-moe", "1", "--json").stdout)
     assert moe["devices"][0]["model_bytes"] > plain["devices"][0]["model_bytes"]
     r = _cli(path, "--fit", "--gpu-mem", "1G,1G", "--margin", "0", "--cpu-moe", "--json")
     assert r.returncode == 0 and "--cpu-moe" in json.loads(r.stdout)["fit"]["llama_cpp_arguments"]
-    row = json.loads(_cli(path, "--ctx", "512", "--gpu-mem", "1G,1G", "--n-gpu-layers", "4", "--split-mode", "row", "--json").stdout)
-    assert row["devices"] == plain["devices"] and any("split mode row" in n for n in row["notes"])
+    r = _cli(path, "--ctx", "512", "--gpu-mem", "1G,1G", "--n-gpu-layers", "4", "--split-mode", "row", "--json")
+    assert r.returncode == 2 and "does not support split buffers" in r.stderr and "GPU0" in r.stderr, r.stderr
+    sycl = ["--device", "SYCL0=1G", "--device", "SYCL1=1G", "--n-gpu-layers", "4", "--json"]
+    layer = json.loads(_cli(path, "--ctx", "512", *sycl).stdout)
+    row = json.loads(_cli(path, "--ctx", "512", *sycl, "--split-mode", "row").stdout)
+    placed = [{k: d[k] for k in ("name", "model_bytes", "kv_bytes", "state_bytes", "layers")} for d in layer["devices"]]
+    assert [{k: d[k] for k in placed[0]} for d in row["devices"]] == placed and any("split mode row" in n for n in row["notes"])
+    # without pipeline parallelism (llama.cpp enables it for split mode layer only) each device's copies are single
+    assert sum(d["compute_bytes"] for d in row["devices"]) < sum(d["compute_bytes"] for d in layer["devices"])
 
 
 @pytest.mark.parametrize(
