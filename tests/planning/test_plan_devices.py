@@ -1,8 +1,9 @@
-"""Several devices: the plan's per-device model, KV cache and recurrent state against llama.cpp's own memory
-breakdown with RPC devices (``rpc-server`` processes on 127.0.0.1, the ``rpc_tier``), byte for byte, over layer
-and none split modes, tensor splits, partial offload, tensor overrides, --cpu-moe / --n-cpu-moe, several
-architectures and mmap on and off; llama.cpp's float32 layer split worked by hand; and what llama.cpp refuses
-(or cannot mean) refused, through the API and the command line."""
+"""Several devices: the plan's per-device model, KV cache, recurrent state and compute buffer against llama.cpp's
+own memory breakdown with RPC devices (``rpc-server`` processes on 127.0.0.1, the ``rpc_tier``), byte for byte,
+over two and three devices, layer and none split modes, tensor splits, partial and full offload (pipeline
+parallelism), small batches, tensor overrides, --cpu-moe / --n-cpu-moe, several architectures and mmap on and
+off; split mode row refused as llama.cpp refuses it; llama.cpp's float32 layer split worked by hand; and what
+llama.cpp refuses (or cannot mean) refused, through the API and the command line."""
 
 from __future__ import annotations
 
@@ -53,6 +54,15 @@ SETUPS = [
     ("qwen3moe-q4_0", 2, dict(n_gpu_layers=4, tensor_split=(2, 1), n_cpu_moe=2), dict(n_ctx=512)),
     ("gemma3", 2, dict(n_gpu_layers=5, tensor_split=(1, 1)), dict(n_ctx=2048, n_ubatch=64)),
     ("rwkv7", 2, dict(n_gpu_layers=4, tensor_split=(1, 1)), dict(n_ctx=256, n_seq_max=2)),
+    ("qwen3moe", 3, dict(n_gpu_layers=99, tensor_split=(1, 1, 1)), dict(n_ctx=1024, flash_attn="off")),
+    ("llama5", 3, dict(n_gpu_layers=3, tensor_split=(1, 0, 2)), dict(n_ctx=512, n_ubatch=16)),
+    (
+        "gemma3",
+        3,
+        dict(n_gpu_layers=99, tensor_split=(2, 1, 1)),
+        dict(n_ctx=768, type_k="q8_0", type_v="q8_0", kv_unified=True, n_seq_max=2),
+    ),
+    ("rwkv7", 3, dict(n_gpu_layers=99, split_mode="none", main_gpu=2), dict(n_ctx=512, n_ubatch=8)),
 ]
 
 
@@ -75,44 +85,67 @@ def models(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
-@pytest.mark.rpc_tier
-@pytest.mark.parametrize("setup", SETUPS, ids=[_id(s) for s in SETUPS])
-def test_devices_are_llama_cpps_over_rpc(models, setup):
-    """Per device (each an rpc-server) and for the CPU: the model bytes and the context bytes (KV cache and
-    recurrent state) llama.cpp allocates, equal to the plan's."""
-    model, n, req, ctx = setup[0], setup[1], setup[2], dict(setup[3])
+@pytest.fixture(scope="module")
+def servers():
+    """Three RPC servers for the module's tests (a setup with fewer devices uses the first ones)."""
     library = rpc_library()
     assert library is not None
+    with rpc_servers(3, library) as endpoints:
+        yield library, endpoints
+
+
+@pytest.mark.rpc_tier
+@pytest.mark.parametrize("setup", SETUPS, ids=[_id(s) for s in SETUPS])
+def test_devices_are_llama_cpps_over_rpc(models, servers, setup):
+    """Per device (each an rpc-server) and for the CPU: the model bytes, the context bytes (KV cache and
+    recurrent state) and the compute buffer llama.cpp allocates, equal to the plan's."""
+    model, n, req, ctx = setup[0], setup[1], setup[2], dict(setup[3])
+    library, endpoints = servers[0], servers[1][:n]
     names = [f"d{i}" for i in range(n)]
     use_mmap = ctx.pop("use_mmap", True)
     devices = DeviceRequest(tuple(Device(name, 8 * 2**30) for name in names), **req)
     p = plan(models[model], features=cpu_features(), use_mmap=use_mmap, devices=devices, **ctx)
-    with rpc_servers(n, library) as endpoints:
-        measured = measure_on_devices(
-            models[model],
-            library,
-            endpoints,
-            names,
-            n_gpu_layers=req["n_gpu_layers"],
-            split_mode=req.get("split_mode", "layer"),
-            tensor_split=req.get("tensor_split", ()),
-            main_gpu=req.get("main_gpu", 0),
-            overrides=tuple(req.get("overrides", ())) + _moe(req),
-            use_mmap=use_mmap,
-            **ctx,
-        )
+    measured = measure_on_devices(
+        models[model],
+        library,
+        endpoints,
+        names,
+        n_gpu_layers=req["n_gpu_layers"],
+        split_mode=req.get("split_mode", "layer"),
+        tensor_split=req.get("tensor_split", ()),
+        main_gpu=req.get("main_gpu", 0),
+        overrides=tuple(req.get("overrides", ())) + _moe(req),
+        use_mmap=use_mmap,
+        **ctx,
+    )
     assert "refused" not in measured, measured
     buffers = measured["buffers"]
     rows = {row["name"]: row for row in p.devices}
     for name, endpoint in zip(names, endpoints, strict=True):
-        got = buffers.get(f"RPC0[{endpoint}]", {"model": 0, "context": 0})
-        assert (rows[name]["model_bytes"], rows[name]["kv_bytes"] + rows[name]["state_bytes"]) == (got["model"], got["context"]), name
+        got = buffers.get(f"RPC0[{endpoint}]", {"model": 0, "context": 0, "compute": 0})
+        row = rows[name]
+        planned = (row["model_bytes"], row["kv_bytes"] + row["state_bytes"], row["compute_bytes"])
+        assert planned == (got["model"], got["context"], got["compute"]), name
     cpu_model = {k: v["model"] for k, v in buffers.items() if k in CPU_BUFFERS and v["model"]}
     assert cpu_model == {k: v for k, v in p.weights.by_buffer.items() if k in CPU_BUFFERS}
     cpu = rows[CPU]
     assert cpu["kv_bytes"] + cpu["state_bytes"] == sum(v["context"] for k, v in buffers.items() if k in CPU_BUFFERS)
+    assert cpu["compute_bytes"] == sum(v["compute"] for k, v in buffers.items() if k in CPU_BUFFERS)
+    assert p.compute_bytes == sum(v["compute"] for v in buffers.values())
     assert sum(row["model_bytes"] for row in p.devices) == p.model_bytes
     assert any(rows[name]["model_bytes"] for name in names)  # something was offloaded: the setups mean to
+
+
+@pytest.mark.rpc_tier
+def test_split_mode_row_is_refused_as_llama_cpp_refuses_it_over_rpc(models, servers):
+    """llama.cpp refuses split mode row on RPC devices (no split buffer type); so does the plan, naming them as
+    llama.cpp does."""
+    library, endpoints = servers[0], servers[1][:2]
+    names = [f"RPC0[{e}]" for e in endpoints]
+    measured = measure_on_devices(models["llama5"], library, endpoints, names, n_gpu_layers=6, split_mode="row", tensor_split=(1, 1))
+    assert "does not support split buffers" in measured.get("refused", ""), measured
+    with pytest.raises(PlanError, match="does not support split buffers"):
+        plan(models["llama5"], n_ctx=512, devices=DeviceRequest(tuple(Device(n, 2**30) for n in names), n_gpu_layers=6, split_mode="row"))
 
 
 def _moe(req: dict) -> tuple[tuple[str, str], ...]:
