@@ -51,7 +51,7 @@ CPU = "CPU"
 FFN_EXPS: str = memory_table().devices["ffn_exps_regex"]
 #: the backends whose devices have a row-split buffer type: split mode row is refused on any other device
 ROW_SPLIT_BACKENDS: tuple[str, ...] = tuple(memory_table().devices["row_split_backends"])
-_ROW_SPLIT_DEVICE = re.compile("(?:" + "|".join(map(re.escape, ROW_SPLIT_BACKENDS)) + r")\d+$")
+_ROW_SPLIT_DEVICE = re.compile("(?:" + "|".join(map(re.escape, ROW_SPLIT_BACKENDS)) + r")\d+")
 #: the most devices llama.cpp takes (GGML_RPC_MAX_SERVERS for RPC; llama.cpp's own lists are of this order)
 MAX_DEVICES = int(memory_table().devices["max_devices"])
 SplitMode = Literal["layer", "row", "none"]
@@ -117,7 +117,7 @@ class DeviceRequest:
             raise request_refused(f"split mode {str(self.split_mode)[:20]!r} is not layer, row or none", "split_mode")
         if self.split_mode == "row":
             for d in self.devices:
-                if not _ROW_SPLIT_DEVICE.match(d.name):
+                if not _ROW_SPLIT_DEVICE.fullmatch(d.name):
                     raise request_refused(
                         f"split mode row: llama.cpp refuses device {d.name[:40]!r} ('does not support split buffers'): only "
                         f"{' and '.join(ROW_SPLIT_BACKENDS)} devices (named like {ROW_SPLIT_BACKENDS[0]}0) have a row-split buffer "
@@ -152,6 +152,13 @@ class DeviceRequest:
                 )
             if where != CPU and where not in names:
                 raise request_refused(f"override {pattern[:60]!r}={where[:40]!r}: no such device (the devices: {names})", "overrides")
+            if self.split_mode == "none" and where != CPU and where != names[self.main_gpu]:
+                raise request_refused(
+                    f"override {pattern[:60]!r}={where[:40]!r}: split mode none keeps only the main device "
+                    f"{names[self.main_gpu][:40]!r}, and llama.cpp aborts on a weight in a dropped device's buffer "
+                    "('pre-allocated tensor in a buffer that cannot run the operation')",
+                    "overrides",
+                )
             try:
                 re.compile(pattern)
             except (re.error, RecursionError, OverflowError) as e:

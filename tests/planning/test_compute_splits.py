@@ -121,7 +121,7 @@ def test_per_device_compute_adds_up_and_a_device_without_layers_has_none(tmp_pat
     assert p.compute_bytes == sum(r["compute_bytes"] for r in p.devices)
 
 
-@pytest.mark.parametrize("name", ["RPC0[127.0.0.1:50052]", "CUDA0", "Vulkan0", "MTL0", "GPU0", "SYCL", "SYCL0x"])
+@pytest.mark.parametrize("name", ["RPC0[127.0.0.1:50052]", "CUDA0", "Vulkan0", "MTL0", "GPU0", "SYCL", "SYCL0x", "SYCL0\n"])
 def test_split_mode_row_is_refused_where_llama_cpp_has_no_split_buffer(tmp_path, name):
     path = tmp_path / "l.gguf"
     llama(n_layer=2).save(path)

@@ -148,6 +148,19 @@ def test_split_mode_row_is_refused_as_llama_cpp_refuses_it_over_rpc(models, serv
         plan(models["llama5"], n_ctx=512, devices=DeviceRequest(tuple(Device(n, 2**30) for n in names), n_gpu_layers=6, split_mode="row"))
 
 
+@pytest.mark.rpc_tier
+def test_an_override_to_a_device_split_mode_none_drops_is_refused_where_llama_cpp_aborts(models, servers):
+    library, endpoints = servers[0], servers[1][:2]
+    overrides = ((r"blk\.0\.attn_q", "d0"),)
+    with pytest.raises(RuntimeError, match="pre-allocated tensor"):
+        measure_on_devices(
+            models["llama5"], library, endpoints, ["d0", "d1"], n_gpu_layers=6, split_mode="none", main_gpu=1, overrides=overrides
+        )
+    devices = DeviceRequest((Device("d0", 2**30), Device("d1", 2**30)), n_gpu_layers=6, split_mode="none", main_gpu=1, overrides=overrides)
+    with pytest.raises(PlanError, match="aborts"):
+        plan(models["llama5"], n_ctx=512, devices=devices)
+
+
 def _moe(req: dict) -> tuple[tuple[str, str], ...]:
     """llama.cpp's own overrides for --cpu-moe / --n-cpu-moe (common/arg.cpp), for the measuring process."""
     if req.get("cpu_moe"):
@@ -230,6 +243,7 @@ HOSTILE = [
     (dict(devices=(Device("a", 1),), n_gpu_layers=1, n_cpu_moe=-2), "n_cpu_moe"),
     (dict(devices=(Device("a", 1),), n_gpu_layers=1, overrides=(("x", "CPU"),) * 257), "at most 256"),
     (dict(devices=(Device("a", 1),), n_gpu_layers=1, cpu_moe=1), "cpu_moe"),
+    (dict(devices=(Device("a", 1), Device("b", 1)), n_gpu_layers=1, split_mode="none", overrides=(("x", "b"),)), "aborts"),
 ]
 
 
