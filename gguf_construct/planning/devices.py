@@ -10,12 +10,17 @@ normalised tensor split (by default each device's free memory), summed in float3
 the tensor's name, first match wins) moves one weight to another device or back to the CPU, where the CPU's
 rules (repacking, mapping) apply. A layer's KV cache and recurrent state live on the layer's device.
 
-Split mode ``row`` places the layers as ``layer`` does; its split buffer (ggml-cuda's
-``ggml_backend_cuda_split_buffer_type``, which spreads each offloaded matrix's rows over all devices) is not
-modelled: only CUDA and SYCL have it, llama.cpp refuses it on other backends (RPC included), and the plan says so
-in a note. A CUDA, Metal or Vulkan backend may also pad its buffers
-more than the CPU's 32 bytes and sizes its own compute buffer from the graph split it runs: both are taken as the
-CPU's here, and only CPU and RPC devices (an ``rpc-server`` runs the CPU backend) are checked against llama.cpp.
+Each backend's compute buffer comes from ggml's scheduler splitting the graph over the devices
+(:mod:`.compute.splits`); ``compute_placement`` tells it where each weight and cache is, which layer's norms
+llama.cpp pins, and whether pipeline parallelism (four copies of the inputs) is on.
+
+Split mode ``row`` needs a row-split buffer type on every device (src/llama-model.cpp ``make_gpu_buft_list``):
+only SYCL and Hexagon devices have one in the llama.cpp followed, so row is refused for any other device name, as
+llama.cpp refuses it ("does not support split buffers"); on SYCL/HTP devices the layers are placed as with
+``layer`` and the split buffer (each matrix's rows over all devices) is not modelled. A CUDA, Metal or Vulkan
+backend may also pad its buffers more than the CPU's 32 bytes and offload large-batch ops on CPU weights: both
+are taken as the CPU's here, and only CPU and RPC devices (an ``rpc-server`` runs the CPU backend) are checked
+against llama.cpp.
 """
 
 from __future__ import annotations
