@@ -267,7 +267,7 @@ def compute_placement(shape: ModelShape, req: DeviceRequest) -> Callable[[Batch]
         found = homes.get(t.name)
         if found is None:
             cache = _CACHE.match(t.name)
-            if cache:
+            if cache and int(cache.group(1)) < shape.n_layer:
                 found = (backend(per_layer[int(cache.group(1))]), False)
             else:
                 found = (backend(device_of(t.name, layer_of(t.name, shape.n_layer))), True)
