@@ -297,14 +297,19 @@ def scheduled_compute(req: DeviceRequest, buffers: Sequence[int] | None) -> dict
     return dict(zip(names, buffers, strict=True))
 
 
-def device_notes(req: DeviceRequest) -> list[str]:
-    """What the per-device plan assumes about the devices' backends, and the split mode's part."""
+def device_notes(shape: ModelShape, req: DeviceRequest) -> list[str]:
+    """What the per-device plan assumes about the devices' backends, pipeline parallelism and the split mode."""
     notes = [
         "device buffers follow the CPU's rules (32-byte alignment) and each backend's compute buffer comes from ggml's "
         "scheduler splitting the graph over the devices, as RPC devices (the CPU backend behind rpc-server) do it: checked "
         "against llama.cpp; a CUDA, Metal or Vulkan backend may pad more, copy CPU weights to itself for large batches "
         "(op offload) and hold the CPU's compute buffer in pinned host memory: not modelled, not verified"
     ]
+    if pipeline_parallel(shape, req):
+        notes.append(
+            f"pipeline parallelism (several devices, every layer offloaded, no overrides): llama.cpp keeps {MAX_COPIES} copies "
+            "of every graph input and of every tensor crossing devices in the compute buffers"
+        )
     if req.split_mode == "row":
         notes.append("split mode row: layers placed as with layer; the row-split buffer of SYCL and Hexagon devices is not modelled")
     return notes

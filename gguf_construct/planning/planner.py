@@ -272,7 +272,7 @@ def _plan_on_devices(
     checkpoint()
     weights = weight_buffers(shape, features=feats, use_mmap=use_mmap, device_of=tensor_device(shape, req))
     shares = device_shares(shape, weights, kv, rs, buffers, req)
-    notes += device_notes(req)
+    notes += device_notes(shape, req)
     n_gpu = sum(1 for d in layer_devices(shape.n_layer, req) if d is not None)
     gpu = {k: sum(d[k] for d in shares[1:]) for k in ("model_bytes", "kv_bytes", "state_bytes", "compute_bytes", "total_bytes")}
     compute = None if buffers is None else sum(buffers)

@@ -119,6 +119,9 @@ def test_per_device_compute_adds_up_and_a_device_without_layers_has_none(tmp_pat
     assert rows["d1"]["compute_bytes"] == 0 and not rows["d1"]["layers"]
     assert rows["d0"]["compute_bytes"] > 0 and rows["d2"]["compute_bytes"] > 0
     assert p.compute_bytes == sum(r["compute_bytes"] for r in p.devices)
+    assert not any("pipeline parallelism" in n for n in p.notes)
+    full = plan(path, n_ctx=1024, devices=DeviceRequest(devices, n_gpu_layers=99))
+    assert any("pipeline parallelism" in n for n in full.notes)
 
 
 @pytest.mark.parametrize("name", ["RPC0[127.0.0.1:50052]", "CUDA0", "Vulkan0", "MTL0", "GPU0", "SYCL", "SYCL0x", "SYCL0\n"])
