@@ -29,6 +29,7 @@ from .compute.builds import following
 from .context import ContextRequest, ResolvedContext, request_refused, resolve
 from .devices import CPU, DeviceRequest, compute_placement, device_notes, layer_devices, scheduled_compute, tensor_device
 from .fit import DEFAULT_MARGIN, DEFAULT_MIN_CTX, fit_shape
+from .loaded import refuse_unloaded_tensors
 from .shape import ModelShape, refused, shown
 from .weights import INPUT, OUTPUT, WeightBuffers, cpu_features, on_gpu, weight_buffers
 
@@ -172,6 +173,7 @@ def plan_shape(
 ) -> Plan:
     """The plan for a model whose shape is known (see ``plan`` for the parameters); ``checkpoint`` is called
     between steps (it raises to stop the plan: a deadline)."""
+    refuse_unloaded_tensors(shape)
     with following(_build(llama_cpp)):
         p = _plan_shape(
             shape,
