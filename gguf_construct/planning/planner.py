@@ -42,7 +42,8 @@ _MAX_GPU_LAYERS = 2**31 - 1
 @dataclass
 class Plan:
     """llama.cpp's buffers for one model and context, in bytes. ``compute_bytes`` is None where the compute
-    graph of the architecture is not modelled; ``notes`` say what could not be planned and why."""
+    graph of the architecture is not modelled (with devices, every device's and the CPU's compute buffer summed);
+    ``notes`` say what could not be planned and why."""
 
     architecture: str
     context: ResolvedContext

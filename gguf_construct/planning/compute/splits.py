@@ -63,6 +63,9 @@ def schedule(graph: Graph, placement: Placement) -> BufferedGraph:
 
 @dataclass
 class _Split:
+    """ggml_backend_sched_split: nodes ``start`` to ``end`` (views included) on one backend, and the sources from
+    other backends it copies in."""
+
     backend: int
     start: int
     end: int = 0
@@ -70,6 +73,8 @@ class _Split:
 
 
 class _Scheduler:
+    """One ``ggml_backend_sched_split_graph`` over a graph (its own state: the graph itself is not changed)."""
+
     def __init__(self, graph: Graph, placement: Placement) -> None:
         self.graph, self.p = graph, placement
         self.cpu = placement.n_backends - 1
@@ -232,4 +237,7 @@ class _Scheduler:
                     leaf_ids += [split.backend] * self.p.n_copies
         leafs += self.graph.leafs
         leaf_ids += [self.get(leaf) for leaf in self.graph.leafs]
+        for leaf, backend in zip(leafs, leaf_ids, strict=True):
+            if backend == -1 and not leaf.external:  # ggml asserts a buffer for every leaf it allocates
+                raise refuse(f"the scheduler left {leaf!r} on no backend")
         return BufferedGraph(nodes, leafs, node_ids, leaf_ids, self.p.n_backends, self.sources, frozenset(self.kept))
