@@ -24,7 +24,7 @@ from gguf_construct.planning.devices import CPU, FFN_EXPS, Device, DeviceRequest
 from gguf_construct.planning.weights import layer_of  # noqa: E402
 from tests.llama_memory import cpu_features  # noqa: E402
 from tests.planning.rpc_devices import measure_on_devices, rpc_library, rpc_servers  # noqa: E402
-from tests.tiny_models import gemma3, llama, qwen3moe, rwkv7  # noqa: E402
+from tests.tiny_models import deepseek2, gemma3, glm4moe, gpt_oss, llama, mamba2, phi3, qwen3, qwen3moe, rwkv7  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU_BUFFERS = ("CPU", "CPU_Mapped", "CPU_REPACK")
@@ -36,6 +36,12 @@ MODELS = {
     "qwen3moe-q4_0": lambda: qwen3moe(n_layer=3, wtype="q4_0"),
     "gemma3": lambda: gemma3(n_layer=4),
     "rwkv7": lambda: rwkv7(n_layer=3, n_embd=256),
+    "deepseek2": lambda: deepseek2(n_layer=3),
+    "mamba2": lambda: mamba2(n_layer=3),
+    "gpt_oss": lambda: gpt_oss(n_layer=4),
+    "glm4moe": lambda: glm4moe(n_layer=3),
+    "phi3": lambda: phi3(n_layer=3),
+    "qwen3": lambda: qwen3(n_layer=4),
 }
 # (model, number of devices, request, context settings)
 SETUPS = [
@@ -63,6 +69,12 @@ SETUPS = [
         dict(n_ctx=768, type_k="q8_0", type_v="q8_0", kv_unified=True, n_seq_max=2),
     ),
     ("rwkv7", 3, dict(n_gpu_layers=99, split_mode="none", main_gpu=2), dict(n_ctx=512, n_ubatch=8)),
+    ("deepseek2", 3, dict(n_gpu_layers=99, tensor_split=(1, 1, 1)), dict(n_ctx=512)),
+    ("mamba2", 2, dict(n_gpu_layers=2, tensor_split=(1, 1)), dict(n_ctx=512, n_seq_max=2)),
+    ("gpt_oss", 2, dict(n_gpu_layers=99, tensor_split=(1, 1)), dict(n_ctx=1024, flash_attn="off")),
+    ("glm4moe", 3, dict(n_gpu_layers=3, tensor_split=(1, 0, 2)), dict(n_ctx=512, n_ubatch=16)),
+    ("phi3", 2, dict(n_gpu_layers=99, split_mode="none", main_gpu=1), dict(n_ctx=512)),
+    ("qwen3", 3, dict(n_gpu_layers=99, tensor_split=(2, 1, 1)), dict(n_ctx=512, n_seq_max=3, n_ubatch=64)),
 ]
 
 
