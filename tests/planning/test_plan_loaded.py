@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gguf_construct.planning import PlanError, plan
-from tests.tiny_models import llama, qwen2
+from tests.tiny_models import llama, qwen2, qwen3, qwen3moe
 
 pytest.importorskip("llama_cpp")
 
@@ -44,6 +44,38 @@ def test_a_tensor_the_loader_never_creates_is_refused_as_llama_cpp_refuses_it(ca
         with pytest.raises(PlanError, match="never creates") as e:
             plan(path, n_ctx=256)
         assert e.value.rule == "plan.model" and name in str(e.value)
+    else:
+        assert plan(path, n_ctx=256).total_bytes
+
+
+OTHERS = {
+    "qwen3 rerank head": (lambda: qwen3(n_layer=2), "cls.output.weight", (N_EMBD, 1), False),
+    "qwen3 key-norm scale-like name": (lambda: qwen3(n_layer=2), "blk.0.attn_k_norm.scale", (1,), True),
+    "qwen3 output-projection bias": (lambda: qwen3(n_layer=2), "blk.1.attn_output.bias", (N_EMBD,), True),
+    "qwen3moe expert scale": (lambda: qwen3moe(n_layer=2), "blk.0.ffn_up_exps.scale", (8,), False),
+    "qwen3moe dense ffn": (lambda: qwen3moe(n_layer=2), "blk.0.ffn_up.weight", (N_EMBD, 64), True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OTHERS))
+def test_the_qwen3_loaders_tensors_are_llama_cpps(case, tmp_path):
+    from tests.llama_memory import measure
+
+    build, name, shape, refused = OTHERS[case]
+    f = build()
+    f.tensors.add(name, np.ones(shape[::-1], dtype=np.float32))
+    path = tmp_path / "m.gguf"
+    f.save(path, keep_valid=False)
+    try:
+        measure(path, n_ctx=256)
+        llama_cpp_refused = False
+    except RuntimeError as e:
+        assert "wrong number of tensors" in str(e), str(e)[-500:]
+        llama_cpp_refused = True
+    assert llama_cpp_refused == refused
+    if refused:
+        with pytest.raises(PlanError, match="never creates"):
+            plan(path, n_ctx=256)
     else:
         assert plan(path, n_ctx=256).total_bytes
 
