@@ -16,9 +16,9 @@ fetched to plan a remote file.
 3. A model split into shards and served by the loopback test server: requests and bytes ``plan(URL)`` fetches,
    against the size of the set.
 4. With ``--devices`` (and ``GGUF_CONSTRUCT_GGML_RPC`` naming the ggml-rpc backend, tests/planning/rpc_devices.py):
-   models on two ``rpc-server`` devices on 127.0.0.1 at several offloads and splits, per device: the model and
-   KV/state bytes (equal or not) and the compute buffer the plan estimates against llama.cpp's (median and worst
-   difference).
+   models on two or three ``rpc-server`` devices on 127.0.0.1 at several offloads and splits, per device and the
+   CPU: the model, KV/state and compute bytes against llama.cpp's (equal or not; the compute buffer's median and
+   worst difference).
 
     PYTHONPATH=. python benchmarks/bench_plan.py [--quick] [--only NAME] [--json] [--devices] [--llama-cpp BUILD] [--gguf-parser BINARY]
 
@@ -277,17 +277,20 @@ def remote(folder: Path, quick: bool) -> list[str]:
         ]
 
 
+# the number of rpc-server devices is the tensor split's length (two without one)
 DEVICE_SETUPS = [
     dict(n_gpu_layers=3, tensor_split=(1, 1)),
-    dict(n_gpu_layers=99, tensor_split=(1, 1)),
+    dict(n_gpu_layers=99, tensor_split=(1, 1, 1)),
     dict(n_gpu_layers=99, tensor_split=(3, 1), n_ctx=4096),
     dict(n_gpu_layers=99, tensor_split=(1, 1), flash_attn="off"),
+    dict(n_gpu_layers=2, tensor_split=(1, 0, 1), n_ubatch=16),
     dict(n_gpu_layers=99, split_mode="none", main_gpu=1),
 ]
 
 
 def device_rows(models: dict, setups: list[dict]) -> list[dict]:
-    """Per model, setup and device (the CPU and two RPC devices): planned and measured model, cache, compute."""
+    """Per model, setup and device (the CPU and two or three RPC devices): planned and measured model, cache,
+    compute."""
     from gguf_construct.planning.devices import Device, DeviceRequest
     from tests.planning.rpc_devices import measure_on_devices, rpc_library, rpc_servers
 
@@ -295,13 +298,15 @@ def device_rows(models: dict, setups: list[dict]) -> list[dict]:
     if library is None:
         raise SystemExit("--devices needs GGUF_CONSTRUCT_GGML_RPC (python -m tests.planning.rpc_devices build DIR)")
     out = []
-    names = ["d0", "d1"]
-    with tempfile.TemporaryDirectory() as tmp, rpc_servers(2, library) as endpoints:
+    most = max(len(s.get("tensor_split", (1, 1))) for s in setups)
+    with tempfile.TemporaryDirectory() as tmp, rpc_servers(most, library) as all_endpoints:
         for label, build in models.items():
             path = Path(tmp) / "m.gguf"
             build().save(path)
             for setup in setups:
-                ctx = {"n_ctx": 2048, **{k: v for k, v in setup.items() if k in ("n_ctx", "flash_attn")}}
+                n = len(setup.get("tensor_split", (1, 1)))
+                names, endpoints = [f"d{i}" for i in range(n)], all_endpoints[:n]
+                ctx = {"n_ctx": 2048, **{k: v for k, v in setup.items() if k in ("n_ctx", "flash_attn", "n_ubatch")}}
                 dev = {k: v for k, v in setup.items() if k not in ctx}
                 req = DeviceRequest(tuple(Device(n, 64 * 2**30) for n in names), **dev)
                 p = plan(path, features=cpu_features(), devices=req, **ctx)
@@ -348,8 +353,9 @@ def print_devices(found: list[dict]) -> None:
     n = len(found)
     print(
         f"\nmodel bytes equal on {sum(r['model_equal'] for r in found)}/{n} devices, "
-        f"KV/state on {sum(r['cache_equal'] for r in found)}/{n}; "
-        f"compute estimate vs llama.cpp: median {100 * statistics.median(diffs):+.1f}%, "
+        f"KV/state on {sum(r['cache_equal'] for r in found)}/{n}, "
+        f"compute on {sum(r['compute_planned'] == r['compute_llama_cpp'] for r in found)}/{n}; "
+        f"compute vs llama.cpp: median {100 * statistics.median(diffs):+.1f}%, "
         f"worst {100 * max(diffs, key=abs):+.1f}% ({len(diffs)} devices with a compute buffer)"
     )
 

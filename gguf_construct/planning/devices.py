@@ -10,12 +10,17 @@ normalised tensor split (by default each device's free memory), summed in float3
 the tensor's name, first match wins) moves one weight to another device or back to the CPU, where the CPU's
 rules (repacking, mapping) apply. A layer's KV cache and recurrent state live on the layer's device.
 
-Split mode ``row`` places the layers as ``layer`` does; its split buffer (ggml-cuda's
-``ggml_backend_cuda_split_buffer_type``, which spreads each offloaded matrix's rows over all devices) is not
-modelled: only CUDA and SYCL have it, llama.cpp refuses it on other backends (RPC included), and the plan says so
-in a note. A CUDA, Metal or Vulkan backend may also pad its buffers
-more than the CPU's 32 bytes and sizes its own compute buffer from the graph split it runs: both are taken as the
-CPU's here, and only CPU and RPC devices (an ``rpc-server`` runs the CPU backend) are checked against llama.cpp.
+Each backend's compute buffer comes from ggml's scheduler splitting the graph over the devices
+(:mod:`.compute.splits`); ``compute_placement`` tells it where each weight and cache is, which layer's norms
+llama.cpp pins, and whether pipeline parallelism (four copies of the inputs) is on.
+
+Split mode ``row`` needs a row-split buffer type on every device (src/llama-model.cpp ``make_gpu_buft_list``):
+only SYCL and Hexagon devices have one in the llama.cpp followed, so row is refused for any other device name, as
+llama.cpp refuses it ("does not support split buffers"); on SYCL/HTP devices the layers are placed as with
+``layer`` and the split buffer (each matrix's rows over all devices) is not modelled. A CUDA, Metal or Vulkan
+backend may also pad its buffers more than the CPU's 32 bytes and offload large-batch ops on CPU weights: both
+are taken as the CPU's here, and only CPU and RPC devices (an ``rpc-server`` runs the CPU backend) are checked
+against llama.cpp.
 """
 
 from __future__ import annotations
@@ -27,16 +32,31 @@ from typing import Literal
 
 import numpy as np
 
+from .compute.ggml_ir import GgmlTensor
+from .compute.llama_blocks import Batch
+from .compute.splits import MAX_COPIES, Placement
 from .context import request_refused
 from .shape import ModelShape, memory_table
-from .weights import INPUT, OUTPUT
+from .weights import INPUT, OUTPUT, layer_of
 
-__all__ = ["CPU", "Device", "DeviceRequest", "cpu_moe_overrides", "layer_devices", "tensor_device"]
+__all__ = [
+    "CPU",
+    "Device",
+    "DeviceRequest",
+    "compute_placement",
+    "cpu_moe_overrides",
+    "layer_devices",
+    "pipeline_parallel",
+    "tensor_device",
+]
 
 #: the CPU's name in overrides and in the plan's devices list
 CPU = "CPU"
 #: llama.cpp's LLM_FFN_EXPS_REGEX (common/common.h): the experts' weights that --cpu-moe keeps on the CPU
 FFN_EXPS: str = memory_table().devices["ffn_exps_regex"]
+#: the backends whose devices have a row-split buffer type: split mode row is refused on any other device
+ROW_SPLIT_BACKENDS: tuple[str, ...] = tuple(memory_table().devices["row_split_backends"])
+_ROW_SPLIT_DEVICE = re.compile("(?:" + "|".join(map(re.escape, ROW_SPLIT_BACKENDS)) + r")\d+")
 #: the most devices llama.cpp takes (GGML_RPC_MAX_SERVERS for RPC; llama.cpp's own lists are of this order)
 MAX_DEVICES = int(memory_table().devices["max_devices"])
 SplitMode = Literal["layer", "row", "none"]
@@ -48,6 +68,11 @@ MAX_OVERRIDES = 256
 _NESTED = re.compile(r"\((?:[^()\\]|\\.)*[*+?}](?:[^()\\]|\\.)*\)[*+?{]")
 _ANY_EXPS = re.compile(FFN_EXPS)
 _EXPS = re.compile(r"blk\.(\d+)" + FFN_EXPS)
+#: a layer's KV cache or recurrent state in the compute graph (planning.compute names them cache_<kind>_l<layer>)
+_CACHE = re.compile(r"cache_[a-z]+_l(\d+)$")
+#: llama.cpp pins each layer's norms to the layer's device for batches below this many tokens
+#: (llama_context::graph_get_cb), and for every batch when the whole model is offloaded
+_PIN_BELOW_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -95,6 +120,15 @@ class DeviceRequest:
             raise request_refused(f"device names must be unique and not {CPU!r}: {names[:MAX_DEVICES]}", "devices")
         if self.split_mode not in ("layer", "row", "none"):
             raise request_refused(f"split mode {str(self.split_mode)[:20]!r} is not layer, row or none", "split_mode")
+        if self.split_mode == "row":
+            for d in self.devices:
+                if not _ROW_SPLIT_DEVICE.fullmatch(d.name):
+                    raise request_refused(
+                        f"split mode row: llama.cpp refuses device {d.name[:40]!r} ('does not support split buffers'): only "
+                        f"{' and '.join(ROW_SPLIT_BACKENDS)} devices (named like {ROW_SPLIT_BACKENDS[0]}0) have a row-split buffer "
+                        "in the llama.cpp followed; CUDA, RPC, Vulkan and Metal devices do not",
+                        "split_mode",
+                    )
         if self.devices and not 0 <= self.main_gpu < len(self.devices):
             raise request_refused(f"main_gpu {self.main_gpu} is not one of the {len(self.devices)} devices", "main_gpu")
         if self.tensor_split:
@@ -123,6 +157,13 @@ class DeviceRequest:
                 )
             if where != CPU and where not in names:
                 raise request_refused(f"override {pattern[:60]!r}={where[:40]!r}: no such device (the devices: {names})", "overrides")
+            if self.split_mode == "none" and where != CPU and where != names[self.main_gpu]:
+                raise request_refused(
+                    f"override {pattern[:60]!r}={where[:40]!r}: split mode none keeps only the main device "
+                    f"{names[self.main_gpu][:40]!r}, and llama.cpp aborts on a weight in a dropped device's buffer "
+                    "('pre-allocated tensor in a buffer that cannot run the operation')",
+                    "overrides",
+                )
             try:
                 re.compile(pattern)
             except (re.error, RecursionError, OverflowError) as e:
@@ -190,3 +231,85 @@ def tensor_device(shape: ModelShape, req: DeviceRequest) -> Callable[[str, int],
         return per_layer[shape.n_layer if layer == OUTPUT else layer]
 
     return device_of
+
+
+def _scheduled_devices(req: DeviceRequest) -> list[Device]:
+    """The devices llama.cpp's model keeps (split mode none: the main device alone), in the scheduler's order."""
+    if req.split_mode == "none" and req.devices:
+        return [req.devices[req.main_gpu]]
+    return list(req.devices)
+
+
+def pipeline_parallel(shape: ModelShape, req: DeviceRequest) -> bool:
+    """Whether llama.cpp's context enables pipeline parallelism (llama_context's constructor): several devices,
+    every layer offloaded, split by layer, the KV cache offloaded and no tensor overrides; every device must also
+    run asynchronously with events, as RPC and CUDA devices do."""
+    has_overrides = bool(req.overrides) or req.cpu_moe or req.n_cpu_moe > 0
+    return len(_scheduled_devices(req)) > 1 and req.n_gpu_layers > shape.n_layer and req.split_mode == "layer" and not has_overrides
+
+
+def compute_placement(shape: ModelShape, req: DeviceRequest) -> Callable[[Batch], Placement]:
+    """Where ggml's scheduler finds each weight, cache and pinned norm of the compute graph, per reserved batch:
+    the backends are the model's devices in order, then the CPU."""
+    devices = _scheduled_devices(req)
+    index = {d.name: i for i, d in enumerate(devices)}
+    cpu = len(devices)
+    device_of = tensor_device(shape, req)
+    per_layer = layer_devices(shape.n_layer, req)
+    homes: dict[str, tuple[int, bool]] = {}
+
+    def backend(name: str | None) -> int:
+        return cpu if name is None else index[name]
+
+    def home(t: GgmlTensor) -> tuple[int, bool] | None:
+        if not t.external:
+            return None
+        found = homes.get(t.name)
+        if found is None:
+            cache = _CACHE.match(t.name)
+            if cache and int(cache.group(1)) < shape.n_layer:
+                found = (backend(per_layer[int(cache.group(1))]), False)
+            else:
+                found = (backend(device_of(t.name, layer_of(t.name, shape.n_layer))), True)
+            homes[t.name] = found
+        return found
+
+    full_offload = req.n_gpu_layers > shape.n_layer
+    copies = MAX_COPIES if pipeline_parallel(shape, req) else 1
+
+    def placement(batch: Batch) -> Placement:
+        pinned = batch.n_tokens < _PIN_BELOW_TOKENS or full_offload
+
+        def pin(layer: int) -> int | None:
+            return backend(per_layer[layer]) if pinned and 0 <= layer < shape.n_layer else None
+
+        return Placement(cpu + 1, home, pin, copies)
+
+    return placement
+
+
+def scheduled_compute(req: DeviceRequest, buffers: Sequence[int] | None) -> dict[str, int]:
+    """Each device's and the CPU's compute buffer by name, from the scheduler's buffers (the scheduled devices',
+    then the CPU's); a device llama.cpp's model does not keep (split mode none) has none."""
+    if buffers is None:
+        return {}
+    names = [d.name for d in _scheduled_devices(req)] + [CPU]
+    return dict(zip(names, buffers, strict=True))
+
+
+def device_notes(shape: ModelShape, req: DeviceRequest) -> list[str]:
+    """What the per-device plan assumes about the devices' backends, pipeline parallelism and the split mode."""
+    notes = [
+        "device buffers follow the CPU's rules (32-byte alignment) and each backend's compute buffer comes from ggml's "
+        "scheduler splitting the graph over the devices, as RPC devices (the CPU backend behind rpc-server) do it: checked "
+        "against llama.cpp; a CUDA, Metal or Vulkan backend may pad more, copy CPU weights to itself for large batches "
+        "(op offload) and hold the CPU's compute buffer in pinned host memory: not modelled, not verified"
+    ]
+    if pipeline_parallel(shape, req):
+        notes.append(
+            f"pipeline parallelism (several devices, every layer offloaded, no overrides): llama.cpp keeps {MAX_COPIES} copies "
+            "of every graph input and of every tensor crossing devices in the compute buffers"
+        )
+    if req.split_mode == "row":
+        notes.append("split mode row: layers placed as with layer; the row-split buffer of SYCL and Hexagon devices is not modelled")
+    return notes

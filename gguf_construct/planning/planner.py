@@ -22,13 +22,14 @@ from ..api.registry import load
 from ..errors import FormatError
 from ..sources.options import options
 from .cache import CacheLayer, kv_cache, recurrent_state
-from .compute import compute_bytes
+from .compute import compute_buffers, compute_bytes
 from .compute.builds import DEFAULT as DEFAULT_BUILD
 from .compute.builds import KNOWN as KNOWN_BUILDS
 from .compute.builds import following
 from .context import ContextRequest, ResolvedContext, request_refused, resolve
-from .devices import CPU, DeviceRequest, layer_devices, tensor_device
+from .devices import CPU, DeviceRequest, compute_placement, device_notes, layer_devices, scheduled_compute, tensor_device
 from .fit import DEFAULT_MARGIN, DEFAULT_MIN_CTX, fit_shape
+from .loaded import refuse_unloaded_tensors
 from .shape import ModelShape, refused, shown
 from .weights import INPUT, OUTPUT, WeightBuffers, cpu_features, on_gpu, weight_buffers
 
@@ -41,7 +42,8 @@ _MAX_GPU_LAYERS = 2**31 - 1
 @dataclass
 class Plan:
     """llama.cpp's buffers for one model and context, in bytes. ``compute_bytes`` is None where the compute
-    graph of the architecture is not modelled; ``notes`` say what could not be planned and why."""
+    graph of the architecture is not modelled (with devices, every device's and the CPU's compute buffer summed);
+    ``notes`` say what could not be planned and why."""
 
     architecture: str
     context: ResolvedContext
@@ -115,8 +117,14 @@ class Plan:
         }
 
 
-def _compute(shape: ModelShape, ctx: ResolvedContext, checkpoint: Callable[[], None]) -> tuple[int | None, str | None]:
+def _compute(
+    shape: ModelShape, ctx: ResolvedContext, checkpoint: Callable[[], None], devices: DeviceRequest | None = None
+) -> tuple[Any, str | None]:
+    """The CPU's compute buffer, or with ``devices`` each backend's (the devices', then the CPU's); None and why
+    where the graph is not modelled."""
     try:
+        if devices is not None:
+            return compute_buffers(shape, ctx, compute_placement(shape, devices), checkpoint), None
         return compute_bytes(shape, ctx, checkpoint), None
     except NotImplementedError as e:
         return None, f"the compute buffer is not modelled for {shape.arch!r}: {e}"
@@ -166,6 +174,7 @@ def plan_shape(
 ) -> Plan:
     """The plan for a model whose shape is known (see ``plan`` for the parameters); ``checkpoint`` is called
     between steps (it raises to stop the plan: a deadline)."""
+    refuse_unloaded_tensors(shape)
     with following(_build(llama_cpp)):
         p = _plan_shape(
             shape,
@@ -260,29 +269,26 @@ def _plan_on_devices(
     ctx = resolve(shape, request)
     checkpoint()
     notes = [] if shape.known else [f"architecture {shape.arch!r} is not in schema/memory.json: only its weights are planned"]
-    compute, why = _compute(shape, ctx, checkpoint) if shape.known else (None, None)
+    buffers, why = _compute(shape, ctx, checkpoint, req) if shape.known else (None, None)
     notes += [why] if why else []
     kv, rs = kv_cache(shape, ctx), recurrent_state(shape, ctx)
     checkpoint()
     weights = weight_buffers(shape, features=feats, use_mmap=use_mmap, device_of=tensor_device(shape, req))
-    shares = device_shares(shape, weights, kv, rs, compute, req)
-    if req.split_mode == "row":
-        notes.append("split mode row: layers placed as with layer; the row-split buffer of CUDA/SYCL is not modelled")
-    notes.append(
-        "device sizes follow the CPU's rules (32-byte alignment); each device holding layers is given the CPU's compute "
-        "buffer, and the CPU keeps its own: checked against llama.cpp for RPC devices (model and cache bytes), "
-        "a CUDA, Metal or Vulkan backend may pad more and size its compute buffer from its own graph split"
-    )
+    shares = device_shares(shape, weights, kv, rs, buffers, req)
+    notes += device_notes(shape, req)
     n_gpu = sum(1 for d in layer_devices(shape.n_layer, req) if d is not None)
     gpu = {k: sum(d[k] for d in shares[1:]) for k in ("model_bytes", "kv_bytes", "state_bytes", "compute_bytes", "total_bytes")}
+    compute = None if buffers is None else sum(buffers)
     return Plan(shape.arch, ctx, weights, kv, rs, compute, n_gpu, gpu, None, shape.n_layer, notes, tuple(sorted(feats)), shares)
 
 
 def device_shares(
-    shape: ModelShape, weights: WeightBuffers, kv: list[CacheLayer], rs: list[CacheLayer], compute: int | None, req: DeviceRequest
+    shape: ModelShape, weights: WeightBuffers, kv: list[CacheLayer], rs: list[CacheLayer], buffers: list[int] | None, req: DeviceRequest
 ) -> list[dict[str, Any]]:
-    """Per device (the CPU first): its size, model, KV, state and compute bytes, their total, and its layers."""
+    """Per device (the CPU first): its size, model, KV, state and compute bytes, their total, and its layers.
+    ``buffers``: each scheduled backend's compute buffer (the devices', then the CPU's), None when unknown."""
     per_layer = layer_devices(shape.n_layer, req)
+    compute = scheduled_compute(req, buffers)
     rows: list[dict[str, Any]] = []
     for name, size in [(CPU, None)] + [(d.name, d.size) for d in req.devices]:
         where = None if name == CPU else name
@@ -290,8 +296,7 @@ def device_shares(
         model = weights.cpu if name == CPU else weights.by_buffer.get(name, 0)
         kv_bytes = sum(layer.nbytes for layer in kv if per_layer[layer.layer] == where)
         state = sum(layer.nbytes for layer in rs if per_layer[layer.layer] == where)
-        used = name == CPU or model or layers or per_layer[shape.n_layer] == where
-        compute_here = (compute or 0) if used else 0
+        compute_here = compute.get(name, 0)
         held: list[int | str] = [*layers, *(["output"] if per_layer[shape.n_layer] == where else [])]
         rows.append(
             {

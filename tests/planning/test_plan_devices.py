@@ -1,8 +1,9 @@
-"""Several devices: the plan's per-device model, KV cache and recurrent state against llama.cpp's own memory
-breakdown with RPC devices (``rpc-server`` processes on 127.0.0.1, the ``rpc_tier``), byte for byte, over layer
-and none split modes, tensor splits, partial offload, tensor overrides, --cpu-moe / --n-cpu-moe, several
-architectures and mmap on and off; llama.cpp's float32 layer split worked by hand; and what llama.cpp refuses
-(or cannot mean) refused, through the API and the command line."""
+"""Several devices: the plan's per-device model, KV cache, recurrent state and compute buffer against llama.cpp's
+own memory breakdown with RPC devices (``rpc-server`` processes on 127.0.0.1, the ``rpc_tier``), byte for byte,
+over two and three devices, layer and none split modes, tensor splits, partial and full offload (pipeline
+parallelism), small batches, tensor overrides, --cpu-moe / --n-cpu-moe, several architectures and mmap on and
+off; split mode row refused as llama.cpp refuses it; llama.cpp's float32 layer split worked by hand; and what
+llama.cpp refuses (or cannot mean) refused, through the API and the command line."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from gguf_construct.planning.devices import CPU, FFN_EXPS, Device, DeviceRequest
 from gguf_construct.planning.weights import layer_of  # noqa: E402
 from tests.llama_memory import cpu_features  # noqa: E402
 from tests.planning.rpc_devices import measure_on_devices, rpc_library, rpc_servers  # noqa: E402
-from tests.tiny_models import gemma3, llama, qwen3moe, rwkv7  # noqa: E402
+from tests.tiny_models import deepseek2, gemma3, glm4moe, gpt_oss, llama, mamba2, phi3, qwen3, qwen3moe, rwkv7  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU_BUFFERS = ("CPU", "CPU_Mapped", "CPU_REPACK")
@@ -35,6 +36,12 @@ MODELS = {
     "qwen3moe-q4_0": lambda: qwen3moe(n_layer=3, wtype="q4_0"),
     "gemma3": lambda: gemma3(n_layer=4),
     "rwkv7": lambda: rwkv7(n_layer=3, n_embd=256),
+    "deepseek2": lambda: deepseek2(n_layer=3),
+    "mamba2": lambda: mamba2(n_layer=3),
+    "gpt_oss": lambda: gpt_oss(n_layer=4),
+    "glm4moe": lambda: glm4moe(n_layer=3),
+    "phi3": lambda: phi3(n_layer=3),
+    "qwen3": lambda: qwen3(n_layer=4),
 }
 # (model, number of devices, request, context settings)
 SETUPS = [
@@ -53,6 +60,21 @@ SETUPS = [
     ("qwen3moe-q4_0", 2, dict(n_gpu_layers=4, tensor_split=(2, 1), n_cpu_moe=2), dict(n_ctx=512)),
     ("gemma3", 2, dict(n_gpu_layers=5, tensor_split=(1, 1)), dict(n_ctx=2048, n_ubatch=64)),
     ("rwkv7", 2, dict(n_gpu_layers=4, tensor_split=(1, 1)), dict(n_ctx=256, n_seq_max=2)),
+    ("qwen3moe", 3, dict(n_gpu_layers=99, tensor_split=(1, 1, 1)), dict(n_ctx=1024, flash_attn="off")),
+    ("llama5", 3, dict(n_gpu_layers=3, tensor_split=(1, 0, 2)), dict(n_ctx=512, n_ubatch=16)),
+    (
+        "gemma3",
+        3,
+        dict(n_gpu_layers=99, tensor_split=(2, 1, 1)),
+        dict(n_ctx=768, type_k="q8_0", type_v="q8_0", kv_unified=True, n_seq_max=2),
+    ),
+    ("rwkv7", 3, dict(n_gpu_layers=99, split_mode="none", main_gpu=2), dict(n_ctx=512, n_ubatch=8)),
+    ("deepseek2", 3, dict(n_gpu_layers=99, tensor_split=(1, 1, 1)), dict(n_ctx=512)),
+    ("mamba2", 2, dict(n_gpu_layers=2, tensor_split=(1, 1)), dict(n_ctx=512, n_seq_max=2)),
+    ("gpt_oss", 2, dict(n_gpu_layers=99, tensor_split=(1, 1)), dict(n_ctx=1024, flash_attn="off")),
+    ("glm4moe", 3, dict(n_gpu_layers=3, tensor_split=(1, 0, 2)), dict(n_ctx=512, n_ubatch=16)),
+    ("phi3", 2, dict(n_gpu_layers=99, split_mode="none", main_gpu=1), dict(n_ctx=512)),
+    ("qwen3", 3, dict(n_gpu_layers=99, tensor_split=(2, 1, 1)), dict(n_ctx=512, n_seq_max=3, n_ubatch=64)),
 ]
 
 
@@ -75,44 +97,80 @@ def models(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
-@pytest.mark.rpc_tier
-@pytest.mark.parametrize("setup", SETUPS, ids=[_id(s) for s in SETUPS])
-def test_devices_are_llama_cpps_over_rpc(models, setup):
-    """Per device (each an rpc-server) and for the CPU: the model bytes and the context bytes (KV cache and
-    recurrent state) llama.cpp allocates, equal to the plan's."""
-    model, n, req, ctx = setup[0], setup[1], setup[2], dict(setup[3])
+@pytest.fixture(scope="module")
+def servers():
+    """Three RPC servers for the module's tests (a setup with fewer devices uses the first ones)."""
     library = rpc_library()
     assert library is not None
+    with rpc_servers(3, library) as endpoints:
+        yield library, endpoints
+
+
+@pytest.mark.rpc_tier
+@pytest.mark.parametrize("setup", SETUPS, ids=[_id(s) for s in SETUPS])
+def test_devices_are_llama_cpps_over_rpc(models, servers, setup):
+    """Per device (each an rpc-server) and for the CPU: the model bytes, the context bytes (KV cache and
+    recurrent state) and the compute buffer llama.cpp allocates, equal to the plan's."""
+    model, n, req, ctx = setup[0], setup[1], setup[2], dict(setup[3])
+    library, endpoints = servers[0], servers[1][:n]
     names = [f"d{i}" for i in range(n)]
     use_mmap = ctx.pop("use_mmap", True)
     devices = DeviceRequest(tuple(Device(name, 8 * 2**30) for name in names), **req)
     p = plan(models[model], features=cpu_features(), use_mmap=use_mmap, devices=devices, **ctx)
-    with rpc_servers(n, library) as endpoints:
-        measured = measure_on_devices(
-            models[model],
-            library,
-            endpoints,
-            names,
-            n_gpu_layers=req["n_gpu_layers"],
-            split_mode=req.get("split_mode", "layer"),
-            tensor_split=req.get("tensor_split", ()),
-            main_gpu=req.get("main_gpu", 0),
-            overrides=tuple(req.get("overrides", ())) + _moe(req),
-            use_mmap=use_mmap,
-            **ctx,
-        )
+    measured = measure_on_devices(
+        models[model],
+        library,
+        endpoints,
+        names,
+        n_gpu_layers=req["n_gpu_layers"],
+        split_mode=req.get("split_mode", "layer"),
+        tensor_split=req.get("tensor_split", ()),
+        main_gpu=req.get("main_gpu", 0),
+        overrides=tuple(req.get("overrides", ())) + _moe(req),
+        use_mmap=use_mmap,
+        **ctx,
+    )
     assert "refused" not in measured, measured
     buffers = measured["buffers"]
     rows = {row["name"]: row for row in p.devices}
     for name, endpoint in zip(names, endpoints, strict=True):
-        got = buffers.get(f"RPC0[{endpoint}]", {"model": 0, "context": 0})
-        assert (rows[name]["model_bytes"], rows[name]["kv_bytes"] + rows[name]["state_bytes"]) == (got["model"], got["context"]), name
+        got = buffers.get(f"RPC0[{endpoint}]", {"model": 0, "context": 0, "compute": 0})
+        row = rows[name]
+        planned = (row["model_bytes"], row["kv_bytes"] + row["state_bytes"], row["compute_bytes"])
+        assert planned == (got["model"], got["context"], got["compute"]), name
     cpu_model = {k: v["model"] for k, v in buffers.items() if k in CPU_BUFFERS and v["model"]}
     assert cpu_model == {k: v for k, v in p.weights.by_buffer.items() if k in CPU_BUFFERS}
     cpu = rows[CPU]
     assert cpu["kv_bytes"] + cpu["state_bytes"] == sum(v["context"] for k, v in buffers.items() if k in CPU_BUFFERS)
+    assert cpu["compute_bytes"] == sum(v["compute"] for k, v in buffers.items() if k in CPU_BUFFERS)
+    assert p.compute_bytes == sum(v["compute"] for v in buffers.values())
     assert sum(row["model_bytes"] for row in p.devices) == p.model_bytes
     assert any(rows[name]["model_bytes"] for name in names)  # something was offloaded: the setups mean to
+
+
+@pytest.mark.rpc_tier
+def test_split_mode_row_is_refused_as_llama_cpp_refuses_it_over_rpc(models, servers):
+    """llama.cpp refuses split mode row on RPC devices (no split buffer type); so does the plan, naming them as
+    llama.cpp does."""
+    library, endpoints = servers[0], servers[1][:2]
+    names = [f"RPC0[{e}]" for e in endpoints]
+    measured = measure_on_devices(models["llama5"], library, endpoints, names, n_gpu_layers=6, split_mode="row", tensor_split=(1, 1))
+    assert "does not support split buffers" in measured.get("refused", ""), measured
+    with pytest.raises(PlanError, match="does not support split buffers"):
+        plan(models["llama5"], n_ctx=512, devices=DeviceRequest(tuple(Device(n, 2**30) for n in names), n_gpu_layers=6, split_mode="row"))
+
+
+@pytest.mark.rpc_tier
+def test_an_override_to_a_device_split_mode_none_drops_is_refused_where_llama_cpp_aborts(models, servers):
+    library, endpoints = servers[0], servers[1][:2]
+    overrides = ((r"blk\.0\.attn_q", "d0"),)
+    with pytest.raises(RuntimeError, match="pre-allocated tensor"):
+        measure_on_devices(
+            models["llama5"], library, endpoints, ["d0", "d1"], n_gpu_layers=6, split_mode="none", main_gpu=1, overrides=overrides
+        )
+    devices = DeviceRequest((Device("d0", 2**30), Device("d1", 2**30)), n_gpu_layers=6, split_mode="none", main_gpu=1, overrides=overrides)
+    with pytest.raises(PlanError, match="aborts"):
+        plan(models["llama5"], n_ctx=512, devices=devices)
 
 
 def _moe(req: dict) -> tuple[tuple[str, str], ...]:
@@ -197,6 +255,7 @@ HOSTILE = [
     (dict(devices=(Device("a", 1),), n_gpu_layers=1, n_cpu_moe=-2), "n_cpu_moe"),
     (dict(devices=(Device("a", 1),), n_gpu_layers=1, overrides=(("x", "CPU"),) * 257), "at most 256"),
     (dict(devices=(Device("a", 1),), n_gpu_layers=1, cpu_moe=1), "cpu_moe"),
+    (dict(devices=(Device("a", 1), Device("b", 1)), n_gpu_layers=1, split_mode="none", overrides=(("x", "b"),)), "aborts"),
 ]
 
 
@@ -242,15 +301,23 @@ def test_cli_devices_json_is_the_api_plan(models):
 
 def test_cli_moe_flags_and_row_split(models):
     """--cpu-moe / --n-cpu-moe reach the plan (and come back as llama.cpp's flags from --fit); split mode row is
-    planned as layer and says so."""
+    refused on devices without a row-split buffer (llama.cpp refuses them), planned as layer on SYCL devices with
+    a note."""
     path = str(models["qwen3moe"])
     plain = json.loads(_cli(path, "--ctx", "512", "--gpu-mem", "1G,1G", "--n-gpu-layers", "4", "--json").stdout)
     moe = json.loads(_cli(path, "--ctx", "512", "--gpu-mem", "1G,1G", "--n-gpu-layers", "4", "--n-cpu-moe", "1", "--json").stdout)
     assert moe["devices"][0]["model_bytes"] > plain["devices"][0]["model_bytes"]
     r = _cli(path, "--fit", "--gpu-mem", "1G,1G", "--margin", "0", "--cpu-moe", "--json")
     assert r.returncode == 0 and "--cpu-moe" in json.loads(r.stdout)["fit"]["llama_cpp_arguments"]
-    row = json.loads(_cli(path, "--ctx", "512", "--gpu-mem", "1G,1G", "--n-gpu-layers", "4", "--split-mode", "row", "--json").stdout)
-    assert row["devices"] == plain["devices"] and any("split mode row" in n for n in row["notes"])
+    r = _cli(path, "--ctx", "512", "--gpu-mem", "1G,1G", "--n-gpu-layers", "4", "--split-mode", "row", "--json")
+    assert r.returncode == 2 and "does not support split buffers" in r.stderr and "GPU0" in r.stderr, r.stderr
+    sycl = ["--device", "SYCL0=1G", "--device", "SYCL1=1G", "--n-gpu-layers", "4", "--json"]
+    layer = json.loads(_cli(path, "--ctx", "512", *sycl).stdout)
+    row = json.loads(_cli(path, "--ctx", "512", *sycl, "--split-mode", "row").stdout)
+    placed = [{k: d[k] for k in ("name", "model_bytes", "kv_bytes", "state_bytes", "layers")} for d in layer["devices"]]
+    assert [{k: d[k] for k in placed[0]} for d in row["devices"]] == placed and any("split mode row" in n for n in row["notes"])
+    # without pipeline parallelism (llama.cpp enables it for split mode layer only) each device's copies are single
+    assert sum(d["compute_bytes"] for d in row["devices"]) < sum(d["compute_bytes"] for d in layer["devices"])
 
 
 @pytest.mark.parametrize(

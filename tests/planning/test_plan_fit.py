@@ -146,7 +146,7 @@ def test_cli_fit_prints_llama_cpp_arguments_and_exits_1_when_nothing_fits(models
 @pytest.mark.rpc_tier
 def test_device_fit_loads_in_llama_cpp_with_the_printed_arguments(models):
     """Two RPC devices too small for every layer: llama.cpp loads the model with the printed context, layers and
-    tensor split, and allocates on each device the model and cache bytes the fit planned."""
+    tensor split, and allocates on each device the model, cache and compute bytes the fit planned, within its size."""
     library = rpc_library()
     assert library is not None
     path = models["qwen3moe"]
@@ -162,5 +162,10 @@ def test_device_fit_loads_in_llama_cpp_with_the_printed_arguments(models):
         measured = measure_on_devices(path, library, endpoints, ["d0", "d1"], n_gpu_layers=layers, tensor_split=split, n_ctx=n_ctx)
     assert "refused" not in measured, measured
     for row, endpoint in zip(p.devices[1:], endpoints, strict=True):
-        got = measured["buffers"].get(f"RPC0[{endpoint}]", {"model": 0, "context": 0})
-        assert (got["model"], got["context"]) == (row["model_bytes"], row["kv_bytes"] + row["state_bytes"])
+        got = measured["buffers"].get(f"RPC0[{endpoint}]", {"model": 0, "context": 0, "compute": 0})
+        assert (got["model"], got["context"], got["compute"]) == (
+            row["model_bytes"],
+            row["kv_bytes"] + row["state_bytes"],
+            row["compute_bytes"],
+        )
+        assert got["model"] + got["context"] + got["compute"] <= row["size"]  # fits in llama.cpp's own accounting

@@ -18,19 +18,22 @@ reserved graph (tests/planning/llama_cgraph.py) and byte for byte against its co
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from ...errors import FormatError, ShapeError
 from ..shape import memory_table, refused
-from .alloc import reserve_bytes
+from .alloc import BufferedGraph, reserve_buffers, reserve_bytes
 from .dense import RECIPES, build_dense
 from .ggml_ir import Graph
 from .llama_blocks import Batch, ContextLike, GraphBuilder, ShapeLike
 from .mla import build_deepseek2
 from .moe import MoeRecipe, build_llama_moe, build_moe, has_experts
 from .recurrent import RECURRENT
+from .splits import Placement, schedule
 
-__all__ = ["ARCHITECTURES", "reserved_batches", "build_graph", "compute_bytes", "supported"]
+__all__ = ["ARCHITECTURES", "Placement", "reserved_batches", "build_graph", "compute_buffers", "compute_bytes", "supported"]
+
+_T = TypeVar("_T")
 
 
 def _llama(b: GraphBuilder, dense: Callable[[GraphBuilder], None]) -> None:
@@ -87,25 +90,23 @@ def build_graph(shape: ShapeLike, ctx: ContextLike, batch: Batch) -> Graph:
     return builder.g.graph
 
 
-def compute_bytes(shape: ShapeLike, ctx: ContextLike, checkpoint: Callable[[], None] = lambda: None) -> int:
-    """llama.cpp's CPU compute buffer for ``shape`` in context ``ctx``, in bytes. Raises NotImplementedError
-    for an architecture whose graph is not modelled (see :func:`supported`), PlanError for a model whose header
-    and tensors cannot make the graph (llama.cpp refuses such a file). ``checkpoint`` is called after each graph
-    (it raises to stop: a deadline)."""
+def _reserved(shape: ShapeLike, ctx: ContextLike, checkpoint: Callable[[], None]) -> Iterator[tuple[Batch, Graph]]:
+    """The reserved batches and their graphs, in order (the same batch again is the same graph)."""
     if not supported(shape.arch):
         raise NotImplementedError(f"no graph of {shape.arch!r} is modelled")
     n_ctx = getattr(ctx, "n_ctx", ctx.n_ctx_seq * ctx.n_stream)
+    built: dict[Batch, Graph] = {}
+    for batch in reserved_batches(ctx, n_ctx):
+        checkpoint()
+        if batch not in built:
+            built[batch] = build_graph(shape, ctx, batch)
+        yield batch, built[batch]
 
-    def graphs() -> Iterator[Graph]:
-        built: dict[Batch, Graph] = {}  # the same batch again is the same graph
-        for batch in reserved_batches(ctx, n_ctx):
-            checkpoint()
-            if batch not in built:
-                built[batch] = build_graph(shape, ctx, batch)
-            yield built[batch]
 
+def _planned(shape: ShapeLike, reserve: Callable[[], _T]) -> _T:
+    """``reserve()``, with what the graph cannot be refused as llama.cpp refuses the model."""
     try:
-        return reserve_bytes(graphs())
+        return reserve()
     except ShapeError as e:  # an op ggml refuses, a tensor the graph needs missing
         raise refused("", f"{shape.arch}: {e.message}") from None
     except FormatError:  # a refusal already, or the deadline
@@ -113,3 +114,30 @@ def compute_bytes(shape: ShapeLike, ctx: ContextLike, checkpoint: Callable[[], N
     except (KeyError, ValueError, IndexError, ZeroDivisionError) as e:
         # the header's sizes not fitting the tensors (no heads, no experts): llama.cpp refuses such a model
         raise refused("", f"{shape.arch}: {e}") from None
+
+
+def compute_bytes(shape: ShapeLike, ctx: ContextLike, checkpoint: Callable[[], None] = lambda: None) -> int:
+    """llama.cpp's CPU compute buffer for ``shape`` in context ``ctx``, in bytes. Raises NotImplementedError
+    for an architecture whose graph is not modelled (see :func:`supported`), PlanError for a model whose header
+    and tensors cannot make the graph (llama.cpp refuses such a file). ``checkpoint`` is called after each graph
+    (it raises to stop: a deadline)."""
+    graphs = _reserved(shape, ctx, checkpoint)
+    return _planned(shape, lambda: reserve_bytes(g for _, g in graphs))
+
+
+def compute_buffers(
+    shape: ShapeLike, ctx: ContextLike, placement: Callable[[Batch], Placement], checkpoint: Callable[[], None] = lambda: None
+) -> list[int]:
+    """Each backend's compute buffer, the devices' then the CPU's, with the graphs split over backends as
+    ggml's scheduler splits them (:mod:`.splits`); ``placement(batch)`` says where the graph's weights and caches
+    are. Raises as :func:`compute_bytes`."""
+    graphs = _reserved(shape, ctx, checkpoint)
+    scheduled: dict[int, BufferedGraph] = {}
+
+    def buffered() -> Iterator[BufferedGraph]:
+        for batch, g in graphs:
+            if id(g) not in scheduled:
+                scheduled[id(g)] = schedule(g, placement(batch))
+            yield scheduled[id(g)]
+
+    return _planned(shape, lambda: reserve_buffers(buffered()))

@@ -1,10 +1,11 @@
 """ggml-alloc's graph allocator replayed over a planned :class:`~.graph.Graph`: the bytes its buffer needs.
 
-ggml_gallocr (ggml/src/ggml-alloc.c) gives every tensor of a graph an offset in one buffer, walking the nodes
-in order: it allocates each node (reusing a source's memory for ops that may run in place), then frees every
-source whose last consumer this was. A dynamic allocator (ggml_dyn_tallocr) hands out the best-fitting free
-block and records the highest offset reached: the buffer's size. The scheduler (ggml-backend.cpp) reserves
-several graphs with the same allocator and grows the buffer to the largest. This module repeats all of that,
+ggml_gallocr (ggml/src/ggml-alloc.c) gives every tensor of a graph an offset in a buffer (one per backend when
+the scheduler has split the graph over devices: :class:`BufferedGraph`), walking the nodes in order: it
+allocates each node (reusing a source's memory for ops that may run in place), then frees every source whose
+last consumer this was. A dynamic allocator (ggml_dyn_tallocr) per buffer hands out the best-fitting free block
+and records the highest offset reached: the buffer's size. The scheduler (ggml-backend.cpp) reserves several
+graphs with the same allocator and grows each buffer to the largest it needed. This module repeats all of that,
 decision for decision, so the size is exact and not an estimate: a re-implementation (ggml-alloc is C code
 inside the llama.cpp build, with no Python binding that takes a graph that was never built).
 
@@ -14,13 +15,14 @@ no maximum size, and the allocation size of a tensor is ggml_nbytes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ..shape import memory_table
 from .ggml_ir import INPLACE_OPS, GgmlTensor, Graph, refuse
 
-__all__ = ["CPU_ALIGNMENT", "DynAllocator", "graph_bytes", "reserve_bytes"]
+__all__ = ["CPU_ALIGNMENT", "BufferedGraph", "DynAllocator", "buffer_chunks", "graph_bytes", "reserve_buffers", "reserve_bytes"]
 
 CPU_ALIGNMENT = int(memory_table().buffer["alignment"])  # TENSOR_ALIGNMENT: the CPU buffer type's get_alignment
 _SIZE_MAX = 2**64 - 1
@@ -127,6 +129,7 @@ class _State:
     n_children: int = 0
     n_views: int = 0
     allocated: bool = False
+    buffer: int = 0
     addr: tuple[int, int] = (0, 0)
 
 
@@ -134,18 +137,51 @@ def _same_layout(a: GgmlTensor, b: GgmlTensor) -> bool:
     return a.type == b.type and a.ne == b.ne and a.nb == b.nb
 
 
-class _GraphAllocator:
-    """ggml_gallocr_alloc_graph_impl with one buffer (every tensor of the graph on the CPU)."""
+@dataclass
+class BufferedGraph:
+    """A graph as ggml_gallocr_reserve_n takes it from the scheduler (ggml-backend.cpp): its nodes and leafs, the
+    buffer of each (one per backend), the sources the scheduler rewired to copies of tensors from another backend
+    (by ``id`` of the node), and the tensors it flagged input and output (by ``id``: allocated first, never freed).
+    The buffers have distinct buffer types (each device its own, the CPU its own), so none shares an allocator."""
 
-    def __init__(self, alloc: DynAllocator) -> None:
-        self.alloc = alloc
+    nodes: Sequence[GgmlTensor]
+    leafs: Sequence[GgmlTensor]
+    node_buffers: Sequence[int]
+    leaf_buffers: Sequence[int]
+    n_buffers: int = 1
+    sources: Mapping[int, tuple[GgmlTensor, ...]] = field(default_factory=dict)
+    kept: AbstractSet[int] = frozenset()
+
+    @classmethod
+    def of(cls, graph: Graph) -> BufferedGraph:
+        """A graph whose every tensor is in one buffer (the CPU alone)."""
+        return cls(graph.nodes, graph.leafs, [0] * len(graph.nodes), [0] * len(graph.leafs))
+
+
+class _GraphAllocator:
+    """ggml_gallocr_alloc_graph_impl: one dynamic allocator per buffer."""
+
+    def __init__(self, allocs: Sequence[DynAllocator], graph: BufferedGraph) -> None:
+        self.allocs = allocs
         self.state: dict[int, _State] = {}
+        self.graph = graph
+        self.sources = graph.sources
+        self.kept = graph.kept
 
     def hn(self, t: GgmlTensor) -> _State:
         s = self.state.get(id(t))
         if s is None:
             s = self.state[id(t)] = _State()
         return s
+
+    def src(self, t: GgmlTensor) -> tuple[GgmlTensor, ...]:
+        return self.sources.get(id(t), t.src)
+
+    def is_input(self, t: GgmlTensor) -> bool:
+        return t.input or id(t) in self.kept
+
+    def is_output(self, t: GgmlTensor) -> bool:
+        return t.output or id(t) in self.kept
 
     def is_own(self, t: GgmlTensor) -> bool:
         return self.hn(t).allocated
@@ -156,21 +192,22 @@ class _GraphAllocator:
     def free_extra_space(self, node: GgmlTensor, parent: GgmlTensor) -> None:
         """The bytes a smaller in-place result leaves free at the end of its parent's block."""
         p = self.hn(parent)
-        parent_size = _align(parent.nbytes, self.alloc.alignment)
-        node_size = _align(node.nbytes, self.alloc.alignment)
+        alloc = self.allocs[p.buffer]
+        parent_size = _align(parent.nbytes, alloc.alignment)
+        node_size = _align(node.nbytes, alloc.alignment)
         if parent_size > node_size:
-            self.alloc.free(p.addr[0], p.addr[1] + node_size, parent_size - node_size)
+            alloc.free(p.addr[0], p.addr[1] + node_size, parent_size - node_size)
 
-    def allocate_node(self, node: GgmlTensor) -> None:
+    def allocate_node(self, node: GgmlTensor, buffer: int) -> None:
         hn = self.hn(node)
         if self.is_allocated(node) or node.is_view:
             return
         hn.allocated = True
         if node.op in INPLACE_OPS:
-            for parent in node.src:
+            for parent in self.src(node):
                 if not self.is_own(parent):
                     continue  # external data cannot be reused
-                if parent.output or (parent.view_src is not None and parent.view_src.output):
+                if self.is_output(parent) or (parent.view_src is not None and self.is_output(parent.view_src)):
                     continue
                 if not _same_layout(node, parent):
                     continue
@@ -181,42 +218,45 @@ class _GraphAllocator:
                         r = self.hn(root)
                         # (ggml also compares the data pointers, both unset while reserving)
                         if r.n_views == 1 and r.n_children == 0:
-                            hn.addr = p.addr
+                            hn.buffer, hn.addr = p.buffer, p.addr
                             p.allocated = False
                             r.allocated = False
                             self.free_extra_space(node, root)
                             return
                     else:
-                        hn.addr = p.addr
+                        hn.buffer, hn.addr = p.buffer, p.addr
                         p.allocated = False
                         self.free_extra_space(node, parent)
                         return
-        hn.addr = self.alloc.alloc(node.nbytes)
+        hn.buffer = buffer
+        hn.addr = self.allocs[buffer].alloc(node.nbytes)
 
     def free_node(self, node: GgmlTensor) -> None:
-        if node.output:
+        if self.is_output(node):
             return
         hn = self.hn(node)
-        self.alloc.free(hn.addr[0], hn.addr[1], node.nbytes)
+        self.allocs[hn.buffer].free(hn.addr[0], hn.addr[1], node.nbytes)
         hn.allocated = False
 
-    def run(self, graph: Graph) -> None:
-        for leaf in graph.leafs:
-            self.allocate_node(leaf)
-        for node in graph.nodes:  # count children and views; allocate the graph's inputs first
+    def run(self) -> None:
+        g = self.graph
+        for leaf, buffer in zip(g.leafs, g.leaf_buffers, strict=True):
+            self.allocate_node(leaf, buffer)
+        for node, buffer in zip(g.nodes, g.node_buffers, strict=True):  # count children and views; inputs first
             if node.view_src is not None and node.op != "NONE":
                 self.hn(node.view_src).n_views += 1
-            if node.input:
-                self.allocate_node(node)
-            for src in node.src:
+            if self.is_input(node):
+                self.allocate_node(node, buffer)
+            for src in self.src(node):
                 self.hn(src).n_children += 1
-                if src.input:
-                    self.allocate_node(src)
-        for node in graph.nodes:
-            for parent in node.src:
-                self.allocate_node(parent)
-            self.allocate_node(node)
-            for parent in node.src:
+                if self.is_input(src):
+                    self.allocate_node(src, buffer)
+        for node, buffer in zip(g.nodes, g.node_buffers, strict=True):
+            sources = self.src(node)
+            for parent in sources:
+                self.allocate_node(parent, buffer)
+            self.allocate_node(node, buffer)
+            for parent in sources:
                 p = self.hn(parent)
                 p.n_children -= 1
                 if p.n_children == 0 and p.n_views == 0:
@@ -230,21 +270,35 @@ class _GraphAllocator:
                         self.free_node(parent)
 
 
+def buffer_chunks(graph: BufferedGraph, alignment: int = CPU_ALIGNMENT) -> list[list[int]]:
+    """The chunk sizes ggml-alloc reserves in each buffer for ``graph`` alone."""
+    allocs = [DynAllocator(alignment) for _ in range(graph.n_buffers)]
+    _GraphAllocator(allocs, graph).run()
+    return [a.chunk_sizes for a in allocs]
+
+
 def graph_bytes(graph: Graph, alignment: int = CPU_ALIGNMENT) -> list[int]:
     """The chunk sizes ggml-alloc reserves for ``graph`` alone (one chunk on the CPU)."""
-    alloc = DynAllocator(alignment)
-    _GraphAllocator(alloc).run(graph)
-    return alloc.chunk_sizes
+    return buffer_chunks(BufferedGraph.of(graph), alignment)[0]
+
+
+def reserve_buffers(graphs: Iterable[BufferedGraph], alignment: int = CPU_ALIGNMENT) -> list[int]:
+    """Each buffer's size after reserving ``graphs`` in turn (ggml_gallocr_reserve_n): a buffer is reallocated to
+    the new chunk sizes when it has none yet or the new graph needs more in some chunk, so each buffer's result is
+    the size of its last reallocation."""
+    current: list[list[int] | None] = []
+    seen: dict[int, list[list[int]]] = {}  # a graph reserved again (the prompt batch after the token batch) is sized once
+    for graph in graphs:
+        sizes = seen.get(id(graph)) or seen.setdefault(id(graph), buffer_chunks(graph, alignment))
+        current += [None] * (len(sizes) - len(current))
+        for b, new in enumerate(sizes):
+            old = current[b]
+            if old is None or any(n > (old[c] if c < len(old) else 0) for c, n in enumerate(new)):
+                current[b] = new
+    return [sum(c or ()) for c in current]
 
 
 def reserve_bytes(graphs: Iterable[Graph], alignment: int = CPU_ALIGNMENT) -> int:
-    """The compute buffer after reserving ``graphs`` in turn (ggml_gallocr_reserve_n): a chunk's buffer is
-    reallocated to the new sizes only when the new graph needs more in some chunk, so the result is the size
-    of the last reallocation."""
-    current: list[int] = []
-    seen: dict[int, list[int]] = {}  # a graph reserved again (the prompt batch after the token batch) is sized once
-    for graph in graphs:
-        sizes = seen.get(id(graph)) or seen.setdefault(id(graph), graph_bytes(graph, alignment))
-        if not current or any(new > (current[c] if c < len(current) else 0) for c, new in enumerate(sizes)):
-            current = sizes
-    return sum(current)
+    """The CPU compute buffer after reserving ``graphs`` in turn, every tensor in one buffer."""
+    buffered: dict[int, BufferedGraph] = {}
+    return reserve_buffers((buffered.setdefault(id(g), BufferedGraph.of(g)) for g in graphs), alignment)[0]

@@ -195,7 +195,7 @@ def _output(b: GraphBuilder, recipe: Recipe, inp_l: GgmlTensor) -> None:
     g, shape = b.g, b.shape
     cur = b.norm(inp_l, b.need("output_norm.weight"), b.w("output_norm.bias"), rms=recipe.norm == "rms")
     cur.output = True  # res->t_embd
-    out = b.w("output.weight") or b.need("token_embd.weight")
+    out = b.output_weight()
     cur = b.mm(out, cur)
     bias = b.w("output.bias")
     if bias is not None:

@@ -160,6 +160,8 @@ class GgmlTensor:
     ``op`` is ggml_op_desc's name ("MUL_MAT", "SILU" for a unary op, "SWIGLU" for a glu op, "NONE" for a leaf).
     ``view_src`` is the tensor whose memory a view uses (always the root: ggml resolves views of views) at
     ``view_offs``. ``external``: the memory lives outside the compute buffer (a weight or the KV cache).
+    ``norm_of_layer``: the normalisation of layer N's norm weights (llama.cpp's graph callback names it "norm" of
+    layer N, and pins it to that layer's device: ``llama_context::graph_get_cb``); None for every other tensor.
     """
 
     type: str
@@ -173,6 +175,7 @@ class GgmlTensor:
     input: bool = False
     output: bool = False
     external: bool = False
+    norm_of_layer: int | None = None
 
     @property
     def is_view(self) -> bool:
@@ -181,13 +184,8 @@ class GgmlTensor:
     @property
     def nbytes(self) -> int:
         """ggml_nbytes of this tensor (for a contiguous one: its row size times the other dimensions)."""
-        if self.is_view:  # the general formula: a view's strides need not be contiguous
-            t = GGML_TYPES.lookup(self.type)
-            if any(n <= 0 for n in self.ne):
-                return 0
-            if t.block_size == 1:
-                return t.type_size + sum((n - 1) * b for n, b in zip(self.ne, self.nb, strict=True))
-            return self.ne[0] * self.nb[0] // t.block_size + sum((n - 1) * b for n, b in zip(self.ne[1:], self.nb[1:], strict=True))
+        if self.is_view:  # a view's strides need not be contiguous
+            return _strided_nbytes(self.type, self.ne, self.nb)
         return ggml_nbytes(self.ne, self.type)
 
     @property
@@ -197,6 +195,30 @@ class GgmlTensor:
     def __repr__(self) -> str:  # the default would recurse through every source
         view = f" view of {self.view_src.name or self.view_src.op}" if self.view_src else ""
         return f"<{self.op} {self.name!r} {self.type}{list(self.ne)}{view}>"
+
+
+def _strided_nbytes(ggml_type: str, ne: Shape, nb: Shape) -> int:
+    """ggml_nbytes in general: the bytes from the first element to past the last, for any strides."""
+    t = GGML_TYPES.lookup(ggml_type)
+    if any(n <= 0 for n in ne):
+        return 0
+    if t.block_size == 1:
+        return t.type_size + sum((n - 1) * b for n, b in zip(ne, nb, strict=True))
+    return ne[0] * nb[0] // t.block_size + sum((n - 1) * b for n, b in zip(ne[1:], nb[1:], strict=True))
+
+
+class _LayoutCopy(GgmlTensor):
+    """A tensor with another's strides but memory of its own: its bytes follow the strides."""
+
+    @property
+    def nbytes(self) -> int:
+        return _strided_nbytes(self.type, self.ne, self.nb)
+
+
+def dup_tensor_layout(t: GgmlTensor, name: str = "") -> GgmlTensor:
+    """ggml_dup_tensor_layout: a new tensor of ``t``'s type, shape and strides (the scheduler's copy of a tensor
+    another backend computed)."""
+    return _LayoutCopy(t.type, t.ne, t.nb, name=name)
 
 
 @dataclass

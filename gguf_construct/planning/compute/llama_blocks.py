@@ -8,8 +8,9 @@ methods in the order llama.cpp's ``src/models/<arch>.cpp`` calls the C++ ones.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ...core.tables import GGML_TYPES
@@ -17,6 +18,8 @@ from . import builds
 from .ggml_ir import Ggml, GgmlTensor, refuse, row_size
 
 __all__ = ["Batch", "ContextLike", "GraphBuilder", "KVInput", "ShapeLike"]
+
+_BLOCK = re.compile(r"blk\.(\d+)\.")
 
 
 class _Span(Protocol):
@@ -152,6 +155,14 @@ class GraphBuilder:
             t = self._weights[name] = self.g.external(span.type, *span.shape, name=name)
         return t
 
+    def output_weight(self) -> GgmlTensor:
+        """The output head: ``output.weight``, or, when the file has none, the loader's duplicate of
+        ``token_embd.weight`` (a tensor of its own: the output layer may be on another device than the input's)."""
+        t = self.w("output.weight")
+        if t is None:
+            t = self._weights["output.weight"] = replace(self.need("token_embd.weight"), name="output.weight")
+        return t
+
     def need(self, name: str) -> GgmlTensor:
         t = self.w(name)
         if t is None:
@@ -241,6 +252,9 @@ class GraphBuilder:
         """build_norm (LLM_NORM_RMS or LLM_NORM), then the weight and bias."""
         g = self.g
         cur = g.rms_norm(cur) if rms else g.norm(cur)
+        named = weight if weight is not None else bias
+        if named is not None and (m := _BLOCK.match(named.name)):
+            cur.norm_of_layer = int(m.group(1))  # build_norm's cb(cur, "norm", il): il is the weights' layer
         if weight is not None:
             cur = g.mul(cur, weight)
         if bias is not None:

@@ -149,4 +149,4 @@ def build_deepseek2(b: GraphBuilder) -> None:
         inp_l = g.add(cur, ffn_inp)
     cur = b.norm(inp_l, b.need("output_norm.weight"))
     cur.output = True
-    g.expand(g.mul_mat(b.w("output.weight") or b.need("token_embd.weight"), cur), output=True)
+    g.expand(g.mul_mat(b.output_weight(), cur), output=True)

@@ -220,7 +220,7 @@ def build_moe(b: GraphBuilder, recipe: MoeRecipe) -> None:
         inp_l = g.get_rows(inp_l, out_ids)
     cur = b.norm(inp_l, b.need("output_norm.weight"))
     cur.output = True
-    g.expand(b.mm(b.w("output.weight") or b.need("token_embd.weight"), cur), output=True)
+    g.expand(b.mm(b.output_weight(), cur), output=True)
 
 
 def build_llama_moe(b: GraphBuilder) -> None:

@@ -113,7 +113,7 @@ class _Recurrent:
         b = self.b
         cur = b.norm(cur, b.need("output_norm.weight"), b.w("output_norm.bias"), rms=rms)
         cur.output = True
-        logits = b.mm(b.w("output.weight") or b.need("token_embd.weight"), cur)
+        logits = b.mm(b.output_weight(), cur)
         self.g.expand(logits, output=True)
 
 
