@@ -17,10 +17,10 @@ llama.cpp pins, and whether pipeline parallelism (four copies of the inputs) is 
 Split mode ``row`` needs a row-split buffer type on every device (src/llama-model.cpp ``make_gpu_buft_list``):
 only SYCL and Hexagon devices have one in the llama.cpp followed, so row is refused for any other device name, as
 llama.cpp refuses it ("does not support split buffers"); on SYCL/HTP devices the layers are placed as with
-``layer`` and the split buffer (each matrix's rows over all devices) is not modelled. A CUDA, Metal or Vulkan
-backend may also pad its buffers more than the CPU's 32 bytes and offload large-batch ops on CPU weights: both
-are taken as the CPU's here, and only CPU and RPC devices (an ``rpc-server`` runs the CPU backend) are checked
-against llama.cpp.
+``layer`` and the split buffer (each matrix's rows over all devices) is not modelled. A device's weights and
+caches are sized by its backend (``planning.backends``: CUDA, SYCL, Metal and Vulkan from ggml's source); only CPU
+and RPC devices (an ``rpc-server`` runs the CPU backend) are checked against llama.cpp, and a GPU backend's
+offload of large-batch ops on CPU weights is not modelled.
 """
 
 from __future__ import annotations
@@ -300,10 +300,11 @@ def scheduled_compute(req: DeviceRequest, buffers: Sequence[int] | None) -> dict
 def device_notes(shape: ModelShape, req: DeviceRequest) -> list[str]:
     """What the per-device plan assumes about the devices' backends, pipeline parallelism and the split mode."""
     notes = [
-        "device buffers follow the CPU's rules (32-byte alignment) and each backend's compute buffer comes from ggml's "
-        "scheduler splitting the graph over the devices, as RPC devices (the CPU backend behind rpc-server) do it: checked "
-        "against llama.cpp; a CUDA, Metal or Vulkan backend may pad more, copy CPU weights to itself for large batches "
-        "(op offload) and hold the CPU's compute buffer in pinned host memory: not modelled, not verified"
+        "each backend's compute buffer comes from ggml's scheduler splitting the graph over the devices, as RPC devices "
+        "(the CPU backend behind rpc-server) do it, and their weights and caches follow the CPU's rules: checked against "
+        "llama.cpp; CUDA, ROCm, MUSA and SYCL devices pad quantized rows to 512 elements and align to 128 bytes, Metal to 32, "
+        "Vulkan to 64 (planning.backends, from ggml's source: not verified); their compute buffers are the CPU backend's "
+        "graph split, and op offload and pinned host memory are not modelled"
     ]
     if pipeline_parallel(shape, req):
         notes.append(

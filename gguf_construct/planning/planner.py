@@ -21,6 +21,7 @@ from typing import Any, Literal
 from ..api.registry import load
 from ..errors import FormatError
 from ..sources.options import options
+from .backends import Backend, backend_of
 from .cache import CacheLayer, kv_cache, recurrent_state
 from .compute import compute_buffers, compute_bytes
 from .compute.builds import DEFAULT as DEFAULT_BUILD
@@ -271,7 +272,8 @@ def _plan_on_devices(
     notes = [] if shape.known else [f"architecture {shape.arch!r} is not in schema/memory.json: only its weights are planned"]
     buffers, why = _compute(shape, ctx, checkpoint, req) if shape.known else (None, None)
     notes += [why] if why else []
-    kv, rs = kv_cache(shape, ctx), recurrent_state(shape, ctx)
+    per_layer = layer_devices(shape.n_layer, req)
+    kv, rs = _by_layer_device(kv_cache, shape, ctx, per_layer), _by_layer_device(recurrent_state, shape, ctx, per_layer)
     checkpoint()
     weights = weight_buffers(shape, features=feats, use_mmap=use_mmap, device_of=tensor_device(shape, req))
     shares = device_shares(shape, weights, kv, rs, buffers, req)
@@ -280,6 +282,19 @@ def _plan_on_devices(
     gpu = {k: sum(d[k] for d in shares[1:]) for k in ("model_bytes", "kv_bytes", "state_bytes", "compute_bytes", "total_bytes")}
     compute = None if buffers is None else sum(buffers)
     return Plan(shape.arch, ctx, weights, kv, rs, compute, n_gpu, gpu, None, shape.n_layer, notes, tuple(sorted(feats)), shares)
+
+
+def _by_layer_device(
+    build: Callable[[ModelShape, ResolvedContext, Backend], list[CacheLayer]],
+    shape: ModelShape,
+    ctx: ResolvedContext,
+    per_layer: list[str | None],
+) -> list[CacheLayer]:
+    """A cache's layers (``kv_cache`` or ``recurrent_state``), each sized by the backend of the device holding
+    its layer (``planning.backends``)."""
+    sized = {where: build(shape, ctx, backend_of(where)) for where in set(per_layer)}
+    layers = next(iter(sized.values()))  # the same layers in every sizing
+    return [sized[per_layer[layer.layer]][i] for i, layer in enumerate(layers)]
 
 
 def device_shares(

@@ -55,3 +55,18 @@ def test_weights_offloaded_to_cuda_are_sized_by_cudas_rules(tmp_path):
     assert by["RPC0[127.0.0.1:1]"] == sum(-(-t.nbytes // 32) * 32 for t in offloaded)
     assert by["Vulkan0"] == sum(-(-t.nbytes // 64) * 64 for t in offloaded)
     assert by["CUDA0"] > by["Vulkan0"] >= by["RPC0[127.0.0.1:1]"]
+
+
+def test_a_quantized_cache_on_cuda_pads_its_rows_and_a_cpu_layer_keeps_the_cpus_rules(tmp_path):
+    path = tmp_path / "kv.gguf"
+    llama(n_layer=2, n_embd=96, n_ff=160, n_head=3, n_head_kv=1).save(path)  # K and V rows of 32 elements
+    cells = 256
+    p = plan(path, n_ctx=cells, type_k="q8_0", type_v="q8_0", flash_attn="on",
+             devices=DeviceRequest((Device("CUDA0", 8 << 30),), n_gpu_layers=2))  # fmt: skip
+    cuda = next(d for d in p.devices if d["name"] == "CUDA0")
+    cpu = next(d for d in p.devices if d["name"] == "CPU")
+    row = 34  # one q8_0 block of 32 elements
+    on_cuda = -(-(cells * row + (512 - 32) // 32 * 34) // 128) * 128  # the last row padded to 512, 128-aligned
+    assert cuda["layers"] == [1, "output"] and cuda["kv_bytes"] == 2 * on_cuda  # layer 1 K and V
+    assert cpu["kv_bytes"] == 2 * -(-(cells * row) // 32) * 32
+    assert p.kv_bytes == cuda["kv_bytes"] + cpu["kv_bytes"]
