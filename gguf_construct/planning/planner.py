@@ -14,13 +14,14 @@ A remote plan honours the command's time budget (``--max-seconds``) between its 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from ..api.registry import load
 from ..errors import FormatError
 from ..sources.options import options
+from .additions import adding, attach
 from .cache import CacheLayer, kv_cache, recurrent_state
 from .compute import compute_bytes
 from .compute.builds import DEFAULT as DEFAULT_BUILD
@@ -28,7 +29,9 @@ from .compute.builds import KNOWN as KNOWN_BUILDS
 from .compute.builds import following
 from .context import ContextRequest, ResolvedContext, request_refused, resolve
 from .devices import CPU, DeviceRequest, layer_devices, tensor_device
+from .draft import DraftModel, DraftOptions, mtp_note, read_draft
 from .fit import DEFAULT_MARGIN, DEFAULT_MIN_CTX, fit_shape
+from .lora_adapters import LoraAdapter, check_against, check_count, read_adapter
 from .shape import ModelShape, refused, shown
 from .weights import INPUT, OUTPUT, WeightBuffers, cpu_features, on_gpu, weight_buffers
 
@@ -66,6 +69,10 @@ class Plan:
     fit: dict[str, Any] | None = None
     #: the llama.cpp build whose compute graph was followed (schema/memory.json ``builds``)
     llama_cpp: str = DEFAULT_BUILD
+    #: per LoRA adapter: file, kind, scale, alpha, tensors, bytes by buffer type and in all (``planning.lora_adapters``)
+    adapters: list[dict[str, Any]] = field(default_factory=list)
+    #: the draft model's plan (``planning.draft``), or None
+    draft: dict[str, Any] | None = None
 
     @property
     def model_bytes(self) -> int:
@@ -80,11 +87,17 @@ class Plan:
         return sum(layer.nbytes for layer in self.recurrent_layers)
 
     @property
+    def adapter_bytes(self) -> int:
+        return sum(a["bytes"] for a in self.adapters)
+
+    @property
     def total_bytes(self) -> int | None:
-        """Everything llama.cpp's memory breakdown counts, or None when the compute buffer is unknown."""
-        if self.compute_bytes is None:
+        """Everything llama.cpp's memory breakdown counts, with the LoRA adapters and the draft model it leaves
+        out, or None when a compute buffer is unknown."""
+        if self.compute_bytes is None or (self.draft is not None and self.draft["total_bytes"] is None):
             return None
-        return self.model_bytes + self.kv_bytes + self.recurrent_bytes + self.compute_bytes
+        draft = self.draft["total_bytes"] if self.draft is not None else 0
+        return self.model_bytes + self.kv_bytes + self.recurrent_bytes + self.compute_bytes + self.adapter_bytes + draft
 
     def to_json(self) -> dict[str, Any]:
         """The plan as JSON-ready data: byte counts as integers (None where unknown)."""
@@ -111,6 +124,9 @@ class Plan:
             "devices": self.devices,
             "fit": self.fit,
             "llama_cpp": self.llama_cpp,
+            "adapter_bytes": self.adapter_bytes,
+            "adapters": self.adapters,
+            "draft": self.draft,
             "notes": self.notes,
         }
 
@@ -178,7 +194,8 @@ def plan_shape(
             checkpoint=checkpoint,
         )
     p.llama_cpp = _build(llama_cpp)
-    return p
+    req = request or ContextRequest()
+    return attach(p, shape, req, plan_shape=plan_shape, features=features, use_mmap=use_mmap, devices=devices, checkpoint=checkpoint)
 
 
 def _build(llama_cpp: str | None) -> str:
@@ -366,6 +383,9 @@ def plan(
     margin: int | None = None,
     min_ctx: int | None = None,
     llama_cpp: str | None = None,
+    lora: Sequence[str | os.PathLike[str] | tuple[str | os.PathLike[str], float]] = (),
+    draft: str | os.PathLike[str] | Any | None = None,
+    draft_options: DraftOptions | None = None,
 ) -> Plan:
     """llama.cpp's memory for the GGUF model at ``source`` (a path, the first shard of a split set, a URL, or an
     opened ``GGUFFile``), with llama.cpp's context parameters (0: its defaults; ``n_ctx`` 0 is the training
@@ -375,7 +395,9 @@ def plan(
     context (unless ``n_ctx`` is given) and the most layers that fit the devices and ``ram`` with ``margin`` bytes
     free on each (``planning.fit``); the plan's ``fit`` then says what fitted and the llama.cpp arguments.
     ``llama_cpp`` names the llama.cpp build whose compute graph to follow (``schema/memory.json`` ``builds``;
-    default llama-cpp-python 0.3.36's)."""
+    default llama-cpp-python 0.3.36's). ``lora`` lists LoRA adapters (a source, or a source and its scale) and
+    ``draft`` a draft model with its ``draft_options`` (``planning.lora_adapters``, ``planning.draft``): their memory is
+    in the plan's ``adapters`` and ``draft``, on the devices and in the totals, and ``fit`` accounts for them."""
     build = _build(llama_cpp)
     request = ContextRequest(n_ctx, n_batch, n_ubatch, n_seq_max, type_k, type_v, flash_attn, kv_unified, swa_full)
     if devices is None or not devices.devices:
@@ -391,6 +413,52 @@ def plan(
         finally:
             f.close()
     checkpoint()
+    adapters = [read_adapter(*(a if isinstance(a, tuple) else (a,))) for a in check_count(lora)]
+    for adapter in adapters:
+        check_against(adapter, shape)
+    drafted = read_draft(draft, draft_options) if draft is not None else None
+    if (adapters or drafted) and n_gpu_layers == "auto" and (devices is None or not devices.devices):
+        raise request_refused("with adapters or a draft model, fit the layers over devices (devices=..., fit=True)", "n_gpu_layers")
+    with adding(adapters, drafted):
+        p = _plan_model(shape, request, build, checkpoint, fit, ram, margin, min_ctx, features, use_mmap, devices, n_gpu_layers, gpu_mem)
+    note = mtp_note(shape)
+    if note:
+        p.notes.append(note)
+    if p.fit is not None:
+        p.fit["llama_cpp_arguments"] += _added_arguments(adapters, drafted)
+    return p
+
+
+def _added_arguments(adapters: list[LoraAdapter], drafted: DraftModel | None) -> list[str]:
+    """The llama.cpp arguments that load the adapters and the draft model as planned."""
+    args: list[str] = []
+    for a in adapters:
+        args += ["--lora", a.source] if a.scale == 1 else ["--lora-scaled", a.source, repr(a.scale)]
+    if drafted is not None:
+        o = drafted.options
+        args += ["--model-draft", drafted.source, "--ctx-size-draft", str(o.n_ctx)]
+        args += ["--cache-type-k-draft", o.type_k, "--cache-type-v-draft", o.type_v]
+        if o.n_gpu_layers is not None:
+            args += ["--n-gpu-layers-draft", str(o.n_gpu_layers)]
+    return args
+
+
+def _plan_model(
+    shape: ModelShape,
+    request: ContextRequest,
+    build: str,
+    checkpoint: Callable[[], None],
+    fit: bool,
+    ram: int | None,
+    margin: int | None,
+    min_ctx: int | None,
+    features: tuple[str, ...] | frozenset[str] | None,
+    use_mmap: bool,
+    devices: DeviceRequest | None,
+    n_gpu_layers: int | Literal["auto"],
+    gpu_mem: int | None,
+) -> Plan:
+    """``plan``'s plan for the model's ``shape``, fitted or not (with the additions being made)."""
     if fit:
         margin = DEFAULT_MARGIN if margin is None else margin
         min_ctx = DEFAULT_MIN_CTX if min_ctx is None else min_ctx

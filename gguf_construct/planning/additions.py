@@ -1,0 +1,147 @@
+"""What a plan adds beside the model: LoRA adapters (:mod:`.lora_adapters`) and a draft model (:mod:`.draft`).
+
+``adding(adapters, draft)`` makes them part of every plan made inside it (the planner's, each candidate of a
+fit's): the compute graphs carry the applied adapters' products (``compute.lora``), and ``attach`` gives each
+plan its adapters' buffers and the draft's plan, added to the devices they land on and to the totals, so that
+``--fit`` accounts for them. Attaching happens once per plan.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .compute.lora import applying
+from .context import ContextRequest
+from .devices import DeviceRequest, tensor_device
+from .draft import DraftModel, draft_request
+from .lora_adapters import LoraAdapter, adapter_buffers, buffer_placement, on_cpu
+from .shape import ModelShape
+
+__all__ = ["Additions", "adding", "attach", "current", "report_lines"]
+
+
+@dataclass(frozen=True)
+class Additions:
+    adapters: tuple[LoraAdapter, ...] = ()
+    draft: DraftModel | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.adapters) or self.draft is not None
+
+
+_ADDITIONS: ContextVar[Additions | None] = ContextVar("plan_additions", default=None)
+
+
+def current() -> Additions:
+    return _ADDITIONS.get() or Additions()
+
+
+@contextmanager
+def adding(adapters: Sequence[LoraAdapter] = (), draft: DraftModel | None = None) -> Iterator[None]:
+    """Plan with ``adapters`` (applied in the graph unless their scale is 0) and ``draft`` inside the block."""
+    token = _ADDITIONS.set(Additions(tuple(adapters), draft))
+    try:
+        with applying([a.graph_pairs() for a in adapters if a.scale != 0]):
+            yield
+    finally:
+        _ADDITIONS.reset(token)
+
+
+def attach(
+    p: Any,
+    shape: ModelShape,
+    request: ContextRequest,
+    *,
+    plan_shape: Callable[..., Any],
+    features: tuple[str, ...] | frozenset[str] | None,
+    use_mmap: bool,
+    devices: DeviceRequest | None,
+    checkpoint: Callable[[], None],
+) -> Any:
+    """``p`` with the current additions' memory: each adapter's buffers, the draft's plan (at this plan's
+    context), each added to the device rows and GPU share it lands on. A plan attached already is returned as is."""
+    extra = current()
+    if not extra or p.adapters or p.draft is not None:
+        return p
+    listed = devices is not None and bool(devices.devices)
+    device_of = tensor_device(shape, replace(devices, n_gpu_layers=p.n_gpu_layers)) if listed and devices is not None else None
+    placement = buffer_placement(shape, features=p.features, use_mmap=use_mmap, n_gpu_layers=p.n_gpu_layers, device_of=device_of)
+    for adapter in extra.adapters:
+        checkpoint()
+        buffers = adapter_buffers(adapter, shape, placement)
+        p.adapters.append(
+            {
+                "file": adapter.source,
+                "kind": adapter.kind,
+                "scale": adapter.scale,
+                "alpha": adapter.alpha,
+                "tensors": 2 * len(adapter.pairs),
+                "buffers": buffers,
+                "bytes": sum(buffers.values()),
+            }
+        )
+        _add_to_devices(p, "adapter_bytes", functools.partial(_on_device, buffers))
+    if extra.draft is not None:
+        draft = extra.draft
+        req = draft_request(request, p.context.n_ctx_seq, draft.options)
+        layers = p.n_gpu_layers if draft.options.n_gpu_layers is None else draft.options.n_gpu_layers
+        with adding():  # the draft's own plan takes no adapter and has no draft
+            if listed and devices is not None:
+                dp = plan_shape(
+                    draft.shape,
+                    req,
+                    features=features,
+                    use_mmap=use_mmap,
+                    devices=replace(devices, n_gpu_layers=layers),
+                    checkpoint=checkpoint,
+                )
+            else:
+                dp = plan_shape(draft.shape, req, features=features, use_mmap=use_mmap, n_gpu_layers=layers, checkpoint=checkpoint)
+        p.draft = {"file": draft.source, **dp.to_json()}
+        rows = {row["name"]: row["total_bytes"] for row in dp.devices}
+        gpu_total = dp.gpu.get("total_bytes", 0)
+        _add_to_devices(p, "draft_bytes", lambda name: rows.get(name, 0) if rows else (gpu_total if name == "GPU" else 0))
+    return p
+
+
+def _on_device(buffers: dict[str, int], name: str) -> int:
+    """An adapter's bytes on device ``name`` (CPU: its CPU_Mapped and CPU buffers)."""
+    if name == "CPU":
+        return sum(v for k, v in buffers.items() if on_cpu(k))
+    return buffers.get(name, 0)
+
+
+def _add_to_devices(p: Any, key: str, part: Callable[[str], int]) -> None:
+    """Add ``part(device name)`` to each device row's ``key`` and total, and the GPU's to the GPU share."""
+    for row in p.devices:
+        n = part(row["name"])
+        row[key] = row.get(key, 0) + n
+        row["total_bytes"] += n
+    if p.gpu:
+        n = part("GPU")
+        p.gpu[key] = p.gpu.get(key, 0) + n
+        p.gpu["total_bytes"] += n
+
+
+def report_lines(p: Any) -> list[str]:
+    """The text report's lines for the adapters and the draft."""
+
+    def mib(n: int | None) -> str:
+        return "unknown" if n is None else f"{n / 2**20:.2f} MiB"
+
+    lines = []
+    for a in p.adapters:
+        where = ", ".join(f"{k} {mib(v)}" for k, v in sorted(a["buffers"].items()))
+        lines.append(f"  LoRA {a['file']}: {mib(a['bytes'])} ({a['tensors']} tensors, scale {a['scale']:g}{': ' + where if where else ''})")
+    if p.draft is not None:
+        d = p.draft
+        lines.append(
+            f"  draft {d['file']}: {d['architecture']}, n_ctx {d['n_ctx']}: model {mib(d['model_bytes'])}, KV {mib(d['kv_bytes'])}, "
+            f"state {mib(d['recurrent_bytes'])}, compute {mib(d['compute_bytes'])}, total {mib(d['total_bytes'])}"
+        )
+    return lines

@@ -1,0 +1,106 @@
+"""A draft model for speculative decoding (``--draft FILE``, llama-server's ``--model-draft``): a second model
+with its own context, whose weights, KV cache and compute buffer add to the devices' memory.
+
+llama-server loads the draft as a model of its own (``--n-gpu-layers-draft``, default the main model's offload)
+and makes one context for it (common/speculative, tools/server): ``--ctx-size-draft`` cells, 0 meaning the main
+context's cells per sequence; one sequence; the main context's batch sizes, flash attention and sliding-window
+setting; its own K and V cache types (``--cache-type-k-draft``, default f16). The plan makes that model's plan
+with those parameters, over the same devices.
+
+Next-token-prediction heads (MTP: ``{arch}.nextn_predict_layers``, glm4moe's last blocks) are not a draft: the
+llama.cpp followed creates their tensors skipped (``TENSOR_SKIP``: they are in the file's mapped span but not
+loaded into a buffer of their own), gives them no KV cache (``n_layer()`` leaves them out) and builds no graph
+for them; ``mtp_note`` says so in the plan.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ..core import rules
+from ..errors import PlanError
+from .context import CACHE_TYPES, ContextRequest
+from .shape import ModelShape, shown
+
+__all__ = ["DraftModel", "DraftOptions", "draft_request", "mtp_note", "read_draft"]
+
+_MAX_UINT32 = 2**32 - 1
+
+
+@dataclass(frozen=True)
+class DraftOptions:
+    """llama-server's draft options: the context (0: the main context's cells per sequence), the layers
+    offloaded (None: as many as the main model's) and the cache types."""
+
+    n_ctx: int = 0
+    n_gpu_layers: int | None = None
+    type_k: str = "f16"
+    type_v: str = "f16"
+
+    def check(self) -> None:
+        """Refuse options llama.cpp's parameters cannot hold."""
+        if isinstance(self.n_ctx, bool) or not isinstance(self.n_ctx, int) or not 0 <= self.n_ctx <= _MAX_UINT32:
+            raise _request(f"the draft's n_ctx is {shown(self.n_ctx)}, not an integer in 0 .. {_MAX_UINT32}", "draft_ctx")
+        layers = self.n_gpu_layers
+        if layers is not None and (isinstance(layers, bool) or not isinstance(layers, int) or not 0 <= layers < 2**31):
+            raise _request(f"the draft's n_gpu_layers is {shown(layers)}, not a whole number below 2**31", "draft_gpu_layers")
+        for name in ("type_k", "type_v"):
+            if getattr(self, name) not in CACHE_TYPES:
+                raise _request(f"the draft's {name} {shown(getattr(self, name))} is not one of {', '.join(CACHE_TYPES)}", f"draft_{name}")
+
+
+@dataclass(frozen=True)
+class DraftModel:
+    """The draft model's shape (read once, planned at every context the main plan tries) and its options."""
+
+    source: str
+    shape: ModelShape
+    options: DraftOptions
+
+
+def _request(message: str, field: str) -> PlanError:
+    return PlanError(rules.PLAN_REQUEST.id, message, path=field)
+
+
+def read_draft(source: str | os.PathLike[str] | Any, options: DraftOptions | None = None) -> DraftModel:
+    """The draft model at ``source`` (a path, the first shard, a URL or an opened ``GGUFFile``), header only."""
+    from ..api.registry import load
+
+    options = options or DraftOptions()
+    options.check()
+    name = str(getattr(source, "path", source))[:200]
+    if hasattr(source, "metadata") and hasattr(source, "tensors"):
+        return DraftModel(name, ModelShape.of(source), options)
+    f = load(source, format="gguf", strict=False)
+    try:
+        return DraftModel(name, ModelShape.of(f), options)
+    finally:
+        f.close()
+
+
+def draft_request(main: ContextRequest, n_ctx_seq: int, options: DraftOptions) -> ContextRequest:
+    """The draft context's parameters, from the main context's (``n_ctx_seq``: its resolved cells per sequence)."""
+    return ContextRequest(
+        n_ctx=options.n_ctx or n_ctx_seq,
+        n_batch=main.n_batch,
+        n_ubatch=main.n_ubatch,
+        n_seq_max=1,
+        type_k=options.type_k,
+        type_v=options.type_v,
+        flash_attn=main.flash_attn,
+        kv_unified=False,
+        swa_full=main.swa_full,
+    )
+
+
+def mtp_note(shape: ModelShape) -> str | None:
+    """What llama.cpp does with the model's next-token-prediction layers, when it has some."""
+    n = shape.n_layer - shape.n_layer_cached
+    if n <= 0:
+        return None
+    return (
+        f"the last {n} layer(s) are next-token-prediction (MTP) heads: llama.cpp creates their tensors skipped (mapped with "
+        "the file, no buffer of their own), gives them no KV cache and no graph; they are planned as such, not as a draft"
+    )
