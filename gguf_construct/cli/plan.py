@@ -61,6 +61,16 @@ def proportions(text: str) -> tuple[float, ...]:
     return tuple(float(p) for p in parts)
 
 
+def _adapters(args: argparse.Namespace) -> list[str | tuple[str, float]]:
+    """``--lora FILE`` (scale 1) and ``--lora-scaled FILE SCALE`` as ``plan``'s ``lora`` list."""
+    listed: list[str | tuple[str, float]] = list(args.lora or [])
+    for name, scale in args.lora_scaled or []:
+        if not re.fullmatch(r"[-+]?\d{1,20}(\.\d{1,20})?", scale):
+            usage_error(f"--lora-scaled {name[:60]!r} {scale[:40]!r}: the scale is not a number (e.g. 0.5)")
+        listed.append((name, float(scale)))
+    return listed
+
+
 def layers(text: str) -> int | str:
     return "auto" if text == "auto" else whole(0, 2**31 - 1)(text)
 
@@ -102,6 +112,9 @@ def _report(p, source: str) -> str:
         verdict = "fits" if f["fits"] else "does not fit, even with no layer offloaded at the smallest context"
         lines.append(f"  fit: {verdict}: n_ctx {f['n_ctx']}, {f['n_gpu_layers']} layers offloaded, margin {mib(f['margin']).strip()}")
         lines.append("  llama.cpp: " + " ".join(_quote(a) for a in f["llama_cpp_arguments"]))
+    from ..planning.additions import report_lines
+
+    lines += report_lines(p)
     lines += [f"  note: {n}" for n in p.notes]
     return "\n".join(lines)
 
@@ -191,6 +204,8 @@ def usage_error(message: str):
 
 
 def _plan(plan, args: argparse.Namespace, devices, single_gpu: bool):
+    from ..planning.draft import DraftOptions
+
     return plan(
         args.file,
         n_ctx=args.ctx,
@@ -212,6 +227,9 @@ def _plan(plan, args: argparse.Namespace, devices, single_gpu: bool):
         margin=args.margin,
         min_ctx=args.fit_ctx,
         llama_cpp=args.llama_cpp,
+        lora=_adapters(args),
+        draft=args.draft,
+        draft_options=DraftOptions(args.draft_ctx, args.draft_gpu_layers, args.cache_type_k_draft, args.cache_type_v_draft),
     )
 
 
@@ -296,6 +314,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=LLAMA_CPP_BUILDS[0],
         help="the llama.cpp build whose compute graph to follow (default: llama-cpp-python 0.3.36's)",
     )
+    p.add_argument("--lora", action="append", metavar="FILE", help="a LoRA adapter (GGUF, a path or URL) applied with scale 1; repeatable")
+    p.add_argument(
+        "--lora-scaled",
+        nargs=2,
+        action="append",
+        metavar=("FILE", "SCALE"),
+        help="a LoRA adapter and its scale (0: loaded, not applied); repeatable",
+    )
+    p.add_argument("--draft", "--model-draft", "-md", metavar="FILE", help="a draft model for speculative decoding (a path or URL)")
+    p.add_argument(
+        "--draft-ctx", "-cd", type=whole(0, 2**32 - 1), default=0, help="the draft's context (0: the main context's per sequence)"
+    )
+    p.add_argument(
+        "--draft-gpu-layers",
+        "-ngld",
+        type=whole(0, 2**31 - 1),
+        default=None,
+        help="the draft's offloaded layers (default: the main model's)",
+    )
+    p.add_argument("--cache-type-k-draft", choices=CACHE_TYPES, default="f16", help="the draft's K cache type (default f16)")
+    p.add_argument("--cache-type-v-draft", choices=CACHE_TYPES, default="f16", help="the draft's V cache type (default f16)")
     p.add_argument("--svg", metavar="FILE", help="also draw the memory per device, stacked by kind, as an SVG picture in FILE")
     p.add_argument(
         "--cpu",
