@@ -1,0 +1,128 @@
+"""A draft model: its weights, KV cache and compute buffer are llama.cpp's for the draft loaded with
+llama-server's draft context (its own model and context, measured beside the main one); they add to the
+devices and the totals and ``--fit`` counts them. Next-token-prediction heads are not a draft: the plan says what
+llama.cpp does with them."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import pytest
+
+from gguf_construct.cli.main import main
+from gguf_construct.errors import PlanError
+from gguf_construct.planning import Device, DeviceRequest, plan
+from gguf_construct.planning.draft import DraftOptions
+from tests.planning.tiny_adapters import saved
+from tests.tiny_models import BUILDERS
+
+pytest.importorskip("llama_cpp")
+
+from tests.llama_memory import cpu_features, measure  # noqa: E402
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(argv))
+        except SystemExit as e:
+            code = int(e.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("draft")
+    return {
+        "main": saved(BUILDERS["llama"](n_layer=4, n_embd=512, n_ff=1024, n_head=8, n_head_kv=2), d / "main.gguf"),
+        "draft": saved(BUILDERS["llama"](n_layer=2, n_embd=256, n_ff=512, wtype="q8_0"), d / "draft.gguf"),
+        "draft gemma2": saved(BUILDERS["gemma2"](), d / "gemma2.gguf"),
+        "mtp": saved(BUILDERS["glm4moe"](n_layer=4, n_nextn=1, wtype="q4_0"), d / "mtp.gguf"),
+    }
+
+
+SETTINGS = {
+    "defaults": ({"n_ctx": 1024}, DraftOptions()),
+    "two sequences: the draft gets one's share": ({"n_ctx": 2048, "n_seq_max": 2, "n_ubatch": 256}, DraftOptions()),
+    "its own context and a q8_0 cache": ({"n_ctx": 1024, "flash_attn": "on"}, DraftOptions(n_ctx=512, type_k="q8_0", type_v="q8_0")),
+    "flash attention off": ({"n_ctx": 768, "flash_attn": "off", "n_batch": 512}, DraftOptions()),
+}
+
+
+@pytest.mark.parametrize("draft", ["draft", "draft gemma2"])
+@pytest.mark.parametrize("case", SETTINGS)
+def test_the_draft_is_llama_cpps_with_the_draft_context(case, draft, models):
+    settings, options = SETTINGS[case]
+    p = plan(models["main"], draft=models[draft], draft_options=options, features=cpu_features(), **settings)
+    main_only = plan(models["main"], features=cpu_features(), **settings)
+    n_ctx_seq = main_only.context.n_ctx_seq
+    m = measure(
+        models[draft],
+        n_ctx=options.n_ctx or n_ctx_seq,
+        n_batch=settings.get("n_batch", 2048),
+        n_ubatch=settings.get("n_ubatch", 512),
+        n_seq_max=1,
+        type_k=options.type_k,
+        type_v=options.type_v,
+        flash_attn=settings.get("flash_attn", "auto"),
+    )
+    d = p.draft
+    assert (d["model_bytes"], d["kv_bytes"] + d["recurrent_bytes"], d["compute_bytes"]) == (
+        m.total("model"),
+        m.total("context"),
+        m.total("compute"),
+    )
+    assert d["n_ctx"] == m.n_ctx
+    assert p.total_bytes == main_only.total_bytes + d["total_bytes"]
+    assert (p.model_bytes, p.kv_bytes, p.compute_bytes) == (main_only.model_bytes, main_only.kv_bytes, main_only.compute_bytes)
+
+
+def test_draft_on_devices_and_in_a_fit(models):
+    devices = DeviceRequest((Device("RPC0", 2**30), Device("RPC1", 2**30)), n_gpu_layers=5)
+    p = plan(models["main"], n_ctx=1024, devices=devices, draft=models["draft"], draft_options=DraftOptions(n_gpu_layers=1), features=())
+    alone = plan(models["draft"], n_ctx=1024, n_seq_max=1, devices=DeviceRequest(devices.devices, n_gpu_layers=1), features=())
+    assert [r["draft_bytes"] for r in p.devices] == [r["total_bytes"] for r in alone.devices]
+    assert p.draft["devices"] == alone.devices
+    # a device that holds the main model at 4096 cells but not with the draft too: the fit takes a smaller context
+    req = DeviceRequest(
+        (
+            Device(
+                "RPC0",
+                plan(models["main"], n_ctx=4096, devices=DeviceRequest(devices.devices[:1], n_gpu_layers=5), features=()).devices[1][
+                    "total_bytes"
+                ]
+                + 2**20,
+            ),
+        )
+    )
+    fitted = plan(models["main"], fit=True, devices=req, margin=2**20, min_ctx=256, draft=models["draft"], features=())
+    assert fitted.fit["fits"] and fitted.devices[1]["total_bytes"] + 2**20 <= req.devices[0].size
+    assert fitted.context.n_ctx < 4096 == plan(models["main"], fit=True, devices=req, margin=2**20, min_ctx=256, features=()).context.n_ctx
+    args = fitted.fit["llama_cpp_arguments"]
+    assert args[args.index("--model-draft") + 1] == str(models["draft"])
+
+
+def test_next_token_prediction_layers_are_noted_not_drafted(models):
+    p = plan(models["mtp"], n_ctx=512)
+    assert any("next-token-prediction" in n for n in p.notes) and p.draft is None
+    assert not any("next-token-prediction" in n for n in plan(models["main"], n_ctx=512).notes)
+
+
+def test_cli_json_text_and_refusals(models, tmp_path):
+    code, out, _ = cli("plan", str(models["main"]), "--ctx", "1024", "--draft", str(models["draft"]), "-cd", "256", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["draft"]["n_ctx"] == 256 and data["draft"]["file"] == str(models["draft"])
+    code, out, _ = cli("plan", str(models["main"]), "--ctx", "1024", "-md", str(models["draft"]))
+    assert code == 0 and "draft " in out
+    assert cli("plan", str(models["main"]), "--draft", str(tmp_path / "missing.gguf"))[0] == 2
+    broken = BUILDERS["llama"]()
+    del broken.metadata["llama.attention.head_count"]
+    code, _, err = cli("plan", str(models["main"]), "--draft", str(saved(broken, tmp_path / "broken.gguf")))
+    assert code == 1, err
+    with pytest.raises(PlanError) as e:
+        plan(models["main"], draft=models["draft"], draft_options=DraftOptions(n_ctx=-1))
+    assert e.value.rule == "plan.request"
