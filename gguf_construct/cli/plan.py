@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from fractions import Fraction
@@ -65,9 +66,13 @@ def _adapters(args: argparse.Namespace) -> list[str | tuple[str, float]]:
     """``--lora FILE`` (scale 1) and ``--lora-scaled FILE SCALE`` as ``plan``'s ``lora`` list."""
     listed: list[str | tuple[str, float]] = list(args.lora or [])
     for name, scale in args.lora_scaled or []:
-        if not re.fullmatch(r"[-+]?\d{1,20}(\.\d{1,20})?", scale):
-            usage_error(f"--lora-scaled {name[:60]!r} {scale[:40]!r}: the scale is not a number (e.g. 0.5)")
-        listed.append((name, float(scale)))
+        try:
+            value = float(scale) if len(scale) <= 40 else math.nan
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            usage_error(f"--lora-scaled {name[:60]!r} {scale[:40]!r}: the scale is not a finite number (e.g. 0.5)")
+        listed.append((name, value))
     return listed
 
 

@@ -28,9 +28,9 @@ from ..core import rules
 from ..errors import FormatError, PlanError
 from .cache import aligned
 from .compute.lora import LoraPair
-from .shape import ModelShape, TensorSpan, memory_table, shown
+from .shape import ModelShape, TensorSpan, shown
 from .shape import _spans as tensor_spans
-from .weights import OUTPUT, layer_of, on_gpu, repacks
+from .weights import layer_of, on_gpu, repacks
 
 __all__ = ["LoraAdapter", "adapter_buffers", "check_against", "read_adapter"]
 
@@ -165,34 +165,26 @@ def _ne(shape: tuple[int, ...], i: int) -> int:
     return shape[i] if i < len(shape) else 1
 
 
-def _model_tensor(shape: ModelShape, name: str, placement: Callable[[TensorSpan, int], str]) -> TensorSpan | None:
+def _model_tensor(shape: ModelShape, name: str) -> TensorSpan | None:
     """The model's tensor ``name`` as llama.cpp's ``get_tensor`` finds it among the tensors it created: not the
-    skipped next-token-prediction blocks, and ``output.weight`` of tied embeddings only where the loader made a
-    second tensor for it (in another buffer type than the embeddings')."""
+    skipped next-token-prediction blocks; a missing ``output.weight`` is none (the output layer of tied
+    embeddings is created under the embeddings' name, ``token_embd.weight``)."""
     t = shape.tensor(name)
-    if t is not None:
-        layer = layer_of(name, shape.n_layer)
-        return None if shape.n_layer_cached <= layer < shape.n_layer else t
-    rule = memory_table().duplicated_output
-    source = shape.tensor(rule["tensor"])
-    if name != rule["as"] or source is None:
+    if t is None:
         return None
-    duplicate = TensorSpan(name, source.type, source.shape, source.file, source.offset, source.nbytes)
-    if placement(duplicate, OUTPUT) == placement(source, layer_of(source.name, shape.n_layer)):
-        return None
-    return duplicate
+    layer = layer_of(name, shape.n_layer)
+    return None if shape.n_layer_cached <= layer < shape.n_layer else t
 
 
-def check_against(adapter: LoraAdapter, shape: ModelShape, placement: Callable[[TensorSpan, int], str] | None = None) -> None:
+def check_against(adapter: LoraAdapter, shape: ModelShape) -> None:
     """Refuse an adapter llama.cpp refuses for this model: another architecture, a weight the model does not have,
     shapes that do not chain."""
-    place = placement or buffer_placement(shape)
     if adapter.architecture != shape.arch:
         raise adapter_refused(
             adapter.source, f"its architecture {shown(adapter.architecture)} is not the model's {shown(shape.arch)}", "general.architecture"
         )
     for name, (a, b) in adapter.pairs.items():
-        w = _model_tensor(shape, name, place)
+        w = _model_tensor(shape, name)
         if w is None:
             raise adapter_refused(adapter.source, f"the model has no tensor {name!r} to adapt (a wrong base model?)", name)
         if name.endswith("token_embd.weight"):
@@ -237,10 +229,10 @@ def adapter_buffers(adapter: LoraAdapter, shape: ModelShape, placement: Callable
     repacked weight), each tensor padded to 32 bytes."""
     out: dict[str, int] = {}
     for name, (a, b) in adapter.pairs.items():
-        w = _model_tensor(shape, name, placement)
+        w = _model_tensor(shape, name)
         if w is None:  # check_against refuses it first
             raise adapter_refused(adapter.source, f"the model has no tensor {name!r} to adapt", name)
-        where = placement(w, OUTPUT if w.name == memory_table().duplicated_output["as"] else layer_of(w.name, shape.n_layer))
+        where = placement(w, layer_of(w.name, shape.n_layer))
         if where == "CPU_REPACK":
             where = "CPU"
         out[where] = out.get(where, 0) + aligned(a.nbytes) + aligned(b.nbytes)

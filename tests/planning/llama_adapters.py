@@ -29,9 +29,11 @@ class AdapterRefused(RuntimeError):
 
 def adapter_pairs(path: Path) -> list[str]:
     """The names of the weights an adapter file adapts (read with gguf-py, not the library under test)."""
-    names = {
-        t.name.removesuffix(".lora_a").removesuffix(".lora_b") for t in GGUFReader(path).tensors if t.name.endswith((".lora_a", ".lora_b"))
-    }
+    names = set()
+    for t in GGUFReader(path).tensors:
+        for suffix in (".lora_a", ".lora_b"):
+            if t.name.endswith(suffix):
+                names.add(t.name.replace(suffix, ""))  # every occurrence, as llama.cpp cuts them
     return sorted(names)
 
 

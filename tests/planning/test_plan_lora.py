@@ -264,3 +264,79 @@ def test_remote_adapter_is_planned_from_its_header(bases, tmp_path):
             assert server.counts.bytes < adapter.stat().st_size / 2
     finally:
         configure(previous)
+
+
+@pytest.mark.parametrize("wtype", ["f16", "q4_0"])
+def test_output_of_tied_embeddings_is_no_tensor_to_adapt(wtype, tmp_path):
+    """With no output.weight, llama.cpp's output layer is the embeddings' tensor (or a copy of it in another
+    buffer type, still named token_embd.weight): an adapter of output.weight names no tensor of the model."""
+    import numpy as np
+
+    f = BUILDERS["gemma2"](wtype=wtype)  # gemma2 ties its output to its embeddings
+    assert "output.weight" not in f.tensors
+    base = saved(f, tmp_path / "tied.gguf")
+    g = lora_for(f, ["blk.0.attn_q.weight"])
+    ne = tuple(int(d) for d in f.tensors["token_embd.weight"].shape)
+    g.tensors.add("output.weight.lora_a", np.zeros((4, ne[0]), np.float32))
+    g.tensors.add("output.weight.lora_b", np.zeros((ne[1], 4), np.float32))
+    adapter = saved(g, tmp_path / "out.gguf")
+    with pytest.raises(AdapterRefused, match="output.weight"):
+        measure_with_adapters(base, [(adapter, 1.0)], n_ctx=256)
+    with pytest.raises(PlanError, match="no tensor 'output.weight'"):
+        plan(base, n_ctx=256, lora=[str(adapter)], features=cpu_features())
+
+
+def test_next_token_prediction_weights_take_no_adapter(tmp_path):
+    """glm4moe's MTP blocks are created skipped: llama.cpp has no tensor to adapt there."""
+    f = BUILDERS["glm4moe"](n_layer=4, n_nextn=1)
+    base = saved(f, tmp_path / "mtp.gguf")
+    adapter = saved(lora_for(f, ["blk.3.attn_q.weight"]), tmp_path / "a.gguf")
+    with pytest.raises(AdapterRefused):
+        measure_with_adapters(base, [(adapter, 1.0)], n_ctx=256)
+    with pytest.raises(PlanError, match="no tensor"):
+        plan(base, n_ctx=256, lora=[str(adapter)])
+    kept = saved(lora_for(f, ["blk.2.attn_q.weight"]), tmp_path / "b.gguf")
+    m, buffers = measure_with_adapters(base, [(kept, 1.0)], n_ctx=256)
+    p = plan(base, n_ctx=256, lora=[str(kept)], features=cpu_features())
+    assert [a["buffers"] for a in p.adapters] == buffers and p.compute_bytes == m.total("compute")
+
+
+def test_names_are_paired_as_llama_cpp_pairs_them(bases, tmp_path):
+    """Every '.lora_a' in a name is cut (llama.cpp's replace_all), and '_norm.weight' tensors are skipped."""
+    import numpy as np
+
+    f, path = bases["llama f16"]
+    g = lora_for(f, ["blk.0.attn_q.weight"])
+    g.tensors.add("blk.0.attn_norm.weight", np.ones(256, np.float32))
+    t = g.tensors["blk.0.attn_q.weight.lora_a"]
+    g.tensors.add("blk.0.attn_q.weight.lora_a.lora_a", t.data, t.type.name, tuple(t.shape))
+    del g.tensors["blk.0.attn_q.weight.lora_a"]
+    adapter = saved(g, tmp_path / "names.gguf")
+    m, buffers = measure_with_adapters(path, [(adapter, 1.0)], n_ctx=256)
+    p = plan(path, n_ctx=256, lora=[str(adapter)], features=cpu_features())
+    assert [a["buffers"] for a in p.adapters] == buffers and p.compute_bytes == m.total("compute")
+
+
+def test_request_limits(bases, tmp_path):
+    f, path = bases["llama f16"]
+    adapter = str(saved(lora_for(f, ATTN), tmp_path / "a.gguf"))
+    for scale in (float("nan"), float("inf"), "1"):
+        with pytest.raises(PlanError) as e:
+            plan(path, n_ctx=256, lora=[(adapter, scale)])
+        assert e.value.rule == "plan.request"
+    with pytest.raises(PlanError, match="at most"):
+        plan(path, n_ctx=256, lora=[adapter] * 65)
+    assert cli("plan", str(path), "--ctx", "256", "--lora-scaled", adapter, "1e-3")[0] == 0
+    assert cli("plan", str(path), "--lora-scaled", adapter, "inf")[0] == 2
+
+
+def test_embeddings_adapter_of_a_tied_output_is_refused(tmp_path):
+    """The tied output layer multiplies by the embeddings' tensor, so the embeddings' pair (flipped, rows of A)
+    joins that product too, where its shapes do not chain: ggml aborts building the graph (not run here)."""
+    f = BUILDERS["gemma2"]()
+    base = saved(f, tmp_path / "tied.gguf")
+    adapter = saved(lora_for(f, ["token_embd.weight"], rank=4), tmp_path / "embd.gguf")
+    with pytest.raises(PlanError, match="ggml_mul_mat refuses") as e:
+        plan(base, n_ctx=256, lora=[str(adapter)])
+    assert e.value.rule == "plan.model"
+    assert plan(base, n_ctx=256, lora=[(str(adapter), 0.0)]).adapter_bytes > 0  # loaded, not applied: no product
