@@ -110,7 +110,11 @@ def _report(p, source: str) -> str:
         lines.append(
             f"  {d['name']}: {mib(d['total_bytes']).strip()}{size_text} "
             f"(model {mib(d['model_bytes']).strip()}, KV {mib(d['kv_bytes']).strip()}, "
-            f"state {mib(d['state_bytes']).strip()}, compute {mib(d['compute_bytes']).strip()}{held})"
+            f"state {mib(d['state_bytes']).strip()}, compute {mib(d['compute_bytes']).strip()}"
+            + "".join(
+                f", {label} {mib(d[key]).strip()}" for key, label in (("adapter_bytes", "LoRA"), ("draft_bytes", "draft")) if d.get(key)
+            )
+            + f"{held})"
         )
     if p.fit is not None:
         f = p.fit

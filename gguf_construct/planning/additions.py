@@ -81,6 +81,7 @@ def attach(
                 "scale": adapter.scale,
                 "alpha": adapter.alpha,
                 "tensors": 2 * len(adapter.pairs),
+                "skipped_tensors": list(adapter.skipped),
                 "buffers": buffers,
                 "bytes": sum(buffers.values()),
             }

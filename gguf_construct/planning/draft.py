@@ -1,11 +1,13 @@
 """A draft model for speculative decoding (``--draft FILE``, llama-server's ``--model-draft``): a second model
 with its own context, whose weights, KV cache and compute buffer add to the devices' memory.
 
-llama-server loads the draft as a model of its own (``--n-gpu-layers-draft``, default the main model's offload)
-and makes one context for it (common/speculative, tools/server): ``--ctx-size-draft`` cells, 0 meaning the main
-context's cells per sequence; one sequence; the main context's batch sizes, flash attention and sliding-window
-setting; its own K and V cache types (``--cache-type-k-draft``, default f16). The plan makes that model's plan
-with those parameters, over the same devices.
+llama-server loads the draft as a model of its own (``--n-gpu-layers-draft`` layers offloaded: the plan takes
+as many as the main model's unless told) and makes one context for it (tools/server): ``--ctx-size-draft``
+cells, 0 meaning the main context's cells per sequence (``llama_n_ctx_seq``); one sequence; the main context's
+batch sizes, flash attention and sliding-window setting; its own K and V cache types (``--cache-type-k-draft``,
+default f16). The plan makes that model's plan with those parameters, over the same devices. llama-server does
+not refuse a draft whose vocabulary differs from the main model's (it translates tokens through text), and
+neither does the plan.
 
 Next-token-prediction heads (MTP: ``{arch}.nextn_predict_layers``, glm4moe's last blocks) are not a draft: the
 llama.cpp followed creates their tensors skipped (``TENSOR_SKIP``: they are in the file's mapped span but not

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import rules
-from ..errors import FormatError, PlanError
+from ..errors import PlanError
 from .cache import aligned
 from .compute.lora import LoraPair
 from .shape import ModelShape, TensorSpan, shown
@@ -250,8 +250,3 @@ def check_count(adapters: Iterable[Any]) -> list[Any]:
     if len(listed) > MAX_ADAPTERS:
         raise PlanError(rules.PLAN_REQUEST.id, f"{len(listed)} LoRA adapters: at most {MAX_ADAPTERS}", path="lora")
     return listed
-
-
-def refusal(e: FormatError, source: str) -> PlanError:
-    """A format error of an adapter file (not a GGUF, cut short) as the adapter's refusal."""
-    return adapter_refused(source, e.message if hasattr(e, "message") else str(e))

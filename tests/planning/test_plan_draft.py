@@ -126,3 +126,18 @@ def test_cli_json_text_and_refusals(models, tmp_path):
     with pytest.raises(PlanError) as e:
         plan(models["main"], draft=models["draft"], draft_options=DraftOptions(n_ctx=-1))
     assert e.value.rule == "plan.request"
+
+
+def test_the_picture_stacks_adapters_and_draft(models, tmp_path):
+    """Without devices, the CPU's bar holds everything the plan totals, the adapter and the draft included."""
+    from gguf_construct.api.gguf_file import load_gguf
+    from gguf_construct.planning.svg import KINDS, bars
+    from tests.planning.tiny_adapters import lora_for
+
+    adapter = saved(lora_for(load_gguf(models["main"]), ["blk.0.attn_q.weight"], rank=16), tmp_path / "a.gguf")
+    p = plan(models["main"], n_ctx=512, lora=[str(adapter)], draft=models["draft"], features=())
+    (cpu,) = bars(p)
+    assert (cpu["adapter_bytes"], cpu["draft_bytes"]) == (p.adapter_bytes, p.draft["total_bytes"])
+    assert sum(cpu[k] for k, _, _ in KINDS) == p.total_bytes
+    code, _, _ = cli("plan", str(models["main"]), "--ctx", "512", "--draft", str(models["draft"]), "--svg", str(tmp_path / "p.svg"))
+    assert code == 0 and "draft model" in (tmp_path / "p.svg").read_text()
