@@ -141,3 +141,20 @@ def test_the_picture_stacks_adapters_and_draft(models, tmp_path):
     assert sum(cpu[k] for k, _, _ in KINDS) == p.total_bytes
     code, _, _ = cli("plan", str(models["main"]), "--ctx", "512", "--draft", str(models["draft"]), "--svg", str(tmp_path / "p.svg"))
     assert code == 0 and "draft model" in (tmp_path / "p.svg").read_text()
+
+
+def test_remote_draft_is_planned_from_its_header(models):
+    from http_testserver import TestServer
+
+    from gguf_construct.sources.options import configure
+
+    previous = configure(retries=2, backoff=0.01, connect_timeout=5.0, read_timeout=10.0, request_deadline=30.0)
+    try:
+        with TestServer() as server:
+            server.add("/draft.gguf", models["main"].read_bytes())
+            remote = plan(models["draft"], n_ctx=512, draft=server.url("/draft.gguf"), features=())
+            local = plan(models["draft"], n_ctx=512, draft=models["main"], features=())
+            assert {k: v for k, v in remote.draft.items() if k != "file"} == {k: v for k, v in local.draft.items() if k != "file"}
+            assert server.counts.bytes < models["main"].stat().st_size / 2
+    finally:
+        configure(previous)
