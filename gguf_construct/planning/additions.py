@@ -22,7 +22,7 @@ from .draft import DraftModel, draft_request
 from .lora_adapters import LoraAdapter, adapter_buffers, buffer_placement, on_cpu
 from .shape import ModelShape
 
-__all__ = ["Additions", "adding", "attach", "current", "report_lines"]
+__all__ = ["Additions", "adding", "attach", "current", "llama_cpp_arguments", "report_lines"]
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,19 @@ def _add_to_devices(p: Any, key: str, part: Callable[[str], int]) -> None:
         n = part("GPU")
         p.gpu[key] = p.gpu.get(key, 0) + n
         p.gpu["total_bytes"] += n
+
+
+def llama_cpp_arguments(p: Any) -> list[str]:
+    """The llama.cpp (llama-server) arguments that load the plan's adapters and draft model as planned."""
+    args: list[str] = []
+    for a in p.adapters:
+        args += ["--lora", a["file"]] if a["scale"] == 1 else ["--lora-scaled", a["file"], repr(a["scale"])]
+    draft = current().draft
+    if draft is not None and p.draft is not None:
+        o = draft.options
+        args += ["--model-draft", draft.source, "--ctx-size-draft", str(p.draft["n_ctx"])]
+        args += ["--cache-type-k-draft", o.type_k, "--cache-type-v-draft", o.type_v, "--n-gpu-layers-draft", str(p.draft["n_gpu_layers"])]
+    return args
 
 
 def report_lines(p: Any) -> list[str]:

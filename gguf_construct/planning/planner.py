@@ -21,7 +21,7 @@ from typing import Any, Literal
 from ..api.registry import load
 from ..errors import FormatError
 from ..sources.options import options
-from .additions import adding, attach
+from .additions import adding, attach, llama_cpp_arguments
 from .cache import CacheLayer, kv_cache, recurrent_state
 from .compute import compute_bytes
 from .compute.builds import DEFAULT as DEFAULT_BUILD
@@ -29,9 +29,9 @@ from .compute.builds import KNOWN as KNOWN_BUILDS
 from .compute.builds import following
 from .context import ContextRequest, ResolvedContext, request_refused, resolve
 from .devices import CPU, DeviceRequest, layer_devices, tensor_device
-from .draft import DraftModel, DraftOptions, mtp_note, read_draft
+from .draft import DraftOptions, mtp_note, read_draft
 from .fit import DEFAULT_MARGIN, DEFAULT_MIN_CTX, fit_shape
-from .lora_adapters import LoraAdapter, check_against, check_count, read_adapter
+from .lora_adapters import check_against, check_count, read_adapter
 from .shape import ModelShape, refused, shown
 from .weights import INPUT, OUTPUT, WeightBuffers, cpu_features, on_gpu, weight_buffers
 
@@ -421,26 +421,12 @@ def plan(
         raise request_refused("with adapters or a draft model, fit the layers over devices (devices=..., fit=True)", "n_gpu_layers")
     with adding(adapters, drafted):
         p = _plan_model(shape, request, build, checkpoint, fit, ram, margin, min_ctx, features, use_mmap, devices, n_gpu_layers, gpu_mem)
+        if p.fit is not None:
+            p.fit["llama_cpp_arguments"] += llama_cpp_arguments(p)
     note = mtp_note(shape)
     if note:
         p.notes.append(note)
-    if p.fit is not None:
-        p.fit["llama_cpp_arguments"] += _added_arguments(adapters, drafted)
     return p
-
-
-def _added_arguments(adapters: list[LoraAdapter], drafted: DraftModel | None) -> list[str]:
-    """The llama.cpp arguments that load the adapters and the draft model as planned."""
-    args: list[str] = []
-    for a in adapters:
-        args += ["--lora", a.source] if a.scale == 1 else ["--lora-scaled", a.source, repr(a.scale)]
-    if drafted is not None:
-        o = drafted.options
-        args += ["--model-draft", drafted.source, "--ctx-size-draft", str(o.n_ctx)]
-        args += ["--cache-type-k-draft", o.type_k, "--cache-type-v-draft", o.type_v]
-        if o.n_gpu_layers is not None:
-            args += ["--n-gpu-layers-draft", str(o.n_gpu_layers)]
-    return args
 
 
 def _plan_model(

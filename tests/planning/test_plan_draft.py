@@ -103,6 +103,8 @@ def test_draft_on_devices_and_in_a_fit(models):
     assert fitted.context.n_ctx < 4096 == plan(models["main"], fit=True, devices=req, margin=2**20, min_ctx=256, features=()).context.n_ctx
     args = fitted.fit["llama_cpp_arguments"]
     assert args[args.index("--model-draft") + 1] == str(models["draft"])
+    assert args[args.index("--ctx-size-draft") + 1] == str(fitted.draft["n_ctx"]) == str(fitted.context.n_ctx_seq)
+    assert args[args.index("--n-gpu-layers-draft") + 1] == str(fitted.draft["n_gpu_layers"])
 
 
 def test_next_token_prediction_layers_are_noted_not_drafted(models):

@@ -340,3 +340,16 @@ def test_embeddings_adapter_of_a_tied_output_is_refused(tmp_path):
         plan(base, n_ctx=256, lora=[str(adapter)])
     assert e.value.rule == "plan.model"
     assert plan(base, n_ctx=256, lora=[(str(adapter), 0.0)]).adapter_bytes > 0  # loaded, not applied: no product
+
+
+def test_a_pair_of_more_dimensions_than_its_weight_is_refused(bases, tmp_path):
+    """llama.cpp checks the first two dimensions only; a stack of A matrices on a plain weight passes the check
+    and makes ggml abort building the product (not run here): the plan refuses it."""
+    import numpy as np
+
+    f, path = bases["llama f16"]
+    g = lora_for(f, ["blk.0.attn_q.weight"])
+    del g.tensors["blk.0.attn_q.weight.lora_a"]
+    g.tensors.add("blk.0.attn_q.weight.lora_a", np.zeros((3, 8, 256), np.float32))
+    with pytest.raises(PlanError, match="ggml_mul_mat refuses"):
+        plan(path, n_ctx=256, lora=[str(saved(g, tmp_path / "stack.gguf"))])
