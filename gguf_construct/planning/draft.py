@@ -70,8 +70,11 @@ def read_draft(source: str | os.PathLike[str] | Any, options: DraftOptions | Non
     """The draft model at ``source`` (a path, the first shard, a URL or an opened ``GGUFFile``), header only."""
     from ..api.registry import load
 
-    options = options or DraftOptions()
+    options = DraftOptions() if options is None else options
+    if not isinstance(options, DraftOptions):
+        raise _request(f"draft_options is {type(options).__name__}, not DraftOptions", "draft_options")
     options.check()
+    _check_source(source, "draft")
     name = str(getattr(source, "path", source))[:200]
     if hasattr(source, "metadata") and hasattr(source, "tensors"):
         return DraftModel(name, ModelShape.of(source), options)
@@ -80,6 +83,12 @@ def read_draft(source: str | os.PathLike[str] | Any, options: DraftOptions | Non
         return DraftModel(name, ModelShape.of(f), options)
     finally:
         f.close()
+
+
+def _check_source(source: object, field: str) -> None:
+    """Refuse a source that is no path, URL or opened file (``load`` would fail on it with a TypeError)."""
+    if not isinstance(source, (str, os.PathLike)) and not (hasattr(source, "metadata") and hasattr(source, "tensors")):
+        raise _request(f"{field} is {type(source).__name__}, not a path, a URL or an opened GGUF file", field)
 
 
 def draft_request(main: ContextRequest, n_ctx_seq: int, options: DraftOptions) -> ContextRequest:

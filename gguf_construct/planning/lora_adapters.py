@@ -18,6 +18,7 @@ totals. An adapter also adds its low-rank products to the compute graph (``compu
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -100,6 +101,10 @@ def read_adapter(source: str | os.PathLike[str] | Any, scale: float = 1.0) -> Lo
         raise PlanError(rules.PLAN_REQUEST.id, f"LoRA scale {shown(scale)} for {name} is not a finite number", path="lora")
     if hasattr(source, "metadata") and hasattr(source, "tensors"):
         return _adapter_of(source, name, float(scale))
+    if not isinstance(source, (str, os.PathLike)):
+        raise PlanError(
+            rules.PLAN_REQUEST.id, f"LoRA source {type(source).__name__} is not a path, a URL or an opened GGUF file", path="lora"
+        )
     f = load(source, format="gguf", strict=False)
     try:
         return _adapter_of(f, name, float(scale))
@@ -244,9 +249,20 @@ def on_cpu(buffer: str) -> bool:
     return buffer in _CPU_TYPES
 
 
-def check_count(adapters: Iterable[Any]) -> list[Any]:
-    """The adapters asked for, refused past ``MAX_ADAPTERS``."""
-    listed = list(adapters)
+def requested(adapters: Iterable[Any]) -> list[tuple[Any, float]]:
+    """``plan``'s ``lora`` list as (source, scale) pairs: each entry a source (scale 1) or a (source, scale)
+    pair; refused when it is not a list of those, or holds more than ``MAX_ADAPTERS``."""
+    if isinstance(adapters, (str, bytes, os.PathLike)) or not isinstance(adapters, Iterable):
+        raise PlanError(rules.PLAN_REQUEST.id, f"lora is {shown(adapters)}, not a list of adapters", path="lora")
+    listed = list(itertools.islice(adapters, MAX_ADAPTERS + 1))
     if len(listed) > MAX_ADAPTERS:
-        raise PlanError(rules.PLAN_REQUEST.id, f"{len(listed)} LoRA adapters: at most {MAX_ADAPTERS}", path="lora")
-    return listed
+        raise PlanError(rules.PLAN_REQUEST.id, f"more than {MAX_ADAPTERS} LoRA adapters", path="lora")
+    out = []
+    for entry in listed:
+        if isinstance(entry, tuple) and len(entry) == 2:
+            out.append((entry[0], entry[1]))
+        elif isinstance(entry, tuple):
+            raise PlanError(rules.PLAN_REQUEST.id, f"LoRA entry {shown(entry)} is not a source or a (source, scale) pair", path="lora")
+        else:
+            out.append((entry, 1.0))
+    return out

@@ -31,7 +31,7 @@ from .context import ContextRequest, ResolvedContext, request_refused, resolve
 from .devices import CPU, DeviceRequest, layer_devices, tensor_device
 from .draft import DraftOptions, mtp_note, read_draft
 from .fit import DEFAULT_MARGIN, DEFAULT_MIN_CTX, fit_shape
-from .lora_adapters import check_against, check_count, read_adapter
+from .lora_adapters import check_against, read_adapter, requested
 from .shape import ModelShape, refused, shown
 from .weights import INPUT, OUTPUT, WeightBuffers, cpu_features, on_gpu, weight_buffers
 
@@ -413,7 +413,7 @@ def plan(
         finally:
             f.close()
     checkpoint()
-    adapters = [read_adapter(*(a if isinstance(a, tuple) else (a,))) for a in check_count(lora)]
+    adapters = [read_adapter(source, scale) for source, scale in requested(lora)]
     for adapter in adapters:
         check_against(adapter, shape)
     drafted = read_draft(draft, draft_options) if draft is not None else None

@@ -125,9 +125,16 @@ def test_cli_json_text_and_refusals(models, tmp_path):
     del broken.metadata["llama.attention.head_count"]
     code, _, err = cli("plan", str(models["main"]), "--draft", str(saved(broken, tmp_path / "broken.gguf")))
     assert code == 1, err
-    with pytest.raises(PlanError) as e:
-        plan(models["main"], draft=models["draft"], draft_options=DraftOptions(n_ctx=-1))
-    assert e.value.rule == "plan.request"
+    for kwargs in (
+        dict(draft=models["draft"], draft_options=DraftOptions(n_ctx=-1)),
+        dict(draft=models["draft"], draft_options=DraftOptions(n_gpu_layers=True)),
+        dict(draft=models["draft"], draft_options=DraftOptions(type_k="q3_K")),
+        dict(draft=models["draft"], draft_options={"n_ctx": 256}),
+        dict(draft=5),
+    ):
+        with pytest.raises(PlanError) as e:
+            plan(models["main"], **kwargs)
+        assert e.value.rule == "plan.request"
 
 
 def test_the_picture_stacks_adapters_and_draft(models, tmp_path):

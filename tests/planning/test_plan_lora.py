@@ -324,8 +324,12 @@ def test_request_limits(bases, tmp_path):
         with pytest.raises(PlanError) as e:
             plan(path, n_ctx=256, lora=[(adapter, scale)])
         assert e.value.rule == "plan.request"
-    with pytest.raises(PlanError, match="at most"):
+    with pytest.raises(PlanError, match="more than 64"):
         plan(path, n_ctx=256, lora=[adapter] * 65)
+    for wrong in (adapter, [(adapter, 1.0, 2)], 5, [5]):
+        with pytest.raises(PlanError) as e:
+            plan(path, n_ctx=256, lora=wrong)
+        assert e.value.rule == "plan.request"
     assert cli("plan", str(path), "--ctx", "256", "--lora-scaled", adapter, "1e-3")[0] == 0
     assert cli("plan", str(path), "--lora-scaled", adapter, "inf")[0] == 2
 
