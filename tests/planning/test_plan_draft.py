@@ -40,6 +40,7 @@ def models(tmp_path_factory):
         "main": saved(BUILDERS["llama"](n_layer=4, n_embd=512, n_ff=1024, n_head=8, n_head_kv=2), d / "main.gguf"),
         "draft": saved(BUILDERS["llama"](n_layer=2, n_embd=256, n_ff=512, wtype="q8_0"), d / "draft.gguf"),
         "draft gemma2": saved(BUILDERS["gemma2"](), d / "gemma2.gguf"),
+        "draft mamba": saved(BUILDERS["mamba"](), d / "mamba.gguf"),
         "mtp": saved(BUILDERS["glm4moe"](n_layer=4, n_nextn=1, wtype="q4_0"), d / "mtp.gguf"),
     }
 
@@ -52,7 +53,7 @@ SETTINGS = {
 }
 
 
-@pytest.mark.parametrize("draft", ["draft", "draft gemma2"])
+@pytest.mark.parametrize("draft", ["draft", "draft gemma2", "draft mamba"])
 @pytest.mark.parametrize("case", SETTINGS)
 def test_the_draft_is_llama_cpps_with_the_draft_context(case, draft, models):
     settings, options = SETTINGS[case]
@@ -167,3 +168,32 @@ def test_remote_draft_is_planned_from_its_header(models):
             assert server.counts.bytes < models["main"].stat().st_size / 2
     finally:
         configure(previous)
+
+
+def _together(main: dict, draft: dict) -> int:
+    """llama.cpp's breakdown totals of the main model and the draft loaded at once, each with its context."""
+    from tests import llama_memory as lm
+
+    lib = lm._lib()
+    defaults = dict(n_ctx=512, n_batch=2048, n_ubatch=512, n_seq_max=1, type_k="f16", type_v="f16", flash_attn="auto")
+    defaults.update(swa_full=False, kv_unified=False)
+    models, contexts = [], []
+    try:
+        for settings in (main, draft):
+            settings = dict(settings)
+            models.append(lm._load(lib, settings.pop("path"), True))
+            contexts.append(lm._context(lib, models[-1], **{**defaults, **settings}))
+        return sum(sum(sum(b.values()) for b in lib.breakdown(ctx).values()) for ctx in contexts)
+    finally:
+        for ctx in contexts:
+            lib.L.llama_free(ctx)
+        for model in models:
+            lib.L.llama_model_free(model)
+
+
+def test_main_and_draft_loaded_together_total_the_plan(models):
+    """Both models loaded in one process, two contexts: the sum of their breakdowns is the plan's total."""
+    p = plan(models["main"], n_ctx=2048, n_seq_max=2, draft=models["draft mamba"], features=cpu_features())
+    main = dict(path=models["main"], n_ctx=2048, n_seq_max=2)
+    draft = dict(path=models["draft mamba"], n_ctx=p.context.n_ctx_seq, n_seq_max=1)
+    assert p.total_bytes == _together(main, draft)

@@ -357,3 +357,12 @@ def test_a_pair_of_more_dimensions_than_its_weight_is_refused(bases, tmp_path):
     g.tensors.add("blk.0.attn_q.weight.lora_a", np.zeros((3, 8, 256), np.float32))
     with pytest.raises(PlanError, match="ggml_mul_mat refuses"):
         plan(path, n_ctx=256, lora=[str(saved(g, tmp_path / "stack.gguf"))])
+
+
+def test_one_gpu_holds_the_pairs_of_its_layers(bases, tmp_path):
+    f, path = bases["llama f16"]
+    adapter = str(saved(lora_for(f, ATTN + ["output.weight"]), tmp_path / "a.gguf"))
+    p = plan(path, n_ctx=256, n_gpu_layers=2, lora=[adapter], features=())
+    buffers = p.adapters[0]["buffers"]
+    assert set(buffers) == {"CPU_Mapped", "GPU"} and p.gpu["adapter_bytes"] == buffers["GPU"]
+    assert p.gpu["total_bytes"] == sum(v for k, v in p.gpu.items() if k != "total_bytes")
