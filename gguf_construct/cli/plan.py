@@ -100,6 +100,9 @@ def _report(p, source: str) -> str:
     lines.append(f"  KV cache   {mib(p.kv_bytes)}" + (f"  ({len(p.kv_layers)} layers)" if p.kv_layers else ""))
     lines.append(f"  recurrent  {mib(p.recurrent_bytes)}")
     lines.append(f"  compute    {mib(p.compute_bytes)}")
+    from ..planning.additions import report_lines
+
+    lines += report_lines(p)
     lines.append(f"  total      {mib(p.total_bytes)}")
     if p.gpu and not p.devices:
         fit = f", the most of {p.n_layer + 1} that fit in {mib(p.gpu_mem).strip()}" if p.gpu_mem is not None else ""
@@ -121,9 +124,6 @@ def _report(p, source: str) -> str:
         verdict = "fits" if f["fits"] else "does not fit, even with no layer offloaded at the smallest context"
         lines.append(f"  fit: {verdict}: n_ctx {f['n_ctx']}, {f['n_gpu_layers']} layers offloaded, margin {mib(f['margin']).strip()}")
         lines.append("  llama.cpp: " + " ".join(_quote(a) for a in f["llama_cpp_arguments"]))
-    from ..planning.additions import report_lines
-
-    lines += report_lines(p)
     lines += [f"  note: {n}" for n in p.notes]
     return "\n".join(lines)
 

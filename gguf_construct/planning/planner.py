@@ -24,6 +24,7 @@ from ..sources.options import options
 from .additions import adding, attach, llama_cpp_arguments
 from .cache import CacheLayer, kv_cache, recurrent_state
 from .compute import compute_bytes
+from .compute import supported as compute_supported
 from .compute.builds import DEFAULT as DEFAULT_BUILD
 from .compute.builds import KNOWN as KNOWN_BUILDS
 from .compute.builds import following
@@ -419,6 +420,10 @@ def plan(
     drafted = read_draft(draft, draft_options) if draft is not None else None
     if (adapters or drafted) and n_gpu_layers == "auto" and (devices is None or not devices.devices):
         raise request_refused("with adapters or a draft model, fit the layers over devices (devices=..., fit=True)", "n_gpu_layers")
+    if drafted is not None and (fit or n_gpu_layers == "auto") and not (drafted.shape.known and compute_supported(drafted.shape.arch)):
+        raise request_refused(
+            f"the draft's compute buffer ({shown(drafted.shape.arch)}) is not modelled: its fit cannot be planned", "draft"
+        )
     with adding(adapters, drafted):
         p = _plan_model(shape, request, build, checkpoint, fit, ram, margin, min_ctx, features, use_mmap, devices, n_gpu_layers, gpu_mem)
         if p.fit is not None:

@@ -197,3 +197,16 @@ def test_main_and_draft_loaded_together_total_the_plan(models):
     main = dict(path=models["main"], n_ctx=2048, n_seq_max=2)
     draft = dict(path=models["draft mamba"], n_ctx=p.context.n_ctx_seq, n_seq_max=1)
     assert p.total_bytes == _together(main, draft)
+
+
+def test_a_draft_of_an_architecture_without_a_graph_is_unknown_and_not_fitted(models, tmp_path):
+    f = BUILDERS["llama"]()
+    f.metadata.set("general.architecture", "nonesuch")
+    for key in [k for k in f.metadata if k.startswith("llama.")]:
+        f.metadata.set(key.replace("llama.", "nonesuch.", 1), f.metadata[key], type=f.metadata.type_of(key))
+    unknown = saved(f, tmp_path / "unknown.gguf")
+    p = plan(models["main"], n_ctx=512, draft=unknown)
+    assert p.draft["compute_bytes"] is None and p.total_bytes is None and p.draft["model_bytes"] > 0
+    with pytest.raises(PlanError, match="not modelled") as e:
+        plan(models["main"], fit=True, ram=2**34, draft=unknown)
+    assert e.value.rule == "plan.request"
