@@ -210,3 +210,13 @@ def test_a_draft_of_an_architecture_without_a_graph_is_unknown_and_not_fitted(mo
     with pytest.raises(PlanError, match="not modelled") as e:
         plan(models["main"], fit=True, ram=2**34, draft=unknown)
     assert e.value.rule == "plan.request"
+
+
+def test_a_ram_fit_counts_the_draft(models):
+    """Without devices the whole plan, draft included, must fit in --ram: a budget that holds the main model at
+    its training context holds less context with the draft."""
+    alone = plan(models["main"], n_ctx=4096, features=())
+    budget = alone.total_bytes + 2**20
+    fitted = plan(models["main"], fit=True, ram=budget, margin=2**20, min_ctx=256, draft=models["draft"], features=())
+    assert fitted.fit["fits"] and fitted.total_bytes + 2**20 <= budget
+    assert fitted.context.n_ctx < 4096 == plan(models["main"], fit=True, ram=budget, margin=2**20, min_ctx=256, features=()).context.n_ctx
