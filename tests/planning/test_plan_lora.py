@@ -72,6 +72,7 @@ CASES = {
         {},
     ),
     "an aLoRA": ("llama f16", [dict(targets=ATTN, invocation_tokens=[5, 6, 7])], {}),
+    "a rank past the weight's sizes, f16": ("llama f16", [dict(targets=ATTN[:1] + FFN[:1], rank=2048, dtype="f16")], {}),
 }
 
 
