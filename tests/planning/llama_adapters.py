@@ -67,6 +67,11 @@ def _buffers(lib: lm._Lib, get_weight, adapter: int, names: list[str]) -> dict[s
     return out
 
 
+def _address(lib: lm._Lib, pointer) -> int:
+    """An adapter's address from either bindings' pointer."""
+    return lib.address(pointer) if lib.cffi else ctypes.cast(pointer, ctypes.c_void_p).value
+
+
 def measure_with_adapters(
     path: Path, adapters: list[tuple[Path, float]], *, use_mmap: bool = True, **context
 ) -> tuple[lm.Measured, list[dict[str, int]]]:
@@ -89,14 +94,15 @@ def measure_with_adapters(
                 if not adapter:
                     raise AdapterRefused("".join(lib.log[-10:]))
                 loaded.append(adapter)
-            array = (L.llama_adapter_lora_p_ctypes * len(loaded))(*loaded)
-            scales = (ctypes.c_float * len(loaded))(*(scale for _, scale in adapters))
-            assert L.llama_set_adapters_lora(ctx, array, len(loaded), scales) == 0
+            scales = [float(scale) for _, scale in adapters]
+            if lib.cffi:  # llama-cpp-py-sync's declarations (a newer llama.cpp's)
+                array = lib.ffi.new("struct llama_adapter_lora *[]", loaded)
+                assert L.llama_set_adapters_lora(ctx, array, len(loaded), lib.ffi.new("float[]", scales)) == 0
+            else:
+                array = (L.llama_adapter_lora_p_ctypes * len(loaded))(*loaded)
+                assert L.llama_set_adapters_lora(ctx, array, len(loaded), (ctypes.c_float * len(loaded))(*scales)) == 0
             reserve(lib.address(ctx))
-            buffers = [
-                _buffers(lib, get_weight, ctypes.cast(a, ctypes.c_void_p).value, adapter_pairs(p))
-                for a, (p, _) in zip(loaded, adapters, strict=True)
-            ]
+            buffers = [_buffers(lib, get_weight, _address(lib, a), adapter_pairs(p)) for a, (p, _) in zip(loaded, adapters, strict=True)]
             return lm.Measured(L.llama_n_ctx(ctx), lib.breakdown(ctx), list(lib.log)), buffers
         finally:
             L.llama_free(ctx)
