@@ -238,7 +238,7 @@ def _plan(plan, args: argparse.Namespace, devices, single_gpu: bool):
         llama_cpp=args.llama_cpp,
         lora=_adapters(args),
         draft=args.draft,
-        draft_options=DraftOptions(args.draft_ctx, args.draft_gpu_layers, args.cache_type_k_draft, args.cache_type_v_draft),
+        draft_options=DraftOptions(args.draft_gpu_layers, args.cache_type_k_draft, args.cache_type_v_draft),
     )
 
 
@@ -333,17 +333,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--draft", "--model-draft", "-md", metavar="FILE", help="a draft model for speculative decoding (a path or URL)")
     p.add_argument(
-        "--draft-ctx", "-cd", type=whole(0, 2**32 - 1), default=0, help="the draft's context (0: the main context's per sequence)"
-    )
-    p.add_argument(
         "--draft-gpu-layers",
+        "--n-gpu-layers-draft",
         "-ngld",
         type=whole(0, 2**31 - 1),
         default=None,
-        help="the draft's offloaded layers (default: the main model's)",
+        help="the draft's offloaded layers (default: as many as the main model's; llama-server's own default is its fit)",
     )
-    p.add_argument("--cache-type-k-draft", choices=CACHE_TYPES, default="f16", help="the draft's K cache type (default f16)")
-    p.add_argument("--cache-type-v-draft", choices=CACHE_TYPES, default="f16", help="the draft's V cache type (default f16)")
+    p.add_argument("--cache-type-k-draft", "-ctkd", choices=CACHE_TYPES, default="f16", help="the draft's K cache type (default f16)")
+    p.add_argument("--cache-type-v-draft", "-ctvd", choices=CACHE_TYPES, default="f16", help="the draft's V cache type (default f16)")
     p.add_argument("--svg", metavar="FILE", help="also draw the memory per device, stacked by kind, as an SVG picture in FILE")
     p.add_argument(
         "--cpu",

@@ -89,7 +89,7 @@ def attach(
         _add_to_devices(p, "adapter_bytes", functools.partial(_on_device, buffers))
     if extra.draft is not None:
         draft = extra.draft
-        req = draft_request(request, p.context.n_ctx_seq, draft.options)
+        req = draft_request(request, p.context.n_ctx, draft.options)
         layers = p.n_gpu_layers if draft.options.n_gpu_layers is None else draft.options.n_gpu_layers
         with adding():  # the draft's own plan takes no adapter and has no draft
             if listed and devices is not None:
@@ -137,8 +137,8 @@ def llama_cpp_arguments(p: Any) -> list[str]:
     draft = current().draft
     if draft is not None and p.draft is not None:
         o = draft.options
-        args += ["--model-draft", draft.source, "--ctx-size-draft", str(p.draft["n_ctx"])]
-        args += ["--cache-type-k-draft", o.type_k, "--cache-type-v-draft", o.type_v, "--n-gpu-layers-draft", str(p.draft["n_gpu_layers"])]
+        args += ["--model-draft", draft.source, "--n-gpu-layers-draft", str(p.draft["n_gpu_layers"])]
+        args += ["--cache-type-k-draft", o.type_k, "--cache-type-v-draft", o.type_v]
     return args
 
 

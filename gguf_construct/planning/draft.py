@@ -1,24 +1,26 @@
 """A draft model for speculative decoding (``--draft FILE``, llama-server's ``--model-draft``): a second model
 with its own context, whose weights, KV cache and compute buffer add to the devices' memory.
 
-llama-server loads the draft as a model of its own (``--n-gpu-layers-draft`` layers offloaded: the plan takes
-as many as the main model's unless told) and makes one context for it (tools/server): ``--ctx-size-draft``
-cells, 0 meaning the main context's cells per sequence (``llama_n_ctx_seq``); one sequence; the main context's
-batch sizes, flash attention and sliding-window setting; its own K and V cache types (``--cache-type-k-draft``,
-default f16). The plan makes that model's plan with those parameters, over the same devices. llama-server does
-not refuse a draft whose vocabulary differs from the main model's (it translates tokens through text), and
-neither does the plan.
+llama-server loads the draft as a model of its own and makes its context from the main one's parameters
+(common/speculative.cpp ``common_base_params_to_speculative`` and ``common_speculative_init_result``): the main
+context's cells (``llama_n_ctx``, all sequences'), its sequences, batch sizes, flash attention, unified and
+sliding-window settings; one output per sequence (``n_outputs_max`` = the sequences); its own K and V cache types
+(``--cache-type-k-draft``, ``--cache-type-v-draft``, default f16) and offload (``--n-gpu-layers-draft``: its
+default ``auto`` is llama.cpp's own fit; the plan offloads as many draft layers as the main model's unless told).
+The draft has no context size of its own in the llama.cpp followed. The plan makes the draft's plan with those
+parameters, over the same devices. llama-server does not refuse a draft whose vocabulary differs from the main
+model's (it translates tokens through text), and neither does the plan.
 
-Next-token-prediction heads (MTP: ``{arch}.nextn_predict_layers``, glm4moe's last blocks) are not a draft: the
-llama.cpp followed creates their tensors skipped (``TENSOR_SKIP``: they are in the file's mapped span but not
-loaded into a buffer of their own), gives them no KV cache (``n_layer()`` leaves them out) and builds no graph
-for them; ``mtp_note`` says so in the plan.
+Next-token-prediction heads (MTP: ``{arch}.nextn_predict_layers``, glm4moe's last blocks) are not a draft here:
+the llama.cpp followed creates their tensors skipped in the main model (``TENSOR_SKIP``: in the file's mapped
+span, no buffer of their own), gives them no KV cache (``n_layer()`` leaves them out) and builds no graph for them
+in the main context; ``mtp_note`` says so in the plan.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core import rules
@@ -28,23 +30,17 @@ from .shape import ModelShape, shown
 
 __all__ = ["DraftModel", "DraftOptions", "draft_request", "mtp_note", "read_draft"]
 
-_MAX_UINT32 = 2**32 - 1
-
 
 @dataclass(frozen=True)
 class DraftOptions:
-    """llama-server's draft options: the context (0: the main context's cells per sequence), the layers
-    offloaded (None: as many as the main model's) and the cache types."""
+    """llama-server's draft options: the layers offloaded (None: as many as the main model's) and the cache types."""
 
-    n_ctx: int = 0
     n_gpu_layers: int | None = None
     type_k: str = "f16"
     type_v: str = "f16"
 
     def check(self) -> None:
         """Refuse options llama.cpp's parameters cannot hold."""
-        if isinstance(self.n_ctx, bool) or not isinstance(self.n_ctx, int) or not 0 <= self.n_ctx <= _MAX_UINT32:
-            raise _request(f"the draft's n_ctx is {shown(self.n_ctx)}, not an integer in 0 .. {_MAX_UINT32}", "draft_ctx")
         layers = self.n_gpu_layers
         if layers is not None and (isinstance(layers, bool) or not isinstance(layers, int) or not 0 <= layers < 2**31):
             raise _request(f"the draft's n_gpu_layers is {shown(layers)}, not a whole number below 2**31", "draft_gpu_layers")
@@ -91,19 +87,9 @@ def _check_source(source: object, field: str) -> None:
         raise _request(f"{field} is {type(source).__name__}, not a path, a URL or an opened GGUF file", field)
 
 
-def draft_request(main: ContextRequest, n_ctx_seq: int, options: DraftOptions) -> ContextRequest:
-    """The draft context's parameters, from the main context's (``n_ctx_seq``: its resolved cells per sequence)."""
-    return ContextRequest(
-        n_ctx=options.n_ctx or n_ctx_seq,
-        n_batch=main.n_batch,
-        n_ubatch=main.n_ubatch,
-        n_seq_max=1,
-        type_k=options.type_k,
-        type_v=options.type_v,
-        flash_attn=main.flash_attn,
-        kv_unified=False,
-        swa_full=main.swa_full,
-    )
+def draft_request(main: ContextRequest, n_ctx: int, options: DraftOptions) -> ContextRequest:
+    """The draft context's parameters, from the main context's (``n_ctx``: its resolved cells)."""
+    return replace(main, n_ctx=n_ctx, type_k=options.type_k, type_v=options.type_v, n_outputs_max=max(1, main.n_seq_max))
 
 
 def mtp_note(shape: ModelShape) -> str | None:

@@ -13,14 +13,16 @@ import pytest
 
 from gguf_construct.cli.main import main
 from gguf_construct.errors import PlanError
-from gguf_construct.planning import Device, DeviceRequest, plan
+from gguf_construct.planning import ContextRequest, Device, DeviceRequest, plan, plan_shape
 from gguf_construct.planning.draft import DraftOptions
+from tests.planning.plan_inputs import shape_of
 from tests.planning.tiny_adapters import saved
 from tests.tiny_models import BUILDERS
 
 pytest.importorskip("llama_cpp")
 
-from tests.llama_memory import cpu_features, measure  # noqa: E402
+from tests.llama_memory import cpu_features  # noqa: E402
+from tests.planning.llama_draft import measure_models  # noqa: E402
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -47,8 +49,9 @@ def models(tmp_path_factory):
 
 SETTINGS = {
     "defaults": ({"n_ctx": 1024}, DraftOptions()),
-    "two sequences: the draft gets one's share": ({"n_ctx": 2048, "n_seq_max": 2, "n_ubatch": 256}, DraftOptions()),
-    "its own context and a q8_0 cache": ({"n_ctx": 1024, "flash_attn": "on"}, DraftOptions(n_ctx=512, type_k="q8_0", type_v="q8_0")),
+    "two sequences": ({"n_ctx": 2048, "n_seq_max": 2, "n_ubatch": 256}, DraftOptions()),
+    "four sequences, unified": ({"n_ctx": 2048, "n_seq_max": 4, "kv_unified": True}, DraftOptions()),
+    "a q8_0 draft cache": ({"n_ctx": 1024, "flash_attn": "on"}, DraftOptions(type_k="q8_0", type_v="q8_0")),
     "flash attention off": ({"n_ctx": 768, "flash_attn": "off", "n_batch": 512}, DraftOptions()),
 }
 
@@ -56,35 +59,33 @@ SETTINGS = {
 @pytest.mark.parametrize("draft", ["draft", "draft gemma2", "draft mamba"])
 @pytest.mark.parametrize("case", SETTINGS)
 def test_the_draft_is_llama_cpps_with_the_draft_context(case, draft, models):
+    """Main and draft loaded at once, the draft's context as llama-server makes it: each plan is llama.cpp's."""
     settings, options = SETTINGS[case]
     p = plan(models["main"], draft=models[draft], draft_options=options, features=cpu_features(), **settings)
     main_only = plan(models["main"], features=cpu_features(), **settings)
-    n_ctx_seq = main_only.context.n_ctx_seq
-    m = measure(
-        models[draft],
-        n_ctx=options.n_ctx or n_ctx_seq,
-        n_batch=settings.get("n_batch", 2048),
-        n_ubatch=settings.get("n_ubatch", 512),
-        n_seq_max=1,
-        type_k=options.type_k,
-        type_v=options.type_v,
-        flash_attn=settings.get("flash_attn", "auto"),
+    both = {k: v for k, v in settings.items()}
+    draft_settings = {**both, "n_ctx": main_only.context.n_ctx, "type_k": options.type_k, "type_v": options.type_v}
+    n_seq = settings.get("n_seq_max", 1)
+    m_main, m_draft = measure_models(
+        {"path": models["main"], **both}, {"path": models[draft], **draft_settings, "n_outputs_max": n_seq, "n_outputs_max_per_seq": 1}
     )
     d = p.draft
     assert (d["model_bytes"], d["kv_bytes"] + d["recurrent_bytes"], d["compute_bytes"]) == (
-        m.total("model"),
-        m.total("context"),
-        m.total("compute"),
+        m_draft.total("model"),
+        m_draft.total("context"),
+        m_draft.total("compute"),
     )
-    assert d["n_ctx"] == m.n_ctx
+    assert d["n_ctx"] == m_draft.n_ctx == m_main.n_ctx
     assert p.total_bytes == main_only.total_bytes + d["total_bytes"]
+    assert p.total_bytes == sum(sum(sum(b.values()) for b in m.buffers.values()) for m in (m_main, m_draft))
     assert (p.model_bytes, p.kv_bytes, p.compute_bytes) == (main_only.model_bytes, main_only.kv_bytes, main_only.compute_bytes)
 
 
 def test_draft_on_devices_and_in_a_fit(models):
     devices = DeviceRequest((Device("RPC0", 2**30), Device("RPC1", 2**30)), n_gpu_layers=5)
     p = plan(models["main"], n_ctx=1024, devices=devices, draft=models["draft"], draft_options=DraftOptions(n_gpu_layers=1), features=())
-    alone = plan(models["draft"], n_ctx=1024, n_seq_max=1, devices=DeviceRequest(devices.devices, n_gpu_layers=1), features=())
+    req = ContextRequest(n_ctx=1024, n_outputs_max=1)
+    alone = plan_shape(shape_of(models["draft"]), req, devices=DeviceRequest(devices.devices, n_gpu_layers=1), features=())
     assert [r["draft_bytes"] for r in p.devices] == [r["total_bytes"] for r in alone.devices]
     assert p.draft["devices"] == alone.devices
     # a device that holds the main model at 4096 cells but not with the draft too: the fit takes a smaller context
@@ -104,7 +105,7 @@ def test_draft_on_devices_and_in_a_fit(models):
     assert fitted.context.n_ctx < 4096 == plan(models["main"], fit=True, devices=req, margin=2**20, min_ctx=256, features=()).context.n_ctx
     args = fitted.fit["llama_cpp_arguments"]
     assert args[args.index("--model-draft") + 1] == str(models["draft"])
-    assert args[args.index("--ctx-size-draft") + 1] == str(fitted.draft["n_ctx"]) == str(fitted.context.n_ctx_seq)
+    assert fitted.draft["n_ctx"] == fitted.context.n_ctx
     assert args[args.index("--n-gpu-layers-draft") + 1] == str(fitted.draft["n_gpu_layers"])
 
 
@@ -115,10 +116,10 @@ def test_next_token_prediction_layers_are_noted_not_drafted(models):
 
 
 def test_cli_json_text_and_refusals(models, tmp_path):
-    code, out, _ = cli("plan", str(models["main"]), "--ctx", "1024", "--draft", str(models["draft"]), "-cd", "256", "--json")
+    code, out, _ = cli("plan", str(models["main"]), "--ctx", "1024", "--draft", str(models["draft"]), "-ctkd", "q8_0", "--json")
     assert code == 0
     data = json.loads(out)
-    assert data["draft"]["n_ctx"] == 256 and data["draft"]["file"] == str(models["draft"])
+    assert data["draft"]["n_ctx"] == 1024 and data["draft"]["context"]["type_k"] == "q8_0" and data["draft"]["file"] == str(models["draft"])
     code, out, _ = cli("plan", str(models["main"]), "--ctx", "1024", "-md", str(models["draft"]))
     assert code == 0 and "draft " in out
     assert cli("plan", str(models["main"]), "--draft", str(tmp_path / "missing.gguf"))[0] == 2
@@ -127,7 +128,7 @@ def test_cli_json_text_and_refusals(models, tmp_path):
     code, _, err = cli("plan", str(models["main"]), "--draft", str(saved(broken, tmp_path / "broken.gguf")))
     assert code == 1, err
     for kwargs in (
-        dict(draft=models["draft"], draft_options=DraftOptions(n_ctx=-1)),
+        dict(draft=models["draft"], draft_options=DraftOptions(n_gpu_layers=-1)),
         dict(draft=models["draft"], draft_options=DraftOptions(n_gpu_layers=True)),
         dict(draft=models["draft"], draft_options=DraftOptions(type_k="q3_K")),
         dict(draft=models["draft"], draft_options={"n_ctx": 256}),
@@ -168,35 +169,6 @@ def test_remote_draft_is_planned_from_its_header(models):
             assert server.counts.bytes < models["main"].stat().st_size / 2
     finally:
         configure(previous)
-
-
-def _together(main: dict, draft: dict) -> int:
-    """llama.cpp's breakdown totals of the main model and the draft loaded at once, each with its context."""
-    from tests import llama_memory as lm
-
-    lib = lm._lib()
-    defaults = dict(n_ctx=512, n_batch=2048, n_ubatch=512, n_seq_max=1, type_k="f16", type_v="f16", flash_attn="auto")
-    defaults.update(swa_full=False, kv_unified=False)
-    models, contexts = [], []
-    try:
-        for settings in (main, draft):
-            settings = dict(settings)
-            models.append(lm._load(lib, settings.pop("path"), True))
-            contexts.append(lm._context(lib, models[-1], **{**defaults, **settings}))
-        return sum(sum(sum(b.values()) for b in lib.breakdown(ctx).values()) for ctx in contexts)
-    finally:
-        for ctx in contexts:
-            lib.L.llama_free(ctx)
-        for model in models:
-            lib.L.llama_model_free(model)
-
-
-def test_main_and_draft_loaded_together_total_the_plan(models):
-    """Both models loaded in one process, two contexts: the sum of their breakdowns is the plan's total."""
-    p = plan(models["main"], n_ctx=2048, n_seq_max=2, draft=models["draft mamba"], features=cpu_features())
-    main = dict(path=models["main"], n_ctx=2048, n_seq_max=2)
-    draft = dict(path=models["draft mamba"], n_ctx=p.context.n_ctx_seq, n_seq_max=1)
-    assert p.total_bytes == _together(main, draft)
 
 
 def test_a_draft_of_an_architecture_without_a_graph_is_unknown_and_not_fitted(models, tmp_path):

@@ -244,14 +244,16 @@ class GraphBuilder:
         return cur
 
     def mm(self, w: GgmlTensor, cur: GgmlTensor, scale: GgmlTensor | None = None) -> GgmlTensor:
-        """build_lora_mm: the product, each applied LoRA adapter's scaled B x (A x cur) added (``.lora``), times
-        the weight's scale tensor if it has one."""
+        """build_lora_mm: the product, times the weight's scale tensor if it has one, then each applied LoRA
+        adapter's scaled B x (A x cur) added (``.lora``)."""
         g = self.g
         res = g.mul_mat(w, cur)
+        if scale is not None:
+            res = g.mul(res, scale)
         for pair in lora.pairs_for(w.name):
             a, b = self._lora_tensors(w.name, pair)
             res = g.add(res, g.scale(g.mul_mat(b, g.mul_mat(a, cur))))
-        return g.mul(res, scale) if scale is not None else res
+        return res
 
     def mm_id(self, w: GgmlTensor, cur: GgmlTensor, ids: GgmlTensor) -> GgmlTensor:
         """build_lora_mm_id: the experts' product, each applied LoRA adapter's scaled B x (A x cur) added."""

@@ -7,8 +7,8 @@ adds ``scale(B x get_rows(A, tokens))`` to the token rows (src/llama-graph.cpp).
 ``ggml_mul_mat`` takes no adapter. The context re-reserves its compute buffer from a new scheduler when its
 adapters change (``sched_need_reserve``), so the buffer is that of the graphs with the adapters' nodes.
 
-A weight with a scale tensor takes its scale after the adapters' products are added (no tiny model has such a
-weight: not checked against llama.cpp).
+A weight with a scale tensor is scaled before the adapters' products are added (no tiny model has such a
+weight: read from the source, not checked against llama.cpp).
 
 The adapters the graph builders see are those of the plan being made (``applying``), as the llama.cpp build is
 (``builds.following``): a context, not a parameter threaded through every graph builder.

@@ -1,0 +1,51 @@
+"""llama.cpp's memory for a draft model with llama-server's draft context, through llama-cpp-python: the oracle of
+the draft's plan. llama-server makes the draft's context from the main one's parameters with one output per
+sequence (``n_outputs_max`` = the sequences, ``n_outputs_max_per_seq`` = 1: common/speculative.cpp), which
+``tests.llama_memory.measure`` does not set; :func:`measure_models` loads the main model and the draft at once,
+each with its context, and returns both breakdowns.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests import llama_memory as lm
+
+__all__ = ["measure_models"]
+
+_DEFAULTS = dict(n_ctx=512, n_batch=2048, n_ubatch=512, n_seq_max=1, type_k="f16", type_v="f16", flash_attn="auto")
+
+
+def _context(lib: lm._Lib, model, *, n_outputs_max: int = 0, n_outputs_max_per_seq: int = 0, **settings):
+    L = lib.L
+    s = {**_DEFAULTS, "swa_full": False, "kv_unified": False, **settings}
+    cp = L.llama_context_default_params()
+    cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_seq_max = s["n_ctx"], s["n_batch"], s["n_ubatch"], s["n_seq_max"]
+    cp.type_k, cp.type_v = lm.GGML_TYPES[s["type_k"]], lm.GGML_TYPES[s["type_v"]]
+    cp.flash_attn_type = {"auto": -1, "off": 0, "on": 1}[s["flash_attn"]]
+    cp.swa_full, cp.kv_unified = s["swa_full"], s["kv_unified"]
+    cp.n_outputs_max, cp.n_outputs_max_per_seq = n_outputs_max, n_outputs_max_per_seq
+    cp.n_threads = cp.n_threads_batch = 1
+    ctx = L.llama_init_from_model(model, cp)
+    if not ctx:
+        raise RuntimeError("llama.cpp refused the context:\n" + "".join(lib.log[-20:]))
+    return ctx
+
+
+def measure_models(*specs: dict) -> list[lm.Measured]:
+    """Each spec (``path`` and context settings, ``n_outputs_max`` among them) loaded at once, one context
+    each: their breakdowns, in order."""
+    lib = lm._lib()
+    lib.log.clear()
+    models, contexts = [], []
+    try:
+        for spec in specs:
+            settings = dict(spec)
+            models.append(lm._load(lib, Path(settings.pop("path")), True))
+            contexts.append(_context(lib, models[-1], **settings))
+        return [lm.Measured(lib.L.llama_n_ctx(ctx), lib.breakdown(ctx), list(lib.log)) for ctx in contexts]
+    finally:
+        for ctx in contexts:
+            lib.L.llama_free(ctx)
+        for model in models:
+            lib.L.llama_model_free(model)
