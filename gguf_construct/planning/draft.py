@@ -11,10 +11,13 @@ The draft has no context size of its own in the llama.cpp followed. The plan mak
 parameters, over the same devices. llama-server does not refuse a draft whose vocabulary differs from the main
 model's (it translates tokens through text), and neither does the plan.
 
-Next-token-prediction heads (MTP: ``{arch}.nextn_predict_layers``, glm4moe's last blocks) are not a draft here:
-the llama.cpp followed creates their tensors skipped in the main model (``TENSOR_SKIP``: in the file's mapped
-span, no buffer of their own), gives them no KV cache (``n_layer()`` leaves them out) and builds no graph for them
-in the main context; ``mtp_note`` says so in the plan.
+Next-token-prediction heads (MTP: ``{arch}.nextn_predict_layers``, glm4moe's last blocks) are not a draft model.
+With llama.cpp's default model parameters (``load_mtp`` false), which the plan follows, their tensors are
+created skipped (``TENSOR_SKIP``: in the file's mapped span, no buffer of their own), they get no KV cache
+(``n_layer()`` leaves them out) and no graph. llama-server's ``--spec-type draft-mtp`` loads them instead and
+makes a second context over the same model for them (``LLAMA_CONTEXT_TYPE_MTP``: a KV cache of those layers
+only, at the main context's cells, and a compute buffer of its own graph); the plan does not model that
+context, and ``mtp_note`` says so.
 """
 
 from __future__ import annotations
@@ -98,6 +101,8 @@ def mtp_note(shape: ModelShape) -> str | None:
     if n <= 0:
         return None
     return (
-        f"the last {n} layer(s) are next-token-prediction (MTP) heads: llama.cpp creates their tensors skipped (mapped with "
-        "the file, no buffer of their own), gives them no KV cache and no graph; they are planned as such, not as a draft"
+        f"the last {n} layer(s) are next-token-prediction (MTP) heads: planned as llama.cpp loads them by default (tensors "
+        "skipped, mapped with the file but in no buffer of their own; no KV cache, no graph); llama-server's --spec-type "
+        "draft-mtp loads them and adds a context for them (their KV cache at the main context's cells and its own compute "
+        "buffer), which is not planned"
     )

@@ -11,12 +11,14 @@ from pathlib import Path
 
 from tests import llama_memory as lm
 
-__all__ = ["measure_models"]
+__all__ = ["make_context", "measure_models"]
 
 _DEFAULTS = dict(n_ctx=512, n_batch=2048, n_ubatch=512, n_seq_max=1, type_k="f16", type_v="f16", flash_attn="auto")
 
 
-def _context(lib: lm._Lib, model, *, n_outputs_max: int = 0, n_outputs_max_per_seq: int = 0, **settings):
+def make_context(
+    lib: lm._Lib, model, *, n_outputs_max: int = 0, n_outputs_max_per_seq: int = 0, ctx_type: int = 0, ctx_other=None, **settings
+):
     L = lib.L
     s = {**_DEFAULTS, "swa_full": False, "kv_unified": False, **settings}
     cp = L.llama_context_default_params()
@@ -25,6 +27,7 @@ def _context(lib: lm._Lib, model, *, n_outputs_max: int = 0, n_outputs_max_per_s
     cp.flash_attn_type = {"auto": -1, "off": 0, "on": 1}[s["flash_attn"]]
     cp.swa_full, cp.kv_unified = s["swa_full"], s["kv_unified"]
     cp.n_outputs_max, cp.n_outputs_max_per_seq = n_outputs_max, n_outputs_max_per_seq
+    cp.ctx_type, cp.ctx_other = ctx_type, ctx_other  # an MTP context (1) over the context it drafts for
     cp.n_threads = cp.n_threads_batch = 1
     ctx = L.llama_init_from_model(model, cp)
     if not ctx:
@@ -42,7 +45,7 @@ def measure_models(*specs: dict) -> list[lm.Measured]:
         for spec in specs:
             settings = dict(spec)
             models.append(lm._load(lib, Path(settings.pop("path")), True))
-            contexts.append(_context(lib, models[-1], **settings))
+            contexts.append(make_context(lib, models[-1], **settings))
         return [lm.Measured(lib.L.llama_n_ctx(ctx), lib.breakdown(ctx), list(lib.log)) for ctx in contexts]
     finally:
         for ctx in contexts:

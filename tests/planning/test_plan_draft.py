@@ -192,3 +192,30 @@ def test_a_ram_fit_counts_the_draft(models):
     fitted = plan(models["main"], fit=True, ram=budget, margin=2**20, min_ctx=256, draft=models["draft"], features=())
     assert fitted.fit["fits"] and fitted.total_bytes + 2**20 <= budget
     assert fitted.context.n_ctx < 4096 == plan(models["main"], fit=True, ram=budget, margin=2**20, min_ctx=256, features=()).context.n_ctx
+
+
+def test_what_the_mtp_note_says_llama_cpp_allocates(models):
+    """The note's account of llama-server's MTP context: loading the heads (load_mtp) and a context of type MTP
+    over the same model gives a KV cache of the heads' layers only, at the main context's cells; the main
+    context's cache is the plan's, without them."""
+    from tests import llama_memory as lm
+    from tests.planning.llama_draft import make_context
+
+    p = plan(models["mtp"], n_ctx=512, features=cpu_features())
+    lib = lm._lib()
+    L = lib.L
+    mp = L.llama_model_default_params()
+    mp.n_gpu_layers, mp.load_mtp = 0, True
+    model = L.llama_model_load_from_file(str(models["mtp"]).encode(), mp)
+    try:
+        main = make_context(lib, model, n_ctx=512)
+        mtp = make_context(lib, model, n_ctx=512, n_outputs_max=1, n_outputs_max_per_seq=1, ctx_type=1, ctx_other=main)
+        try:
+            assert sum(b["context"] for b in lib.breakdown(main).values()) == p.kv_bytes
+            one_layer = p.kv_layers[-1].nbytes  # the heads' layer has the trunk's attention sizes
+            assert sum(b["context"] for b in lib.breakdown(mtp).values()) == one_layer
+        finally:
+            L.llama_free(mtp)
+            L.llama_free(main)
+    finally:
+        L.llama_model_free(model)
