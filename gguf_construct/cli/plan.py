@@ -238,6 +238,7 @@ def _plan(plan, args: argparse.Namespace, devices, single_gpu: bool):
         llama_cpp=args.llama_cpp,
         lora=_adapters(args),
         draft=args.draft,
+        mtp=args.mtp,
         draft_options=DraftOptions(args.draft_gpu_layers, args.cache_type_k_draft, args.cache_type_v_draft),
     )
 
@@ -332,6 +333,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a LoRA adapter and its scale (0: loaded, not applied); repeatable",
     )
     p.add_argument("--draft", "--model-draft", "-md", metavar="FILE", help="a draft model for speculative decoding (a path or URL)")
+    p.add_argument(
+        "--mtp",
+        action="store_true",
+        help="plan llama-server's MTP speculation (--spec-type draft-mtp): the model's next-token-prediction heads and their context",
+    )
     p.add_argument(
         "--draft-gpu-layers",
         "--n-gpu-layers-draft",

@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .compute.lora import applying
-from .context import ContextRequest
+from .context import ContextRequest, request_refused
 from .devices import DeviceRequest, tensor_device
-from .draft import DraftModel, draft_request
+from .draft import DraftModel, DraftOptions, draft_request, mtp_plan
 from .lora_adapters import LoraAdapter, adapter_buffers, buffer_placement, on_cpu
 from .shape import ModelShape
 
@@ -29,9 +29,11 @@ __all__ = ["Additions", "adding", "attach", "current", "llama_cpp_arguments", "r
 class Additions:
     adapters: tuple[LoraAdapter, ...] = ()
     draft: DraftModel | None = None
+    #: llama-server's MTP speculation (its draft options), or None
+    mtp: DraftOptions | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.adapters) or self.draft is not None
+        return bool(self.adapters) or self.draft is not None or self.mtp is not None
 
 
 _ADDITIONS: ContextVar[Additions | None] = ContextVar("plan_additions", default=None)
@@ -42,9 +44,9 @@ def current() -> Additions:
 
 
 @contextmanager
-def adding(adapters: Sequence[LoraAdapter] = (), draft: DraftModel | None = None) -> Iterator[None]:
-    """Plan with ``adapters`` (applied in the graph unless their scale is 0) and ``draft`` inside the block."""
-    token = _ADDITIONS.set(Additions(tuple(adapters), draft))
+def adding(adapters: Sequence[LoraAdapter] = (), draft: DraftModel | None = None, mtp: DraftOptions | None = None) -> Iterator[None]:
+    """Plan with ``adapters`` (applied in the graph unless their scale is 0), ``draft`` and ``mtp`` inside the block."""
+    token = _ADDITIONS.set(Additions(tuple(adapters), draft, mtp))
     try:
         with applying([a.graph_pairs() for a in adapters if a.scale != 0]):
             yield
@@ -107,6 +109,15 @@ def attach(
         rows = {row["name"]: row["total_bytes"] for row in dp.devices}
         gpu_total = dp.gpu.get("total_bytes", 0)
         _add_to_devices(p, "draft_bytes", lambda name: rows.get(name, 0) if rows else (gpu_total if name == "GPU" else 0))
+    if extra.mtp is not None:
+        if listed or p.n_gpu_layers:
+            raise request_refused("MTP speculation is planned on the CPU only (no devices, no offloaded layers)", "mtp")
+        feats = frozenset(p.features)
+        p.draft = {
+            "file": "MTP",
+            **mtp_plan(shape, request, p.context.n_ctx, extra.mtp, features=feats, use_mmap=use_mmap, checkpoint=checkpoint),
+        }
+        _add_to_devices(p, "draft_bytes", lambda name: (p.draft or {}).get("total_bytes") or 0 if name == "CPU" else 0)
     return p
 
 
@@ -135,6 +146,9 @@ def llama_cpp_arguments(p: Any) -> list[str]:
     for a in p.adapters:
         args += ["--lora", a["file"]] if a["scale"] == 1 else ["--lora-scaled", a["file"], repr(a["scale"])]
     draft = current().draft
+    mtp = current().mtp
+    if mtp is not None:
+        args += ["--spec-type", "draft-mtp", "--cache-type-k-draft", mtp.type_k, "--cache-type-v-draft", mtp.type_v]
     if draft is not None and p.draft is not None:
         o = draft.options
         args += ["--model-draft", draft.source, "--n-gpu-layers-draft", str(p.draft["n_gpu_layers"])]

@@ -12,26 +12,29 @@ parameters, over the same devices. llama-server does not refuse a draft whose vo
 model's (it translates tokens through text), and neither does the plan.
 
 Next-token-prediction heads (MTP: ``{arch}.nextn_predict_layers``, glm4moe's last blocks) are not a draft model.
-With llama.cpp's default model parameters (``load_mtp`` false), which the plan follows, their tensors are
-created skipped (``TENSOR_SKIP``: in the file's mapped span, no buffer of their own), they get no KV cache
-(``n_layer()`` leaves them out) and no graph. llama-server's ``--spec-type draft-mtp`` loads them instead and
-makes a second context over the same model for them (``LLAMA_CONTEXT_TYPE_MTP``: a KV cache of those layers
-only, at the main context's cells, and a compute buffer of its own graph); the plan does not model that
-context, and ``mtp_note`` says so.
+With llama.cpp's default model parameters (``load_mtp`` false) their tensors are created skipped (``TENSOR_SKIP``:
+in the file's mapped span, no buffer of their own), they get no KV cache (``n_layer()`` leaves them out) and no
+graph; ``mtp_note`` says so. llama-server's ``--spec-type draft-mtp`` (``plan(..., mtp=True)``) loads them
+(``load_mtp``) and makes a second context over the same model for them (``LLAMA_CONTEXT_TYPE_MTP``), with the
+draft context's parameters: a KV cache of the MTP layers only and the compute buffer of the MTP graph
+(``compute.mtp``); ``mtp_plan`` plans the loaded tensors, that cache and that buffer, on the CPU.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..core import rules
 from ..errors import PlanError
-from .context import CACHE_TYPES, ContextRequest
-from .shape import ModelShape, shown
+from ..formats.gguf.offsets import ggml_nbytes
+from .cache import aligned
+from .context import CACHE_TYPES, ContextRequest, ResolvedContext
+from .shape import ModelShape, refused, shown
 
-__all__ = ["DraftModel", "DraftOptions", "draft_request", "mtp_note", "read_draft"]
+__all__ = ["DraftModel", "DraftOptions", "draft_request", "mtp_note", "mtp_plan", "mtp_request", "read_draft"]
 
 
 @dataclass(frozen=True)
@@ -90,19 +93,105 @@ def _check_source(source: object, field: str) -> None:
         raise _request(f"{field} is {type(source).__name__}, not a path, a URL or an opened GGUF file", field)
 
 
+def mtp_request(mtp: object, draft: DraftModel | None, options: DraftOptions | None) -> DraftOptions | None:
+    """``plan``'s ``mtp`` as the MTP context's options (the draft options' cache types), or None; refused with a
+    draft model (llama-server would load the draft as the MTP model) or when not a bool."""
+    if not isinstance(mtp, bool):
+        raise _request(f"mtp is {type(mtp).__name__}, not a bool", "mtp")
+    if not mtp:
+        return None
+    if draft is not None:
+        raise _request("MTP speculation drafts with the model's own heads: plan it without a draft model", "mtp")
+    options = DraftOptions() if options is None else options
+    if not isinstance(options, DraftOptions):
+        raise _request(f"draft_options is {type(options).__name__}, not DraftOptions", "draft_options")
+    options.check()
+    return options
+
+
 def draft_request(main: ContextRequest, n_ctx: int, options: DraftOptions) -> ContextRequest:
     """The draft context's parameters, from the main context's (``n_ctx``: its resolved cells)."""
     return replace(main, n_ctx=n_ctx, type_k=options.type_k, type_v=options.type_v, n_outputs_max=max(1, main.n_seq_max))
 
 
 def mtp_note(shape: ModelShape) -> str | None:
-    """What llama.cpp does with the model's next-token-prediction layers, when it has some."""
+    """What llama.cpp does with the model's next-token-prediction layers by default, when it has some."""
     n = shape.n_layer - shape.n_layer_cached
     if n <= 0:
         return None
     return (
         f"the last {n} layer(s) are next-token-prediction (MTP) heads: planned as llama.cpp loads them by default (tensors "
-        "skipped, mapped with the file but in no buffer of their own; no KV cache, no graph); llama-server's --spec-type "
-        "draft-mtp loads them and adds a context for them (their KV cache at the main context's cells and its own compute "
-        "buffer), which is not planned"
+        "skipped, mapped with the file but in no buffer of their own; no KV cache, no graph); with llama-server's "
+        "--spec-type draft-mtp (plan --mtp) they are loaded and get a context of their own"
     )
+
+
+def _mtp_layers(shape: ModelShape) -> range:
+    return range(shape.n_layer_cached, shape.n_layer)
+
+
+def _mtp_cache(shape: ModelShape, ctx: ResolvedContext) -> int:
+    """The MTP context's KV cache: the MTP layers only (llama_kv_cache filters the others out)."""
+    layers = _mtp_layers(shape)
+    v_max = max(shape.n_embd_v_gqa(il) for il in layers)
+    total = 0
+    for il in layers:
+        cells = ctx.n_ctx_swa if shape.swa_layers[il] else ctx.n_ctx_seq
+        total += aligned(ggml_nbytes((shape.n_embd_k_gqa(il), cells, ctx.n_stream), ctx.type_k))
+        width = v_max if not ctx.flash_attn else shape.n_embd_v_gqa(il)
+        total += aligned(ggml_nbytes((width, cells, ctx.n_stream), ctx.type_v))
+    return total
+
+
+def mtp_plan(
+    shape: ModelShape,
+    main: ContextRequest,
+    n_ctx: int,
+    options: DraftOptions,
+    *,
+    features: frozenset[str],
+    use_mmap: bool,
+    checkpoint: Callable[[], None] = lambda: None,
+) -> dict[str, Any]:
+    """llama-server's MTP speculation on the CPU: the MTP layers' tensors loaded with the model (the bytes they
+    add to its buffers), and the MTP context (made as a draft's, ``n_ctx`` the main context's cells) with its
+    KV cache and compute buffer."""
+    from .compute.mtp import MTP_ARCHITECTURES, mtp_compute_bytes
+    from .context import resolve
+    from .weights import weight_buffers
+
+    if shape.n_layer_cached >= shape.n_layer:
+        raise _request(f"the model has no next-token-prediction layers ({shape.arch}.nextn_predict_layers): MTP needs them", "mtp")
+    loaded = replace(shape, metadata={**shape.metadata, f"{shape.arch}.nextn_predict_layers": 0})
+    with_heads = weight_buffers(loaded, features=features, use_mmap=use_mmap)
+    without = weight_buffers(shape, features=features, use_mmap=use_mmap)
+    added = {k: v - without.by_buffer.get(k, 0) for k, v in with_heads.by_buffer.items() if v != without.by_buffer.get(k, 0)}
+    ctx = resolve(shape, draft_request(main, n_ctx, options))
+    checkpoint()
+    kv = _mtp_cache(shape, ctx) if shape.memory == "kv" else 0
+    compute: int | None = None
+    notes = []
+    if shape.arch in MTP_ARCHITECTURES:
+        try:
+            compute = mtp_compute_bytes(shape, ctx, checkpoint)
+        except (ValueError, LookupError) as e:
+            raise refused(f"{shape.arch}.nextn_predict_layers", f"{shape.arch}: the MTP graph cannot be built ({e})") from None
+    else:
+        notes.append(f"the MTP graph of {shape.arch!r} is not modelled: its compute buffer is unknown")
+    model = sum(added.values())
+    return {
+        "kind": "mtp",
+        "architecture": shape.arch,
+        "n_ctx": ctx.n_ctx,
+        "context": asdict(ctx),
+        "layers": list(_mtp_layers(shape)),
+        "model_bytes": model,
+        "model_buffers": added,
+        "kv_bytes": kv,
+        "recurrent_bytes": 0,
+        "compute_bytes": compute,
+        "total_bytes": None if compute is None else model + kv + compute,
+        "gpu": {},
+        "devices": [],
+        "notes": notes,
+    }

@@ -30,7 +30,7 @@ from .compute.builds import KNOWN as KNOWN_BUILDS
 from .compute.builds import following
 from .context import ContextRequest, ResolvedContext, request_refused, resolve
 from .devices import CPU, DeviceRequest, layer_devices, tensor_device
-from .draft import DraftOptions, mtp_note, read_draft
+from .draft import DraftOptions, mtp_note, mtp_request, read_draft
 from .fit import DEFAULT_MARGIN, DEFAULT_MIN_CTX, fit_shape
 from .lora_adapters import check_against, read_adapter, requested
 from .shape import ModelShape, refused, shown
@@ -387,6 +387,7 @@ def plan(
     lora: Sequence[str | os.PathLike[str] | tuple[str | os.PathLike[str], float]] = (),
     draft: str | os.PathLike[str] | Any | None = None,
     draft_options: DraftOptions | None = None,
+    mtp: bool = False,
 ) -> Plan:
     """llama.cpp's memory for the GGUF model at ``source`` (a path, the first shard of a split set, a URL, or an
     opened ``GGUFFile``), with llama.cpp's context parameters (0: its defaults; ``n_ctx`` 0 is the training
@@ -397,8 +398,10 @@ def plan(
     free on each (``planning.fit``); the plan's ``fit`` then says what fitted and the llama.cpp arguments.
     ``llama_cpp`` names the llama.cpp build whose compute graph to follow (``schema/memory.json`` ``builds``;
     default llama-cpp-python 0.3.36's). ``lora`` lists LoRA adapters (a source, or a source and its scale) and
-    ``draft`` a draft model with its ``draft_options`` (``planning.lora_adapters``, ``planning.draft``): their memory is
-    in the plan's ``adapters`` and ``draft``, on the devices and in the totals, and ``fit`` accounts for them."""
+    ``draft`` a draft model with its ``draft_options`` (``planning.lora_adapters``, ``planning.draft``): their
+    memory is in the plan's ``adapters`` and ``draft``, on the devices and in the totals, and ``fit`` accounts
+    for them. ``mtp=True`` plans llama-server's MTP speculation (``--spec-type draft-mtp``) in ``draft``
+    instead, on the CPU."""
     build = _build(llama_cpp)
     request = ContextRequest(n_ctx, n_batch, n_ubatch, n_seq_max, type_k, type_v, flash_attn, kv_unified, swa_full)
     if devices is None or not devices.devices:
@@ -418,17 +421,18 @@ def plan(
     for adapter in adapters:
         check_against(adapter, shape)
     drafted = read_draft(draft, draft_options) if draft is not None else None
-    if (adapters or drafted) and n_gpu_layers == "auto" and (devices is None or not devices.devices):
+    mtp_options = mtp_request(mtp, drafted, draft_options)
+    if (adapters or drafted or mtp_options) and n_gpu_layers == "auto" and (devices is None or not devices.devices):
         raise request_refused("with adapters or a draft model, fit the layers over devices (devices=..., fit=True)", "n_gpu_layers")
     if drafted is not None and (fit or n_gpu_layers == "auto") and not (drafted.shape.known and compute_supported(drafted.shape.arch)):
         raise request_refused(
             f"the draft's compute buffer ({shown(drafted.shape.arch)}) is not modelled: its fit cannot be planned", "draft"
         )
-    with adding(adapters, drafted):
+    with adding(adapters, drafted, mtp_options):
         p = _plan_model(shape, request, build, checkpoint, fit, ram, margin, min_ctx, features, use_mmap, devices, n_gpu_layers, gpu_mem)
         if p.fit is not None:
             p.fit["llama_cpp_arguments"] += llama_cpp_arguments(p)
-    note = mtp_note(shape)
+    note = mtp_note(shape) if mtp_options is None else None
     if note:
         p.notes.append(note)
     return p

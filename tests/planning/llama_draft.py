@@ -52,3 +52,21 @@ def measure_models(*specs: dict) -> list[lm.Measured]:
             lib.L.llama_free(ctx)
         for model in models:
             lib.L.llama_model_free(model)
+
+
+def reserved_nodes(ctx, n_tokens: int, n_seqs: int, n_outputs: int) -> list[tuple]:
+    """The graph ``ctx`` reserves for a batch (``llama_graph_reserve``), as (op, type, shape, is-view) per node,
+    the planned graphs' ``summary()`` form."""
+    import ctypes
+    import struct
+
+    lib = lm._lib()
+    g = lib.reserve_fn(lib.address(ctx), n_tokens, n_seqs, n_outputs)
+    out = []
+    for i in range(lib.base.ggml_graph_n_nodes(g)):
+        raw = ctypes.string_at(lib.base.ggml_graph_node(g, i), lm._TENSOR)
+        (typ,) = struct.unpack_from("<i", raw, 0)
+        (view_src,) = struct.unpack_from("<Q", raw, 232)
+        op = lib.base.ggml_op_desc(lib.base.ggml_graph_node(g, i)).decode()
+        out.append((op, lib.base.ggml_type_name(typ).decode(), struct.unpack_from("<4q", raw, 16), bool(view_src)))
+    return out

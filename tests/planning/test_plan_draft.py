@@ -194,28 +194,102 @@ def test_a_ram_fit_counts_the_draft(models):
     assert fitted.context.n_ctx < 4096 == plan(models["main"], fit=True, ram=budget, margin=2**20, min_ctx=256, features=()).context.n_ctx
 
 
-def test_what_the_mtp_note_says_llama_cpp_allocates(models):
-    """The note's account of llama-server's MTP context: loading the heads (load_mtp) and a context of type MTP
-    over the same model gives a KV cache of the heads' layers only, at the main context's cells; the main
-    context's cache is the plan's, without them."""
+MTP_SETTINGS = {
+    "defaults": ("f16", {"n_ctx": 512}),
+    "no mmap, q4_0 heads repacked": ("q4_0", {"n_ctx": 512, "use_mmap": False}),
+    "flash attention off, two sequences": ("f16", {"n_ctx": 1024, "flash_attn": "off", "n_seq_max": 2}),
+    "a q8_0 MTP cache": ("q8_0", {"n_ctx": 768, "flash_attn": "on", "type_k": "q8_0", "type_v": "q8_0"}),
+}
+
+
+@pytest.mark.parametrize("case", MTP_SETTINGS)
+def test_mtp_is_llama_cpps_heads_and_context(case, tmp_path):
+    """llama-server's MTP speculation: the model loaded with its heads (load_mtp), the main context, and a
+    context of type MTP over the same model with the draft context's parameters (one output per sequence):
+    the heads' bytes, the MTP context's KV cache and compute buffer are llama.cpp's."""
     from tests import llama_memory as lm
     from tests.planning.llama_draft import make_context
 
-    p = plan(models["mtp"], n_ctx=512, features=cpu_features())
+    wtype, settings = MTP_SETTINGS[case]
+    settings = dict(settings)
+    use_mmap = settings.pop("use_mmap", True)
+    draft_types = {k: settings.pop(k) for k in ("type_k", "type_v") if k in settings}
+    path = saved(BUILDERS["glm4moe"](n_layer=4, n_nextn=1, wtype=wtype), tmp_path / "mtp.gguf")
+    options = DraftOptions(**draft_types)
+    p = plan(path, mtp=True, draft_options=options, use_mmap=use_mmap, features=cpu_features(), **settings)
+    lib = lm._lib()
+    L = lib.L
+    mp = L.llama_model_default_params()
+    mp.n_gpu_layers, mp.load_mtp = 0, True
+    mp.load_mode = L.LLAMA_LOAD_MODE_MMAP if use_mmap else L.LLAMA_LOAD_MODE_NONE
+    model = L.llama_model_load_from_file(str(path).encode(), mp)
+    assert model
+    try:
+        main = make_context(lib, model, **settings)
+        n_seq = settings.get("n_seq_max", 1)
+        mtp_settings = {**settings, **draft_types, "n_ctx": L.llama_n_ctx(main)}
+        mtp = make_context(lib, model, n_outputs_max=n_seq, n_outputs_max_per_seq=1, ctx_type=1, ctx_other=main, **mtp_settings)
+        try:
+            m_main, m_mtp = lib.breakdown(main), lib.breakdown(mtp)
+        finally:
+            L.llama_free(mtp)
+            L.llama_free(main)
+    finally:
+        L.llama_model_free(model)
+    total = {part: sum(b[part] for b in m_main.values()) for part in ("model", "context", "compute")}
+    assert p.model_bytes + p.draft["model_bytes"] == total["model"]
+    assert (p.kv_bytes, p.compute_bytes) == (total["context"], total["compute"])
+    assert (p.draft["kv_bytes"], p.draft["compute_bytes"]) == (
+        sum(b["context"] for b in m_mtp.values()),
+        sum(b["compute"] for b in m_mtp.values()),
+    )
+    assert p.total_bytes == sum(total.values()) + p.draft["kv_bytes"] + p.draft["compute_bytes"]
+
+
+def test_mtp_requests_llama_cpp_cannot_make_are_refused(models):
+    for kwargs in (
+        dict(mtp=True, draft=models["draft"]),
+        dict(mtp="yes"),
+        dict(mtp=True, devices=DeviceRequest((Device("RPC0", 2**30),), n_gpu_layers=2)),
+    ):
+        with pytest.raises(PlanError) as e:
+            plan(models["mtp"], n_ctx=512, **kwargs)
+        assert e.value.rule == "plan.request"
+    with pytest.raises(PlanError, match="no next-token-prediction layers"):
+        plan(models["main"], n_ctx=512, mtp=True)
+    code, out, _ = cli("plan", str(models["mtp"]), "--ctx", "512", "--mtp", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["draft"]["kind"] == "mtp" and data["draft"]["layers"] == [3]
+    code, _, _ = cli("plan", str(models["mtp"]), "--fit", "--ram", "16G", "--mtp", "--json")
+    assert code == 0
+
+
+@pytest.mark.parametrize("flash_attn", ["on", "off"])
+def test_mtp_graph_is_llama_cpps_node_for_node(flash_attn, models):
+    from gguf_construct.planning.compute.llama_blocks import Batch, GraphBuilder
+    from gguf_construct.planning.compute.mtp import build_glm4moe_mtp
+    from gguf_construct.planning.context import resolve
+    from tests import llama_memory as lm
+    from tests.planning.llama_draft import make_context, reserved_nodes
+
     lib = lm._lib()
     L = lib.L
     mp = L.llama_model_default_params()
     mp.n_gpu_layers, mp.load_mtp = 0, True
     model = L.llama_model_load_from_file(str(models["mtp"]).encode(), mp)
     try:
-        main = make_context(lib, model, n_ctx=512)
-        mtp = make_context(lib, model, n_ctx=512, n_outputs_max=1, n_outputs_max_per_seq=1, ctx_type=1, ctx_other=main)
+        main = make_context(lib, model, n_ctx=512, n_seq_max=2, flash_attn=flash_attn)
+        mtp = make_context(
+            lib, model, n_ctx=512, n_seq_max=2, flash_attn=flash_attn, n_outputs_max=2, n_outputs_max_per_seq=1, ctx_type=1, ctx_other=main
+        )
         try:
-            assert sum(b["context"] for b in lib.breakdown(main).values()) == p.kv_bytes
-            one_layer = p.kv_layers[-1].nbytes  # the heads' layer has the trunk's attention sizes
-            assert sum(b["context"] for b in lib.breakdown(mtp).values()) == one_layer
+            ref = [(op, t, tuple(ne), view) for op, t, ne, view in reserved_nodes(mtp, 16, 2, 2)]
         finally:
             L.llama_free(mtp)
             L.llama_free(main)
     finally:
         L.llama_model_free(model)
+    shape = shape_of(models["mtp"])
+    b = GraphBuilder(shape, resolve(shape, ContextRequest(n_ctx=512, n_seq_max=2, flash_attn=flash_attn, n_outputs_max=2)), Batch(16, 2, 2))
+    build_glm4moe_mtp(b)
+    assert [(op, t, tuple(ne), view) for op, t, ne, view in b.g.graph.summary()] == ref
