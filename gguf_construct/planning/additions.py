@@ -1,9 +1,10 @@
-"""What a plan adds beside the model: LoRA adapters (:mod:`.lora_adapters`) and a draft model (:mod:`.draft`).
+"""What a plan adds beside the model: LoRA adapters (:mod:`.lora_adapters`), a draft model or llama-server's
+MTP speculation (:mod:`.draft`).
 
-``adding(adapters, draft)`` makes them part of every plan made inside it (the planner's, each candidate of a
+``adding(adapters, draft, mtp)`` makes them part of every plan made inside it (the planner's, each candidate of a
 fit's): the compute graphs carry the applied adapters' products (``compute.lora``), and ``attach`` gives each
-plan its adapters' buffers and the draft's plan, added to the devices they land on and to the totals, so that
-``--fit`` accounts for them. Attaching happens once per plan.
+plan its adapters' buffers and the draft's (or MTP context's) plan, added to the devices they land on and to the
+totals, so that ``--fit`` accounts for them. Attaching happens once per plan.
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ def attach(
     devices: DeviceRequest | None,
     checkpoint: Callable[[], None],
 ) -> Any:
-    """``p`` with the current additions' memory: each adapter's buffers, the draft's plan (at this plan's
-    context), each added to the device rows and GPU share it lands on. A plan attached already is returned as is."""
+    """``p`` with the current additions' memory: each adapter's buffers, the draft's plan or the MTP heads and
+    context (at this plan's context), each added to the device rows and GPU share it lands on. A plan attached
+    already is returned as is."""
     extra = current()
     if not extra or p.adapters or p.draft is not None:
         return p
@@ -105,7 +107,7 @@ def attach(
                 )
             else:
                 dp = plan_shape(draft.shape, req, features=features, use_mmap=use_mmap, n_gpu_layers=layers, checkpoint=checkpoint)
-        p.draft = {"file": draft.source, **dp.to_json()}
+        p.draft = {"file": draft.source, "kind": "draft", **dp.to_json()}
         rows = {row["name"]: row["total_bytes"] for row in dp.devices}
         gpu_total = dp.gpu.get("total_bytes", 0)
         _add_to_devices(p, "draft_bytes", lambda name: rows.get(name, 0) if rows else (gpu_total if name == "GPU" else 0))
