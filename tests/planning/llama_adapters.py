@@ -17,8 +17,9 @@ from gguf import GGUFReader
 
 from tests import llama_memory as lm
 
-__all__ = ["AdapterRefused", "adapter_pairs", "measure_with_adapters"]
+__all__ = ["AdapterRefused", "adapter_pairs", "measure_adapters_on_devices", "measure_with_adapters"]
 
+_DEFAULTS = dict(n_ctx=512, n_batch=2048, n_ubatch=512, n_seq_max=1, type_k="f16", type_v="f16", flash_attn="auto")
 _BUFFER_OFFSET = 8  # struct ggml_tensor: type (int32, padded), then the buffer pointer
 _NAME_OFFSET = 256  # struct ggml_tensor's name[64]
 
@@ -110,3 +111,63 @@ def measure_with_adapters(
         for adapter in loaded:
             L.llama_adapter_lora_free(adapter)
         L.llama_model_free(model)
+
+
+_MEASURE_ON_DEVICES = """
+import ctypes, json, os, sys
+from pathlib import Path
+from tests.llama_memory import _lib, _context, lib_dir
+from tests.planning.llama_adapters import _address, _bind, _buffers, adapter_pairs
+spec = json.loads(sys.argv[1])
+lib = _lib()
+L = lib.L
+ggml = ctypes.CDLL(str(lib_dir() / "libggml.so"), mode=os.RTLD_GLOBAL)
+rpc = ctypes.CDLL(spec["rpc"], mode=os.RTLD_GLOBAL)
+rpc.ggml_backend_rpc_add_server.restype = ctypes.c_void_p
+rpc.ggml_backend_rpc_add_server.argtypes = [ctypes.c_char_p]
+ggml.ggml_backend_register.argtypes = [ctypes.c_void_p]
+ggml.ggml_backend_reg_dev_get.restype = ctypes.c_void_p
+ggml.ggml_backend_reg_dev_get.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+devices = []
+for endpoint in spec["endpoints"]:
+    reg = rpc.ggml_backend_rpc_add_server(endpoint.encode())
+    ggml.ggml_backend_register(reg)
+    devices.append(ggml.ggml_backend_reg_dev_get(reg, 0))
+dev_array = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
+mp = L.llama_model_default_params()
+mp.n_gpu_layers = spec["n_gpu_layers"]
+mp.devices = ctypes.cast(dev_array, ctypes.c_void_p)
+model = L.llama_model_load_from_file(spec["path"].encode(), mp)
+ctx = _context(lib, model, **spec["context"])
+get_weight, reserve = _bind(lib)
+loaded = [L.llama_adapter_lora_init(model, a.encode()) for a in spec["adapters"]]
+assert all(loaded), "".join(lib.log[-10:])
+array = (L.llama_adapter_lora_p_ctypes * len(loaded))(*loaded)
+scales = (ctypes.c_float * len(loaded))(*([1.0] * len(loaded)))
+assert L.llama_set_adapters_lora(ctx, array, len(loaded), scales) == 0
+reserve(lib.address(ctx))
+adapters = [_buffers(lib, get_weight, _address(lib, a), adapter_pairs(Path(p))) for a, p in zip(loaded, spec["adapters"])]
+print(json.dumps({"buffers": lib.breakdown(ctx), "adapters": adapters}))
+"""
+
+
+def measure_adapters_on_devices(
+    path: Path, adapters: list[Path], library: Path, endpoints: list[str], n_gpu_layers: int, **context
+) -> dict:
+    """llama.cpp's breakdown and each adapter's buffers by type name with ``path`` spread over RPC devices
+    (``tests.planning.rpc_devices``: each endpoint an rpc-server), in a fresh process."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.planning.rpc_devices import ROOT, _env
+
+    settings = {**_DEFAULTS, "swa_full": False, "kv_unified": False, **context}
+    spec = {"path": str(path), "rpc": str(library), "endpoints": endpoints, "n_gpu_layers": n_gpu_layers}
+    spec.update(context=settings, adapters=[str(a) for a in adapters])
+    r = subprocess.run(
+        [sys.executable, "-c", _MEASURE_ON_DEVICES, json.dumps(spec)], capture_output=True, text=True, timeout=300, cwd=ROOT, env=_env()
+    )
+    if r.returncode != 0:
+        raise RuntimeError(f"the measuring process failed ({r.returncode}): {r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])

@@ -367,3 +367,33 @@ def test_one_gpu_holds_the_pairs_of_its_layers(bases, tmp_path):
     buffers = p.adapters[0]["buffers"]
     assert set(buffers) == {"CPU_Mapped", "GPU"} and p.gpu["adapter_bytes"] == buffers["GPU"]
     assert p.gpu["total_bytes"] == sum(v for k, v in p.gpu.items() if k != "total_bytes")
+
+
+@pytest.mark.rpc_tier
+@pytest.mark.parametrize("n_gpu_layers", [1, 2, 3])
+def test_adapters_on_rpc_devices_are_llama_cpps(n_gpu_layers, bases, tmp_path):
+    """Two rpc-server devices: each adapter pair lies in the buffer of the device (or the CPU's type) holding
+    its weight, as llama.cpp allocates it, and the model and cache bytes per device are the plan's."""
+    from tests.planning.llama_adapters import measure_adapters_on_devices
+    from tests.planning.rpc_devices import rpc_library, rpc_servers
+
+    f, path = bases["llama f16"]
+    adapter = saved(lora_for(f, ATTN + FFN + ["output.weight", "token_embd.weight"], rank=16), tmp_path / "a.gguf")
+    library = rpc_library()
+    assert library is not None
+    names = ["d0", "d1"]
+    devices = DeviceRequest(tuple(Device(n, 8 * 2**30) for n in names), n_gpu_layers=n_gpu_layers)
+    p = plan(path, n_ctx=256, devices=devices, lora=[str(adapter)], features=cpu_features())
+    with rpc_servers(2, library) as endpoints:
+        measured = measure_adapters_on_devices(path, [adapter], library, endpoints, n_gpu_layers, n_ctx=256)
+    by_endpoint = {f"RPC0[{e}]": n for n, e in zip(names, endpoints, strict=True)}
+    (got,) = measured["adapters"]
+    assert {by_endpoint.get(k, k): v for k, v in got.items()} == p.adapters[0]["buffers"]
+    rows = {row["name"]: row for row in p.devices}
+    for endpoint, name in by_endpoint.items():
+        b = measured["buffers"].get(endpoint, {"model": 0, "context": 0})
+        assert (rows[name]["model_bytes"], rows[name]["kv_bytes"], rows[name]["adapter_bytes"]) == (
+            b["model"],
+            b["context"],
+            got.get(endpoint, 0),
+        )
