@@ -293,3 +293,32 @@ def test_mtp_graph_is_llama_cpps_node_for_node(flash_attn, models):
     b = GraphBuilder(shape, resolve(shape, ContextRequest(n_ctx=512, n_seq_max=2, flash_attn=flash_attn, n_outputs_max=2)), Batch(16, 2, 2))
     build_glm4moe_mtp(b)
     assert [(op, t, tuple(ne), view) for op, t, ne, view in b.g.graph.summary()] == ref
+
+
+@pytest.mark.rpc_tier
+def test_draft_on_rpc_devices_is_llama_cpps(models):
+    """The draft spread over two rpc-server devices with its own offload: its model and cache bytes per device
+    are llama.cpp's for the draft loaded there (the main context's cells), and they join the main plan's rows."""
+    from tests.planning.rpc_devices import measure_on_devices, rpc_library, rpc_servers
+
+    library = rpc_library()
+    assert library is not None
+    names = ["d0", "d1"]
+    devices = DeviceRequest(tuple(Device(n, 8 * 2**30) for n in names), n_gpu_layers=5)
+    p = plan(
+        models["main"],
+        n_ctx=1024,
+        devices=devices,
+        draft=models["draft"],
+        draft_options=DraftOptions(n_gpu_layers=2),
+        features=cpu_features(),
+    )
+    with rpc_servers(2, library) as endpoints:
+        measured = measure_on_devices(models["draft"], library, endpoints, names, n_gpu_layers=2, n_ctx=1024)
+    assert "refused" not in measured, measured
+    rows = {row["name"]: row for row in p.draft["devices"]}
+    for name, endpoint in zip(names, endpoints, strict=True):
+        got = measured["buffers"].get(f"RPC0[{endpoint}]", {"model": 0, "context": 0})
+        assert (rows[name]["model_bytes"], rows[name]["kv_bytes"]) == (got["model"], got["context"]), name
+    assert any(rows[name]["model_bytes"] for name in names)
+    assert [r["draft_bytes"] for r in p.devices] == [r["total_bytes"] for r in p.draft["devices"]]
