@@ -27,7 +27,7 @@ def make_context(
     cp.flash_attn_type = {"auto": -1, "off": 0, "on": 1}[s["flash_attn"]]
     cp.swa_full, cp.kv_unified = s["swa_full"], s["kv_unified"]
     cp.n_outputs_max, cp.n_outputs_max_per_seq = n_outputs_max, n_outputs_max_per_seq
-    cp.ctx_type, cp.ctx_other = ctx_type, ctx_other  # an MTP context (1) over the context it drafts for
+    cp.ctx_type, cp.ctx_other = ctx_type, lib.null if ctx_other is None else ctx_other  # an MTP context (1) over the one it drafts for
     cp.n_threads = cp.n_threads_batch = 1
     ctx = L.llama_init_from_model(model, cp)
     if not ctx:
