@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..core import rules
-from ..errors import PlanError
+from ..errors import PlanError, ShapeError
 from ..formats.gguf.offsets import ggml_nbytes
 from .cache import aligned
 from .context import CACHE_TYPES, ContextRequest, ResolvedContext
@@ -174,7 +174,9 @@ def mtp_plan(
     if shape.arch in MTP_ARCHITECTURES:
         try:
             compute = mtp_compute_bytes(shape, ctx, checkpoint)
-        except (ValueError, LookupError) as e:
+        except ShapeError as e:  # an op ggml refuses, a tensor the graph needs missing
+            raise refused(f"{shape.arch}.nextn_predict_layers", f"{shape.arch}: the MTP graph cannot be built ({e.message})") from None
+        except (ValueError, LookupError, ZeroDivisionError) as e:  # llama.cpp asserts (one MTP block, experts)
             raise refused(f"{shape.arch}.nextn_predict_layers", f"{shape.arch}: the MTP graph cannot be built ({e})") from None
     else:
         notes.append(f"the MTP graph of {shape.arch!r} is not modelled: its compute buffer is unknown")

@@ -322,3 +322,16 @@ def test_draft_on_rpc_devices_is_llama_cpps(models):
         assert (rows[name]["model_bytes"], rows[name]["kv_bytes"]) == (got["model"], got["context"]), name
     assert any(rows[name]["model_bytes"] for name in names)
     assert [r["draft_bytes"] for r in p.devices] == [r["total_bytes"] for r in p.draft["devices"]]
+
+
+def test_mtp_models_llama_cpp_cannot_draft_with_are_refused(tmp_path):
+    """Two MTP blocks (llama.cpp's MTP graph asserts one), or a block without its projection: plan.model."""
+    two = saved(BUILDERS["glm4moe"](n_layer=5, n_nextn=2), tmp_path / "two.gguf")
+    with pytest.raises(PlanError, match="exactly one") as e:
+        plan(two, n_ctx=512, mtp=True)
+    assert e.value.rule == "plan.model"
+    f = BUILDERS["glm4moe"](n_layer=4, n_nextn=1)
+    del f.tensors["blk.3.nextn.eh_proj.weight"]
+    with pytest.raises(PlanError, match="eh_proj") as e:
+        plan(saved(f, tmp_path / "no-proj.gguf"), n_ctx=512, mtp=True)
+    assert e.value.rule == "plan.model"
