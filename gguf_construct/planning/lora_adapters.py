@@ -4,9 +4,10 @@ it makes of an adapter against its base model (llama.cpp src/llama-adapter.cpp).
 An adapter is a GGUF file with ``general.type`` ``adapter``, ``adapter.type`` ``lora``, the base model's
 ``general.architecture`` and, per adapted weight ``W``, a pair of tensors ``W.lora_a`` and ``W.lora_b`` (an aLoRA
 adds ``adapter.alora.invocation_tokens``, an array of uint32). Tensors ending in ``_norm.weight`` are skipped;
-any other name is refused. Each pair must be complete, ``W`` must be a tensor of the loaded model, and the
-shapes must chain: ``W.ne0 == A.ne0``, ``W.ne1 == B.ne1``, ``A.ne1 == B.ne0`` (for the token embeddings, whose A
-and B are flipped: ``W.ne0 == B.ne1``, ``W.ne1 == A.ne1``).
+any other name is refused. Each pair must be complete, ``W`` must be a tensor the loader created (not a skipped
+next-token-prediction block's; a model with tied embeddings has no ``output.weight``: its output layer is the
+embeddings' tensor, by name), and the shapes must chain: ``W.ne0 == A.ne0``, ``W.ne1 == B.ne1``,
+``A.ne1 == B.ne0`` (for the token embeddings, whose A and B are flipped: ``W.ne0 == B.ne1``, ``W.ne1 == A.ne1``).
 
 The pair is copied into a buffer of the type of the buffer that holds ``W``: the device's when it is offloaded,
 ``CPU_Mapped`` (an allocated buffer of that type, not a mapping) when ``W`` is memory-mapped, ``CPU`` when ``W``
@@ -33,7 +34,17 @@ from .shape import ModelShape, TensorSpan, shown
 from .shape import _spans as tensor_spans
 from .weights import layer_of, on_gpu, repacks
 
-__all__ = ["LoraAdapter", "adapter_buffers", "check_against", "read_adapter"]
+__all__ = [
+    "MAX_ADAPTERS",
+    "LoraAdapter",
+    "adapter_buffers",
+    "adapter_refused",
+    "buffer_placement",
+    "check_against",
+    "on_cpu",
+    "read_adapter",
+    "requested",
+]
 
 #: the buffer types of the CPU an adapter's tensors can take (a repacked weight's adapter goes to CPU)
 _CPU_TYPES = ("CPU_Mapped", "CPU")
