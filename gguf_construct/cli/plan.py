@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from fractions import Fraction
@@ -61,6 +62,20 @@ def proportions(text: str) -> tuple[float, ...]:
     return tuple(float(p) for p in parts)
 
 
+def _adapters(args: argparse.Namespace) -> list[str | tuple[str, float]]:
+    """``--lora FILE`` (scale 1) and ``--lora-scaled FILE SCALE`` as ``plan``'s ``lora`` list."""
+    listed: list[str | tuple[str, float]] = list(args.lora or [])
+    for name, scale in args.lora_scaled or []:
+        try:
+            value = float(scale) if len(scale) <= 40 else math.nan
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            usage_error(f"--lora-scaled {name[:60]!r} {scale[:40]!r}: the scale is not a finite number (e.g. 0.5)")
+        listed.append((name, value))
+    return listed
+
+
 def layers(text: str) -> int | str:
     return "auto" if text == "auto" else whole(0, 2**31 - 1)(text)
 
@@ -85,6 +100,9 @@ def _report(p, source: str) -> str:
     lines.append(f"  KV cache   {mib(p.kv_bytes)}" + (f"  ({len(p.kv_layers)} layers)" if p.kv_layers else ""))
     lines.append(f"  recurrent  {mib(p.recurrent_bytes)}")
     lines.append(f"  compute    {mib(p.compute_bytes)}")
+    from ..planning.additions import report_lines
+
+    lines += report_lines(p)
     lines.append(f"  total      {mib(p.total_bytes)}")
     if p.gpu and not p.devices:
         fit = f", the most of {p.n_layer + 1} that fit in {mib(p.gpu_mem).strip()}" if p.gpu_mem is not None else ""
@@ -95,7 +113,11 @@ def _report(p, source: str) -> str:
         lines.append(
             f"  {d['name']}: {mib(d['total_bytes']).strip()}{size_text} "
             f"(model {mib(d['model_bytes']).strip()}, KV {mib(d['kv_bytes']).strip()}, "
-            f"state {mib(d['state_bytes']).strip()}, compute {mib(d['compute_bytes']).strip()}{held})"
+            f"state {mib(d['state_bytes']).strip()}, compute {mib(d['compute_bytes']).strip()}"
+            + "".join(
+                f", {label} {mib(d[key]).strip()}" for key, label in (("adapter_bytes", "LoRA"), ("draft_bytes", "draft")) if d.get(key)
+            )
+            + f"{held})"
         )
     if p.fit is not None:
         f = p.fit
@@ -191,6 +213,8 @@ def usage_error(message: str):
 
 
 def _plan(plan, args: argparse.Namespace, devices, single_gpu: bool):
+    from ..planning.draft import DraftOptions
+
     return plan(
         args.file,
         n_ctx=args.ctx,
@@ -212,6 +236,10 @@ def _plan(plan, args: argparse.Namespace, devices, single_gpu: bool):
         margin=args.margin,
         min_ctx=args.fit_ctx,
         llama_cpp=args.llama_cpp,
+        lora=_adapters(args),
+        draft=args.draft,
+        mtp=args.mtp,
+        draft_options=DraftOptions(args.draft_gpu_layers, args.cache_type_k_draft, args.cache_type_v_draft),
     )
 
 
@@ -296,6 +324,30 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=LLAMA_CPP_BUILDS[0],
         help="the llama.cpp build whose compute graph to follow (default: llama-cpp-python 0.3.36's)",
     )
+    p.add_argument("--lora", action="append", metavar="FILE", help="a LoRA adapter (GGUF, a path or URL) applied with scale 1; repeatable")
+    p.add_argument(
+        "--lora-scaled",
+        nargs=2,
+        action="append",
+        metavar=("FILE", "SCALE"),
+        help="a LoRA adapter and its scale (0: loaded, not applied); repeatable",
+    )
+    p.add_argument("--draft", "--model-draft", "-md", metavar="FILE", help="a draft model for speculative decoding (a path or URL)")
+    p.add_argument(
+        "--mtp",
+        action="store_true",
+        help="plan llama-server's MTP speculation (--spec-type draft-mtp): the model's next-token-prediction heads and their context",
+    )
+    p.add_argument(
+        "--draft-gpu-layers",
+        "--n-gpu-layers-draft",
+        "-ngld",
+        type=whole(0, 2**31 - 1),
+        default=None,
+        help="the draft's offloaded layers (default: as many as the main model's; llama-server's own default is its fit)",
+    )
+    p.add_argument("--cache-type-k-draft", "-ctkd", choices=CACHE_TYPES, default="f16", help="the draft's K cache type (default f16)")
+    p.add_argument("--cache-type-v-draft", "-ctvd", choices=CACHE_TYPES, default="f16", help="the draft's V cache type (default f16)")
     p.add_argument("--svg", metavar="FILE", help="also draw the memory per device, stacked by kind, as an SVG picture in FILE")
     p.add_argument(
         "--cpu",

@@ -16,7 +16,7 @@ __all__ = ["CACHE_TYPES", "ContextRequest", "ResolvedContext", "request_refused"
 
 #: the K/V cache types llama.cpp's options accept (schema/memory.json)
 CACHE_TYPES: tuple[str, ...] = tuple(memory_table().context["cache_types"])
-_UINT32 = ("n_ctx", "n_batch", "n_ubatch", "n_seq_max")  # uint32_t in llama_context_params
+_UINT32 = ("n_ctx", "n_batch", "n_ubatch", "n_seq_max", "n_outputs_max")  # uint32_t in llama_context_params
 _MAX_UINT32 = 2**32 - 1
 
 
@@ -42,6 +42,8 @@ class ContextRequest:
     flash_attn: str = "auto"  # 'auto', 'on' or 'off'
     kv_unified: bool = False
     swa_full: bool = False
+    #: the most outputs of a batch (0: n_batch); llama-server's draft context takes one per sequence
+    n_outputs_max: int = 0
 
 
 @dataclass(frozen=True)
@@ -92,9 +94,11 @@ def resolve(shape: ModelShape, req: ContextRequest) -> ResolvedContext:
     # causal attention: the batch is bounded by the n_ctx asked for, before llama.cpp pads it
     n_batch = min(n_ctx_asked, req.n_batch or int(table["default_n_batch"]))
     n_ubatch = min(n_batch, req.n_ubatch or int(table["default_n_ubatch"]))
-    if n_seq_max > n_batch:  # output_reserve(n_seq_max) asserts n_seq_max <= n_outputs_max (= n_batch)
+    n_outputs_max = req.n_outputs_max or n_batch
+    if n_seq_max > n_outputs_max:  # output_reserve(n_seq_max) asserts n_seq_max <= n_outputs_max (by default n_batch)
+        which = "n_outputs_max" if req.n_outputs_max else "n_batch"
         raise request_refused(
-            f"{n_seq_max} sequences need a batch of at least {n_seq_max}: llama.cpp aborts with n_batch {n_batch}", "n_batch"
+            f"{n_seq_max} sequences need {which} of at least {n_seq_max}: llama.cpp aborts with {which} {n_outputs_max}", which
         )
     flash = req.flash_attn != "off"
     if shape.mla and req.type_k != req.type_v:  # the V cache is a view of K: llama_init_from_model refuses
@@ -117,7 +121,7 @@ def resolve(shape: ModelShape, req: ContextRequest) -> ResolvedContext:
         n_batch=n_batch,
         n_ubatch=n_ubatch,
         n_seq_max=n_seq_max,
-        n_outputs_max=n_batch,
+        n_outputs_max=n_outputs_max,
         flash_attn=flash,
         type_k=req.type_k,
         type_v=req.type_v,

@@ -14,23 +14,27 @@ A remote plan honours the command's time budget (``--max-seconds``) between its 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from ..api.registry import load
 from ..errors import FormatError
 from ..sources.options import options
+from .additions import adding, attach, llama_cpp_arguments
 from .backends import Backend, backend_of
 from .cache import CacheLayer, kv_cache, recurrent_state
 from .compute import compute_buffers, compute_bytes
+from .compute import supported as compute_supported
 from .compute.builds import DEFAULT as DEFAULT_BUILD
 from .compute.builds import KNOWN as KNOWN_BUILDS
 from .compute.builds import following
 from .context import ContextRequest, ResolvedContext, request_refused, resolve
 from .devices import CPU, DeviceRequest, compute_placement, device_notes, layer_devices, scheduled_compute, tensor_device
+from .draft import DraftOptions, mtp_note, mtp_request, read_draft
 from .fit import DEFAULT_MARGIN, DEFAULT_MIN_CTX, fit_shape
 from .loaded import refuse_unloaded_tensors
+from .lora_adapters import check_against, read_adapter, requested
 from .shape import ModelShape, refused, shown
 from .weights import INPUT, OUTPUT, WeightBuffers, cpu_features, on_gpu, weight_buffers
 
@@ -69,6 +73,10 @@ class Plan:
     fit: dict[str, Any] | None = None
     #: the llama.cpp build whose compute graph was followed (schema/memory.json ``builds``)
     llama_cpp: str = DEFAULT_BUILD
+    #: per LoRA adapter: file, kind, scale, alpha, tensors, bytes by buffer type and in all (``planning.lora_adapters``)
+    adapters: list[dict[str, Any]] = field(default_factory=list)
+    #: the draft model's plan (``planning.draft``), or None
+    draft: dict[str, Any] | None = None
 
     @property
     def model_bytes(self) -> int:
@@ -83,11 +91,17 @@ class Plan:
         return sum(layer.nbytes for layer in self.recurrent_layers)
 
     @property
+    def adapter_bytes(self) -> int:
+        return sum(a["bytes"] for a in self.adapters)
+
+    @property
     def total_bytes(self) -> int | None:
-        """Everything llama.cpp's memory breakdown counts, or None when the compute buffer is unknown."""
-        if self.compute_bytes is None:
+        """Everything llama.cpp's memory breakdown counts, with the LoRA adapters and the draft model it leaves
+        out, or None when a compute buffer is unknown."""
+        if self.compute_bytes is None or (self.draft is not None and self.draft["total_bytes"] is None):
             return None
-        return self.model_bytes + self.kv_bytes + self.recurrent_bytes + self.compute_bytes
+        draft = self.draft["total_bytes"] if self.draft is not None else 0
+        return self.model_bytes + self.kv_bytes + self.recurrent_bytes + self.compute_bytes + self.adapter_bytes + draft
 
     def to_json(self) -> dict[str, Any]:
         """The plan as JSON-ready data: byte counts as integers (None where unknown)."""
@@ -114,6 +128,9 @@ class Plan:
             "devices": self.devices,
             "fit": self.fit,
             "llama_cpp": self.llama_cpp,
+            "adapter_bytes": self.adapter_bytes,
+            "adapters": self.adapters,
+            "draft": self.draft,
             "notes": self.notes,
         }
 
@@ -188,7 +205,8 @@ def plan_shape(
             checkpoint=checkpoint,
         )
     p.llama_cpp = _build(llama_cpp)
-    return p
+    req = request or ContextRequest()
+    return attach(p, shape, req, plan_shape=plan_shape, features=features, use_mmap=use_mmap, devices=devices, checkpoint=checkpoint)
 
 
 def _build(llama_cpp: str | None) -> str:
@@ -386,6 +404,10 @@ def plan(
     margin: int | None = None,
     min_ctx: int | None = None,
     llama_cpp: str | None = None,
+    lora: Sequence[str | os.PathLike[str] | tuple[str | os.PathLike[str], float]] = (),
+    draft: str | os.PathLike[str] | Any | None = None,
+    draft_options: DraftOptions | None = None,
+    mtp: bool = False,
 ) -> Plan:
     """llama.cpp's memory for the GGUF model at ``source`` (a path, the first shard of a split set, a URL, or an
     opened ``GGUFFile``), with llama.cpp's context parameters (0: its defaults; ``n_ctx`` 0 is the training
@@ -395,7 +417,11 @@ def plan(
     context (unless ``n_ctx`` is given) and the most layers that fit the devices and ``ram`` with ``margin`` bytes
     free on each (``planning.fit``); the plan's ``fit`` then says what fitted and the llama.cpp arguments.
     ``llama_cpp`` names the llama.cpp build whose compute graph to follow (``schema/memory.json`` ``builds``;
-    default llama-cpp-python 0.3.36's)."""
+    default llama-cpp-python 0.3.36's). ``lora`` lists LoRA adapters (a source, or a source and its scale) and
+    ``draft`` a draft model with its ``draft_options`` (``planning.lora_adapters``, ``planning.draft``): their
+    memory is in the plan's ``adapters`` and ``draft``, on the devices and in the totals, and ``fit`` accounts
+    for them. ``mtp=True`` plans llama-server's MTP speculation (``--spec-type draft-mtp``) in ``draft``
+    instead, on the CPU."""
     build = _build(llama_cpp)
     request = ContextRequest(n_ctx, n_batch, n_ubatch, n_seq_max, type_k, type_v, flash_attn, kv_unified, swa_full)
     if devices is None or not devices.devices:
@@ -411,6 +437,43 @@ def plan(
         finally:
             f.close()
     checkpoint()
+    adapters = [read_adapter(source, scale) for source, scale in requested(lora)]
+    for adapter in adapters:
+        check_against(adapter, shape)
+    drafted = read_draft(draft, draft_options) if draft is not None else None
+    mtp_options = mtp_request(mtp, drafted, draft_options)
+    if (adapters or drafted or mtp_options) and n_gpu_layers == "auto" and (devices is None or not devices.devices):
+        raise request_refused("with adapters or a draft model, fit the layers over devices (devices=..., fit=True)", "n_gpu_layers")
+    if drafted is not None and (fit or n_gpu_layers == "auto") and not (drafted.shape.known and compute_supported(drafted.shape.arch)):
+        raise request_refused(
+            f"the draft's compute buffer ({shown(drafted.shape.arch)}) is not modelled: its fit cannot be planned", "draft"
+        )
+    with adding(adapters, drafted, mtp_options):
+        p = _plan_model(shape, request, build, checkpoint, fit, ram, margin, min_ctx, features, use_mmap, devices, n_gpu_layers, gpu_mem)
+        if p.fit is not None:
+            p.fit["llama_cpp_arguments"] += llama_cpp_arguments(p)
+    note = mtp_note(shape) if mtp_options is None else None
+    if note:
+        p.notes.append(note)
+    return p
+
+
+def _plan_model(
+    shape: ModelShape,
+    request: ContextRequest,
+    build: str,
+    checkpoint: Callable[[], None],
+    fit: bool,
+    ram: int | None,
+    margin: int | None,
+    min_ctx: int | None,
+    features: tuple[str, ...] | frozenset[str] | None,
+    use_mmap: bool,
+    devices: DeviceRequest | None,
+    n_gpu_layers: int | Literal["auto"],
+    gpu_mem: int | None,
+) -> Plan:
+    """``plan``'s plan for the model's ``shape``, fitted or not (with the additions being made)."""
     if fit:
         margin = DEFAULT_MARGIN if margin is None else margin
         min_ctx = DEFAULT_MIN_CTX if min_ctx is None else min_ctx

@@ -52,10 +52,10 @@ def _check(p, svg: str) -> dict[str, dict[str, tuple[int, float, float]]]:
             "compute_bytes": p.compute_bytes,
         }
     ]
-    assert set(bars) == {row["name"] for row in rows if any(row[k] for k in labels)}
+    assert set(bars) == {row["name"] for row in rows if any(row.get(k, 0) for k in labels)}
     for row in rows:
         segments = bars.get(row["name"], {})
-        assert {labels[k]: row[k] for k in labels if row[k]} == {kind: n for kind, (n, _, _) in segments.items()}
+        assert {labels[k]: row[k] for k in labels if row.get(k, 0)} == {kind: n for kind, (n, _, _) in segments.items()}
         stacked = sorted(segments.values(), key=lambda s: -s[1])  # bottom first
         if stacked:
             assert stacked[0][1] + stacked[0][2] == pytest.approx(float(root.attrib["data-baseline"]), abs=1e-5)
@@ -68,7 +68,7 @@ def _check(p, svg: str) -> dict[str, dict[str, tuple[int, float, float]]]:
             assert size == row["size"]
             base = float(root.attrib["data-baseline"])
             assert base - y == pytest.approx(size / scale * height, rel=1e-6)
-    assert scale == max([sum(row[k] for k in labels) for row in rows] + [row["size"] or 0 for row in rows])
+    assert scale == max([sum(row.get(k, 0) for k in labels) for row in rows] + [row["size"] or 0 for row in rows])
     return bars
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ...core.tables import GGML_TYPES
-from . import builds
+from . import builds, lora
 from .ggml_ir import Ggml, GgmlTensor, refuse, row_size
 
 __all__ = ["Batch", "ContextLike", "GraphBuilder", "KVInput", "ShapeLike"]
@@ -180,6 +180,9 @@ class GraphBuilder:
         tokens = g.input("i32", self.n_tokens, name="inp_tokens")
         embd = g.input("f32", self.shape.n_embd, self.n_tokens, name="inp_embd")
         cur = g.get_rows(self.need("token_embd.weight"), tokens)
+        for pair in lora.pairs_for("token_embd.weight"):  # the embeddings' A and B are flipped: rows of A
+            a, b = self._lora_tensors("token_embd.weight", pair)
+            cur = g.add(cur, g.scale(g.mul_mat(b, g.get_rows(a, tokens))))
         g.expand(cur)
         if not builds.feature("embd_copy"):
             g.expand(embd)
@@ -262,9 +265,31 @@ class GraphBuilder:
         return cur
 
     def mm(self, w: GgmlTensor, cur: GgmlTensor, scale: GgmlTensor | None = None) -> GgmlTensor:
-        """build_lora_mm (no adapters): the product, times the weight's scale tensor if it has one."""
-        res = self.g.mul_mat(w, cur)
-        return self.g.mul(res, scale) if scale is not None else res
+        """build_lora_mm: the product, times the weight's scale tensor if it has one, then each applied LoRA
+        adapter's scaled B x (A x cur) added (``.lora``)."""
+        g = self.g
+        res = g.mul_mat(w, cur)
+        if scale is not None:
+            res = g.mul(res, scale)
+        for pair in lora.pairs_for(w.name):
+            a, b = self._lora_tensors(w.name, pair)
+            res = g.add(res, g.scale(g.mul_mat(b, g.mul_mat(a, cur))))
+        return res
+
+    def mm_id(self, w: GgmlTensor, cur: GgmlTensor, ids: GgmlTensor) -> GgmlTensor:
+        """build_lora_mm_id: the experts' product, each applied LoRA adapter's scaled B x (A x cur) added."""
+        g = self.g
+        res = g.mul_mat_id(w, cur, ids)
+        for pair in lora.pairs_for(w.name):
+            a, b = self._lora_tensors(w.name, pair)
+            res = g.add(res, g.scale(g.mul_mat_id(b, g.mul_mat_id(a, cur, ids), ids)))
+        return res
+
+    def _lora_tensors(self, name: str, pair: lora.LoraPair) -> tuple[GgmlTensor, GgmlTensor]:
+        """An adapter's A and B for the weight ``name``, as tensors of the adapter's buffers."""
+        a = self.g.external(pair.a_type, *pair.a_shape, name=f"{name}.lora_a")
+        b = self.g.external(pair.b_type, *pair.b_shape, name=f"{name}.lora_b")
+        return a, b
 
     def qkv(
         self, il: int, cur: GgmlTensor, full_norms: tuple[GgmlTensor, GgmlTensor | None] | None = None

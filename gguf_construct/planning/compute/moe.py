@@ -96,21 +96,21 @@ def moe_ffn(
     cur = g.reshape(cur, n_embd, 1, n_tokens)
     gate_up = b.layer(il, "ffn_gate_up_exps.weight")
     if gate_up is not None:
-        merged = g.mul_mat_id(gate_up, cur, selected)
+        merged = b.mm_id(gate_up, cur, selected)
         n_ff = merged.ne[0] // 2
         cur = g.view(merged, n_ff, merged.ne[1], merged.ne[2], nb=(merged.nb[1], merged.nb[2]))
         up = g.view(merged, n_ff, merged.ne[1], merged.ne[2], nb=(merged.nb[1], merged.nb[2]), offset=n_ff * merged.nb[0])
     else:
-        up = _biased(b, g.mul_mat_id(b.need(f"blk.{il}.ffn_up_exps.weight"), cur, selected), il, "ffn_up_exps", selected)
+        up = _biased(b, b.mm_id(b.need(f"blk.{il}.ffn_up_exps.weight"), cur, selected), il, "ffn_up_exps", selected)
         gate = b.layer(il, "ffn_gate_exps.weight")
-        cur = g.mul_mat_id(gate, cur, selected) if gate is not None else up
+        cur = b.mm_id(gate, cur, selected) if gate is not None else up
         cur = _biased(b, cur, il, "ffn_gate_exps", selected)
     has_gate = gate_up is not None or b.layer(il, "ffn_gate_exps.weight") is not None
     if act == "SWIGLU_OAI":
         cur = g.glu_split("SWIGLU_OAI", cur, up)
     else:
         cur = g.glu_split("SWIGLU", cur, up) if has_gate else g.unary("SILU", cur)
-    experts = g.mul_mat_id(b.need(f"blk.{il}.ffn_down_exps.weight"), cur, selected)
+    experts = b.mm_id(b.need(f"blk.{il}.ffn_down_exps.weight"), cur, selected)
     experts = _biased(b, experts, il, "ffn_down_exps", selected)
     experts = g.mul(experts, weights)
     g.expand(experts)
