@@ -1,0 +1,284 @@
+"""Tiny GGUF models of llama.cpp's hybrid architectures (attention layers and recurrent layers in one stack), each
+with every key and tensor llama.cpp's loader requires (llama.cpp src/models/<arch>.cpp: load_arch_hparams,
+load_arch_tensors): :func:`jamba` (Mamba and attention, dense or expert FFNs), :func:`granitehybrid` (Mamba-2 and
+attention), :func:`lfm2` (short convolutions and attention) and :func:`qwen3next` (gated delta nets and gated
+attention, experts with a shared expert). :data:`HYBRID_BUILDERS` maps the architecture name to its builder.
+
+The layer pattern is a parameter: ``attention`` lists the layers that attend (the others are recurrent), written
+as llama.cpp's converters write it (a per-layer ``attention.head_count_kv`` array with 0 for the recurrent layers;
+qwen3next: ``full_attention_interval``). Sizes and the weight type are parameters as in tests/tiny_models.py,
+whose model writer these builders use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from gguf_construct.api.gguf_file import GGUFFile
+from tests.tiny_models import _Model, _qkvo, _swiglu
+
+__all__ = ["HYBRID_BUILDERS", "granitehybrid", "jamba", "lfm2", "qwen3next"]
+
+
+def _head_counts(m: _Model, n_layer: int, n_embd: int, n_head: int, n_head_kv: int, attention: Sequence[int]) -> None:
+    """block_count, the widths and the per-layer KV head counts: 0 marks a recurrent layer."""
+    if not set(attention) <= set(range(n_layer)):
+        raise ValueError(f"attention layers {attention} outside 0 .. {n_layer - 1}")
+    m.key("embedding_length", n_embd)
+    m.key("block_count", n_layer)
+    m.key("attention.head_count", n_head)
+    m.key("attention.head_count_kv", [n_head_kv if il in attention else 0 for il in range(n_layer)], "arr[u32]")
+    m.key("attention.layer_norm_rms_epsilon", 1e-5, "f32")
+
+
+def _mamba_keys(m: _Model, d_conv: int, d_inner: int, d_state: int, dt_rank: int, n_group: int | None = None) -> None:
+    m.key("ssm.conv_kernel", d_conv)
+    m.key("ssm.inner_size", d_inner)
+    m.key("ssm.state_size", d_state)
+    m.key("ssm.time_step_rank", dt_rank)
+    if n_group is not None:
+        m.key("ssm.group_count", n_group)
+
+
+def jamba(
+    *,
+    n_layer: int = 4,
+    n_embd: int = 128,
+    n_ff: int = 256,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    attention: Sequence[int] = (2,),
+    expert_layers: Sequence[int] = (),
+    n_expert: int = 4,
+    n_expert_used: int = 2,
+    d_state: int = 16,
+    d_conv: int = 4,
+    dt_rank: int = 8,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+) -> GGUFFile:
+    """jamba: Mamba layers (d_inner = 2 * n_embd, with dt/B/C norms) and attention layers without rope; the
+    ``expert_layers`` have a softmax-gated mixture of ``n_expert`` SwiGLU experts of ``n_ff``, the others a dense
+    SwiGLU (llama.cpp src/models/jamba.cpp)."""
+    m = _Model("jamba", wtype, seed, n_vocab, context_length)
+    d_inner = 2 * n_embd
+    _head_counts(m, n_layer, n_embd, n_head, n_head_kv, attention)
+    m.key("feed_forward_length", n_ff)
+    _mamba_keys(m, d_conv, d_inner, d_state, dt_rank)
+    if expert_layers:
+        m.key("expert_count", n_expert)
+        m.key("expert_used_count", n_expert_used)
+    hd = n_embd // n_head
+    m.embeddings(n_embd)
+    for i in range(n_layer):
+        b = f"blk.{i}"
+        m.norm(f"{b}.attn_norm", n_embd)
+        if i in attention:
+            _qkvo(m, i, n_embd, n_embd, hd * n_head_kv)
+        else:
+            m.weight(f"{b}.ssm_in.weight", n_embd, 2 * d_inner)
+            m.f32(f"{b}.ssm_conv1d.weight", d_conv, d_inner, scale=0.2)
+            m.f32(f"{b}.ssm_conv1d.bias", d_inner)
+            m.weight(f"{b}.ssm_x.weight", d_inner, dt_rank + 2 * d_state)
+            m.norm(f"{b}.ssm_dt_norm", dt_rank)
+            m.weight(f"{b}.ssm_dt.weight", dt_rank, d_inner)
+            m.f32(f"{b}.ssm_dt.bias", d_inner)
+            m.norm(f"{b}.ssm_b_norm", d_state)
+            m.norm(f"{b}.ssm_c_norm", d_state)
+            m.f32(f"{b}.ssm_a", d_state, d_inner, values=-np.tile(np.arange(1, d_state + 1, dtype=np.float32), d_inner))
+            m.f32(f"{b}.ssm_d", d_inner, values=np.ones(d_inner))
+            m.weight(f"{b}.ssm_out.weight", d_inner, n_embd)
+        m.norm(f"{b}.ffn_norm", n_embd)
+        if i in expert_layers:
+            m.f32(f"{b}.ffn_gate_inp.weight", n_embd, n_expert)
+            m.weight(f"{b}.ffn_gate_exps.weight", n_embd, n_ff, n_expert)
+            m.weight(f"{b}.ffn_down_exps.weight", n_ff, n_embd, n_expert)
+            m.weight(f"{b}.ffn_up_exps.weight", n_embd, n_ff, n_expert)
+        else:
+            _swiglu(m, i, n_embd, n_ff)
+    m.output_norm(n_embd)
+    return m.f
+
+
+def granitehybrid(
+    *,
+    n_layer: int = 4,
+    n_embd: int = 128,
+    n_ff: int = 256,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    attention: Sequence[int] = (1,),
+    d_state: int = 32,
+    d_conv: int = 4,
+    head_dim: int = 32,
+    n_group: int = 1,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+    scales: bool = True,
+) -> GGUFFile:
+    """granitehybrid (Granite 4.0 H): Mamba-2 layers (d_inner = 2 * n_embd in heads of ``head_dim``, B and C in
+    ``n_group`` groups) and roped attention layers, each with a dense SwiGLU; ``scales`` writes Granite's logit,
+    residual, embedding and attention scales as its converter does (llama.cpp src/models/granite-hybrid.cpp)."""
+    m = _Model("granitehybrid", wtype, seed, n_vocab, context_length)
+    d_inner = 2 * n_embd
+    n_ssm_head = d_inner // head_dim
+    hd = n_embd // n_head
+    _head_counts(m, n_layer, n_embd, n_head, n_head_kv, attention)
+    m.key("feed_forward_length", n_ff)
+    m.key("rope.dimension_count", hd)
+    _mamba_keys(m, d_conv, d_inner, d_state, n_ssm_head, n_group)
+    if scales:
+        m.key("logit_scale", 8.0, "f32")
+        m.key("residual_scale", 0.22, "f32")
+        m.key("embedding_scale", 12.0, "f32")
+        m.key("attention.scale", 0.0078125, "f32")
+    m.embeddings(n_embd)
+    conv = d_inner + 2 * n_group * d_state
+    for i in range(n_layer):
+        b = f"blk.{i}"
+        m.norm(f"{b}.attn_norm", n_embd)
+        if i in attention:
+            _qkvo(m, i, n_embd, n_embd, hd * n_head_kv)
+        else:
+            m.weight(f"{b}.ssm_in.weight", n_embd, 2 * d_inner + 2 * n_group * d_state + n_ssm_head)
+            m.f32(f"{b}.ssm_conv1d.weight", d_conv, conv, scale=0.2)
+            m.f32(f"{b}.ssm_conv1d.bias", conv)
+            m.f32(f"{b}.ssm_dt.bias", n_ssm_head)
+            m.f32(f"{b}.ssm_a", 1, n_ssm_head, values=-np.arange(1, n_ssm_head + 1, dtype=np.float32))
+            m.f32(f"{b}.ssm_d", 1, n_ssm_head, values=np.ones(n_ssm_head))
+            m.f32(f"{b}.ssm_norm.weight", d_inner // n_group, n_group, values=np.ones(d_inner))
+            m.weight(f"{b}.ssm_out.weight", d_inner, n_embd)
+        m.norm(f"{b}.ffn_norm", n_embd)
+        _swiglu(m, i, n_embd, n_ff)
+    m.output_norm(n_embd)
+    return m.f
+
+
+def lfm2(
+    *,
+    n_layer: int = 4,
+    n_embd: int = 128,
+    n_ff: int = 256,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    attention: Sequence[int] = (1, 3),
+    l_cache: int = 3,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+) -> GGUFFile:
+    """lfm2: gated short-convolution layers (a window of ``l_cache``) and attention layers with q/k norms, each
+    with a dense SwiGLU; the final norm is called token_embd_norm (llama.cpp src/models/lfm2.cpp)."""
+    m = _Model("lfm2", wtype, seed, n_vocab, context_length)
+    hd = n_embd // n_head
+    _head_counts(m, n_layer, n_embd, n_head, n_head_kv, attention)
+    m.key("feed_forward_length", n_ff)
+    m.key("rope.dimension_count", hd)
+    m.key("shortconv.l_cache", l_cache)
+    m.embeddings(n_embd, output=False)
+    for i in range(n_layer):
+        b = f"blk.{i}"
+        m.norm(f"{b}.ffn_norm", n_embd)
+        _swiglu(m, i, n_embd, n_ff)
+        m.norm(f"{b}.attn_norm", n_embd)
+        if i in attention:
+            m.norm(f"{b}.attn_q_norm", hd)
+            m.norm(f"{b}.attn_k_norm", hd)
+            _qkvo(m, i, n_embd, n_embd, hd * n_head_kv)
+        else:
+            m.f32(f"{b}.shortconv.conv.weight", l_cache, n_embd, scale=0.2)
+            m.weight(f"{b}.shortconv.in_proj.weight", n_embd, 3 * n_embd)
+            m.weight(f"{b}.shortconv.out_proj.weight", n_embd, n_embd)
+    m.norm("token_embd_norm", n_embd)
+    return m.f
+
+
+def qwen3next(
+    *,
+    n_layer: int = 4,
+    n_embd: int = 128,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    head_dim: int = 64,
+    full_attention_interval: int = 4,
+    n_k_heads: int = 2,
+    n_v_heads: int = 4,
+    head_k_dim: int = 32,
+    d_conv: int = 4,
+    n_expert: int = 4,
+    n_expert_used: int = 2,
+    n_ff_exp: int = 64,
+    n_ff_shexp: int = 128,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+) -> GGUFFile:
+    """qwen3next: gated delta-net layers (``n_k_heads`` key heads, ``n_v_heads`` value heads, both of
+    ``head_k_dim``) and, every ``full_attention_interval``-th layer, gated attention with q/k norms; every layer
+    has experts and a sigmoid-gated shared expert (llama.cpp src/models/qwen3next.cpp), in the layout its
+    converter writes now (attn_qkv and attn_gate, not the older fused ssm_in)."""
+    m = _Model("qwen3next", wtype, seed, n_vocab, context_length)
+    m.key("embedding_length", n_embd)
+    m.key("block_count", n_layer)
+    m.key("attention.head_count", n_head)
+    m.key("attention.head_count_kv", n_head_kv)
+    m.key("attention.key_length", head_dim)
+    m.key("attention.value_length", head_dim)
+    m.key("attention.layer_norm_rms_epsilon", 1e-6, "f32")
+    m.key("rope.dimension_count", head_dim // 4)
+    m.key("rope.freq_base", 10000000.0, "f32")
+    m.key("feed_forward_length", n_ff_exp * n_expert_used)
+    m.key("expert_count", n_expert)
+    m.key("expert_used_count", n_expert_used)
+    m.key("expert_feed_forward_length", n_ff_exp)
+    m.key("expert_shared_feed_forward_length", n_ff_shexp)
+    m.key("full_attention_interval", full_attention_interval)
+    value_dim, key_dim = head_k_dim * n_v_heads, head_k_dim * n_k_heads
+    _mamba_keys(m, d_conv, value_dim, head_k_dim, n_v_heads, n_k_heads)
+    m.embeddings(n_embd)
+    for i in range(n_layer):
+        b = f"blk.{i}"
+        m.norm(f"{b}.attn_norm", n_embd)
+        m.norm(f"{b}.post_attention_norm", n_embd)
+        if (i + 1) % full_attention_interval == 0:
+            m.weight(f"{b}.attn_q.weight", n_embd, head_dim * n_head * 2)
+            m.weight(f"{b}.attn_k.weight", n_embd, head_dim * n_head_kv)
+            m.weight(f"{b}.attn_v.weight", n_embd, head_dim * n_head_kv)
+            m.weight(f"{b}.attn_output.weight", head_dim * n_head, n_embd)
+            m.norm(f"{b}.attn_q_norm", head_dim)
+            m.norm(f"{b}.attn_k_norm", head_dim)
+        else:
+            m.weight(f"{b}.attn_qkv.weight", n_embd, 2 * key_dim + value_dim)
+            m.weight(f"{b}.attn_gate.weight", n_embd, value_dim)
+            m.f32(f"{b}.ssm_conv1d.weight", d_conv, 2 * key_dim + value_dim, scale=0.2)
+            m.f32(f"{b}.ssm_dt.bias", n_v_heads)
+            m.f32(f"{b}.ssm_a", n_v_heads, values=-np.arange(1, n_v_heads + 1, dtype=np.float32))
+            m.weight(f"{b}.ssm_ba.weight", n_embd, 2 * n_v_heads)
+            m.norm(f"{b}.ssm_norm", head_k_dim)
+            m.weight(f"{b}.ssm_out.weight", value_dim, n_embd)
+        m.f32(f"{b}.ffn_gate_inp.weight", n_embd, n_expert)
+        m.weight(f"{b}.ffn_gate_exps.weight", n_embd, n_ff_exp, n_expert)
+        m.weight(f"{b}.ffn_up_exps.weight", n_embd, n_ff_exp, n_expert)
+        m.weight(f"{b}.ffn_down_exps.weight", n_ff_exp, n_embd, n_expert)
+        m.f32(f"{b}.ffn_gate_inp_shexp.weight", n_embd)
+        m.weight(f"{b}.ffn_gate_shexp.weight", n_embd, n_ff_shexp)
+        m.weight(f"{b}.ffn_up_shexp.weight", n_embd, n_ff_shexp)
+        m.weight(f"{b}.ffn_down_shexp.weight", n_ff_shexp, n_embd)
+    m.output_norm(n_embd)
+    return m.f
+
+
+HYBRID_BUILDERS: dict[str, Callable[..., GGUFFile]] = {
+    "jamba": jamba,
+    "granitehybrid": granitehybrid,
+    "lfm2": lfm2,
+    "qwen3next": qwen3next,
+}
