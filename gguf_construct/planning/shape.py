@@ -100,6 +100,9 @@ KEYS: dict[str, str] = {
     "ssm.time_step_rank": "uint",
     "ssm.group_count": "uint",
     "ssm.dt_b_c_rms": "bool",
+    "shortconv.l_cache": "uint",
+    "full_attention_interval": "uint",
+    "attention.recurrent_layers": "pattern",
     "wkv.head_size": "uint",
     "token_shift_count": "uint",
     "rescale_every_n_layers": "uint",
@@ -187,6 +190,9 @@ class ModelShape:
     n_embd_head_v: int
     n_rot: int
     swa_layers: tuple[bool, ...]
+    #: the layers with a recurrent state instead of a KV cache: all of a recurrent model's, none of an attention
+    #: model's, the ones the architecture's layer rule picks in a hybrid (``recurrent_layers`` in schema/memory.json)
+    recurrent_layers: tuple[bool, ...]
     n_swa: int
     mla: bool  # DeepSeek's multi-head latent attention: the cache holds K only
     n_lora_kv: int
@@ -204,6 +210,7 @@ class ModelShape:
     ssm_d_state: int
     ssm_dt_rank: int
     ssm_n_group: int
+    shortconv_l_cache: int  # LFM2's short-convolution window
     wkv_head_size: int
     token_shift_count: int
     rwkv_lora: Mapping[str, int]  # RWKV's LoRA ranks (time_decay, decay, iclr, value_residual_mix, gate ...)
@@ -217,7 +224,8 @@ class ModelShape:
 
     @property
     def memory(self) -> str | None:
-        """'kv', 'recurrent', or None for an architecture the table does not describe."""
+        """'kv', 'recurrent', 'hybrid' (attention and recurrent layers), or None for an architecture the table does
+        not describe."""
         entry = architecture(self.arch)
         return entry["memory"] if entry else None
 
@@ -246,6 +254,8 @@ class ModelShape:
         """Values per cell of the recurrent 'r' state (token shifts, or Mamba's convolution state)."""
         if self.wkv_head_size:
             return self.token_shift_count * self.n_embd
+        if self.shortconv_l_cache:
+            return self.n_embd * (self.shortconv_l_cache - 1)
         return max(self.ssm_d_conv - 1, 0) * (self.ssm_d_inner + 2 * self.ssm_n_group * self.ssm_d_state)
 
     @property
@@ -305,6 +315,7 @@ class ModelShape:
         head_v_swa = uint("attention.value_length_swa", head_v_full)
 
         swa_layers, n_swa = _swa(entry.get("swa"), key, n_layer)
+        recurrent_layers = _recurrent_layers(entry, key, n_layer, n_head_kv, arch)
         head_k = tuple(head_k_swa if s else head_k_full for s in swa_layers)
         head_v = tuple(head_v_swa if s else head_v_full for s in swa_layers)
 
@@ -339,6 +350,7 @@ class ModelShape:
             n_embd_head_v=head_v_full,
             n_rot=uint("rope.dimension_count", head_k_full),
             swa_layers=swa_layers,
+            recurrent_layers=recurrent_layers,
             n_swa=n_swa,
             mla=bool(entry.get("mla")) and head_k_mla != 0 and head_v_mla != 0,
             n_lora_kv=uint("attention.kv_lora_rank"),
@@ -356,6 +368,7 @@ class ModelShape:
             ssm_d_state=uint("ssm.state_size"),
             ssm_dt_rank=uint("ssm.time_step_rank"),
             ssm_n_group=uint("ssm.group_count"),
+            shortconv_l_cache=uint("shortconv.l_cache"),
             wkv_head_size=uint("wkv.head_size"),
             token_shift_count=uint("token_shift_count", int(entry.get("token_shift_count", 0))),
             rwkv_lora=lora,
@@ -378,6 +391,33 @@ def _swa(rule: Mapping[str, Any] | None, key: Any, n_layer: int) -> tuple[tuple[
         return tuple(bool(p) for p in pattern), window
     period = _uint("attention.sliding_window_pattern", pattern)
     return tuple(period == 0 or il % period < period - 1 for il in range(n_layer)), window
+
+
+def _recurrent_layers(entry: Mapping[str, Any], key: Any, n_layer: int, n_head_kv: tuple[int, ...], arch: str) -> tuple[bool, ...]:
+    """Which layers keep a recurrent state (``hparams.is_recr``): every layer of a recurrent model, none of an
+    attention model's; in a hybrid, by the architecture's rule (schema/memory.json ``recurrent_layers``):
+    ``no_kv_heads``, the layers whose ``attention.head_count_kv`` is 0 (jamba, granitehybrid, lfm2);
+    ``interval``, the ``attention.recurrent_layers`` flags or else all but every ``full_attention_interval``-th
+    layer (qwen3next)."""
+    memory = entry.get("memory")
+    if memory != "hybrid":
+        return (memory == "recurrent",) * n_layer
+    rule = entry.get("recurrent_layers", {})
+    if rule.get("rule") == "no_kv_heads":
+        return tuple(h == 0 for h in n_head_kv)
+    if rule.get("rule") == "interval":
+        flags = key("attention.recurrent_layers")
+        if isinstance(flags, _ARRAYS):  # n_layer flags (checked against KEYS)
+            return tuple(bool(f) for f in flags)
+        if flags is not None:  # get_key_or_arr: one value for every layer
+            return (bool(flags),) * n_layer
+        name = f"{arch}.full_attention_interval"
+        found = key("full_attention_interval")
+        interval = int(rule["default_interval"]) if found is None else _uint(name, found)
+        if interval == 0:  # llama.cpp takes (il + 1) % 0: a division by zero
+            raise refused(name, f"{name} is 0")
+        return tuple((il + 1) % interval != 0 for il in range(n_layer))
+    raise ValueError(f"schema/memory.json: {arch} is hybrid without a known recurrent_layers rule")
 
 
 def _spans(f: Any) -> list[TensorSpan]:
