@@ -1,0 +1,77 @@
+"""The compute buffer of llama.cpp's hybrid architectures (jamba, granitehybrid, lfm2), planned from the GGUF header
+and measured by llama.cpp itself: the same bytes across batch sizes, contexts, 1 to 4 sequences, cache types and
+flash attention on or off; and the same graph, node for node."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("llama_cpp")
+
+from gguf_construct.api.gguf_file import load_gguf  # noqa: E402
+from gguf_construct.planning.compute import Batch, build_graph, compute_bytes  # noqa: E402
+from gguf_construct.planning.context import ContextRequest, resolve  # noqa: E402
+from gguf_construct.planning.shape import ModelShape  # noqa: E402
+from tests.llama_memory import measure  # noqa: E402
+from tests.planning.llama_cgraph import reserved_graph  # noqa: E402
+from tests.planning.tiny_hybrid import HYBRID_BUILDERS  # noqa: E402
+
+ARCHS = ["jamba", "granitehybrid", "lfm2"]
+SETTINGS = [
+    dict(n_ctx=512),
+    dict(n_ctx=1024, n_ubatch=128),
+    dict(n_ctx=600, n_seq_max=3),
+    dict(n_ctx=256, n_seq_max=4, n_ubatch=64, type_k="q8_0", type_v="q8_0"),
+    dict(n_ctx=2048, n_batch=1024, n_ubatch=1024, flash_attn="off"),
+    dict(n_ctx=512, n_seq_max=2, kv_unified=True),
+]
+# other layer patterns, sizes and weight types than the builders' defaults
+VARIANTS = {
+    "jamba": dict(n_layer=5, attention=(0, 3), expert_layers=(1, 3), n_embd=256, n_head=8, n_vocab=300, wtype="q4_0"),
+    "granitehybrid": dict(n_layer=3, attention=(2,), n_group=2, head_dim=64, scales=False, n_vocab=300, wtype="q8_0"),
+    "lfm2": dict(n_layer=5, attention=(0, 4), l_cache=4, n_embd=256, n_head=4, n_head_kv=4, n_vocab=300, wtype="q4_0"),
+}
+
+
+def _shape(path) -> ModelShape:
+    return ModelShape.of(load_gguf(path, strict=False))  # hybrids' per-layer head_count_kv: see tiny_hybrid
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    out = {}
+    tmp = tmp_path_factory.mktemp("hybrid")
+    for arch in ARCHS:
+        for name, kw in ((arch, {}), (f"{arch}-variant", VARIANTS[arch])):
+            out[name] = tmp / f"{name}.gguf"
+            HYBRID_BUILDERS[arch](**kw).save(out[name], keep_valid=False)
+    return out
+
+
+def _planned_and_measured(path, **settings) -> tuple[int, int]:
+    shape = _shape(path)
+    return compute_bytes(shape, resolve(shape, ContextRequest(**settings))), measure(path, **settings).total("compute")
+
+
+@pytest.mark.parametrize("settings", SETTINGS, ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items()))
+@pytest.mark.parametrize("arch", ARCHS)
+def test_compute_buffer_is_llama_cpps(arch, settings, models):
+    planned, measured = _planned_and_measured(models[arch], **settings)
+    assert planned == measured
+
+
+@pytest.mark.parametrize("settings", SETTINGS[:3], ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items()))
+@pytest.mark.parametrize("name", [f"{a}-variant" for a in ARCHS])
+def test_other_layer_patterns_sizes_and_weight_types(name, settings, models):
+    planned, measured = _planned_and_measured(models[name], **settings)
+    assert planned == measured
+
+
+@pytest.mark.parametrize("name", ARCHS + [f"{a}-variant" for a in ARCHS])
+def test_graph_is_llama_cpps_node_for_node(name, models):
+    """Two sequences of 8 tokens: every node's op, type, shape and view-ness as in llama.cpp's reserved graph."""
+    shape = _shape(models[name])
+    settings = dict(n_ctx=256, n_seq_max=2)
+    planned = build_graph(shape, resolve(shape, ContextRequest(**settings)), Batch(16, 2, 16))
+    ref = reserved_graph(models[name], n_tokens=16, n_seqs=2, n_outputs=16, **settings)
+    assert planned.summary() == ref.summary()
