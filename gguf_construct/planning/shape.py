@@ -416,7 +416,8 @@ def _recurrent_layers(entry: Mapping[str, Any], key: Any, n_layer: int, n_head_k
         interval = int(rule["default_interval"]) if found is None else _uint(name, found)
         if interval == 0:  # llama.cpp takes (il + 1) % 0: a division by zero
             raise refused(name, f"{name} is 0")
-        return tuple((il + 1) % interval != 0 for il in range(n_layer))
+        n_main = n_layer - int(key("nextn_predict_layers") or 0)  # the prediction blocks are not recurrent
+        return tuple(il < n_main and (il + 1) % interval != 0 for il in range(n_layer))
     raise ValueError(f"schema/memory.json: {arch} is hybrid without a known recurrent_layers rule")
 
 
