@@ -77,6 +77,7 @@ KEYS: dict[str, str] = {
     "attention.sliding_window_pattern": "pattern",
     "attention.temperature_scale": "float",
     "rope.dimension_count": "uint",
+    "rope.scaling.finetuned": "bool",
     "expert_count": "uint",
     "expert_used_count": "uint",
     "expert_feed_forward_length": "uint",

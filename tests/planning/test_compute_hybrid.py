@@ -70,9 +70,11 @@ def test_other_layer_patterns_sizes_and_weight_types(name, settings, models):
 
 @pytest.mark.parametrize("name", ARCHS + [f"{a}-variant" for a in ARCHS])
 def test_graph_is_llama_cpps_node_for_node(name, models):
-    """Two sequences of 8 tokens: every node's op, type, shape and view-ness as in llama.cpp's reserved graph."""
+    """Two sequences of 8 tokens: every node's op, type, shape, view-ness and output flag as in llama.cpp's reserved
+    graph."""
     shape = _shape(models[name])
     settings = dict(n_ctx=256, n_seq_max=2)
     planned = build_graph(shape, resolve(shape, ContextRequest(**settings)), Batch(16, 2, 16))
     ref = reserved_graph(models[name], n_tokens=16, n_seqs=2, n_outputs=16, **settings)
     assert planned.summary() == ref.summary()
+    assert [t.output for t in planned.nodes] == [t.output for t in ref.nodes]  # outputs are never freed

@@ -335,6 +335,7 @@ def build_qwen3next(b: GraphBuilder) -> None:
         post = b.norm(cur, r.lw(il, "post_attention_norm.weight"))
         inp_l = g.add(_qwen3next_ffn(b, post, il), cur)
     cur = b.norm(inp_l, b.need("output_norm.weight"))
+    cur.output = True  # res->t_h_nextn, the prediction head's input
     cur = g.get_rows(cur, out_ids)
     cur.output = True
     cur = b.mm(b.w("output.weight") or b.need("token_embd.weight"), cur)
