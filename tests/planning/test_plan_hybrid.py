@@ -1,7 +1,8 @@
 """Hybrid models (attention and recurrent layers in one stack: jamba, granitehybrid, lfm2, qwen3next) planned from
 the header and measured by llama.cpp (``llama_get_memory_breakdown``): the model buffers, the KV cache of the
 attention layers and the recurrent state of the recurrent layers, byte for byte, across contexts, sequence counts,
-cache types, weight types and mmap; the layers llama.cpp gives a KV cache are the plan's."""
+cache types, weight types and mmap; the layers llama.cpp gives a KV cache are the plan's; at released models'
+widths in the memory benchmark's settings, the compute buffer too."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ pytest.importorskip("llama_cpp")
 from llama_memory import cpu_features, measure  # noqa: E402
 
 from gguf_construct.planning import PlanError, plan  # noqa: E402
-from tests.planning.tiny_hybrid import HYBRID_BUILDERS  # noqa: E402
+from tests.planning.tiny_hybrid import HYBRID_BUILDERS, granitehybrid, jamba, lfm2, qwen3next  # noqa: E402
+from tests.tiny_models import zero_filled  # noqa: E402
 
 SETTINGS = [
     dict(n_ctx=64),
@@ -74,3 +76,46 @@ def test_other_layer_patterns_and_weight_types(arch, kw, tmp_path):
     """Other layer patterns (attention first or last, experts in some layers), group counts, windows and weight
     types, repacked for this CPU or not."""
     _compare(_save(tmp_path, arch, **kw), [dict(n_ctx=512, n_seq_max=2), dict(n_ctx=256, use_mmap=False)])
+
+
+#: the widths, heads, state sizes and vocabularies of released hybrids, few layers (each layer kind at least once)
+#: and fewer experts, tensors of zero bytes (tests/tiny_models.zero_filled)
+REAL_WIDTHS = {
+    "jamba (Jamba-v0.1 widths, 2 of 16 experts)": lambda: zero_filled(
+        jamba, n_layer=4, attention=(2,), expert_layers=(1,), n_expert=2, n_expert_used=2, n_embd=4096, n_ff=14336,
+        n_head=32, n_head_kv=8, d_state=16, dt_rank=256, n_vocab=65536, wtype="q4_0",
+    ),
+    "granitehybrid (Granite-4.0-H-Micro widths)": lambda: zero_filled(
+        granitehybrid, n_layer=2, attention=(1,), n_embd=2048, n_ff=8192, n_head=32, n_head_kv=8, d_state=128,
+        head_dim=64, n_group=1, n_vocab=100352, wtype="q4_0",
+    ),
+    "lfm2 (LFM2-1.2B widths)": lambda: zero_filled(
+        lfm2, n_layer=2, attention=(1,), n_embd=2048, n_ff=8192, n_head=32, n_head_kv=8, l_cache=3, n_vocab=65536, wtype="q4_0"
+    ),
+    "qwen3next (Qwen3-Next-80B-A3B widths, 16 of 512 experts)": lambda: zero_filled(
+        qwen3next, n_layer=4, n_embd=2048, n_head=16, n_head_kv=2, head_dim=256, n_k_heads=16, n_v_heads=32,
+        head_k_dim=128, n_expert=16, n_expert_used=10, n_ff_exp=512, n_ff_shexp=512, n_vocab=151936, wtype="q4_0",
+    ),
+}  # fmt: skip
+#: the memory benchmark's settings (benchmarks/bench_plan.py)
+BENCH_SETTINGS = [
+    dict(n_ctx=4096),
+    dict(n_ctx=4096, flash_attn="off"),
+    dict(n_ctx=8192, n_ubatch=2048, n_batch=2048, type_k="q8_0", type_v="q8_0"),
+    dict(n_ctx=16384, n_seq_max=4, n_ubatch=256),
+]
+
+
+@pytest.mark.parametrize("name", REAL_WIDTHS)
+def test_real_widths_are_exact_in_the_benchmark_settings(name, tmp_path):
+    """Weights, KV cache, recurrent state and the compute buffer, byte for byte, at released models' widths."""
+    path = tmp_path / "model.gguf"
+    REAL_WIDTHS[name]().save(path, keep_valid=False)
+    features = cpu_features()
+    for kw in BENCH_SETTINGS:
+        p, m = plan(path, features=features, **kw), measure(path, **kw)
+        assert (p.model_bytes, p.kv_bytes + p.recurrent_bytes, p.compute_bytes) == (
+            m.total("model"),
+            m.total("context"),
+            m.total("compute"),
+        ), kw
