@@ -52,7 +52,7 @@ def kv_cache(shape: ModelShape, ctx: ResolvedContext) -> list[CacheLayer]:
     v_max = max((shape.n_embd_v_gqa(il) for il in range(n_layer)), default=0)
     out = []
     for il in range(n_layer):
-        if shape.recurrent_layers[il]:
+        if not shape.attention_layers[il]:
             continue
         cells = ctx.n_ctx_swa if shape.swa_layers[il] else ctx.n_ctx_seq
         k = aligned(ggml_nbytes((shape.n_embd_k_gqa(il), cells, ctx.n_stream), ctx.type_k))

@@ -191,8 +191,11 @@ class ModelShape:
     n_embd_head_v: int
     n_rot: int
     swa_layers: tuple[bool, ...]
-    #: the layers with a recurrent state instead of a KV cache: all of a recurrent model's, none of an attention
-    #: model's, the ones the architecture's layer rule picks in a hybrid (``recurrent_layers`` in schema/memory.json)
+    #: the layers with a KV cache: all of an attention model's, none of a recurrent model's, the ones the
+    #: architecture's layer rule picks in a hybrid (``recurrent_layers`` in schema/memory.json)
+    attention_layers: tuple[bool, ...]
+    #: the layers with a recurrent state: all of a recurrent model's, none of an attention model's, the recurrent
+    #: layers of a hybrid
     recurrent_layers: tuple[bool, ...]
     n_swa: int
     mla: bool  # DeepSeek's multi-head latent attention: the cache holds K only
@@ -316,7 +319,7 @@ class ModelShape:
         head_v_swa = uint("attention.value_length_swa", head_v_full)
 
         swa_layers, n_swa = _swa(entry.get("swa"), key, n_layer)
-        recurrent_layers = _recurrent_layers(entry, key, n_layer, n_head_kv, arch)
+        attention_layers, recurrent_layers = _cache_layers(entry, key, n_layer, n_head_kv, n_ff, arch)
         head_k = tuple(head_k_swa if s else head_k_full for s in swa_layers)
         head_v = tuple(head_v_swa if s else head_v_full for s in swa_layers)
 
@@ -351,6 +354,7 @@ class ModelShape:
             n_embd_head_v=head_v_full,
             n_rot=uint("rope.dimension_count", head_k_full),
             swa_layers=swa_layers,
+            attention_layers=attention_layers,
             recurrent_layers=recurrent_layers,
             n_swa=n_swa,
             mla=bool(entry.get("mla")) and head_k_mla != 0 and head_v_mla != 0,
@@ -394,32 +398,57 @@ def _swa(rule: Mapping[str, Any] | None, key: Any, n_layer: int) -> tuple[tuple[
     return tuple(period == 0 or il % period < period - 1 for il in range(n_layer)), window
 
 
-def _recurrent_layers(entry: Mapping[str, Any], key: Any, n_layer: int, n_head_kv: tuple[int, ...], arch: str) -> tuple[bool, ...]:
-    """Which layers keep a recurrent state (``hparams.is_recr``): every layer of a recurrent model, none of an
-    attention model's; in a hybrid, by the architecture's rule (schema/memory.json ``recurrent_layers``):
-    ``no_kv_heads``, the layers whose ``attention.head_count_kv`` is 0 (jamba, granitehybrid, lfm2);
+def _cache_layers(
+    entry: Mapping[str, Any], key: Any, n_layer: int, n_head_kv: tuple[int, ...], n_ff: tuple[int, ...], arch: str
+) -> tuple[tuple[bool, ...], tuple[bool, ...]]:
+    """Which layers have a KV cache and which a recurrent state. Every layer of an attention model has the first,
+    of a recurrent model the second; a hybrid's recurrent layers (``hparams.is_recr``) follow the architecture's
+    rule (schema/memory.json ``recurrent_layers``): ``no_kv_heads``, the layers whose ``attention.head_count_kv``
+    is 0; ``no_kv_heads_no_ffn``, those whose head_count_kv and feed_forward_length are both 0; ``all``;
     ``interval``, the ``attention.recurrent_layers`` flags or else all but every ``full_attention_interval``-th
-    layer (qwen3next)."""
+    layer. Its ``caches`` (llama_memory_hybrid's layer filters, src/llama-model.cpp create_memory): ``split``,
+    the KV cache over the other layers and the state over the recurrent ones; ``both``, both over every layer;
+    ``mixers``, like split but only over the layers without a feed-forward (the others only run one)."""
     memory = entry.get("memory")
     if memory != "hybrid":
-        return (memory == "recurrent",) * n_layer
+        return (memory == "kv",) * n_layer, (memory == "recurrent",) * n_layer
     rule = entry.get("recurrent_layers", {})
-    if rule.get("rule") == "no_kv_heads":
-        return tuple(h == 0 for h in n_head_kv)
-    if rule.get("rule") == "interval":
-        flags = key("attention.recurrent_layers")
-        if isinstance(flags, _ARRAYS):  # n_layer flags (checked against KEYS)
-            return tuple(bool(f) for f in flags)
-        if flags is not None:  # get_key_or_arr: one value for every layer
-            return (bool(flags),) * n_layer
-        name = f"{arch}.full_attention_interval"
-        found = key("full_attention_interval")
-        interval = int(rule["default_interval"]) if found is None else _uint(name, found)
-        if interval == 0:  # llama.cpp takes (il + 1) % 0: a division by zero
-            raise refused(name, f"{name} is 0")
-        n_main = n_layer - int(key("nextn_predict_layers") or 0)  # the prediction blocks are not recurrent
-        return tuple(il < n_main and (il + 1) % interval != 0 for il in range(n_layer))
-    raise ValueError(f"schema/memory.json: {arch} is hybrid without a known recurrent_layers rule")
+    kind = rule.get("rule")
+    if kind == "no_kv_heads":
+        recurrent = tuple(h == 0 for h in n_head_kv)
+    elif kind == "no_kv_heads_no_ffn":
+        recurrent = tuple(h == 0 and f == 0 for h, f in zip(n_head_kv, n_ff, strict=True))
+    elif kind == "all":
+        recurrent = (True,) * n_layer
+    elif kind == "interval":
+        recurrent = _interval_layers(rule, key, n_layer, arch)
+    else:
+        raise ValueError(f"schema/memory.json: {arch} is hybrid without a known recurrent_layers rule")
+    caches = rule.get("caches", "split")
+    if caches == "both":
+        return (True,) * n_layer, (True,) * n_layer
+    if caches == "mixers":
+        return tuple(not r and f == 0 for r, f in zip(recurrent, n_ff, strict=True)), tuple(
+            r and f == 0 for r, f in zip(recurrent, n_ff, strict=True)
+        )
+    return tuple(not r for r in recurrent), recurrent
+
+
+def _interval_layers(rule: Mapping[str, Any], key: Any, n_layer: int, arch: str) -> tuple[bool, ...]:
+    """qwen3next's recurrent layers: the ``attention.recurrent_layers`` flags (one value: every layer), else all
+    but every ``full_attention_interval``-th of the main layers."""
+    flags = key("attention.recurrent_layers")
+    if isinstance(flags, _ARRAYS):  # n_layer flags (checked against KEYS)
+        return tuple(bool(f) for f in flags)
+    if flags is not None:  # get_key_or_arr: one value for every layer
+        return (bool(flags),) * n_layer
+    name = f"{arch}.full_attention_interval"
+    found = key("full_attention_interval")
+    interval = int(rule["default_interval"]) if found is None else _uint(name, found)
+    if interval == 0:  # llama.cpp takes (il + 1) % 0: a division by zero
+        raise refused(name, f"{name} is 0")
+    n_main = n_layer - int(key("nextn_predict_layers") or 0)  # the prediction blocks are not recurrent
+    return tuple(il < n_main and (il + 1) % interval != 0 for il in range(n_layer))
 
 
 def _spans(f: Any) -> list[TensorSpan]:

@@ -1,8 +1,8 @@
 """Hybrid models (attention and recurrent layers in one stack: jamba, granitehybrid, lfm2, qwen3next) planned from
 the header and measured by llama.cpp (``llama_get_memory_breakdown``): the model buffers, the KV cache of the
 attention layers and the recurrent state of the recurrent layers, byte for byte, across contexts, sequence counts,
-cache types, weight types and mmap; the layers llama.cpp gives a KV cache are the plan's; at released models'
-widths in the memory benchmark's settings, the compute buffer too."""
+cache types, weight types and mmap; the layers llama.cpp gives a KV cache are the plan's, those with a recurrent
+mixer hold the state; at released models' widths in the memory benchmark's settings, the compute buffer too."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ pytest.importorskip("llama_cpp")
 
 from llama_memory import cpu_features, measure  # noqa: E402
 
+from gguf_construct.api.gguf_file import load_gguf  # noqa: E402
 from gguf_construct.planning import PlanError, plan  # noqa: E402
 from tests.planning.tiny_hybrid import HYBRID_BUILDERS, granitehybrid, jamba, lfm2, qwen3next  # noqa: E402
 from tests.tiny_models import zero_filled  # noqa: E402
@@ -53,7 +54,12 @@ def _compare(path, settings):
         assert p.kv_bytes + p.recurrent_bytes == m.total("context"), kw
         attending = [int(n) for n in _KV_LAYER.findall("".join(m.log))]
         assert [layer.layer for layer in p.kv_layers] == attending, kw
-        assert sorted(layer.layer for layer in p.kv_layers + p.recurrent_layers) == list(range(p.n_layer)), kw
+        mixers = {
+            t.name.split(".")[1]
+            for t in load_gguf(path, strict=False).tensors.values()
+            if ".ssm_conv1d." in t.name or ".shortconv." in t.name
+        }
+        assert [layer.layer for layer in p.recurrent_layers] == sorted(int(il) for il in mixers), kw
         assert p.kv_bytes > 0 and p.recurrent_bytes > 0, kw
 
 
@@ -69,6 +75,8 @@ def test_buffers_match_llama_cpp(arch, tmp_path):
         ("granitehybrid", dict(wtype="q8_0", n_layer=3, attention=(0,), n_group=2, scales=False)),
         ("lfm2", dict(wtype="q4_K", n_embd=256, n_head=8, attention=(0, 2), l_cache=4)),
         ("qwen3next", dict(wtype="q4_0", n_layer=6, full_attention_interval=3)),
+        ("falcon-h1", dict(wtype="q8_0", n_layer=3, d_inner=256, ssm_head_dim=64)),
+        ("nemotron_h", dict(wtype="q4_0", n_layer=4, attention=(3,), mlp=(0,))),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )

@@ -2,7 +2,8 @@
 with every key and tensor llama.cpp's loader requires (llama.cpp src/models/<arch>.cpp: load_arch_hparams,
 load_arch_tensors): :func:`jamba` (Mamba and attention, dense or expert FFNs), :func:`granitehybrid` (Mamba-2 and
 attention), :func:`lfm2` (short convolutions and attention) and :func:`qwen3next` (gated delta nets and gated
-attention, experts with a shared expert). :data:`HYBRID_BUILDERS` maps the architecture name to its builder.
+attention, experts with a shared expert), :func:`falcon_h1` (attention and Mamba-2 side by side in every layer)
+and :func:`nemotron_h` (Mamba-2, attention and MLP layers). :data:`HYBRID_BUILDERS` maps the architecture name to its builder.
 
 The layer pattern is a parameter: ``attention`` lists the layers that attend (the others are recurrent), written
 as llama.cpp's converters write it (a per-layer ``attention.head_count_kv`` array with 0 for the recurrent layers;
@@ -19,7 +20,7 @@ import numpy as np
 from gguf_construct.api.gguf_file import GGUFFile
 from tests.tiny_models import _Model, _qkvo, _swiglu
 
-__all__ = ["HYBRID_BUILDERS", "granitehybrid", "jamba", "lfm2", "qwen3next"]
+__all__ = ["HYBRID_BUILDERS", "falcon_h1", "granitehybrid", "jamba", "lfm2", "nemotron_h", "qwen3next"]
 
 
 def _head_counts(m: _Model, n_layer: int, n_embd: int, n_head: int, n_head_kv: int, attention: Sequence[int]) -> None:
@@ -276,9 +277,115 @@ def qwen3next(
     return m.f
 
 
+def _mamba2_mixer(m: _Model, b: str, n_embd: int, d_inner: int, d_state: int, d_conv: int, n_ssm_head: int, n_group: int) -> None:
+    """One Mamba-2 mixer's tensors (llama.cpp's mamba2 layout)."""
+    conv = d_inner + 2 * n_group * d_state
+    m.weight(f"{b}.ssm_in.weight", n_embd, 2 * d_inner + 2 * n_group * d_state + n_ssm_head)
+    m.f32(f"{b}.ssm_conv1d.weight", d_conv, conv, scale=0.2)
+    m.f32(f"{b}.ssm_conv1d.bias", conv)
+    m.f32(f"{b}.ssm_dt.bias", n_ssm_head)
+    m.f32(f"{b}.ssm_a", 1, n_ssm_head, values=-np.arange(1, n_ssm_head + 1, dtype=np.float32))
+    m.f32(f"{b}.ssm_d", 1, n_ssm_head, values=np.ones(n_ssm_head))
+    m.f32(f"{b}.ssm_norm.weight", d_inner // n_group, n_group, values=np.ones(d_inner))
+    m.weight(f"{b}.ssm_out.weight", d_inner, n_embd)
+
+
+def falcon_h1(
+    *,
+    n_layer: int = 2,
+    n_embd: int = 128,
+    n_ff: int = 256,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    head_dim: int = 32,
+    d_inner: int = 192,
+    d_state: int = 16,
+    d_conv: int = 4,
+    ssm_head_dim: int = 32,
+    n_group: int = 1,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+) -> GGUFFile:
+    """falcon-h1: every layer runs roped attention and a Mamba-2 mixer side by side on the same normed input, their
+    sum added to the residual, then a SwiGLU (llama.cpp src/models/falcon-h1.cpp); ``d_inner`` is free (no
+    expansion factor); the feed-forward norm has no ``.weight`` suffix, as its loader names it."""
+    m = _Model("falcon-h1", wtype, seed, n_vocab, context_length)
+    n_ssm_head = d_inner // ssm_head_dim
+    m.key("embedding_length", n_embd)
+    m.key("block_count", n_layer)
+    m.key("attention.head_count", n_head)
+    m.key("attention.head_count_kv", n_head_kv)
+    m.key("attention.key_length", head_dim)
+    m.key("attention.value_length", head_dim)
+    m.key("attention.layer_norm_rms_epsilon", 1e-5, "f32")
+    m.key("feed_forward_length", n_ff)
+    m.key("rope.dimension_count", head_dim)
+    _mamba_keys(m, d_conv, d_inner, d_state, n_ssm_head, n_group)
+    m.embeddings(n_embd)
+    for i in range(n_layer):
+        b = f"blk.{i}"
+        _mamba2_mixer(m, b, n_embd, d_inner, d_state, d_conv, n_ssm_head, n_group)
+        _qkvo(m, i, n_embd, head_dim * n_head, head_dim * n_head_kv)
+        m.norm(f"{b}.attn_norm", n_embd)
+        m.f32(f"{b}.ffn_norm", n_embd, values=np.ones(n_embd))
+        _swiglu(m, i, n_embd, n_ff)
+    m.output_norm(n_embd)
+    return m.f
+
+
+def nemotron_h(
+    *,
+    n_layer: int = 5,
+    n_embd: int = 128,
+    n_ff: int = 256,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    attention: Sequence[int] = (2,),
+    mlp: Sequence[int] = (1, 4),
+    d_state: int = 32,
+    d_conv: int = 4,
+    head_dim: int = 32,
+    n_group: int = 2,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+) -> GGUFFile:
+    """nemotron_h: each layer one of a Mamba-2 mixer, attention (no rope) or a squared-ReLU MLP, chosen by the
+    per-layer head_count_kv and feed_forward_length (both 0: Mamba-2); d_inner = 2 * n_embd
+    (llama.cpp src/models/nemotron-h.cpp)."""
+    if set(attention) & set(mlp):
+        raise ValueError("a layer is attention or MLP, not both")
+    m = _Model("nemotron_h", wtype, seed, n_vocab, context_length)
+    d_inner = 2 * n_embd
+    n_ssm_head = d_inner // head_dim
+    hd = n_embd // n_head
+    _head_counts(m, n_layer, n_embd, n_head, n_head_kv, attention)
+    m.key("feed_forward_length", [n_ff if il in mlp else 0 for il in range(n_layer)], "arr[u32]")
+    m.key("attention.layer_norm_epsilon", 1e-5, "f32")  # read besides the RMS epsilon
+    _mamba_keys(m, d_conv, d_inner, d_state, n_ssm_head, n_group)
+    m.embeddings(n_embd)
+    for i in range(n_layer):
+        b = f"blk.{i}"
+        m.norm(f"{b}.attn_norm", n_embd)
+        if i in attention:
+            _qkvo(m, i, n_embd, n_embd, hd * n_head_kv)
+        elif i in mlp:
+            m.weight(f"{b}.ffn_up.weight", n_embd, n_ff)
+            m.weight(f"{b}.ffn_down.weight", n_ff, n_embd)
+        else:
+            _mamba2_mixer(m, b, n_embd, d_inner, d_state, d_conv, n_ssm_head, n_group)
+    m.output_norm(n_embd)
+    return m.f
+
+
 HYBRID_BUILDERS: dict[str, Callable[..., GGUFFile]] = {
     "jamba": jamba,
     "granitehybrid": granitehybrid,
     "lfm2": lfm2,
     "qwen3next": qwen3next,
+    "falcon-h1": falcon_h1,
+    "nemotron_h": nemotron_h,
 }

@@ -1,5 +1,5 @@
 """The graphs llama.cpp builds for its hybrid architectures (attention and recurrent layers in one stack): jamba,
-granitehybrid, lfm2 and qwen3next, in the planning IR.
+granitehybrid, lfm2, qwen3next, falcon-h1 and nemotron_h, in the planning IR.
 
 Each repeats llama.cpp's C++ call for call (llama.cpp src/models/jamba.cpp, granite-hybrid.cpp, lfm2.cpp and
 ``build_inp_mem_hybrid`` of src/llama-graph.cpp): one hybrid memory input, the recurrent state's copy indices
@@ -18,13 +18,16 @@ from .llama_blocks import GraphBuilder, KVInput
 from .moe import moe_ffn
 from .recurrent import _F32, RecurrentShape, _Recurrent, _ssm_conv, mamba2_layer, mamba_layer
 
-__all__ = ["HYBRID", "build_granitehybrid", "build_jamba", "build_lfm2", "build_qwen3next"]
+__all__ = ["HYBRID", "build_falcon_h1", "build_granitehybrid", "build_jamba", "build_lfm2", "build_nemotron_h", "build_qwen3next"]
 
 RsInput = tuple[GgmlTensor, GgmlTensor]
 
 
 class HybridShape(RecurrentShape, Protocol):
     """What the hybrid graphs read of a model beyond RecurrentShape (planning.shape.ModelShape provides it)."""
+
+    @property
+    def attention_layers(self) -> tuple[bool, ...]: ...
 
     @property
     def recurrent_layers(self) -> tuple[bool, ...]: ...
@@ -34,13 +37,19 @@ class HybridShape(RecurrentShape, Protocol):
 
 
 def _recurrent(b: GraphBuilder, il: int) -> bool:
+    """Whether layer ``il`` keeps a recurrent state (runs a recurrent mixer)."""
     return bool(cast(HybridShape, b.shape).recurrent_layers[il])
+
+
+def _attends(b: GraphBuilder, il: int) -> bool:
+    """Whether layer ``il`` has a KV cache (runs attention)."""
+    return bool(cast(HybridShape, b.shape).attention_layers[il])
 
 
 def _mem_hybrid(b: GraphBuilder, r: _Recurrent) -> tuple[RsInput, KVInput]:
     """build_inp_mem_hybrid: the recurrent state's inputs, then the KV cache's (its layers: the attention ones)."""
     rs_inp = r.rs_inp()
-    attending = [il for il in range(b.shape.n_layer) if not _recurrent(b, il)]
+    attending = [il for il in range(b.shape.n_layer) if _attends(b, il)]
     return rs_inp, b._kv_input(b.ctx.n_ctx_seq, attending)
 
 
@@ -342,10 +351,81 @@ def build_qwen3next(b: GraphBuilder) -> None:
     g.expand(cur, output=True)
 
 
+# -- falcon-h1 ------------------------------------------------------------------------------------------------------
+def build_falcon_h1(b: GraphBuilder) -> None:
+    """llama.cpp src/models/falcon-h1.cpp: roped attention and a Mamba-2 mixer over the same normed input in every
+    layer, their sum added to the residual, then a SwiGLU."""
+    r = _Recurrent(b)
+    g, s = r.g, r.shape
+    inp_l = b.inp_embd()
+    pos = b.inp_pos()
+    rs_inp, kv = _mem_hybrid(b, r)
+    out_ids = b.inp_out_ids()
+    for il in range(s.n_layer):
+        inp_sa = inp_l
+        cur = b.norm(inp_l, r.lw(il, "attn_norm.weight"))
+        q, k, v = b.qkv(il, cur)
+        q, k = g.rope(q, pos), g.rope(k, pos)
+        attn_out = b.attn(kv, il, q, k, v, b.need(f"blk.{il}.attn_output.weight"), None)
+        cur = b.norm(inp_l, r.lw(il, "attn_norm.weight"))
+        cur = g.add(attn_out, mamba2_layer(r, rs_inp, cur, il))
+        inp_sa = g.add(cur, inp_sa)
+        if il == s.n_layer - 1:
+            inp_sa = g.get_rows(inp_sa, out_ids)
+        cur = b.norm(inp_sa, b.w(f"blk.{il}.ffn_norm") or r.lw(il, "ffn_norm.weight"))
+        inp_l = g.add(b.ffn(cur, il, "SILU", True), inp_sa)
+    r.output(inp_l, rms=True)
+
+
+# -- nemotron_h -----------------------------------------------------------------------------------------------------
+def _relu_sqr_ffn(b: GraphBuilder, cur: GgmlTensor, il: int) -> GgmlTensor:
+    """build_ffn with LLM_FFN_RELU_SQR and no gate: up (and its bias), relu, square, down (and its bias)."""
+    g = b.g
+    cur = b.mm(b.need(f"blk.{il}.ffn_up.weight"), cur)
+    up_b = b.layer(il, "ffn_up.bias")
+    if up_b is not None:
+        cur = g.add(cur, up_b)
+    cur = g.dup("SQR", g.unary("RELU", cur))
+    cur = b.mm(b.need(f"blk.{il}.ffn_down.weight"), cur)
+    down_b = b.layer(il, "ffn_down.bias")
+    return g.add(cur, down_b) if down_b is not None else cur
+
+
+def build_nemotron_h(b: GraphBuilder) -> None:
+    """llama.cpp src/models/nemotron-h.cpp: each layer a Mamba-2 mixer, attention without rope, or a squared-ReLU
+    MLP, added to the residual; as the installed build makes it, the output rows picked after the final norm."""
+    r = _Recurrent(b)
+    g, s = r.g, r.shape
+    if s.metadata.get(f"{s.arch}.expert_count"):
+        raise NotImplementedError("nemotron_h with experts")
+    inp_l = b.inp_embd()
+    g.expand(inp_l)
+    rs_inp, kv = _mem_hybrid(b, r)
+    out_ids = b.inp_out_ids()
+    for il in range(s.n_layer):
+        inp_sa = inp_l
+        cur = b.norm(inp_l, r.lw(il, "attn_norm.weight"))
+        if _recurrent(b, il):
+            cur = mamba2_layer(r, rs_inp, cur, il)
+        elif _attends(b, il):
+            q, k, v = b.qkv(il, cur)
+            cur = b.attn(kv, il, q, k, v, b.need(f"blk.{il}.attn_output.weight"), b.layer(il, "attn_output.bias"))
+        else:
+            cur = _relu_sqr_ffn(b, cur, il)
+        inp_l = g.add(cur, inp_sa)
+    cur = b.norm(inp_l, b.need("output_norm.weight"))  # the installed build picks the output rows after it
+    cur.output = True  # res->t_h_nextn
+    cur = g.get_rows(cur, out_ids)
+    cur.output = True
+    g.expand(b.mm(b.w("output.weight") or b.need("token_embd.weight"), cur), output=True)
+
+
 #: architecture name → the function building its graph into a GraphBuilder
 HYBRID: dict[str, Callable[[GraphBuilder], None]] = {
     "jamba": build_jamba,
     "granitehybrid": build_granitehybrid,
     "lfm2": build_lfm2,
     "qwen3next": build_qwen3next,
+    "falcon-h1": build_falcon_h1,
+    "nemotron_h": build_nemotron_h,
 }
