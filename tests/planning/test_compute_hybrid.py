@@ -1,5 +1,5 @@
 """The compute buffer of llama.cpp's hybrid architectures (jamba, granitehybrid, lfm2, qwen3next, falcon-h1,
-nemotron_h), planned from the GGUF header
+nemotron_h, plamo2), planned from the GGUF header
 and measured by llama.cpp itself: the same bytes across batch sizes, contexts, 1 to 4 sequences, cache types and
 flash attention on or off; and the same graph, node for node."""
 
@@ -17,7 +17,7 @@ from tests.llama_memory import measure  # noqa: E402
 from tests.planning.llama_cgraph import reserved_graph  # noqa: E402
 from tests.planning.tiny_hybrid import HYBRID_BUILDERS  # noqa: E402
 
-ARCHS = ["jamba", "granitehybrid", "lfm2", "qwen3next", "falcon-h1", "nemotron_h"]
+ARCHS = ["jamba", "granitehybrid", "lfm2", "qwen3next", "falcon-h1", "nemotron_h", "plamo2"]
 SETTINGS = [
     dict(n_ctx=512),
     dict(n_ctx=1024, n_ubatch=128),
@@ -33,6 +33,7 @@ VARIANTS = {
     "lfm2": dict(n_layer=5, attention=(0, 4), l_cache=4, n_embd=256, n_head=4, n_head_kv=4, n_vocab=300, wtype="q4_0"),
     "falcon-h1": dict(n_layer=3, n_embd=256, head_dim=64, n_head=8, n_head_kv=2, d_inner=256, ssm_head_dim=64, n_group=2, wtype="q4_0"),
     "nemotron_h": dict(n_layer=6, attention=(0, 3), mlp=(2, 5), n_group=1, head_dim=64, n_vocab=300, wtype="q8_0"),
+    "plamo2": dict(n_layer=3, attention=(0,), n_embd=256, n_ff=512, head_dim=64, d_inner=512, n_ssm_head=16, n_vocab=300, wtype="q4_0"),
     "qwen3next": dict(n_layer=6, full_attention_interval=3, n_k_heads=4, n_v_heads=4, head_k_dim=64, n_expert=8, n_vocab=300, wtype="q8_0"),
 }
 

@@ -23,6 +23,9 @@ MODELS = {
     "granitehybrid": dict(n_layer=4, attention=(0, 3)),
     "lfm2": dict(n_layer=5, attention=(1, 3)),
     "qwen3next": dict(n_layer=6, full_attention_interval=3),
+    "falcon-h1": dict(n_layer=3),
+    "nemotron_h": dict(n_layer=5),
+    "plamo2": dict(n_layer=4),
 }
 # (model, number of devices, request, context settings)
 SETUPS = [
@@ -32,6 +35,9 @@ SETUPS = [
     ("lfm2", 2, dict(n_gpu_layers=6, tensor_split=(1, 1)), dict(n_ctx=512)),
     ("lfm2", 2, dict(n_gpu_layers=1), dict(n_ctx=512)),  # the output layer alone: its norm goes with it
     ("qwen3next", 3, dict(n_gpu_layers=7, tensor_split=(1, 1, 1)), dict(n_ctx=768, n_seq_max=3)),
+    ("falcon-h1", 2, dict(n_gpu_layers=3, tensor_split=(1, 1)), dict(n_ctx=512)),
+    ("nemotron_h", 2, dict(n_gpu_layers=6, tensor_split=(2, 3)), dict(n_ctx=512, n_seq_max=2)),
+    ("plamo2", 2, dict(n_gpu_layers=4, tensor_split=(1, 1)), dict(n_ctx=512)),
 ]
 
 

@@ -381,6 +381,63 @@ def nemotron_h(
     return m.f
 
 
+def plamo2(
+    *,
+    n_layer: int = 4,
+    n_embd: int = 128,
+    n_ff: int = 256,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    head_dim: int = 32,
+    attention: Sequence[int] = (1, 3),
+    d_inner: int = 256,
+    d_state: int = 16,
+    d_conv: int = 4,
+    n_ssm_head: int = 8,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+) -> GGUFFile:
+    """plamo2: Mamba layers in heads (dt, B and C normed) and attention layers with a fused QKV and per-head q/k
+    norms, each mixer and the fused SwiGLU between pre- and post-norms (llama.cpp src/models/plamo2.cpp)."""
+    m = _Model("plamo2", wtype, seed, n_vocab, context_length)
+    dt_dim = max(64, n_embd // 16)
+    _head_counts(m, n_layer, n_embd, n_head, n_head_kv, attention)
+    m.key("attention.key_length", head_dim)
+    m.key("attention.value_length", head_dim)
+    m.key("feed_forward_length", n_ff)
+    m.key("rope.dimension_count", head_dim)
+    _mamba_keys(m, d_conv, d_inner, d_state, n_ssm_head, 0)
+    m.embeddings(n_embd)
+    for i in range(n_layer):
+        b = f"blk.{i}"
+        m.norm(f"{b}.attn_norm", n_embd)
+        if i in attention:
+            m.weight(f"{b}.attn_qkv.weight", n_embd, head_dim * (n_head + 2 * n_head_kv))
+            m.f32(f"{b}.attn_q_norm.weight", head_dim, n_head, values=np.ones(head_dim * n_head))
+            m.f32(f"{b}.attn_k_norm.weight", head_dim, n_head_kv, values=np.ones(head_dim * n_head_kv))
+            m.weight(f"{b}.attn_output.weight", head_dim * n_head, n_embd)
+        else:
+            m.weight(f"{b}.ssm_in.weight", n_embd, 2 * d_inner)
+            m.f32(f"{b}.ssm_conv1d.weight", d_conv, d_inner, scale=0.2)
+            m.weight(f"{b}.ssm_x.weight", d_inner, dt_dim + 2 * d_state)
+            m.weight(f"{b}.ssm_dt.weight", dt_dim, n_ssm_head)
+            m.f32(f"{b}.ssm_dt.bias", n_ssm_head)
+            m.f32(f"{b}.ssm_a", n_ssm_head, values=-np.arange(1, n_ssm_head + 1, dtype=np.float32))
+            m.f32(f"{b}.ssm_d", n_ssm_head, values=np.ones(n_ssm_head))
+            for name, n in (("ssm_dt_norm", dt_dim), ("ssm_b_norm", d_state), ("ssm_c_norm", d_state)):
+                m.f32(f"{b}.{name}", n, values=np.ones(n))  # no .weight suffix, as the loader names them
+            m.weight(f"{b}.ssm_out.weight", d_inner, n_embd)
+        m.f32(f"{b}.post_attention_norm", n_embd, values=np.ones(n_embd))
+        m.norm(f"{b}.ffn_norm", n_embd)
+        m.weight(f"{b}.ffn_up.weight", n_embd, 2 * n_ff)
+        m.weight(f"{b}.ffn_down.weight", n_ff, n_embd)
+        m.f32(f"{b}.post_ffw_norm", n_embd, values=np.ones(n_embd))
+    m.output_norm(n_embd)
+    return m.f
+
+
 HYBRID_BUILDERS: dict[str, Callable[..., GGUFFile]] = {
     "jamba": jamba,
     "granitehybrid": granitehybrid,
@@ -388,4 +445,5 @@ HYBRID_BUILDERS: dict[str, Callable[..., GGUFFile]] = {
     "qwen3next": qwen3next,
     "falcon-h1": falcon_h1,
     "nemotron_h": nemotron_h,
+    "plamo2": plamo2,
 }

@@ -1,5 +1,5 @@
 """The graphs llama.cpp builds for its hybrid architectures (attention and recurrent layers in one stack): jamba,
-granitehybrid, lfm2, qwen3next, falcon-h1 and nemotron_h, in the planning IR.
+granitehybrid, lfm2, qwen3next, falcon-h1, nemotron_h and plamo2, in the planning IR.
 
 Each repeats llama.cpp's C++ call for call (llama.cpp src/models/jamba.cpp, granite-hybrid.cpp, lfm2.cpp and
 ``build_inp_mem_hybrid`` of src/llama-graph.cpp): one hybrid memory input, the recurrent state's copy indices
@@ -16,9 +16,18 @@ from typing import Protocol, cast
 from .ggml_ir import GgmlTensor
 from .llama_blocks import GraphBuilder, KVInput
 from .moe import moe_ffn
-from .recurrent import _F32, RecurrentShape, _Recurrent, _ssm_conv, mamba2_layer, mamba_layer
+from .recurrent import _F32, RecurrentShape, _Recurrent, _ssm_conv, _ssm_scan, mamba2_layer, mamba_layer
 
-__all__ = ["HYBRID", "build_falcon_h1", "build_granitehybrid", "build_jamba", "build_lfm2", "build_nemotron_h", "build_qwen3next"]
+__all__ = [
+    "HYBRID",
+    "build_falcon_h1",
+    "build_granitehybrid",
+    "build_jamba",
+    "build_lfm2",
+    "build_nemotron_h",
+    "build_plamo2",
+    "build_qwen3next",
+]
 
 RsInput = tuple[GgmlTensor, GgmlTensor]
 
@@ -420,6 +429,91 @@ def build_nemotron_h(b: GraphBuilder) -> None:
     g.expand(b.mm(b.w("output.weight") or b.need("token_embd.weight"), cur), output=True)
 
 
+# -- plamo2 ---------------------------------------------------------------------------------------------------------
+def _plamo2_mamba(r: _Recurrent, rs_inp: RsInput, cur: GgmlTensor, il: int) -> GgmlTensor:
+    """build_plamo2_mamba_layer of llama.cpp src/models/plamo2.cpp: a Mamba mixer in heads, its input projection
+    split per head into z and x, dt, B and C RMS-normed."""
+    b, g, s = r.b, r.g, r.shape
+    n_seqs, n_seq_tokens = r.n_seqs, r.n_seq_tokens
+    d_conv, d_inner, d_state, n_heads, n_group = s.ssm_d_conv, s.ssm_d_inner, s.ssm_d_state, s.ssm_dt_rank, s.ssm_n_group
+    if not n_heads or d_inner % n_heads:
+        raise ValueError(f"plamo2: d_inner {d_inner} in {n_heads} heads")
+    head_dim = d_inner // n_heads
+    conv_dim = d_inner + 2 * n_group * d_state
+    dt_dim = max(64, r.n_embd // 16)
+    conv_states_all, ssm_states_all = r.state("r", il), r.state("s", il)
+    conv = g.reshape(r.rs(rs_inp, conv_states_all, conv_states_all.ne[0]), d_conv - 1, conv_dim, n_seqs)
+    cur = g.reshape(cur, cur.ne[0], n_seq_tokens, n_seqs)
+    zx = g.permute(r.mm(il, "ssm_in", cur), 0, 2, 1, 3)
+    zx = g.cont(zx, head_dim * 2, n_heads, n_seq_tokens, n_seqs)
+    znb = [zx.nb[1], zx.nb[2], zx.nb[3]]
+    x = g.cont(
+        g.view(zx, head_dim, n_heads, n_seq_tokens, n_seqs, nb=znb, offset=head_dim * _F32), head_dim * n_heads, n_seq_tokens, n_seqs
+    )
+    z = g.view(zx, head_dim, n_heads, n_seq_tokens, n_seqs, nb=znb)
+    conv_x = g.concat(conv, g.transpose(x), 0)
+    last = g.view(conv_x, d_conv - 1, d_inner, n_seqs, nb=[conv_x.nb[1], conv_x.nb[2]], offset=n_seq_tokens * conv_x.nb[0])
+    n_conv = (d_conv - 1) * conv_dim
+    g.expand(g.cpy(last, g.view(conv_states_all, n_conv * n_seqs, offset=r.rs_head * n_conv * _F32)))
+    x = g.unary("SILU", _ssm_conv(g, conv_x, r.lw(il, "ssm_conv1d.weight")))
+    x_bcdt = r.mm(il, "ssm_x", x)
+    nb = [x_bcdt.nb[1], x_bcdt.nb[2]]
+    bb = g.view(x_bcdt, d_state, n_seq_tokens, n_seqs, nb=nb)
+    c = g.view(x_bcdt, d_state, n_seq_tokens, n_seqs, nb=nb, offset=d_state * _F32)
+    dt = g.view(x_bcdt, dt_dim, n_seq_tokens, n_seqs, nb=nb, offset=2 * d_state * _F32)
+    bb = b.norm(bb, b.need(f"blk.{il}.ssm_b_norm"))
+    c = b.norm(c, b.need(f"blk.{il}.ssm_c_norm"))
+    dt = b.norm(dt, b.need(f"blk.{il}.ssm_dt_norm"))
+    dt = g.add(r.mm(il, "ssm_dt", dt), r.lw(il, "ssm_dt.bias"))
+    a = g.reshape(r.lw(il, "ssm_a"), 1, n_heads)
+    x = g.view(x, head_dim, n_heads, n_seq_tokens, n_seqs, nb=[head_dim * _F32, d_inner * _F32, d_inner * n_seq_tokens * _F32])
+    bb = g.view(bb, d_state, 1, n_seq_tokens, n_seqs, nb=[d_state * bb.nb[0], bb.nb[1], bb.nb[2]])
+    c = g.view(c, d_state, 1, n_seq_tokens, n_seqs, nb=[d_state * c.nb[0], c.nb[1], c.nb[2]])
+
+    def ssm_rows(states: GgmlTensor, ids: GgmlTensor) -> GgmlTensor:
+        return _ssm_scan(g, g.reshape(states, d_state, head_dim, n_heads, r.rs_size), x, dt, a, bb, c, ids)
+
+    y_ssm = r.rs(rs_inp, ssm_states_all, ssm_states_all.ne[0], ssm_rows)
+    n_state = d_inner * d_state * n_seqs
+    stored = g.view(y_ssm, n_state, offset=d_inner * n_seq_tokens * n_seqs * _F32)
+    g.expand(g.cpy(stored, g.view(ssm_states_all, n_state, offset=r.rs_head * n_state * _F32)))
+    y = g.view(y_ssm, head_dim, n_heads, n_seq_tokens, n_seqs, nb=[head_dim * _F32, d_inner * _F32, d_inner * n_seq_tokens * _F32])
+    y = g.add(y, g.mul(x, g.reshape(r.lw(il, "ssm_d"), 1, n_heads)))
+    y = g.glu_split("SWIGLU", g.cont(z), y)
+    y = g.view(y, d_inner, n_seq_tokens, n_seqs, nb=[y.nb[2], y.nb[3]])
+    cur = r.mm(il, "ssm_out", y)
+    return g.reshape(cur, cur.ne[0], n_seq_tokens * n_seqs)
+
+
+def build_plamo2(b: GraphBuilder) -> None:
+    """llama.cpp src/models/plamo2.cpp: a Mamba mixer or attention with a fused QKV and per-head q/k norms, then
+    the fused SwiGLU, each between a pre- and a post-norm."""
+    r = _Recurrent(b)
+    g, s = r.g, r.shape
+    inp_l = b.inp_embd()
+    pos = b.inp_pos()
+    rs_inp, kv = _mem_hybrid(b, r)
+    out_ids = b.inp_out_ids()
+    for il in range(s.n_layer):
+        residual = inp_l
+        cur = b.norm(inp_l, r.lw(il, "attn_norm.weight"))
+        if _recurrent(b, il):
+            cur = _plamo2_mamba(r, rs_inp, cur, il)
+        else:
+            q, k, v = b.qkv(il, cur)
+            q = g.rope(b.norm(q, b.need(f"blk.{il}.attn_q_norm.weight")), pos)
+            k = g.rope(b.norm(k, b.need(f"blk.{il}.attn_k_norm.weight")), pos)
+            cur = b.attn(kv, il, q, k, v, b.need(f"blk.{il}.attn_output.weight"), None)
+        if il == s.n_layer - 1:  # the installed build picks the output rows right after the mixer
+            cur = g.get_rows(cur, out_ids)
+            residual = g.get_rows(residual, out_ids)
+        cur = g.add(b.norm(cur, b.need(f"blk.{il}.post_attention_norm")), residual)
+        residual = cur
+        cur = b.ffn(b.norm(cur, r.lw(il, "ffn_norm.weight")), il, "SWIGLU", False)
+        inp_l = g.add(b.norm(cur, b.need(f"blk.{il}.post_ffw_norm")), residual)
+    r.output(inp_l, rms=True)
+
+
 #: architecture name → the function building its graph into a GraphBuilder
 HYBRID: dict[str, Callable[[GraphBuilder], None]] = {
     "jamba": build_jamba,
@@ -428,4 +522,5 @@ HYBRID: dict[str, Callable[[GraphBuilder], None]] = {
     "qwen3next": build_qwen3next,
     "falcon-h1": build_falcon_h1,
     "nemotron_h": build_nemotron_h,
+    "plamo2": build_plamo2,
 }
