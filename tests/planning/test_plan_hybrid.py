@@ -16,7 +16,7 @@ from llama_memory import cpu_features, measure  # noqa: E402
 
 from gguf_construct.api.gguf_file import load_gguf  # noqa: E402
 from gguf_construct.planning import PlanError, plan  # noqa: E402
-from tests.planning.tiny_hybrid import HYBRID_BUILDERS, granitehybrid, jamba, lfm2, qwen3next  # noqa: E402
+from tests.planning.tiny_hybrid import HYBRID_BUILDERS, falcon_h1, granitehybrid, jamba, lfm2, nemotron_h, plamo2, qwen3next  # noqa: E402
 from tests.tiny_models import zero_filled  # noqa: E402
 
 SETTINGS = [
@@ -104,6 +104,18 @@ REAL_WIDTHS = {
     "qwen3next (Qwen3-Next-80B-A3B widths, 16 of 512 experts)": lambda: zero_filled(
         qwen3next, n_layer=4, n_embd=2048, n_head=16, n_head_kv=2, head_dim=256, n_k_heads=16, n_v_heads=32,
         head_k_dim=128, n_expert=16, n_expert_used=10, n_ff_exp=512, n_ff_shexp=512, n_vocab=151936, wtype="q4_0",
+    ),
+    "falcon-h1 (Falcon-H1-1.5B-like widths)": lambda: zero_filled(
+        falcon_h1, n_layer=2, n_embd=2048, n_ff=4096, n_head=8, n_head_kv=2, head_dim=128, d_inner=3072, d_state=256,
+        ssm_head_dim=128, n_group=1, n_vocab=65536, wtype="q4_0",
+    ),
+    "nemotron_h (Nemotron-H-8B widths)": lambda: zero_filled(
+        nemotron_h, n_layer=3, attention=(1,), mlp=(2,), n_embd=4096, n_ff=21504, n_head=32, n_head_kv=8, d_state=128,
+        head_dim=64, n_group=8, n_vocab=131072, wtype="q4_0",
+    ),
+    "plamo2 (PLaMo-2-1B widths)": lambda: zero_filled(
+        plamo2, n_layer=2, attention=(1,), n_embd=2048, n_ff=8192, n_head=16, n_head_kv=1, head_dim=128, d_inner=4096,
+        d_state=64, n_ssm_head=32, n_vocab=100000, wtype="q4_0",
     ),
 }  # fmt: skip
 #: the memory benchmark's settings (benchmarks/bench_plan.py)
