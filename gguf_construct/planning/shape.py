@@ -318,8 +318,8 @@ class ModelShape:
         head_k_swa = uint("attention.key_length_swa", head_k_full)
         head_v_swa = uint("attention.value_length_swa", head_v_full)
 
-        swa_layers, n_swa = _swa(entry.get("swa"), key, n_layer)
         attention_layers, recurrent_layers = _cache_layers(entry, key, n_layer, n_head_kv, n_ff, arch)
+        swa_layers, n_swa = _swa(entry.get("swa"), key, n_layer, attention_layers)
         head_k = tuple(head_k_swa if s else head_k_full for s in swa_layers)
         head_v = tuple(head_v_swa if s else head_v_full for s in swa_layers)
 
@@ -382,8 +382,9 @@ class ModelShape:
         )
 
 
-def _swa(rule: Mapping[str, Any] | None, key: Any, n_layer: int) -> tuple[tuple[bool, ...], int]:
-    """Which layers use the sliding window, and its size (``set_swa_pattern`` in src/llama-hparams.cpp)."""
+def _swa(rule: Mapping[str, Any] | None, key: Any, n_layer: int, attention_layers: tuple[bool, ...]) -> tuple[tuple[bool, ...], int]:
+    """Which layers use the sliding window, and its size (``set_swa_pattern`` in src/llama-hparams.cpp; with
+    ``layers: attention``, every attention layer of a hybrid, as lfm2's load_arch_hparams sets it)."""
     none = ((False,) * n_layer, 0)
     if not rule or rule.get("disabled"):
         return none
@@ -391,6 +392,8 @@ def _swa(rule: Mapping[str, Any] | None, key: Any, n_layer: int) -> tuple[tuple[
     window = rule.get("window") if found is None else _uint("attention.sliding_window", found)
     if not window:
         return none
+    if rule.get("layers") == "attention":
+        return attention_layers, window
     pattern = key("attention.sliding_window_pattern", rule.get("period"))
     if isinstance(pattern, _ARRAYS):  # one flag per layer (checked against KEYS)
         return tuple(bool(p) for p in pattern), window

@@ -140,3 +140,43 @@ def test_real_widths_are_exact_in_the_benchmark_settings(name, tmp_path):
             m.total("context"),
             m.total("compute"),
         ), kw
+
+
+EDGES = {
+    "jamba, no attention layer": lambda: jamba(attention=()),
+    "jamba, no Mamba layer": lambda: jamba(attention=(0, 1, 2, 3)),
+    "lfm2, no attention layer": lambda: lfm2(attention=()),
+    "qwen3next, every layer attends": lambda: qwen3next(full_attention_interval=1),
+    "qwen3next, no attention layer (an interval past the layers)": lambda: qwen3next(full_attention_interval=9),
+}
+
+
+@pytest.mark.parametrize("name", EDGES)
+def test_layer_patterns_at_the_edges(name, tmp_path):
+    """A hybrid whose layers are all of one kind: the other cache is empty, in llama.cpp and in the plan."""
+    path = tmp_path / "model.gguf"
+    EDGES[name]().save(path, keep_valid=False)
+    p, m = plan(path, features=cpu_features(), n_ctx=512), measure(path, n_ctx=512)
+    assert (p.model_bytes, p.kv_bytes + p.recurrent_bytes, p.compute_bytes) == (m.total("model"), m.total("context"), m.total("compute"))
+    assert (p.kv_bytes == 0) == ("no attention" in name) and (p.recurrent_bytes == 0) == ("no Mamba" in name or "every layer" in name)
+
+
+SWA_SETTINGS = [
+    dict(n_ctx=2048, n_ubatch=64),
+    dict(n_ctx=2048, swa_full=True),
+    dict(n_ctx=4096, n_seq_max=2),
+    dict(n_ctx=4096, n_seq_max=2, kv_unified=True),
+    dict(n_ctx=1024, type_k="q8_0", type_v="q8_0", flash_attn="on"),
+    dict(n_ctx=1024, flash_attn="off"),
+]
+
+
+@pytest.mark.parametrize("settings", SWA_SETTINGS, ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items()))
+def test_lfm2_with_a_sliding_window(settings, tmp_path):
+    """A window on lfm2's attention layers (llama_memory_hybrid_iswa): their cache is the sliding-window cache's
+    size, the full cache has no layers; every component as llama.cpp's."""
+    path = tmp_path / "lfm2-swa.gguf"
+    lfm2(sliding_window=128, n_layer=5, attention=(1, 2, 4)).save(path, keep_valid=False)
+    p, m = plan(path, features=cpu_features(), **settings), measure(path, **settings)
+    assert (p.model_bytes, p.kv_bytes + p.recurrent_bytes, p.compute_bytes) == (m.total("model"), m.total("context"), m.total("compute"))
+    assert {layer.cells for layer in p.kv_layers} == {p.context.n_ctx_swa * p.context.n_stream}

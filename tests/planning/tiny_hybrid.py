@@ -170,19 +170,23 @@ def lfm2(
     n_head_kv: int = 2,
     attention: Sequence[int] = (1, 3),
     l_cache: int = 3,
+    sliding_window: int = 0,
     n_vocab: int = 64,
     wtype: str = "f16",
     seed: int = 0,
     context_length: int = 4096,
 ) -> GGUFFile:
     """lfm2: gated short-convolution layers (a window of ``l_cache``) and attention layers with q/k norms, each
-    with a dense SwiGLU; the final norm is called token_embd_norm (llama.cpp src/models/lfm2.cpp)."""
+    with a dense SwiGLU; the final norm is called token_embd_norm (llama.cpp src/models/lfm2.cpp). A
+    ``sliding_window`` makes every attention layer attend within it."""
     m = _Model("lfm2", wtype, seed, n_vocab, context_length)
     hd = n_embd // n_head
     _head_counts(m, n_layer, n_embd, n_head, n_head_kv, attention)
     m.key("feed_forward_length", n_ff)
     m.key("rope.dimension_count", hd)
     m.key("shortconv.l_cache", l_cache)
+    if sliding_window:
+        m.key("attention.sliding_window", sliding_window)
     m.embeddings(n_embd, output=False)
     for i in range(n_layer):
         b = f"blk.{i}"

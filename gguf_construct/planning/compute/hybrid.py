@@ -62,6 +62,12 @@ def _mem_hybrid(b: GraphBuilder, r: _Recurrent) -> tuple[RsInput, KVInput]:
     return rs_inp, b._kv_input(b.ctx.n_ctx_seq, attending)
 
 
+def _expansion_of_two(s: HybridShape) -> None:
+    """load_arch_tensors' GGML_ASSERT(2 * n_embd == d_inner) (jamba, granitehybrid): llama.cpp aborts otherwise."""
+    if s.ssm_d_inner != 2 * s.n_embd:
+        raise ValueError(f"{s.arch}: ssm.inner_size {s.ssm_d_inner} is not twice embedding_length {s.n_embd}")
+
+
 def _key_float(b: GraphBuilder, name: str) -> float:
     return float(b.shape.metadata.get(f"{b.shape.arch}.{name}", 0.0) or 0.0)
 
@@ -72,6 +78,7 @@ def build_jamba(b: GraphBuilder) -> None:
     experts."""
     r = _Recurrent(b)
     g, s = r.g, r.shape
+    _expansion_of_two(cast(HybridShape, s))
     inp_l = b.inp_embd()
     rs_inp, kv = _mem_hybrid(b, r)
     out_ids = b.inp_out_ids()
@@ -103,6 +110,7 @@ def build_granitehybrid(b: GraphBuilder) -> None:
     residual and logit scales."""
     r = _Recurrent(b)
     g, s = r.g, r.shape
+    _expansion_of_two(cast(HybridShape, s))
     inp_l = b.inp_embd()
     if _key_float(b, "embedding_scale"):
         inp_l = g.scale(inp_l)
@@ -175,15 +183,19 @@ def _shortconv(r: _Recurrent, rs_inp: RsInput, cur: GgmlTensor, il: int) -> Ggml
 
 
 def build_lfm2(b: GraphBuilder) -> None:
-    """llama.cpp src/models/lfm2.cpp (without a sliding window): a short convolution or attention with q/k norms
-    and rope, then a SwiGLU; the final norm is token_embd_norm."""
+    """llama.cpp src/models/lfm2.cpp: a short convolution or attention with q/k norms and rope (within the
+    sliding window when the file sets one: graph<true>), then a SwiGLU; the final norm is token_embd_norm."""
     r = _Recurrent(b)
     g, s = r.g, r.shape
-    if s.metadata.get(f"{s.arch}.attention.sliding_window"):
-        raise NotImplementedError("lfm2 with a sliding window (llama_memory_hybrid_iswa)")
+    iswa = any(s.swa_layers)
     cur = b.inp_embd()
     g.expand(cur)
-    rs_inp, kv = _mem_hybrid(b, r)
+    if iswa:  # build_inp_mem_hybrid_iswa: the state's inputs, the full cache's (no layers), the window's
+        rs_inp = r.rs_inp()
+        b._kv_input(b.ctx.n_ctx_seq, [])
+        kv = b._kv_input(b.ctx.n_ctx_swa, [il for il in range(s.n_layer) if s.swa_layers[il]])
+    else:
+        rs_inp, kv = _mem_hybrid(b, r)
     pos = b.inp_pos()
     out_ids = b.inp_out_ids()
     for il in range(s.n_layer):
@@ -197,7 +209,7 @@ def build_lfm2(b: GraphBuilder) -> None:
             k = b.norm(k, b.need(f"blk.{il}.attn_k_norm.weight"))
             q = g.rope(q, pos)
             k = g.rope(k, pos)
-            cur = b.attn(kv, il, q, k, v, b.need(f"blk.{il}.attn_output.weight"), None)
+            cur = b.attn(kv, il, q, k, v, b.need(f"blk.{il}.attn_output.weight"), None, iswa=iswa)
         if il == s.n_layer - 1:
             cur = g.get_rows(cur, out_ids)
             prev = g.get_rows(prev, out_ids)
