@@ -16,8 +16,7 @@ from llama_memory import cpu_features, measure  # noqa: E402
 
 from gguf_construct.api.gguf_file import load_gguf  # noqa: E402
 from gguf_construct.planning import PlanError, plan  # noqa: E402
-from tests.planning.tiny_hybrid import HYBRID_BUILDERS, falcon_h1, granitehybrid, jamba, lfm2, nemotron_h, plamo2, qwen3next  # noqa: E402
-from tests.tiny_models import zero_filled  # noqa: E402
+from tests.planning.tiny_hybrid import HYBRID_BUILDERS, RELEASED_WIDTHS, jamba, lfm2, qwen3next  # noqa: E402
 
 SETTINGS = [
     dict(n_ctx=64),
@@ -87,37 +86,6 @@ def test_other_layer_patterns_and_weight_types(arch, kw, tmp_path):
     _compare(_save(tmp_path, arch, **kw), [dict(n_ctx=512, n_seq_max=2), dict(n_ctx=256, use_mmap=False)])
 
 
-#: the widths, heads, state sizes and vocabularies of released hybrids, few layers (each layer kind at least once)
-#: and fewer experts, tensors of zero bytes (tests/tiny_models.zero_filled)
-REAL_WIDTHS = {
-    "jamba (Jamba-v0.1 widths, 2 of 16 experts)": lambda: zero_filled(
-        jamba, n_layer=4, attention=(2,), expert_layers=(1,), n_expert=2, n_expert_used=2, n_embd=4096, n_ff=14336,
-        n_head=32, n_head_kv=8, d_state=16, dt_rank=256, n_vocab=65536, wtype="q4_0",
-    ),
-    "granitehybrid (Granite-4.0-H-Micro widths)": lambda: zero_filled(
-        granitehybrid, n_layer=2, attention=(1,), n_embd=2048, n_ff=8192, n_head=32, n_head_kv=8, d_state=128,
-        head_dim=64, n_group=1, n_vocab=100352, wtype="q4_0",
-    ),
-    "lfm2 (LFM2-1.2B widths)": lambda: zero_filled(
-        lfm2, n_layer=2, attention=(1,), n_embd=2048, n_ff=8192, n_head=32, n_head_kv=8, l_cache=3, n_vocab=65536, wtype="q4_0"
-    ),
-    "qwen3next (Qwen3-Next-80B-A3B widths, 16 of 512 experts)": lambda: zero_filled(
-        qwen3next, n_layer=4, n_embd=2048, n_head=16, n_head_kv=2, head_dim=256, n_k_heads=16, n_v_heads=32,
-        head_k_dim=128, n_expert=16, n_expert_used=10, n_ff_exp=512, n_ff_shexp=512, n_vocab=151936, wtype="q4_0",
-    ),
-    "falcon-h1 (Falcon-H1-1.5B-like widths)": lambda: zero_filled(
-        falcon_h1, n_layer=2, n_embd=2048, n_ff=4096, n_head=8, n_head_kv=2, head_dim=128, d_inner=3072, d_state=256,
-        ssm_head_dim=128, n_group=1, n_vocab=65536, wtype="q4_0",
-    ),
-    "nemotron_h (Nemotron-H-8B widths)": lambda: zero_filled(
-        nemotron_h, n_layer=3, attention=(1,), mlp=(2,), n_embd=4096, n_ff=21504, n_head=32, n_head_kv=8, d_state=128,
-        head_dim=64, n_group=8, n_vocab=131072, wtype="q4_0",
-    ),
-    "plamo2 (PLaMo-2-1B widths)": lambda: zero_filled(
-        plamo2, n_layer=2, attention=(1,), n_embd=2048, n_ff=8192, n_head=16, n_head_kv=1, head_dim=128, d_inner=4096,
-        d_state=64, n_ssm_head=32, n_vocab=100000, wtype="q4_0",
-    ),
-}  # fmt: skip
 #: the memory benchmark's settings (benchmarks/bench_plan.py)
 BENCH_SETTINGS = [
     dict(n_ctx=4096),
@@ -127,11 +95,11 @@ BENCH_SETTINGS = [
 ]
 
 
-@pytest.mark.parametrize("name", REAL_WIDTHS)
+@pytest.mark.parametrize("name", RELEASED_WIDTHS)
 def test_real_widths_are_exact_in_the_benchmark_settings(name, tmp_path):
     """Weights, KV cache, recurrent state and the compute buffer, byte for byte, at released models' widths."""
     path = tmp_path / "model.gguf"
-    REAL_WIDTHS[name]().save(path, keep_valid=False)
+    RELEASED_WIDTHS[name]().save(path, keep_valid=False)
     features = cpu_features()
     for kw in BENCH_SETTINGS:
         p, m = plan(path, features=features, **kw), measure(path, **kw)

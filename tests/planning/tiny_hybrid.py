@@ -8,7 +8,8 @@ and :func:`nemotron_h` (Mamba-2, attention and MLP layers). :data:`HYBRID_BUILDE
 The layer pattern is a parameter: ``attention`` lists the layers that attend (the others are recurrent), written
 as llama.cpp's converters write it (a per-layer ``attention.head_count_kv`` array with 0 for the recurrent layers;
 qwen3next: ``full_attention_interval``). Sizes and the weight type are parameters as in tests/tiny_models.py,
-whose model writer these builders use.
+whose model writer these builders use. :data:`RELEASED_WIDTHS` makes each at a released model's widths (few
+layers, zero-filled tensors), for the tests and ``benchmarks/bench_plan_hybrid.py``.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from gguf_construct.api.gguf_file import GGUFFile
-from tests.tiny_models import _Model, _qkvo, _swiglu
+from tests.tiny_models import _Model, _qkvo, _swiglu, zero_filled
 
-__all__ = ["HYBRID_BUILDERS", "falcon_h1", "granitehybrid", "jamba", "lfm2", "nemotron_h", "qwen3next"]
+__all__ = ["HYBRID_BUILDERS", "RELEASED_WIDTHS", "falcon_h1", "granitehybrid", "jamba", "lfm2", "nemotron_h", "qwen3next"]
 
 
 def _head_counts(m: _Model, n_layer: int, n_embd: int, n_head: int, n_head_kv: int, attention: Sequence[int]) -> None:
@@ -451,3 +452,36 @@ HYBRID_BUILDERS: dict[str, Callable[..., GGUFFile]] = {
     "nemotron_h": nemotron_h,
     "plamo2": plamo2,
 }
+
+
+#: the widths, heads, state sizes and vocabularies of released hybrids, few layers (each layer kind at least once)
+#: and fewer experts, tensors of zero bytes (tests/tiny_models.zero_filled)
+RELEASED_WIDTHS: dict[str, Callable[[], GGUFFile]] = {
+    "jamba (Jamba-v0.1 widths, 2 of 16 experts)": lambda: zero_filled(
+        jamba, n_layer=4, attention=(2,), expert_layers=(1,), n_expert=2, n_expert_used=2, n_embd=4096, n_ff=14336,
+        n_head=32, n_head_kv=8, d_state=16, dt_rank=256, n_vocab=65536, wtype="q4_0",
+    ),
+    "granitehybrid (Granite-4.0-H-Micro widths)": lambda: zero_filled(
+        granitehybrid, n_layer=2, attention=(1,), n_embd=2048, n_ff=8192, n_head=32, n_head_kv=8, d_state=128,
+        head_dim=64, n_group=1, n_vocab=100352, wtype="q4_0",
+    ),
+    "lfm2 (LFM2-1.2B widths)": lambda: zero_filled(
+        lfm2, n_layer=2, attention=(1,), n_embd=2048, n_ff=8192, n_head=32, n_head_kv=8, l_cache=3, n_vocab=65536, wtype="q4_0"
+    ),
+    "qwen3next (Qwen3-Next-80B-A3B widths, 16 of 512 experts)": lambda: zero_filled(
+        qwen3next, n_layer=4, n_embd=2048, n_head=16, n_head_kv=2, head_dim=256, n_k_heads=16, n_v_heads=32,
+        head_k_dim=128, n_expert=16, n_expert_used=10, n_ff_exp=512, n_ff_shexp=512, n_vocab=151936, wtype="q4_0",
+    ),
+    "falcon-h1 (Falcon-H1-1.5B-like widths)": lambda: zero_filled(
+        falcon_h1, n_layer=2, n_embd=2048, n_ff=4096, n_head=8, n_head_kv=2, head_dim=128, d_inner=3072, d_state=256,
+        ssm_head_dim=128, n_group=1, n_vocab=65536, wtype="q4_0",
+    ),
+    "nemotron_h (Nemotron-H-8B widths)": lambda: zero_filled(
+        nemotron_h, n_layer=3, attention=(1,), mlp=(2,), n_embd=4096, n_ff=21504, n_head=32, n_head_kv=8, d_state=128,
+        head_dim=64, n_group=8, n_vocab=131072, wtype="q4_0",
+    ),
+    "plamo2 (PLaMo-2-1B widths)": lambda: zero_filled(
+        plamo2, n_layer=2, attention=(1,), n_embd=2048, n_ff=8192, n_head=16, n_head_kv=1, head_dim=128, d_inner=4096,
+        d_state=64, n_ssm_head=32, n_vocab=100000, wtype="q4_0",
+    ),
+}  # fmt: skip
