@@ -26,15 +26,28 @@ SETTINGS = [
     dict(n_ctx=2048, n_batch=1024, n_ubatch=1024, flash_attn="off"),
     dict(n_ctx=512, n_seq_max=2, kv_unified=True),
 ]
-# other layer patterns, sizes and weight types than the builders' defaults
-VARIANTS = {
-    "jamba": dict(n_layer=5, attention=(0, 3), expert_layers=(1, 3), n_embd=256, n_head=8, n_vocab=300, wtype="q4_0"),
-    "granitehybrid": dict(n_layer=3, attention=(2,), n_group=2, head_dim=64, scales=False, n_vocab=300, wtype="q8_0"),
-    "lfm2": dict(n_layer=5, attention=(0, 4), l_cache=4, n_embd=256, n_head=4, n_head_kv=4, n_vocab=300, wtype="q4_0"),
-    "falcon-h1": dict(n_layer=3, n_embd=256, head_dim=64, n_head=8, n_head_kv=2, d_inner=256, ssm_head_dim=64, n_group=2, wtype="q4_0"),
-    "nemotron_h": dict(n_layer=6, attention=(0, 3), mlp=(2, 5), n_group=1, head_dim=64, n_vocab=300, wtype="q8_0"),
-    "plamo2": dict(n_layer=3, attention=(0,), n_embd=256, n_ff=512, head_dim=64, d_inner=512, n_ssm_head=16, n_vocab=300, wtype="q4_0"),
-    "qwen3next": dict(n_layer=6, full_attention_interval=3, n_k_heads=4, n_v_heads=4, head_k_dim=64, n_expert=8, n_vocab=300, wtype="q8_0"),
+# other layer patterns, sizes and weight types than the builders' defaults (granitehybrid also with experts)
+VARIANTS = {  # name: (architecture, builder arguments)
+    "jamba": ("jamba", dict(n_layer=5, attention=(0, 3), expert_layers=(1, 3), n_embd=256, n_head=8, n_vocab=300, wtype="q4_0")),
+    "granitehybrid": ("granitehybrid", dict(n_layer=3, attention=(2,), n_group=2, head_dim=64, scales=False, n_vocab=300, wtype="q8_0")),
+    "granitehybrid-moe": (
+        "granitehybrid",
+        dict(n_layer=3, attention=(1,), n_expert=8, n_expert_used=3, n_ff=64, n_ff_shexp=192, wtype="q4_0"),
+    ),
+    "lfm2": ("lfm2", dict(n_layer=5, attention=(0, 4), l_cache=4, n_embd=256, n_head=4, n_head_kv=4, n_vocab=300, wtype="q4_0")),
+    "falcon-h1": (
+        "falcon-h1",
+        dict(n_layer=3, n_embd=256, head_dim=64, n_head=8, n_head_kv=2, d_inner=256, ssm_head_dim=64, n_group=2, wtype="q4_0"),
+    ),
+    "nemotron_h": ("nemotron_h", dict(n_layer=6, attention=(0, 3), mlp=(2, 5), n_group=1, head_dim=64, n_vocab=300, wtype="q8_0")),
+    "plamo2": (
+        "plamo2",
+        dict(n_layer=3, attention=(0,), n_embd=256, n_ff=512, head_dim=64, d_inner=512, n_ssm_head=16, n_vocab=300, wtype="q4_0"),
+    ),
+    "qwen3next": (
+        "qwen3next",
+        dict(n_layer=6, full_attention_interval=3, n_k_heads=4, n_v_heads=4, head_k_dim=64, n_expert=8, n_vocab=300, wtype="q8_0"),
+    ),
 }
 
 
@@ -46,10 +59,9 @@ def _shape(path) -> ModelShape:
 def models(tmp_path_factory):
     out = {}
     tmp = tmp_path_factory.mktemp("hybrid")
-    for arch in ARCHS:
-        for name, kw in ((arch, {}), (f"{arch}-variant", VARIANTS[arch])):
-            out[name] = tmp / f"{name}.gguf"
-            HYBRID_BUILDERS[arch](**kw).save(out[name], keep_valid=False)
+    for name, (arch, kw) in [(arch, (arch, {})) for arch in ARCHS] + [(f"{v}-variant", spec) for v, spec in VARIANTS.items()]:
+        out[name] = tmp / f"{name}.gguf"
+        HYBRID_BUILDERS[arch](**kw).save(out[name], keep_valid=False)
     return out
 
 
@@ -66,13 +78,13 @@ def test_compute_buffer_is_llama_cpps(arch, settings, models):
 
 
 @pytest.mark.parametrize("settings", SETTINGS[:3], ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items()))
-@pytest.mark.parametrize("name", [f"{a}-variant" for a in ARCHS])
+@pytest.mark.parametrize("name", [f"{v}-variant" for v in VARIANTS])
 def test_other_layer_patterns_sizes_and_weight_types(name, settings, models):
     planned, measured = _planned_and_measured(models[name], **settings)
     assert planned == measured
 
 
-@pytest.mark.parametrize("name", ARCHS + [f"{a}-variant" for a in ARCHS])
+@pytest.mark.parametrize("name", ARCHS + [f"{v}-variant" for v in VARIANTS])
 def test_graph_is_llama_cpps_node_for_node(name, models):
     """Two sequences of 8 tokens: every node's op, type, shape, view-ness and output flag as in llama.cpp's reserved
     graph."""

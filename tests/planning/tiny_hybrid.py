@@ -123,10 +123,15 @@ def granitehybrid(
     seed: int = 0,
     context_length: int = 4096,
     scales: bool = True,
+    n_expert: int = 0,
+    n_expert_used: int = 2,
+    n_ff_shexp: int = 0,
 ) -> GGUFFile:
     """granitehybrid (Granite 4.0 H): Mamba-2 layers (d_inner = 2 * n_embd in heads of ``head_dim``, B and C in
-    ``n_group`` groups) and roped attention layers, each with a dense SwiGLU; ``scales`` writes Granite's logit,
-    residual, embedding and attention scales as its converter does (llama.cpp src/models/granite-hybrid.cpp)."""
+    ``n_group`` groups) and roped attention layers, each with a dense SwiGLU, or with ``n_expert`` a mixture of
+    SwiGLU experts of ``n_ff`` and a shared expert of ``n_ff_shexp`` (the -tiny and -small models); ``scales``
+    writes Granite's logit, residual, embedding and attention scales as its converter does (llama.cpp
+    src/models/granite-hybrid.cpp)."""
     m = _Model("granitehybrid", wtype, seed, n_vocab, context_length)
     d_inner = 2 * n_embd
     n_ssm_head = d_inner // head_dim
@@ -135,6 +140,10 @@ def granitehybrid(
     m.key("feed_forward_length", n_ff)
     m.key("rope.dimension_count", hd)
     _mamba_keys(m, d_conv, d_inner, d_state, n_ssm_head, n_group)
+    if n_expert:
+        m.key("expert_count", n_expert)
+        m.key("expert_used_count", n_expert_used)
+        m.key("expert_shared_feed_forward_length", n_ff_shexp)
     if scales:
         m.key("logit_scale", 8.0, "f32")
         m.key("residual_scale", 0.22, "f32")
@@ -157,7 +166,17 @@ def granitehybrid(
             m.f32(f"{b}.ssm_norm.weight", d_inner // n_group, n_group, values=np.ones(d_inner))
             m.weight(f"{b}.ssm_out.weight", d_inner, n_embd)
         m.norm(f"{b}.ffn_norm", n_embd)
-        _swiglu(m, i, n_embd, n_ff)
+        if not n_expert:
+            _swiglu(m, i, n_embd, n_ff)
+            continue
+        m.f32(f"{b}.ffn_gate_inp.weight", n_embd, n_expert)
+        m.weight(f"{b}.ffn_gate_exps.weight", n_embd, n_ff, n_expert)
+        m.weight(f"{b}.ffn_down_exps.weight", n_ff, n_embd, n_expert)
+        m.weight(f"{b}.ffn_up_exps.weight", n_embd, n_ff, n_expert)
+        if n_ff_shexp:
+            m.weight(f"{b}.ffn_gate_shexp.weight", n_embd, n_ff_shexp)
+            m.weight(f"{b}.ffn_up_shexp.weight", n_embd, n_ff_shexp)
+            m.weight(f"{b}.ffn_down_shexp.weight", n_ff_shexp, n_embd)
     m.output_norm(n_embd)
     return m.f
 
@@ -464,6 +483,10 @@ RELEASED_WIDTHS: dict[str, Callable[[], GGUFFile]] = {
     "granitehybrid (Granite-4.0-H-Micro widths)": lambda: zero_filled(
         granitehybrid, n_layer=2, attention=(1,), n_embd=2048, n_ff=8192, n_head=32, n_head_kv=8, d_state=128,
         head_dim=64, n_group=1, n_vocab=100352, wtype="q4_0",
+    ),
+    "granitehybrid (Granite-4.0-H-Tiny widths, 16 of 64 experts)": lambda: zero_filled(
+        granitehybrid, n_layer=2, attention=(1,), n_embd=1536, n_ff=512, n_head=12, n_head_kv=4, d_state=128,
+        head_dim=64, n_group=1, n_expert=16, n_expert_used=6, n_ff_shexp=1024, n_vocab=100352, wtype="q4_0",
     ),
     "lfm2 (LFM2-1.2B widths)": lambda: zero_filled(
         lfm2, n_layer=2, attention=(1,), n_embd=2048, n_ff=8192, n_head=32, n_head_kv=8, l_cache=3, n_vocab=65536, wtype="q4_0"

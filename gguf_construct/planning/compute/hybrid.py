@@ -139,7 +139,7 @@ def build_granitehybrid(b: GraphBuilder) -> None:
             cur = g.scale(cur)
         ffn_inp = g.add(cur, inp_sa)
         cur = b.norm(ffn_inp, r.lw(il, "ffn_norm.weight"))
-        cur = b.ffn(cur, il, "SILU", True)
+        cur = b.ffn(cur, il, "SILU", True) if b.layer(il, "ffn_gate_inp.weight") is None else _granite_moe(b, cur, il)
         if residual_scale:
             cur = g.scale(cur)
         inp_l = g.add(cur, ffn_inp)
@@ -149,6 +149,29 @@ def build_granitehybrid(b: GraphBuilder) -> None:
     if _key_float(b, "logit_scale"):
         cur = g.scale(cur)
     g.expand(cur, output=True)
+
+
+def _granite_moe(b: GraphBuilder, cur: GgmlTensor, il: int) -> GgmlTensor:
+    """granite-hybrid's MoE branch: softmax-routed SwiGLU experts, their weights normalised, plus the shared
+    expert's SwiGLU where the file has one."""
+    s = b.shape
+    n_expert, n_expert_used = (int(s.metadata.get(f"{s.arch}.{k}", 0) or 0) for k in ("expert_count", "expert_used_count"))
+    moe = moe_ffn(
+        b,
+        cur,
+        il,
+        n_expert=n_expert,
+        n_expert_used=n_expert_used,
+        norm_w=True,
+        w_scale=_key_float(b, "expert_weights_scale"),
+        gating="softmax",
+    )
+    up_w = b.layer(il, "ffn_up_shexp.weight")
+    if up_w is None:
+        return moe
+    up = b.mm(up_w, cur)
+    shared = b.g.glu_split("SWIGLU", b.mm(b.need(f"blk.{il}.ffn_gate_shexp.weight"), cur), up)
+    return b.g.add(moe, b.mm(b.need(f"blk.{il}.ffn_down_shexp.weight"), shared))
 
 
 # -- lfm2 ----------------------------------------------------------------------------------------------------------
