@@ -77,6 +77,7 @@ def test_buffers_match_llama_cpp(arch, tmp_path):
         ("falcon-h1", dict(wtype="q8_0", n_layer=3, d_inner=256, ssm_head_dim=64)),
         ("nemotron_h", dict(wtype="q4_0", n_layer=4, attention=(3,), mlp=(0,))),
         ("plamo2", dict(wtype="q8_0", n_layer=3, attention=(2,), d_state=64)),
+        ("lfm2moe", dict(wtype="q4_0", n_layer=3, attention=(0,), n_dense_lead=0)),
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )

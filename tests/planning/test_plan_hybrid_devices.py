@@ -26,6 +26,7 @@ MODELS = {
     "falcon-h1": dict(n_layer=3),
     "nemotron_h": dict(n_layer=5),
     "plamo2": dict(n_layer=4),
+    "lfm2moe": dict(n_layer=4),
 }
 # (model, number of devices, request, context settings)
 SETUPS = [
@@ -38,6 +39,7 @@ SETUPS = [
     ("falcon-h1", 2, dict(n_gpu_layers=3, tensor_split=(1, 1)), dict(n_ctx=512)),
     ("nemotron_h", 2, dict(n_gpu_layers=6, tensor_split=(2, 3)), dict(n_ctx=512, n_seq_max=2)),
     ("plamo2", 2, dict(n_gpu_layers=4, tensor_split=(1, 1)), dict(n_ctx=512)),
+    ("lfm2moe", 2, dict(n_gpu_layers=5, tensor_split=(1, 1)), dict(n_ctx=512)),
 ]
 
 

@@ -20,6 +20,7 @@ KEYS = {
     "jamba": ["attention.head_count_kv", "ssm.inner_size", "ssm.state_size", "ssm.time_step_rank", "ssm.conv_kernel"],
     "granitehybrid": ["attention.head_count_kv", "ssm.group_count", "ssm.time_step_rank", "residual_scale", "rope.scaling.finetuned"],
     "lfm2": ["attention.head_count_kv", "shortconv.l_cache", "attention.sliding_window"],
+    "lfm2moe": ["leading_dense_block_count", "expert_gating_func", "expert_used_count", "expert_count"],
     "qwen3next": ["full_attention_interval", "attention.recurrent_layers", "ssm.group_count", "ssm.time_step_rank", "nextn_predict_layers"],
     "falcon-h1": ["attention.head_count_kv", "ssm.inner_size", "ssm.group_count"],
     "nemotron_h": ["feed_forward_length", "attention.head_count_kv", "ssm.group_count"],

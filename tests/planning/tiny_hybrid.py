@@ -21,7 +21,7 @@ import numpy as np
 from gguf_construct.api.gguf_file import GGUFFile
 from tests.tiny_models import _Model, _qkvo, _swiglu, zero_filled
 
-__all__ = ["HYBRID_BUILDERS", "RELEASED_WIDTHS", "falcon_h1", "granitehybrid", "jamba", "lfm2", "nemotron_h", "qwen3next"]
+__all__ = ["HYBRID_BUILDERS", "RELEASED_WIDTHS", "falcon_h1", "granitehybrid", "jamba", "lfm2", "lfm2moe", "nemotron_h", "qwen3next"]
 
 
 def _head_counts(m: _Model, n_layer: int, n_embd: int, n_head: int, n_head_kv: int, attention: Sequence[int]) -> None:
@@ -200,18 +200,78 @@ def lfm2(
     with a dense SwiGLU; the final norm is called token_embd_norm (llama.cpp src/models/lfm2.cpp). A
     ``sliding_window`` makes every attention layer attend within it."""
     m = _Model("lfm2", wtype, seed, n_vocab, context_length)
+    if sliding_window:
+        m.key("attention.sliding_window", sliding_window)
+    _lfm2_layers(m, n_layer, n_embd, n_ff, n_head, n_head_kv, attention, l_cache, dense_lead=n_layer)
+    return m.f
+
+
+def lfm2moe(
+    *,
+    n_layer: int = 4,
+    n_embd: int = 128,
+    n_ff: int = 256,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    attention: Sequence[int] = (1, 3),
+    l_cache: int = 3,
+    n_dense_lead: int = 1,
+    n_expert: int = 4,
+    n_expert_used: int = 2,
+    n_ff_exp: int = 64,
+    gating_func: int = 2,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+) -> GGUFFile:
+    """lfm2moe: lfm2's layers, the first ``n_dense_lead`` with a dense SwiGLU, the others with experts routed by
+    ``gating_func`` (llama.cpp's llama_expert_gating_func_type: 2 sigmoid) with a selection bias
+    (llama.cpp src/models/lfm2moe.cpp, its graph lfm2.cpp's)."""
+    m = _Model("lfm2moe", wtype, seed, n_vocab, context_length)
+    m.key("leading_dense_block_count", n_dense_lead)
+    m.key("expert_count", n_expert)
+    m.key("expert_used_count", n_expert_used)
+    m.key("expert_feed_forward_length", n_ff_exp)
+    m.key("expert_gating_func", gating_func)
+    m.key("expert_weights_norm", True, "bool")
+    _lfm2_layers(m, n_layer, n_embd, n_ff, n_head, n_head_kv, attention, l_cache, dense_lead=n_dense_lead, experts=(n_expert, n_ff_exp))
+    return m.f
+
+
+def _lfm2_layers(
+    m: _Model,
+    n_layer: int,
+    n_embd: int,
+    n_ff: int,
+    n_head: int,
+    n_head_kv: int,
+    attention: Sequence[int],
+    l_cache: int,
+    *,
+    dense_lead: int,
+    experts: tuple[int, int] = (0, 0),
+) -> None:
+    """The keys and tensors lfm2 and lfm2moe share: their first ``dense_lead`` layers have a dense SwiGLU, the
+    others ``experts`` (count, width) with a selection bias."""
     hd = n_embd // n_head
     _head_counts(m, n_layer, n_embd, n_head, n_head_kv, attention)
     m.key("feed_forward_length", n_ff)
     m.key("rope.dimension_count", hd)
     m.key("shortconv.l_cache", l_cache)
-    if sliding_window:
-        m.key("attention.sliding_window", sliding_window)
     m.embeddings(n_embd, output=False)
     for i in range(n_layer):
         b = f"blk.{i}"
         m.norm(f"{b}.ffn_norm", n_embd)
-        _swiglu(m, i, n_embd, n_ff)
+        if i < dense_lead:
+            _swiglu(m, i, n_embd, n_ff)
+        else:
+            n_expert, n_ff_exp = experts
+            m.f32(f"{b}.ffn_gate_inp.weight", n_embd, n_expert)
+            m.weight(f"{b}.ffn_gate_exps.weight", n_embd, n_ff_exp, n_expert)
+            m.weight(f"{b}.ffn_down_exps.weight", n_ff_exp, n_embd, n_expert)
+            m.weight(f"{b}.ffn_up_exps.weight", n_embd, n_ff_exp, n_expert)
+            m.f32(f"{b}.exp_probs_b.bias", n_expert)
         m.norm(f"{b}.attn_norm", n_embd)
         if i in attention:
             m.norm(f"{b}.attn_q_norm", hd)
@@ -222,7 +282,6 @@ def lfm2(
             m.weight(f"{b}.shortconv.in_proj.weight", n_embd, 3 * n_embd)
             m.weight(f"{b}.shortconv.out_proj.weight", n_embd, n_embd)
     m.norm("token_embd_norm", n_embd)
-    return m.f
 
 
 def qwen3next(
@@ -466,6 +525,7 @@ HYBRID_BUILDERS: dict[str, Callable[..., GGUFFile]] = {
     "jamba": jamba,
     "granitehybrid": granitehybrid,
     "lfm2": lfm2,
+    "lfm2moe": lfm2moe,
     "qwen3next": qwen3next,
     "falcon-h1": falcon_h1,
     "nemotron_h": nemotron_h,
@@ -490,6 +550,10 @@ RELEASED_WIDTHS: dict[str, Callable[[], GGUFFile]] = {
     ),
     "lfm2 (LFM2-1.2B widths)": lambda: zero_filled(
         lfm2, n_layer=2, attention=(1,), n_embd=2048, n_ff=8192, n_head=32, n_head_kv=8, l_cache=3, n_vocab=65536, wtype="q4_0"
+    ),
+    "lfm2moe (LFM2-8B-A1B widths, 8 of 32 experts)": lambda: zero_filled(
+        lfm2moe, n_layer=2, attention=(1,), n_embd=2048, n_ff=7168, n_head=32, n_head_kv=8, n_dense_lead=1, n_expert=8,
+        n_expert_used=4, n_ff_exp=1792, n_vocab=65536, wtype="q4_0",
     ),
     "qwen3next (Qwen3-Next-80B-A3B widths, 16 of 512 experts)": lambda: zero_filled(
         qwen3next, n_layer=4, n_embd=2048, n_head=16, n_head_kv=2, head_dim=256, n_k_heads=16, n_v_heads=32,

@@ -1,5 +1,5 @@
 """The graphs llama.cpp builds for its hybrid architectures (attention and recurrent layers in one stack): jamba,
-granitehybrid, lfm2, qwen3next, falcon-h1, nemotron_h and plamo2, in the planning IR.
+granitehybrid, lfm2, lfm2moe, qwen3next, falcon-h1, nemotron_h and plamo2, in the planning IR.
 
 Each repeats llama.cpp's C++ call for call (llama.cpp src/models/jamba.cpp, granite-hybrid.cpp, lfm2.cpp and
 ``build_inp_mem_hybrid`` of src/llama-graph.cpp): one hybrid memory input, the recurrent state's copy indices
@@ -15,7 +15,7 @@ from typing import Protocol, cast
 
 from .ggml_ir import GgmlTensor
 from .llama_blocks import GraphBuilder, KVInput
-from .moe import moe_ffn
+from .moe import GATING, moe_ffn
 from .recurrent import _F32, RecurrentShape, _Recurrent, _ssm_conv, _ssm_scan, mamba2_layer, mamba_layer
 
 __all__ = [
@@ -205,12 +205,27 @@ def _shortconv(r: _Recurrent, rs_inp: RsInput, cur: GgmlTensor, il: int) -> Ggml
     return g.reshape(y, y.ne[0], n_seq_tokens * n_seqs)
 
 
+def _lfm2_moe(b: GraphBuilder, cur: GgmlTensor, il: int) -> GgmlTensor:
+    """lfm2moe's experts: routed by the file's gating function with a selection bias, their weights normalised."""
+    md, arch = b.shape.metadata, b.shape.arch
+    n_expert, n_expert_used = (int(md.get(f"{arch}.{k}", 0) or 0) for k in ("expert_count", "expert_used_count"))
+    gating = GATING.get(int(md.get(f"{arch}.expert_gating_func", 0) or 0), "softmax")
+    return moe_ffn(
+        b, cur, il, n_expert=n_expert, n_expert_used=n_expert_used, norm_w=True, w_scale=_key_float(b, "expert_weights_scale"),
+        gating=gating, exp_probs_b=b.layer(il, "exp_probs_b.bias"),
+    )  # fmt: skip
+
+
 def build_lfm2(b: GraphBuilder) -> None:
-    """llama.cpp src/models/lfm2.cpp: a short convolution or attention with q/k norms and rope (within the
-    sliding window when the file sets one: graph<true>), then a SwiGLU; the final norm is token_embd_norm."""
+    """llama.cpp src/models/lfm2.cpp (lfm2 and lfm2moe): a short convolution or attention with q/k norms and rope
+    (within the sliding window when the file sets one: graph<true>), then a SwiGLU or, past lfm2moe's leading dense
+    layers, experts; the final norm is token_embd_norm."""
     r = _Recurrent(b)
     g, s = r.g, r.shape
     iswa = any(s.swa_layers)
+    md = s.metadata
+    # lfm2: every layer dense; lfm2moe: the leading dense layers, then experts
+    dense_lead = s.n_layer if s.arch == "lfm2" else int(md.get(f"{s.arch}.leading_dense_block_count", 0) or 0)
     cur = b.inp_embd()
     g.expand(cur)
     if iswa:  # build_inp_mem_hybrid_iswa: the state's inputs, the full cache's (no layers), the window's
@@ -237,7 +252,8 @@ def build_lfm2(b: GraphBuilder) -> None:
             cur = g.get_rows(cur, out_ids)
             prev = g.get_rows(prev, out_ids)
         cur = g.add(prev, cur)
-        ffn_out = b.ffn(b.norm(cur, r.lw(il, "ffn_norm.weight")), il, "SILU", True)
+        ffn_norm = b.norm(cur, r.lw(il, "ffn_norm.weight"))
+        ffn_out = b.ffn(ffn_norm, il, "SILU", True) if il < dense_lead else _lfm2_moe(b, ffn_norm, il)
         cur = g.add(cur, ffn_out)
     cur = b.norm(cur, b.need("token_embd_norm.weight"))
     cur.output = True
@@ -554,6 +570,7 @@ HYBRID: dict[str, Callable[[GraphBuilder], None]] = {
     "jamba": build_jamba,
     "granitehybrid": build_granitehybrid,
     "lfm2": build_lfm2,
+    "lfm2moe": build_lfm2,
     "qwen3next": build_qwen3next,
     "falcon-h1": build_falcon_h1,
     "nemotron_h": build_nemotron_h,
