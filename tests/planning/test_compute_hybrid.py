@@ -1,5 +1,5 @@
 """The compute buffer of llama.cpp's hybrid architectures (jamba, granitehybrid, lfm2, lfm2moe, qwen3next,
-falcon-h1, nemotron_h, plamo2), planned from the GGUF header
+qwen35, qwen35moe, falcon-h1, nemotron_h, plamo2), planned from the GGUF header
 and measured by llama.cpp itself: the same bytes across batch sizes, contexts, 1 to 4 sequences, cache types and
 flash attention on or off; and the same graph, node for node."""
 
@@ -17,7 +17,7 @@ from tests.llama_memory import measure  # noqa: E402
 from tests.planning.llama_cgraph import reserved_graph  # noqa: E402
 from tests.planning.tiny_hybrid import HYBRID_BUILDERS  # noqa: E402
 
-ARCHS = ["jamba", "granitehybrid", "lfm2", "lfm2moe", "qwen3next", "falcon-h1", "nemotron_h", "plamo2"]
+ARCHS = ["jamba", "granitehybrid", "lfm2", "lfm2moe", "qwen3next", "qwen35", "qwen35moe", "falcon-h1", "nemotron_h", "plamo2"]
 SETTINGS = [
     dict(n_ctx=512),
     dict(n_ctx=1024, n_ubatch=128),
@@ -36,6 +36,8 @@ VARIANTS = {  # name: (architecture, builder arguments)
     ),
     "lfm2": ("lfm2", dict(n_layer=5, attention=(0, 4), l_cache=4, n_embd=256, n_head=4, n_head_kv=4, n_vocab=300, wtype="q4_0")),
     "lfm2moe": ("lfm2moe", dict(n_layer=5, attention=(2,), n_dense_lead=2, n_expert=8, n_expert_used=3, gating_func=1, wtype="q8_0")),
+    "qwen35": ("qwen35", dict(n_layer=6, full_attention_interval=3, n_k_heads=4, n_v_heads=4, head_k_dim=64, n_vocab=300, wtype="q4_0")),
+    "qwen35moe": ("qwen35moe", dict(n_layer=4, n_k_heads=1, n_v_heads=4, n_expert=8, n_expert_used=4, wtype="q8_0")),
     "falcon-h1": (
         "falcon-h1",
         dict(n_layer=3, n_embd=256, head_dim=64, n_head=8, n_head_kv=2, d_inner=256, ssm_head_dim=64, n_group=2, wtype="q4_0"),

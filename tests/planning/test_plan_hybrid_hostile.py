@@ -22,6 +22,7 @@ KEYS = {
     "lfm2": ["attention.head_count_kv", "shortconv.l_cache", "attention.sliding_window"],
     "lfm2moe": ["leading_dense_block_count", "expert_gating_func", "expert_used_count", "expert_count"],
     "qwen3next": ["full_attention_interval", "attention.recurrent_layers", "ssm.group_count", "ssm.time_step_rank", "nextn_predict_layers"],
+    "qwen35": ["full_attention_interval", "attention.recurrent_layers", "ssm.group_count", "rope.dimension_sections"],
     "falcon-h1": ["attention.head_count_kv", "ssm.inner_size", "ssm.group_count"],
     "nemotron_h": ["feed_forward_length", "attention.head_count_kv", "ssm.group_count"],
     "plamo2": ["attention.head_count_kv", "ssm.time_step_rank", "ssm.inner_size"],

@@ -373,6 +373,89 @@ def _mamba2_mixer(m: _Model, b: str, n_embd: int, d_inner: int, d_state: int, d_
     m.weight(f"{b}.ssm_out.weight", d_inner, n_embd)
 
 
+def qwen35(
+    *,
+    n_layer: int = 4,
+    n_embd: int = 128,
+    n_ff: int = 256,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    head_dim: int = 64,
+    full_attention_interval: int = 4,
+    n_k_heads: int = 2,
+    n_v_heads: int = 4,
+    head_k_dim: int = 32,
+    d_conv: int = 4,
+    n_expert: int = 0,
+    n_expert_used: int = 2,
+    n_ff_exp: int = 64,
+    n_ff_shexp: int = 128,
+    n_vocab: int = 64,
+    wtype: str = "f16",
+    seed: int = 0,
+    context_length: int = 4096,
+) -> GGUFFile:
+    """qwen35 (Qwen3.5): qwen3next's gated delta nets and gated attention with the multi-section rope
+    (rope.dimension_sections), separate beta and alpha projections, and a dense SwiGLU (llama.cpp
+    src/models/qwen35.cpp); with ``n_expert``, qwen35moe: experts and a gated shared expert instead."""
+    arch = "qwen35moe" if n_expert else "qwen35"
+    m = _Model(arch, wtype, seed, n_vocab, context_length)
+    m.key("embedding_length", n_embd)
+    m.key("block_count", n_layer)
+    m.key("attention.head_count", n_head)
+    m.key("attention.head_count_kv", n_head_kv)
+    m.key("attention.key_length", head_dim)
+    m.key("attention.value_length", head_dim)
+    m.key("attention.layer_norm_rms_epsilon", 1e-6, "f32")
+    m.key("rope.dimension_count", head_dim // 4)
+    m.key("rope.dimension_sections", [head_dim // 16, head_dim // 32, head_dim // 32, 0], "arr[i32]")
+    m.key("rope.freq_base", 10000000.0, "f32")
+    m.key("feed_forward_length", n_ff)
+    m.key("full_attention_interval", full_attention_interval)
+    if n_expert:
+        m.key("expert_count", n_expert)
+        m.key("expert_used_count", n_expert_used)
+        m.key("expert_feed_forward_length", n_ff_exp)
+        m.key("expert_shared_feed_forward_length", n_ff_shexp)
+    value_dim, key_dim = head_k_dim * n_v_heads, head_k_dim * n_k_heads
+    _mamba_keys(m, d_conv, value_dim, head_k_dim, n_v_heads, n_k_heads)
+    m.embeddings(n_embd)
+    for i in range(n_layer):
+        b = f"blk.{i}"
+        m.norm(f"{b}.attn_norm", n_embd)
+        m.norm(f"{b}.post_attention_norm", n_embd)
+        if (i + 1) % full_attention_interval == 0:
+            m.weight(f"{b}.attn_q.weight", n_embd, head_dim * n_head * 2)
+            m.weight(f"{b}.attn_k.weight", n_embd, head_dim * n_head_kv)
+            m.weight(f"{b}.attn_v.weight", n_embd, head_dim * n_head_kv)
+            m.weight(f"{b}.attn_output.weight", head_dim * n_head, n_embd)
+            m.norm(f"{b}.attn_q_norm", head_dim)
+            m.norm(f"{b}.attn_k_norm", head_dim)
+        else:
+            m.weight(f"{b}.attn_qkv.weight", n_embd, 2 * key_dim + value_dim)
+            m.weight(f"{b}.attn_gate.weight", n_embd, value_dim)
+            m.f32(f"{b}.ssm_conv1d.weight", d_conv, 2 * key_dim + value_dim, scale=0.2)
+            m.f32(f"{b}.ssm_dt.bias", n_v_heads)
+            m.f32(f"{b}.ssm_a", n_v_heads, values=-np.arange(1, n_v_heads + 1, dtype=np.float32))
+            m.weight(f"{b}.ssm_beta.weight", n_embd, n_v_heads)
+            m.weight(f"{b}.ssm_alpha.weight", n_embd, n_v_heads)
+            m.norm(f"{b}.ssm_norm", head_k_dim)
+            m.weight(f"{b}.ssm_out.weight", value_dim, n_embd)
+        if not n_expert:
+            _swiglu(m, i, n_embd, n_ff)
+            continue
+        m.f32(f"{b}.ffn_gate_inp.weight", n_embd, n_expert)
+        m.weight(f"{b}.ffn_gate_exps.weight", n_embd, n_ff_exp, n_expert)
+        m.weight(f"{b}.ffn_up_exps.weight", n_embd, n_ff_exp, n_expert)
+        m.weight(f"{b}.ffn_down_exps.weight", n_ff_exp, n_embd, n_expert)
+        m.f32(f"{b}.ffn_gate_inp_shexp.weight", n_embd)
+        m.weight(f"{b}.ffn_gate_shexp.weight", n_embd, n_ff_shexp)
+        m.weight(f"{b}.ffn_up_shexp.weight", n_embd, n_ff_shexp)
+        m.weight(f"{b}.ffn_down_shexp.weight", n_ff_shexp, n_embd)
+    m.output_norm(n_embd)
+    return m.f
+
+
 def falcon_h1(
     *,
     n_layer: int = 2,
@@ -527,6 +610,8 @@ HYBRID_BUILDERS: dict[str, Callable[..., GGUFFile]] = {
     "lfm2": lfm2,
     "lfm2moe": lfm2moe,
     "qwen3next": qwen3next,
+    "qwen35": qwen35,
+    "qwen35moe": lambda **kw: qwen35(**{"n_expert": 4, **kw}),
     "falcon-h1": falcon_h1,
     "nemotron_h": nemotron_h,
     "plamo2": plamo2,
@@ -558,6 +643,14 @@ RELEASED_WIDTHS: dict[str, Callable[[], GGUFFile]] = {
     "qwen3next (Qwen3-Next-80B-A3B widths, 16 of 512 experts)": lambda: zero_filled(
         qwen3next, n_layer=4, n_embd=2048, n_head=16, n_head_kv=2, head_dim=256, n_k_heads=16, n_v_heads=32,
         head_k_dim=128, n_expert=16, n_expert_used=10, n_ff_exp=512, n_ff_shexp=512, n_vocab=151936, wtype="q4_0",
+    ),
+    "qwen35 (Qwen3.5-9B-like widths)": lambda: zero_filled(
+        qwen35, n_layer=4, n_embd=4096, n_ff=12288, n_head=16, n_head_kv=4, head_dim=256, n_k_heads=16, n_v_heads=32,
+        head_k_dim=128, n_vocab=248320, wtype="q4_0",
+    ),
+    "qwen35moe (Qwen3.5-35B-A3B-like widths, 16 of 256 experts)": lambda: zero_filled(
+        qwen35, n_layer=4, n_embd=2048, n_head=16, n_head_kv=2, head_dim=256, n_k_heads=16, n_v_heads=32, head_k_dim=128,
+        n_expert=16, n_expert_used=8, n_ff_exp=512, n_ff_shexp=512, n_vocab=248320, wtype="q4_0",
     ),
     "falcon-h1 (Falcon-H1-1.5B-like widths)": lambda: zero_filled(
         falcon_h1, n_layer=2, n_embd=2048, n_ff=4096, n_head=8, n_head_kv=2, head_dim=128, d_inner=3072, d_state=256,

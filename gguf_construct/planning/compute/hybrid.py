@@ -261,7 +261,11 @@ def build_lfm2(b: GraphBuilder) -> None:
     g.expand(cur, output=True)
 
 
-# -- qwen3next ------------------------------------------------------------------------------------------------------
+# -- qwen3next, qwen35, qwen35moe ---------------------------------------------------------------------------------
+#: the Qwen3.5 architectures: qwen3next's layers with the multi-section rope and beta and alpha projected apart
+_QWEN35 = ("qwen35", "qwen35moe")
+
+
 def _l2_norm(r: _Recurrent, t: GgmlTensor) -> GgmlTensor:
     """ggml_l2_norm as the installed llama.cpp's graph has it: an RMS norm, then a scale."""
     return r.g.scale(r.g.rms_norm(t))
@@ -311,17 +315,22 @@ def _gated_delta_net_layer(r: _Recurrent, rs_inp: RsInput, cur: GgmlTensor, il: 
     v = g.view(conv, head_v, n_v_heads, n_seq_tokens, n_seqs, nb=[head_v * _F32, nb1, nb1 * n_seq_tokens],
                offset=2 * head_k * n_k_heads * _F32)  # fmt: skip
     q, k = _l2_norm(r, q), _l2_norm(r, k)
-    if n_k_heads != n_v_heads:
+    fused_heads = s.arch in _QWEN35  # qwen35's GATED_DELTA_NET broadcasts the key heads itself
+    if n_k_heads != n_v_heads and not fused_heads:
         factor = n_v_heads // n_k_heads
         q, k = _repeat_heads(r, q, n_k_heads, factor), _repeat_heads(r, k, n_k_heads, factor)
-    ba = r.mm(il, "ssm_ba", cur)
-    per_k = n_v_heads // n_k_heads
-    ba = g.reshape(ba, 2 * per_k, n_k_heads, n_seq_tokens, n_seqs)
-    bnb = [ba.nb[1], ba.nb[2], ba.nb[3]]
-    beta = g.unary("SIGMOID", g.cont(g.view(ba, per_k, n_k_heads, n_seq_tokens, n_seqs, nb=bnb)))
-    alpha = g.cont(g.view(ba, per_k, n_k_heads, n_seq_tokens, n_seqs, nb=bnb, offset=per_k * _F32), n_v_heads, n_seq_tokens, n_seqs)
+    if b.layer(il, "ssm_beta.weight") is not None:  # qwen35: beta and alpha projected apart
+        beta = g.unary("SIGMOID", g.reshape(r.mm(il, "ssm_beta", cur), 1, n_v_heads, n_seq_tokens, n_seqs))
+        alpha = g.reshape(r.mm(il, "ssm_alpha", cur), n_v_heads, n_seq_tokens, n_seqs)
+    else:  # qwen3next: one projection, split per key head
+        ba = r.mm(il, "ssm_ba", cur)
+        per_k = n_v_heads // n_k_heads
+        ba = g.reshape(ba, 2 * per_k, n_k_heads, n_seq_tokens, n_seqs)
+        bnb = [ba.nb[1], ba.nb[2], ba.nb[3]]
+        beta = g.unary("SIGMOID", g.cont(g.view(ba, per_k, n_k_heads, n_seq_tokens, n_seqs, nb=bnb)))
+        beta = g.reshape(beta, 1, n_v_heads, n_seq_tokens, n_seqs)
+        alpha = g.cont(g.view(ba, per_k, n_k_heads, n_seq_tokens, n_seqs, nb=bnb, offset=per_k * _F32), n_v_heads, n_seq_tokens, n_seqs)
     gate = g.mul(g.unary("SOFTPLUS", g.add(alpha, r.lw(il, "ssm_dt.bias"))), r.lw(il, "ssm_a"))
-    beta = g.reshape(beta, 1, n_v_heads, n_seq_tokens, n_seqs)
     gate = g.reshape(gate, 1, n_v_heads, n_seq_tokens, n_seqs)
     state = g.reshape(state, head_v, head_v, n_v_heads, n_seqs)
     out = g.new_tensor("f32", head_v * n_v_heads, r.n_tokens + head_v * n_seqs, op="GATED_DELTA_NET", src=(q, k, v, gate, beta, state))
@@ -351,10 +360,15 @@ def _gated_attention(b: GraphBuilder, kv: KVInput, pos: GgmlTensor, cur: GgmlTen
     g, s = b.g, b.shape
     head, n_head, n_head_kv, n_tokens = s.head_k[il], s.n_head[il], s.n_head_kv[il], b.n_tokens
     q_full = b.mm(b.need(f"blk.{il}.attn_q.weight"), cur, b.layer(il, "attn_q.scale"))
-    q_full = g.reshape(q_full, head * 2, n_head, n_tokens, 1)
-    qnb = [q_full.nb[1], q_full.nb[2], q_full.nb[3]]
-    q = g.view(q_full, head, n_head, n_tokens, 1, nb=qnb)
-    gate = g.view(q_full, head, n_head, n_tokens, 1, nb=qnb, offset=head * _F32)
+    if s.arch in _QWEN35:  # views of the projection as it is
+        qnb = [head * 2 * _F32, head * 2 * n_head * _F32]
+        q = g.view(q_full, head, n_head, n_tokens, nb=qnb)
+        gate = g.view(q_full, head, n_head, n_tokens, nb=qnb, offset=head * _F32)
+    else:
+        q_full = g.reshape(q_full, head * 2, n_head, n_tokens, 1)
+        qnb = [q_full.nb[1], q_full.nb[2], q_full.nb[3]]
+        q = g.view(q_full, head, n_head, n_tokens, 1, nb=qnb)
+        gate = g.view(q_full, head, n_head, n_tokens, 1, nb=qnb, offset=head * _F32)
     k = g.reshape(b.mm(b.need(f"blk.{il}.attn_k.weight"), cur, b.layer(il, "attn_k.scale")), head, n_head_kv, n_tokens)
     v = g.reshape(b.mm(b.need(f"blk.{il}.attn_v.weight"), cur, b.layer(il, "attn_v.scale")), head, n_head_kv, n_tokens)
     q = g.rope(b.norm(q, b.need(f"blk.{il}.attn_q_norm.weight")), pos)
@@ -366,9 +380,11 @@ def _gated_attention(b: GraphBuilder, kv: KVInput, pos: GgmlTensor, cur: GgmlTen
 
 
 def _qwen3next_ffn(b: GraphBuilder, cur: GgmlTensor, il: int) -> GgmlTensor:
-    """build_layer_ffn of llama.cpp src/models/qwen3next.cpp: experts, plus the shared expert times the sigmoid
-    of its own gate."""
+    """build_layer_ffn of llama.cpp src/models/qwen3next.cpp and qwen35moe.cpp: experts, plus the shared expert
+    times the sigmoid of its own gate; qwen35's a dense SwiGLU."""
     g, s = b.g, b.shape
+    if b.layer(il, "ffn_gate_inp.weight") is None:
+        return b.ffn(cur, il, "SILU", True)
     n_expert, n_expert_used = int(s.metadata.get(f"{s.arch}.expert_count", 0)), int(s.metadata.get(f"{s.arch}.expert_used_count", 0))
     w_scale = _key_float(b, "expert_weights_scale")
     moe = moe_ffn(b, cur, il, n_expert=n_expert, n_expert_used=n_expert_used, norm_w=True, w_scale=w_scale, gating="softmax")
@@ -389,7 +405,7 @@ def build_qwen3next(b: GraphBuilder) -> None:
     g, s = r.g, r.shape
     inp_l = b.inp_embd()
     rs_inp, kv = _mem_hybrid(b, r)
-    pos = b.inp_pos()
+    pos = b.inp_pos(4 if s.arch in _QWEN35 else 1)  # qwen35's multi-section rope: four positions per token
     out_ids = b.inp_out_ids()
     n_nextn = int(s.metadata.get(f"{s.arch}.nextn_predict_layers", 0) or 0)  # prediction blocks: not in this graph
     for il in range(s.n_layer - n_nextn):
@@ -572,6 +588,8 @@ HYBRID: dict[str, Callable[[GraphBuilder], None]] = {
     "lfm2": build_lfm2,
     "lfm2moe": build_lfm2,
     "qwen3next": build_qwen3next,
+    "qwen35": build_qwen3next,
+    "qwen35moe": build_qwen3next,
     "falcon-h1": build_falcon_h1,
     "nemotron_h": build_nemotron_h,
     "plamo2": build_plamo2,
