@@ -1,5 +1,5 @@
 """The compute buffer of llama.cpp's hybrid architectures (jamba, granitehybrid, lfm2, lfm2moe, qwen3next,
-qwen35, qwen35moe, falcon-h1, nemotron_h, plamo2), planned from the GGUF header
+qwen35, qwen35moe, falcon-h1, nemotron_h, nemotron_h_moe, plamo2), planned from the GGUF header
 and measured by llama.cpp itself: the same bytes across batch sizes, contexts, 1 to 4 sequences, cache types and
 flash attention on or off; and the same graph, node for node."""
 
@@ -17,7 +17,19 @@ from tests.llama_memory import measure  # noqa: E402
 from tests.planning.llama_cgraph import reserved_graph  # noqa: E402
 from tests.planning.tiny_hybrid import HYBRID_BUILDERS  # noqa: E402
 
-ARCHS = ["jamba", "granitehybrid", "lfm2", "lfm2moe", "qwen3next", "qwen35", "qwen35moe", "falcon-h1", "nemotron_h", "plamo2"]
+ARCHS = [
+    "jamba",
+    "granitehybrid",
+    "lfm2",
+    "lfm2moe",
+    "qwen3next",
+    "qwen35",
+    "qwen35moe",
+    "falcon-h1",
+    "nemotron_h",
+    "nemotron_h_moe",
+    "plamo2",
+]
 SETTINGS = [
     dict(n_ctx=512),
     dict(n_ctx=1024, n_ubatch=128),
@@ -43,6 +55,7 @@ VARIANTS = {  # name: (architecture, builder arguments)
         dict(n_layer=3, n_embd=256, head_dim=64, n_head=8, n_head_kv=2, d_inner=256, ssm_head_dim=64, n_group=2, wtype="q4_0"),
     ),
     "nemotron_h": ("nemotron_h", dict(n_layer=6, attention=(0, 3), mlp=(2, 5), n_group=1, head_dim=64, n_vocab=300, wtype="q8_0")),
+    "nemotron_h_moe": ("nemotron_h_moe", dict(n_layer=4, attention=(1,), mlp=(0, 3), n_expert=8, n_expert_used=3, n_ff=64, wtype="q4_0")),
     "plamo2": (
         "plamo2",
         dict(n_layer=3, attention=(0,), n_embd=256, n_ff=512, head_dim=64, d_inner=512, n_ssm_head=16, n_vocab=300, wtype="q4_0"),

@@ -79,6 +79,7 @@ def test_buffers_match_llama_cpp(arch, tmp_path):
         ("plamo2", dict(wtype="q8_0", n_layer=3, attention=(2,), d_state=64)),
         ("lfm2moe", dict(wtype="q4_0", n_layer=3, attention=(0,), n_dense_lead=0)),
         ("qwen35", dict(wtype="q8_0", n_layer=5, full_attention_interval=2)),
+        ("nemotron_h_moe", dict(wtype="q8_0", n_layer=3, attention=(0,), mlp=(1,))),
         ("qwen35moe", dict(wtype="q4_0", n_layer=3, full_attention_interval=3)),
     ],
     ids=lambda v: v if isinstance(v, str) else "",

@@ -29,6 +29,7 @@ MODELS = {
     "lfm2moe": dict(n_layer=4),
     "qwen35": dict(n_layer=4),
     "qwen35moe": dict(n_layer=8),
+    "nemotron_h_moe": dict(n_layer=5),
 }
 # (model, number of devices, request, context settings)
 SETUPS = [
@@ -43,6 +44,7 @@ SETUPS = [
     ("plamo2", 2, dict(n_gpu_layers=4, tensor_split=(1, 1)), dict(n_ctx=512)),
     ("lfm2moe", 2, dict(n_gpu_layers=5, tensor_split=(1, 1)), dict(n_ctx=512)),
     ("qwen35moe", 2, dict(n_gpu_layers=7, tensor_split=(1, 3)), dict(n_ctx=512, n_seq_max=2)),
+    ("nemotron_h_moe", 2, dict(n_gpu_layers=6, tensor_split=(1, 1)), dict(n_ctx=512)),
 ]
 
 

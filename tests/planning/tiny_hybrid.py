@@ -518,17 +518,33 @@ def nemotron_h(
     wtype: str = "f16",
     seed: int = 0,
     context_length: int = 4096,
+    n_expert: int = 0,
+    n_expert_used: int = 2,
+    n_ff_shexp: int = 128,
+    head_size: int = 0,
 ) -> GGUFFile:
     """nemotron_h: each layer one of a Mamba-2 mixer, attention (no rope) or a squared-ReLU MLP, chosen by the
     per-layer head_count_kv and feed_forward_length (both 0: Mamba-2); d_inner = 2 * n_embd
-    (llama.cpp src/models/nemotron-h.cpp)."""
+    (llama.cpp src/models/nemotron-h.cpp). With ``n_expert``, nemotron_h_moe: the MLP layers are sigmoid-routed
+    squared-ReLU experts of ``n_ff`` with a selection bias, and a shared expert of ``n_ff_shexp``. ``head_size``:
+    attention heads of their own size (attention.key_length), else n_embd / n_head."""
     if set(attention) & set(mlp):
         raise ValueError("a layer is attention or MLP, not both")
-    m = _Model("nemotron_h", wtype, seed, n_vocab, context_length)
+    m = _Model("nemotron_h_moe" if n_expert else "nemotron_h", wtype, seed, n_vocab, context_length)
+    if n_expert:
+        m.key("expert_count", n_expert)
+        m.key("expert_used_count", n_expert_used)
+        m.key("expert_feed_forward_length", n_ff)
+        m.key("expert_shared_feed_forward_length", n_ff_shexp)
+        m.key("expert_weights_norm", True, "bool")
+        m.key("expert_weights_scale", 2.5, "f32")
     d_inner = 2 * n_embd
     n_ssm_head = d_inner // head_dim
-    hd = n_embd // n_head
+    hd = head_size or n_embd // n_head
     _head_counts(m, n_layer, n_embd, n_head, n_head_kv, attention)
+    if head_size:
+        m.key("attention.key_length", head_size)
+        m.key("attention.value_length", head_size)
     m.key("feed_forward_length", [n_ff if il in mlp else 0 for il in range(n_layer)], "arr[u32]")
     m.key("attention.layer_norm_epsilon", 1e-5, "f32")  # read besides the RMS epsilon
     _mamba_keys(m, d_conv, d_inner, d_state, n_ssm_head, n_group)
@@ -537,7 +553,14 @@ def nemotron_h(
         b = f"blk.{i}"
         m.norm(f"{b}.attn_norm", n_embd)
         if i in attention:
-            _qkvo(m, i, n_embd, n_embd, hd * n_head_kv)
+            _qkvo(m, i, n_embd, hd * n_head, hd * n_head_kv)
+        elif i in mlp and n_expert:
+            m.f32(f"{b}.ffn_gate_inp.weight", n_embd, n_expert)
+            m.f32(f"{b}.exp_probs_b.bias", n_expert)
+            m.weight(f"{b}.ffn_down_exps.weight", n_ff, n_embd, n_expert)
+            m.weight(f"{b}.ffn_up_exps.weight", n_embd, n_ff, n_expert)
+            m.weight(f"{b}.ffn_down_shexp.weight", n_ff_shexp, n_embd)
+            m.weight(f"{b}.ffn_up_shexp.weight", n_embd, n_ff_shexp)
         elif i in mlp:
             m.weight(f"{b}.ffn_up.weight", n_embd, n_ff)
             m.weight(f"{b}.ffn_down.weight", n_ff, n_embd)
@@ -614,6 +637,7 @@ HYBRID_BUILDERS: dict[str, Callable[..., GGUFFile]] = {
     "qwen35moe": lambda **kw: qwen35(**{"n_expert": 4, **kw}),
     "falcon-h1": falcon_h1,
     "nemotron_h": nemotron_h,
+    "nemotron_h_moe": lambda **kw: nemotron_h(**{"n_expert": 4, **kw}),
     "plamo2": plamo2,
 }
 
@@ -659,6 +683,10 @@ RELEASED_WIDTHS: dict[str, Callable[[], GGUFFile]] = {
     "nemotron_h (Nemotron-H-8B widths)": lambda: zero_filled(
         nemotron_h, n_layer=3, attention=(1,), mlp=(2,), n_embd=4096, n_ff=21504, n_head=32, n_head_kv=8, d_state=128,
         head_dim=64, n_group=8, n_vocab=131072, wtype="q4_0",
+    ),
+    "nemotron_h_moe (Nemotron-3-Nano-30B-A3B-like widths, 16 of 128 experts)": lambda: zero_filled(
+        nemotron_h, n_layer=3, attention=(1,), mlp=(2,), n_embd=2688, n_ff=1856, n_head=32, n_head_kv=2, head_size=128,
+        d_state=128, head_dim=64, n_group=8, n_expert=16, n_expert_used=6, n_ff_shexp=3712, n_vocab=131072, wtype="q4_0",
     ),
     "plamo2 (PLaMo-2-1B widths)": lambda: zero_filled(
         plamo2, n_layer=2, attention=(1,), n_embd=2048, n_ff=8192, n_head=16, n_head_kv=1, head_dim=128, d_inner=4096,

@@ -467,13 +467,28 @@ def _relu_sqr_ffn(b: GraphBuilder, cur: GgmlTensor, il: int) -> GgmlTensor:
     return g.add(cur, down_b) if down_b is not None else cur
 
 
+def _nemotron_moe(b: GraphBuilder, cur: GgmlTensor, il: int) -> GgmlTensor:
+    """nemotron_h_moe's MoE layer: sigmoid-routed squared-ReLU experts with a selection bias, plus a squared-ReLU
+    shared expert (the latent projections of larger models are not modelled)."""
+    md, arch = b.shape.metadata, b.shape.arch
+    if b.layer(il, "ffn_latent_down.weight") is not None:
+        raise NotImplementedError("nemotron_h_moe with latent expert projections")
+    n_expert, n_expert_used = (int(md.get(f"{arch}.{k}", 0) or 0) for k in ("expert_count", "expert_used_count"))
+    moe = moe_ffn(
+        b, cur, il, n_expert=n_expert, n_expert_used=n_expert_used, norm_w=bool(md.get(f"{arch}.expert_weights_norm", False)),
+        w_scale=_key_float(b, "expert_weights_scale"), gating="sigmoid", exp_probs_b=b.layer(il, "exp_probs_b.bias"), act="RELU_SQR",
+    )  # fmt: skip
+    g = b.g
+    shared = g.dup("SQR", g.unary("RELU", b.mm(b.need(f"blk.{il}.ffn_up_shexp.weight"), cur)))
+    return g.add(moe, b.mm(b.need(f"blk.{il}.ffn_down_shexp.weight"), shared))
+
+
 def build_nemotron_h(b: GraphBuilder) -> None:
-    """llama.cpp src/models/nemotron-h.cpp: each layer a Mamba-2 mixer, attention without rope, or a squared-ReLU
-    MLP, added to the residual; as the installed build makes it, the output rows picked after the final norm."""
+    """llama.cpp src/models/nemotron-h.cpp (nemotron_h and nemotron_h_moe): each layer a Mamba-2 mixer, attention
+    without rope, or a squared-ReLU MLP (or experts), added to the residual; as the installed build makes it, the
+    output rows picked after the final norm."""
     r = _Recurrent(b)
     g, s = r.g, r.shape
-    if s.metadata.get(f"{s.arch}.expert_count"):
-        raise NotImplementedError("nemotron_h with experts")
     inp_l = b.inp_embd()
     g.expand(inp_l)
     rs_inp, kv = _mem_hybrid(b, r)
@@ -486,6 +501,8 @@ def build_nemotron_h(b: GraphBuilder) -> None:
         elif _attends(b, il):
             q, k, v = b.qkv(il, cur)
             cur = b.attn(kv, il, q, k, v, b.need(f"blk.{il}.attn_output.weight"), b.layer(il, "attn_output.bias"))
+        elif b.layer(il, "ffn_gate_inp.weight") is not None:
+            cur = _nemotron_moe(b, cur, il)
         else:
             cur = _relu_sqr_ffn(b, cur, il)
         inp_l = g.add(cur, inp_sa)
@@ -592,5 +609,6 @@ HYBRID: dict[str, Callable[[GraphBuilder], None]] = {
     "qwen35moe": build_qwen3next,
     "falcon-h1": build_falcon_h1,
     "nemotron_h": build_nemotron_h,
+    "nemotron_h_moe": build_nemotron_h,
     "plamo2": build_plamo2,
 }
