@@ -1,8 +1,9 @@
 """The memory plan of hybrid models (attention and recurrent layers in one stack) against llama.cpp's own accounting.
 
-Models with the widths, heads, state sizes and vocabularies of released hybrids (jamba, granitehybrid, lfm2,
-qwen3next, falcon-h1, nemotron_h, plamo2; ``tests/planning/tiny_hybrid.RELEASED_WIDTHS``: few layers, every kind
-of layer at least once, fewer experts, tensors of zero bytes written in a second), at the four context settings
+Models with the widths, heads, state sizes and vocabularies of released hybrids (jamba, granitehybrid with and
+without experts, lfm2, lfm2moe, qwen3next, qwen35, qwen35moe, falcon-h1, nemotron_h, nemotron_h_moe, plamo2;
+``tests/planning/tiny_hybrid.RELEASED_WIDTHS``: few layers, every kind of layer at least once, fewer experts,
+tensors of zero bytes written in a second), at the four context settings
 of ``benchmarks/bench_plan.py``. For each: ``gguf_construct.plan`` against ``llama_get_memory_breakdown`` through
 llama-cpp-python: the model buffers, the KV cache plus the recurrent state (equal or not; the KV cache's share
 also against llama.cpp's log, which prints it in MiB), the compute buffer (bytes, difference), and the plan's time

@@ -1,4 +1,4 @@
-"""Hybrid models (attention and recurrent layers in one stack: jamba, granitehybrid, lfm2, qwen3next) planned from
+"""Hybrid models (attention and recurrent layers in one stack: tests/planning/tiny_hybrid.py's) planned from
 the header and measured by llama.cpp (``llama_get_memory_breakdown``): the model buffers, the KV cache of the
 attention layers and the recurrent state of the recurrent layers, byte for byte, across contexts, sequence counts,
 cache types, weight types and mmap; the layers llama.cpp gives a KV cache are the plan's, those with a recurrent

@@ -1,9 +1,10 @@
 """Tiny GGUF models of llama.cpp's hybrid architectures (attention layers and recurrent layers in one stack), each
 with every key and tensor llama.cpp's loader requires (llama.cpp src/models/<arch>.cpp: load_arch_hparams,
 load_arch_tensors): :func:`jamba` (Mamba and attention, dense or expert FFNs), :func:`granitehybrid` (Mamba-2 and
-attention), :func:`lfm2` (short convolutions and attention) and :func:`qwen3next` (gated delta nets and gated
-attention, experts with a shared expert), :func:`falcon_h1` (attention and Mamba-2 side by side in every layer)
-and :func:`nemotron_h` (Mamba-2, attention and MLP layers). :data:`HYBRID_BUILDERS` maps the architecture name to its builder.
+attention, dense or with experts), :func:`lfm2` and :func:`lfm2moe` (short convolutions and attention),
+:func:`qwen3next` and :func:`qwen35` (gated delta nets and gated attention; qwen35moe with experts),
+:func:`falcon_h1` (attention and Mamba-2 side by side in every layer), :func:`nemotron_h` (Mamba-2, attention and
+MLP or expert layers) and :func:`plamo2`. :data:`HYBRID_BUILDERS` maps the architecture name to its builder.
 
 The layer pattern is a parameter: ``attention`` lists the layers that attend (the others are recurrent), written
 as llama.cpp's converters write it (a per-layer ``attention.head_count_kv`` array with 0 for the recurrent layers;
@@ -21,7 +22,19 @@ import numpy as np
 from gguf_construct.api.gguf_file import GGUFFile
 from tests.tiny_models import _Model, _qkvo, _swiglu, zero_filled
 
-__all__ = ["HYBRID_BUILDERS", "RELEASED_WIDTHS", "falcon_h1", "granitehybrid", "jamba", "lfm2", "lfm2moe", "nemotron_h", "qwen3next"]
+__all__ = [
+    "HYBRID_BUILDERS",
+    "RELEASED_WIDTHS",
+    "falcon_h1",
+    "granitehybrid",
+    "jamba",
+    "lfm2",
+    "lfm2moe",
+    "nemotron_h",
+    "plamo2",
+    "qwen35",
+    "qwen3next",
+]
 
 
 def _head_counts(m: _Model, n_layer: int, n_embd: int, n_head: int, n_head_kv: int, attention: Sequence[int]) -> None:
