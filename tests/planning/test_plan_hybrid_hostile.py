@@ -113,3 +113,45 @@ def test_an_older_qwen3next_layout_is_planned_without_a_compute_buffer(shapes):
     p = plan_shape(ModelShape.from_metadata(shape.metadata, tensors, shape.arch), ContextRequest(n_ctx=512))
     assert p.compute_bytes is None and p.kv_bytes > 0 and p.recurrent_bytes > 0
     assert any("older layout" in note for note in p.notes), p.notes
+
+
+@pytest.mark.parametrize(
+    ("changes", "code"),
+    [
+        ({"qwen3next.full_attention_interval": 0}, 1),  # a model llama.cpp will not load: exit 1
+        ({"qwen3next.attention.recurrent_layers": [True] * 3}, 1),
+        ({}, 0),
+    ],
+)
+def test_the_cli_exits_as_grep_on_hybrid_headers(changes, code, tmp_path, capsys):
+    """``plan`` on a saved hybrid file: 0 with its KV cache and state in the JSON, 1 for a header llama.cpp refuses,
+    naming the key."""
+    import json
+
+    from gguf_construct.cli.main import main
+
+    f = HYBRID_BUILDERS["qwen3next"]()
+    for key, value in changes.items():
+        f.metadata.set(key, value, type="u32" if isinstance(value, int) else "arr[bool]")
+    path = tmp_path / "model.gguf"
+    f.save(path, keep_valid=False)
+    assert main(["plan", str(path), "--ctx", "512", "--json"]) == code
+    out, err = capsys.readouterr()
+    if code:
+        assert next(iter(changes)) in err
+    else:
+        found = json.loads(out)
+        assert [c["layer"] for c in found["kv_layers"]] == [3] and [c["layer"] for c in found["recurrent_layers"]] == [0, 1, 2]
+
+
+def test_a_hybrid_of_512_layers_plans_in_seconds():
+    """llama.cpp's most layers (LLAMA_MAX_LAYERS), every fourth attending: the three reserved graphs of 512 delta-net
+    and attention layers are built and allocated in seconds, not minutes (the work grows with the layers)."""
+    from tests.tiny_models import zero_filled
+
+    sizes = dict(n_layer=512, n_embd=64, n_head=2, n_head_kv=1, head_dim=32, n_k_heads=1, n_v_heads=2, head_k_dim=16)
+    shape = _shape(zero_filled(HYBRID_BUILDERS["qwen3next"], n_expert=2, n_ff_exp=32, n_ff_shexp=32, **sizes))
+    start = time.monotonic()
+    p = plan_shape(shape, ContextRequest(n_ctx=512, n_seq_max=4))
+    assert time.monotonic() - start < 30
+    assert (len(p.kv_layers), len(p.recurrent_layers)) == (128, 384) and p.compute_bytes
