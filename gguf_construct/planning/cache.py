@@ -4,8 +4,10 @@ them (llama.cpp src/llama-kv-cache.cpp, src/llama-kv-cache-iswa.cpp, src/llama-m
 Per layer the KV cache holds K as ``[n_embd_k_gqa, cells, n_stream]`` of ``type_k`` and V likewise of
 ``type_v`` (no V for MLA; without flash attention V is stored transposed and every layer's V row takes the
 largest layer's size). A sliding-window layer's cells are the SWA cache's. The recurrent state is two f32
-tensors per layer, ``n_embd_r`` and ``n_embd_s`` values per cell, one cell per sequence. Each tensor's bytes
-are padded to the buffer's alignment, as ``ggml_backend_alloc_ctx_tensors_from_buft`` does.
+tensors per layer, ``n_embd_r`` and ``n_embd_s`` values per cell, one cell per sequence. A hybrid model
+(src/llama-memory-hybrid.cpp) has both, each over its own layers: the KV cache over the attention layers, the
+recurrent state over the recurrent ones. Each tensor's bytes are padded to the buffer's alignment, as
+``ggml_backend_alloc_ctx_tensors_from_buft`` does.
 """
 
 from __future__ import annotations
@@ -42,14 +44,16 @@ class CacheLayer:
 
 
 def kv_cache(shape: ModelShape, ctx: ResolvedContext, backend: Backend = CPU_RULES) -> list[CacheLayer]:
-    """The KV cache per layer, or [] for a model without one; each tensor sized by ``backend``'s rules."""
-    if shape.memory != "kv":
+    """The KV cache per attention layer, or [] for a model without one; each tensor sized by ``backend``'s rules."""
+    if shape.memory not in ("kv", "hybrid"):
         return []
     v_trans = not ctx.flash_attn
     n_layer = shape.n_layer_cached
     v_max = max((shape.n_embd_v_gqa(il) for il in range(n_layer)), default=0)
     out = []
     for il in range(n_layer):
+        if not shape.attention_layers[il]:
+            continue
         cells = ctx.n_ctx_swa if shape.swa_layers[il] else ctx.n_ctx_seq
         k = backend.nbytes((shape.n_embd_k_gqa(il), cells, ctx.n_stream), ctx.type_k)
         v = 0
@@ -61,11 +65,12 @@ def kv_cache(shape: ModelShape, ctx: ResolvedContext, backend: Backend = CPU_RUL
 
 
 def recurrent_state(shape: ModelShape, ctx: ResolvedContext, backend: Backend = CPU_RULES) -> list[CacheLayer]:
-    """The recurrent state per layer, or [] for a model without one; each tensor sized by ``backend``'s rules."""
-    if shape.memory != "recurrent":
+    """The recurrent state per recurrent layer, or [] for a model without one; each tensor sized by ``backend``'s
+    rules."""
+    if shape.memory not in ("recurrent", "hybrid"):
         return []
     cells = max(1, ctx.n_seq_max)
     kind = memory_table().recurrent["type"]
     r = backend.nbytes((shape.n_embd_r, cells), kind)
     s = backend.nbytes((shape.n_embd_s, cells), kind)
-    return [CacheLayer(il, cells, r=r, s=s) for il in range(shape.n_layer)]
+    return [CacheLayer(il, cells, r=r, s=s) for il in range(shape.n_layer) if shape.recurrent_layers[il]]

@@ -77,6 +77,7 @@ KEYS: dict[str, str] = {
     "attention.sliding_window_pattern": "pattern",
     "attention.temperature_scale": "float",
     "rope.dimension_count": "uint",
+    "rope.scaling.finetuned": "bool",
     "expert_count": "uint",
     "expert_used_count": "uint",
     "expert_feed_forward_length": "uint",
@@ -100,6 +101,9 @@ KEYS: dict[str, str] = {
     "ssm.time_step_rank": "uint",
     "ssm.group_count": "uint",
     "ssm.dt_b_c_rms": "bool",
+    "shortconv.l_cache": "uint",
+    "full_attention_interval": "uint",
+    "attention.recurrent_layers": "pattern",
     "wkv.head_size": "uint",
     "token_shift_count": "uint",
     "rescale_every_n_layers": "uint",
@@ -187,6 +191,12 @@ class ModelShape:
     n_embd_head_v: int
     n_rot: int
     swa_layers: tuple[bool, ...]
+    #: the layers with a KV cache: all of an attention model's, none of a recurrent model's, the ones the
+    #: architecture's layer rule picks in a hybrid (``recurrent_layers`` in schema/memory.json)
+    attention_layers: tuple[bool, ...]
+    #: the layers with a recurrent state: all of a recurrent model's, none of an attention model's, the recurrent
+    #: layers of a hybrid
+    recurrent_layers: tuple[bool, ...]
     n_swa: int
     mla: bool  # DeepSeek's multi-head latent attention: the cache holds K only
     n_lora_kv: int
@@ -204,6 +214,7 @@ class ModelShape:
     ssm_d_state: int
     ssm_dt_rank: int
     ssm_n_group: int
+    shortconv_l_cache: int  # LFM2's short-convolution window
     wkv_head_size: int
     token_shift_count: int
     rwkv_lora: Mapping[str, int]  # RWKV's LoRA ranks (time_decay, decay, iclr, value_residual_mix, gate ...)
@@ -217,7 +228,8 @@ class ModelShape:
 
     @property
     def memory(self) -> str | None:
-        """'kv', 'recurrent', or None for an architecture the table does not describe."""
+        """'kv', 'recurrent', 'hybrid' (attention and recurrent layers), or None for an architecture the table does
+        not describe."""
         entry = architecture(self.arch)
         return entry["memory"] if entry else None
 
@@ -246,6 +258,8 @@ class ModelShape:
         """Values per cell of the recurrent 'r' state (token shifts, or Mamba's convolution state)."""
         if self.wkv_head_size:
             return self.token_shift_count * self.n_embd
+        if self.shortconv_l_cache:
+            return self.n_embd * (self.shortconv_l_cache - 1)
         return max(self.ssm_d_conv - 1, 0) * (self.ssm_d_inner + 2 * self.ssm_n_group * self.ssm_d_state)
 
     @property
@@ -304,7 +318,8 @@ class ModelShape:
         head_k_swa = uint("attention.key_length_swa", head_k_full)
         head_v_swa = uint("attention.value_length_swa", head_v_full)
 
-        swa_layers, n_swa = _swa(entry.get("swa"), key, n_layer)
+        attention_layers, recurrent_layers = _cache_layers(entry, key, n_layer, n_head_kv, n_ff, arch)
+        swa_layers, n_swa = _swa(entry.get("swa"), key, n_layer, attention_layers)
         head_k = tuple(head_k_swa if s else head_k_full for s in swa_layers)
         head_v = tuple(head_v_swa if s else head_v_full for s in swa_layers)
 
@@ -339,6 +354,8 @@ class ModelShape:
             n_embd_head_v=head_v_full,
             n_rot=uint("rope.dimension_count", head_k_full),
             swa_layers=swa_layers,
+            attention_layers=attention_layers,
+            recurrent_layers=recurrent_layers,
             n_swa=n_swa,
             mla=bool(entry.get("mla")) and head_k_mla != 0 and head_v_mla != 0,
             n_lora_kv=uint("attention.kv_lora_rank"),
@@ -356,6 +373,7 @@ class ModelShape:
             ssm_d_state=uint("ssm.state_size"),
             ssm_dt_rank=uint("ssm.time_step_rank"),
             ssm_n_group=uint("ssm.group_count"),
+            shortconv_l_cache=uint("shortconv.l_cache"),
             wkv_head_size=uint("wkv.head_size"),
             token_shift_count=uint("token_shift_count", int(entry.get("token_shift_count", 0))),
             rwkv_lora=lora,
@@ -364,8 +382,9 @@ class ModelShape:
         )
 
 
-def _swa(rule: Mapping[str, Any] | None, key: Any, n_layer: int) -> tuple[tuple[bool, ...], int]:
-    """Which layers use the sliding window, and its size (``set_swa_pattern`` in src/llama-hparams.cpp)."""
+def _swa(rule: Mapping[str, Any] | None, key: Any, n_layer: int, attention_layers: tuple[bool, ...]) -> tuple[tuple[bool, ...], int]:
+    """Which layers use the sliding window, and its size (``set_swa_pattern`` in src/llama-hparams.cpp; with
+    ``layers: attention``, every attention layer of a hybrid, as lfm2's load_arch_hparams sets it)."""
     none = ((False,) * n_layer, 0)
     if not rule or rule.get("disabled"):
         return none
@@ -373,11 +392,66 @@ def _swa(rule: Mapping[str, Any] | None, key: Any, n_layer: int) -> tuple[tuple[
     window = rule.get("window") if found is None else _uint("attention.sliding_window", found)
     if not window:
         return none
+    if rule.get("layers") == "attention":
+        return attention_layers, window
     pattern = key("attention.sliding_window_pattern", rule.get("period"))
     if isinstance(pattern, _ARRAYS):  # one flag per layer (checked against KEYS)
         return tuple(bool(p) for p in pattern), window
     period = _uint("attention.sliding_window_pattern", pattern)
     return tuple(period == 0 or il % period < period - 1 for il in range(n_layer)), window
+
+
+def _cache_layers(
+    entry: Mapping[str, Any], key: Any, n_layer: int, n_head_kv: tuple[int, ...], n_ff: tuple[int, ...], arch: str
+) -> tuple[tuple[bool, ...], tuple[bool, ...]]:
+    """Which layers have a KV cache and which a recurrent state. Every layer of an attention model has the first,
+    of a recurrent model the second; a hybrid's recurrent layers (``hparams.is_recr``) follow the architecture's
+    rule (schema/memory.json ``recurrent_layers``): ``no_kv_heads``, the layers whose ``attention.head_count_kv``
+    is 0; ``no_kv_heads_no_ffn``, those whose head_count_kv and feed_forward_length are both 0; ``all``;
+    ``interval``, the ``attention.recurrent_layers`` flags or else all but every ``full_attention_interval``-th
+    layer. Its ``caches`` (llama_memory_hybrid's layer filters, src/llama-model.cpp create_memory): ``split``,
+    the KV cache over the other layers and the state over the recurrent ones; ``both``, both over every layer;
+    ``mixers``, like split but only over the layers without a feed-forward (the others only run one)."""
+    memory = entry.get("memory")
+    if memory != "hybrid":
+        return (memory == "kv",) * n_layer, (memory == "recurrent",) * n_layer
+    rule = entry.get("recurrent_layers", {})
+    kind = rule.get("rule")
+    if kind == "no_kv_heads":
+        recurrent = tuple(h == 0 for h in n_head_kv)
+    elif kind == "no_kv_heads_no_ffn":
+        recurrent = tuple(h == 0 and f == 0 for h, f in zip(n_head_kv, n_ff, strict=True))
+    elif kind == "all":
+        recurrent = (True,) * n_layer
+    elif kind == "interval":
+        recurrent = _interval_layers(rule, key, n_layer, arch)
+    else:
+        raise ValueError(f"schema/memory.json: {arch} is hybrid without a known recurrent_layers rule")
+    caches = rule.get("caches", "split")
+    if caches == "both":
+        return (True,) * n_layer, (True,) * n_layer
+    if caches == "mixers":
+        return tuple(not r and f == 0 for r, f in zip(recurrent, n_ff, strict=True)), tuple(
+            r and f == 0 for r, f in zip(recurrent, n_ff, strict=True)
+        )
+    return tuple(not r for r in recurrent), recurrent
+
+
+def _interval_layers(rule: Mapping[str, Any], key: Any, n_layer: int, arch: str) -> tuple[bool, ...]:
+    """qwen3next's recurrent layers: the ``attention.recurrent_layers`` flags (one value: every layer), else all
+    but every ``full_attention_interval``-th of the main layers."""
+    flags = key("attention.recurrent_layers")
+    if isinstance(flags, _ARRAYS):  # n_layer flags (checked against KEYS)
+        return tuple(bool(f) for f in flags)
+    if flags is not None:  # get_key_or_arr: one value for every layer
+        return (bool(flags),) * n_layer
+    name = f"{arch}.full_attention_interval"
+    found = key("full_attention_interval")
+    interval = int(rule["default_interval"]) if found is None else _uint(name, found)
+    if interval == 0:  # llama.cpp takes (il + 1) % 0: a division by zero
+        raise refused(name, f"{name} is 0")
+    n_main = n_layer - int(key("nextn_predict_layers") or 0)  # the prediction blocks are not recurrent
+    return tuple(il < n_main and (il + 1) % interval != 0 for il in range(n_layer))
 
 
 def _spans(f: Any) -> list[TensorSpan]:

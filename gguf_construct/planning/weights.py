@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .backends import backend_of
 from .cache import aligned
-from .shape import ModelShape, TensorSpan, memory_table
+from .shape import ModelShape, TensorSpan, architecture, memory_table
 
 __all__ = ["CPU_BUFFERS", "WeightBuffers", "cpu_features", "layer_of", "repacks", "weight_buffers"]
 
@@ -35,12 +35,15 @@ _INPUT_NAMES = ("token_embd.", "position_embd.", "token_types.", "per_layer_toke
 _LAYER_0_NAMES = ("token_embd_norm.",)
 
 
-def layer_of(name: str, n_layer: int) -> int:
-    """The layer a tensor is created for: ``blk.N`` → N, embeddings → INPUT, the embeddings' norm → 0, the rest
+def layer_of(name: str, n_layer: int, output_names: tuple[str, ...] = ()) -> int:
+    """The layer a tensor is created for: ``blk.N`` → N, embeddings → INPUT, the embeddings' norm → 0 (unless the
+    architecture names it among its ``output_names``: LFM2's final norm is called token_embd_norm), the rest
     (output head, final norm, classifier) → OUTPUT."""
     m = _BLOCK.match(name)
     if m:
         return int(m.group(1))
+    if output_names and name.startswith(output_names):
+        return OUTPUT
     if name.startswith(_LAYER_0_NAMES):
         return 0
     if name.startswith(_INPUT_NAMES):
@@ -141,8 +144,10 @@ def weight_buffers(
     # the next-token-prediction blocks at the end (glm4moe's nextn_predict_layers) are created TENSOR_SKIP: not
     # loaded, not repacked (src/models/glm4-moe.cpp); in the usual tensor order they lie inside the mapped span
     skipped_from = shape.n_layer_cached
+    entry = architecture(shape.arch) or {}
+    output_names = tuple(f"{n}." for n in entry.get("output_tensors", ()))
     for t in _with_duplicated_output(shape):
-        layer = layer_of(t.name, shape.n_layer)
+        layer = layer_of(t.name, shape.n_layer, output_names)
         if skipped_from <= layer < shape.n_layer:
             continue
         device = device_of(t.name, layer) if device_of is not None else ("GPU" if on_gpu(layer, shape.n_layer, n_gpu_layers) else None)

@@ -25,6 +25,7 @@ from ..shape import memory_table, refused
 from .alloc import BufferedGraph, reserve_buffers, reserve_bytes
 from .dense import RECIPES, build_dense
 from .ggml_ir import Graph
+from .hybrid import HYBRID
 from .llama_blocks import Batch, ContextLike, GraphBuilder, ShapeLike
 from .mla import build_deepseek2
 from .moe import MoeRecipe, build_llama_moe, build_moe, has_experts
@@ -56,6 +57,8 @@ def _builder(arch: str, graph: Mapping[str, Any]) -> Callable[[GraphBuilder], No
         return build_deepseek2
     if family == "recurrent":
         return RECURRENT[arch]
+    if family == "hybrid":
+        return HYBRID[arch]
     raise ValueError(f"schema/memory.json: {arch} has a graph of unknown family {family!r}")
 
 

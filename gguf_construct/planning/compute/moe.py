@@ -51,7 +51,8 @@ def moe_ffn(
     act: str = "SILU",
 ) -> GgmlTensor:
     """build_moe_ffn with gated experts (separate gate/up experts, or one merged ffn_gate_up_exps, with their
-    biases where the file has them): ``act`` SILU (a SwiGLU of gate and up) or SWIGLU_OAI (gpt-oss's)."""
+    biases where the file has them): ``act`` SILU (a SwiGLU of gate and up), SWIGLU_OAI (gpt-oss's) or RELU_SQR
+    (nemotron_h's: up only, a squared ReLU)."""
     g = b.g
     if not 0 < n_expert_used <= n_expert:  # llama_model_base::load_hparams asserts it
         raise ValueError(f"{n_expert_used} experts used of {n_expert}: llama.cpp needs 0 < expert_used_count <= expert_count")
@@ -108,6 +109,8 @@ def moe_ffn(
     has_gate = gate_up is not None or b.layer(il, "ffn_gate_exps.weight") is not None
     if act == "SWIGLU_OAI":
         cur = g.glu_split("SWIGLU_OAI", cur, up)
+    elif act == "RELU_SQR":  # nemotron_h's experts: no gate, a squared ReLU of up
+        cur = g.dup("SQR", g.unary("RELU", cur))
     else:
         cur = g.glu_split("SWIGLU", cur, up) if has_gate else g.unary("SILU", cur)
     experts = b.mm_id(b.need(f"blk.{il}.ffn_down_exps.weight"), cur, selected)

@@ -17,7 +17,7 @@ from . import builds
 from .ggml_ir import Ggml, GgmlTensor
 from .llama_blocks import GraphBuilder, ShapeLike
 
-__all__ = ["RECURRENT", "build_mamba", "build_mamba2", "build_rwkv6", "build_rwkv7"]
+__all__ = ["RECURRENT", "build_mamba", "build_mamba2", "build_rwkv6", "build_rwkv7", "mamba2_layer", "mamba_layer"]
 
 _F32 = 4  # sizeof(float): the element size of the f32 tensors these graphs view into
 
@@ -145,67 +145,75 @@ def _sub(g: Ggml, a: GgmlTensor, b: GgmlTensor) -> GgmlTensor:
 
 
 # -- mamba -------------------------------------------------------------------------------------------------------
+def mamba_layer(r: _Recurrent, rs_inp: tuple[GgmlTensor, GgmlTensor], cur: GgmlTensor, il: int) -> GgmlTensor:
+    """build_mamba_layer of llama.cpp src/models/mamba-base.cpp: layer ``il``'s Mamba mixer over the normed
+    input ``cur``, its states read from and written back to the layer's cache; the output as [n_embd, n_tokens]."""
+    b, g, s = r.b, r.g, r.shape
+    n_seqs, n_seq_tokens = r.n_seqs, r.n_seq_tokens
+    d_conv, d_inner, d_state, dt_rank = s.ssm_d_conv, s.ssm_d_inner, s.ssm_d_state, s.ssm_dt_rank
+    dt_b_c_rms = bool(s.metadata.get(f"{s.arch}.ssm.dt_b_c_rms", False))
+    conv_states_all, ssm_states_all = r.state("r", il), r.state("s", il)
+    conv = r.rs(rs_inp, conv_states_all, conv_states_all.ne[0])
+    conv = g.reshape(conv, d_conv - 1, d_inner, n_seqs)
+    cur = g.reshape(cur, cur.ne[0], n_seq_tokens, n_seqs)
+    xz = r.mm(il, "ssm_in", cur)
+    x = g.view(xz, d_inner, xz.ne[1], xz.ne[2], nb=[xz.nb[1], xz.nb[2]])
+    z = g.view(xz, d_inner, xz.ne[1], xz.ne[2], nb=[xz.nb[1], xz.nb[2]], offset=d_inner * _F32)
+    conv_x = g.concat(conv, g.transpose(x), 0)
+    last_conv = g.view(conv_x, d_conv - 1, d_inner, n_seqs, nb=[conv_x.nb[1], conv_x.nb[2]], offset=n_seq_tokens * conv_x.nb[0])
+    dst = g.view(conv_states_all, (d_conv - 1) * d_inner * n_seqs, offset=r.rs_head * (d_conv - 1) * d_inner * _F32)
+    g.expand(g.cpy(last_conv, dst))
+    x = _ssm_conv(g, conv_x, r.lw(il, "ssm_conv1d.weight"))
+    x = g.add(x, r.lw(il, "ssm_conv1d.bias"))
+    x = g.unary("SILU", x)
+    x_db = b.mm(r.lw(il, "ssm_x.weight"), x)
+    nb = [x_db.nb[1], x_db.nb[2]]
+    dt = g.view(x_db, dt_rank, n_seq_tokens, n_seqs, nb=nb)
+    bb = g.view(x_db, d_state, 1, n_seq_tokens, n_seqs, nb=[d_state * _F32, *nb], offset=dt_rank * _F32)
+    c = g.view(x_db, d_state, 1, n_seq_tokens, n_seqs, nb=[d_state * _F32, *nb], offset=(dt_rank + d_state) * _F32)
+    norms = [b.layer(il, f"ssm_{n}_norm.weight") for n in ("dt", "b", "c")]
+    if dt_b_c_rms or all(t is not None for t in norms):
+        dt, bb, c = (b.norm(t, w) for t, w in zip((dt, bb, c), norms, strict=True))
+    dt = r.mm(il, "ssm_dt", dt if dt.contiguous else g.cont(dt))  # the installed llama.cpp makes a view contiguous first
+    dt = g.add(dt, r.lw(il, "ssm_dt.bias"))
+    cur = x
+    x = g.reshape(x, 1, d_inner, n_seq_tokens, n_seqs)
+    a = r.lw(il, "ssm_a")
+
+    def ssm_rows(
+        states: GgmlTensor,
+        ids: GgmlTensor,
+        x: GgmlTensor = x,
+        dt: GgmlTensor = dt,
+        a: GgmlTensor = a,
+        bb: GgmlTensor = bb,
+        c: GgmlTensor = c,
+    ) -> GgmlTensor:
+        ssm = g.reshape(states, d_state, 1, d_inner, r.rs_size)
+        return _ssm_scan(g, ssm, x, dt, a, bb, c, ids)
+
+    y_ssm = r.rs(rs_inp, ssm_states_all, ssm_states_all.ne[0], ssm_rows)
+    n = d_state * d_inner * n_seqs
+    stored = g.view(ssm_states_all, n, offset=r.rs_head * d_state * d_inner * _F32)
+    g.expand(g.cpy(g.view(y_ssm, n, offset=x.nb[3] * x.ne[3]), stored))
+    y = g.view(y_ssm, d_inner, n_seq_tokens, n_seqs, nb=[x.nb[2], x.nb[3]])
+    y = g.add(y, g.mul(cur, r.lw(il, "ssm_d")))
+    y = g.glu_split("SWIGLU", g.cont(z), y)
+    cur = r.mm(il, "ssm_out", y)
+    cur = g.reshape(cur, cur.ne[0], n_seq_tokens * n_seqs)
+    return cur
+
+
 def build_mamba(b: GraphBuilder) -> None:
     """llama.cpp src/models/mamba.cpp with build_mamba_layer of src/models/mamba-base.cpp."""
     r = _Recurrent(b)
     g, s = r.g, r.shape
-    n_seqs, n_seq_tokens = r.n_seqs, r.n_seq_tokens
-    d_conv, d_inner, d_state, dt_rank = s.ssm_d_conv, s.ssm_d_inner, s.ssm_d_state, s.ssm_dt_rank
-    dt_b_c_rms = bool(s.metadata.get(f"{s.arch}.ssm.dt_b_c_rms", False))
     inp_l = b.inp_embd()
     rs_inp = r.rs_inp()
     out_ids = b.inp_out_ids()
     for il in range(s.n_layer):
         cur = b.norm(inp_l, r.lw(il, "attn_norm.weight"))
-        conv_states_all, ssm_states_all = r.state("r", il), r.state("s", il)
-        conv = r.rs(rs_inp, conv_states_all, conv_states_all.ne[0])
-        conv = g.reshape(conv, d_conv - 1, d_inner, n_seqs)
-        cur = g.reshape(cur, cur.ne[0], n_seq_tokens, n_seqs)
-        xz = r.mm(il, "ssm_in", cur)
-        x = g.view(xz, d_inner, xz.ne[1], xz.ne[2], nb=[xz.nb[1], xz.nb[2]])
-        z = g.view(xz, d_inner, xz.ne[1], xz.ne[2], nb=[xz.nb[1], xz.nb[2]], offset=d_inner * _F32)
-        conv_x = g.concat(conv, g.transpose(x), 0)
-        last_conv = g.view(conv_x, d_conv - 1, d_inner, n_seqs, nb=[conv_x.nb[1], conv_x.nb[2]], offset=n_seq_tokens * conv_x.nb[0])
-        dst = g.view(conv_states_all, (d_conv - 1) * d_inner * n_seqs, offset=r.rs_head * (d_conv - 1) * d_inner * _F32)
-        g.expand(g.cpy(last_conv, dst))
-        x = _ssm_conv(g, conv_x, r.lw(il, "ssm_conv1d.weight"))
-        x = g.add(x, r.lw(il, "ssm_conv1d.bias"))
-        x = g.unary("SILU", x)
-        x_db = b.mm(r.lw(il, "ssm_x.weight"), x)
-        nb = [x_db.nb[1], x_db.nb[2]]
-        dt = g.view(x_db, dt_rank, n_seq_tokens, n_seqs, nb=nb)
-        bb = g.view(x_db, d_state, 1, n_seq_tokens, n_seqs, nb=[d_state * _F32, *nb], offset=dt_rank * _F32)
-        c = g.view(x_db, d_state, 1, n_seq_tokens, n_seqs, nb=[d_state * _F32, *nb], offset=(dt_rank + d_state) * _F32)
-        norms = [b.layer(il, f"ssm_{n}_norm.weight") for n in ("dt", "b", "c")]
-        if dt_b_c_rms or all(t is not None for t in norms):
-            dt, bb, c = (b.norm(t, w) for t, w in zip((dt, bb, c), norms, strict=True))
-        dt = r.mm(il, "ssm_dt", g.cont(dt))  # the installed llama.cpp makes dt contiguous first
-        dt = g.add(dt, r.lw(il, "ssm_dt.bias"))
-        cur = x
-        x = g.reshape(x, 1, d_inner, n_seq_tokens, n_seqs)
-        a = r.lw(il, "ssm_a")
-
-        def ssm_rows(
-            states: GgmlTensor,
-            ids: GgmlTensor,
-            x: GgmlTensor = x,
-            dt: GgmlTensor = dt,
-            a: GgmlTensor = a,
-            bb: GgmlTensor = bb,
-            c: GgmlTensor = c,
-        ) -> GgmlTensor:
-            ssm = g.reshape(states, d_state, 1, d_inner, r.rs_size)
-            return _ssm_scan(g, ssm, x, dt, a, bb, c, ids)
-
-        y_ssm = r.rs(rs_inp, ssm_states_all, ssm_states_all.ne[0], ssm_rows)
-        n = d_state * d_inner * n_seqs
-        stored = g.view(ssm_states_all, n, offset=r.rs_head * d_state * d_inner * _F32)
-        g.expand(g.cpy(g.view(y_ssm, n, offset=x.nb[3] * x.ne[3]), stored))
-        y = g.view(y_ssm, d_inner, n_seq_tokens, n_seqs, nb=[x.nb[2], x.nb[3]])
-        y = g.add(y, g.mul(cur, r.lw(il, "ssm_d")))
-        y = g.glu_split("SWIGLU", g.cont(z), y)
-        cur = r.mm(il, "ssm_out", y)
-        cur = g.reshape(cur, cur.ne[0], n_seq_tokens * n_seqs)
+        cur = mamba_layer(r, rs_inp, cur, il)
         if il == s.n_layer - 1:
             cur = g.get_rows(cur, out_ids)
             inp_l = g.get_rows(inp_l, out_ids)
@@ -213,12 +221,11 @@ def build_mamba(b: GraphBuilder) -> None:
     r.output(inp_l, rms=True)
 
 
-def build_mamba2(b: GraphBuilder) -> None:
-    """llama.cpp src/models/mamba2.cpp with build_mamba2_layer of src/models/mamba-base.cpp, as the installed
-    build makes it: the input projection reshaped after the product, the states stored as 2-D views, the
-    grouped norm's output flattened to 2-D before the output projection."""
-    r = _Recurrent(b)
-    g, s = r.g, r.shape
+def mamba2_layer(r: _Recurrent, rs_inp: tuple[GgmlTensor, GgmlTensor], cur: GgmlTensor, il: int) -> GgmlTensor:
+    """build_mamba2_layer of llama.cpp src/models/mamba-base.cpp, as the installed build makes it: the input
+    projection reshaped after the product, the states stored as 2-D views, the grouped norm's output flattened to
+    2-D before the output projection."""
+    b, g, s = r.b, r.g, r.shape
     n_seqs, n_seq_tokens = r.n_seqs, r.n_seq_tokens
     d_conv, d_inner, d_state = s.ssm_d_conv, s.ssm_d_inner, s.ssm_d_state
     n_head, n_group = s.ssm_dt_rank, s.ssm_n_group
@@ -226,60 +233,68 @@ def build_mamba2(b: GraphBuilder) -> None:
         raise ValueError(f"mamba2: d_inner {d_inner} in {n_head} heads and {n_group} groups")
     head_dim = d_inner // n_head
     conv_dim = d_inner + 2 * n_group * d_state
+    conv_states_all, ssm_states_all = r.state("r", il), r.state("s", il)
+    conv = r.rs(rs_inp, conv_states_all, conv_states_all.ne[0])
+    conv = g.reshape(conv, d_conv - 1, conv_dim, n_seqs)
+    zx = r.mm(il, "ssm_in", cur)
+    zx = g.reshape(zx, zx.ne[0], n_seq_tokens, n_seqs)
+    nb = [zx.nb[1], zx.nb[2]]
+    z = g.view(zx, head_dim, n_head, n_seq_tokens, n_seqs, nb=[head_dim * _F32, *nb])
+    xbc = g.view(zx, conv_dim, n_seq_tokens, n_seqs, nb=nb, offset=d_inner * _F32)
+    dt = g.view(zx, n_head, n_seq_tokens, n_seqs, nb=nb, offset=(2 * d_inner + 2 * n_group * d_state) * _F32)
+    conv_x = g.concat(conv, g.transpose(xbc), 0)
+    last_conv = g.view(conv_x, d_conv - 1, conv_dim, n_seqs, nb=[conv_x.nb[1], conv_x.nb[2]], offset=n_seq_tokens * conv_x.nb[0])
+    n_r = conv_states_all.ne[0]
+    g.expand(g.cpy(last_conv, g.view(conv_states_all, n_r, n_seqs, nb=[conv_states_all.nb[1]], offset=r.rs_head * n_r * _F32)))
+    xbc = _ssm_conv(g, conv_x, r.lw(il, "ssm_conv1d.weight"))
+    xbc = g.add(xbc, r.lw(il, "ssm_conv1d.bias"))
+    xbc = g.unary("SILU", xbc)
+    xnb = [xbc.nb[1], xbc.nb[2]]
+    x = g.view(xbc, head_dim, n_head, n_seq_tokens, n_seqs, nb=[head_dim * _F32, *xnb])
+    bb = g.view(xbc, d_state, n_group, n_seq_tokens, n_seqs, nb=[d_state * _F32, *xnb], offset=d_inner * _F32)
+    c = g.view(xbc, d_state, n_group, n_seq_tokens, n_seqs, nb=[d_state * _F32, *xnb], offset=(d_inner + n_group * d_state) * _F32)
+    dt = g.add(g.cont(dt), r.lw(il, "ssm_dt.bias"))
+    a = r.lw(il, "ssm_a")
+
+    def ssm_rows(
+        states: GgmlTensor,
+        ids: GgmlTensor,
+        x: GgmlTensor = x,
+        dt: GgmlTensor = dt,
+        a: GgmlTensor = a,
+        bb: GgmlTensor = bb,
+        c: GgmlTensor = c,
+    ) -> GgmlTensor:
+        ssm = g.reshape(states, d_state, head_dim, n_head, r.rs_size)
+        return _ssm_scan(g, ssm, x, dt, a, bb, c, ids)
+
+    y_ssm = r.rs(rs_inp, ssm_states_all, ssm_states_all.ne[0], ssm_rows)
+    n_s = ssm_states_all.ne[0]
+    x_elems = x.ne[0] * x.ne[1] * x.ne[2] * x.ne[3]
+    stored = g.view(y_ssm, n_s, n_seqs, nb=[n_s * _F32], offset=x_elems * _F32)
+    g.expand(g.cpy(stored, g.view(ssm_states_all, n_s, n_seqs, nb=[ssm_states_all.nb[1]], offset=r.rs_head * n_s * _F32)))
+    y = g.view(y_ssm, head_dim, n_head, n_seq_tokens, n_seqs, nb=[x.nb[1], n_head * x.nb[1], n_seq_tokens * n_head * x.nb[1]])
+    y = g.add(y, g.mul(x, r.lw(il, "ssm_d")))
+    y = g.glu_split("SWIGLU", g.cont(z), y)
+    norm = b.layer(il, "ssm_norm.weight")
+    if norm is not None:
+        y = g.reshape(y, d_inner // n_group, n_group, n_seq_tokens, n_seqs)
+        y = b.norm(y, norm)
+    y = g.reshape(y, d_inner, n_seq_tokens * n_seqs)
+    cur = r.mm(il, "ssm_out", y)
+    return cur
+
+
+def build_mamba2(b: GraphBuilder) -> None:
+    """llama.cpp src/models/mamba2.cpp with build_mamba2_layer of src/models/mamba-base.cpp."""
+    r = _Recurrent(b)
+    g, s = r.g, r.shape
     inp_l = b.inp_embd()
     rs_inp = r.rs_inp()
     out_ids = b.inp_out_ids()
     for il in range(s.n_layer):
         cur = b.norm(inp_l, r.lw(il, "attn_norm.weight"))
-        conv_states_all, ssm_states_all = r.state("r", il), r.state("s", il)
-        conv = r.rs(rs_inp, conv_states_all, conv_states_all.ne[0])
-        conv = g.reshape(conv, d_conv - 1, conv_dim, n_seqs)
-        zx = r.mm(il, "ssm_in", cur)
-        zx = g.reshape(zx, zx.ne[0], n_seq_tokens, n_seqs)
-        nb = [zx.nb[1], zx.nb[2]]
-        z = g.view(zx, head_dim, n_head, n_seq_tokens, n_seqs, nb=[head_dim * _F32, *nb])
-        xbc = g.view(zx, conv_dim, n_seq_tokens, n_seqs, nb=nb, offset=d_inner * _F32)
-        dt = g.view(zx, n_head, n_seq_tokens, n_seqs, nb=nb, offset=(2 * d_inner + 2 * n_group * d_state) * _F32)
-        conv_x = g.concat(conv, g.transpose(xbc), 0)
-        last_conv = g.view(conv_x, d_conv - 1, conv_dim, n_seqs, nb=[conv_x.nb[1], conv_x.nb[2]], offset=n_seq_tokens * conv_x.nb[0])
-        n_r = conv_states_all.ne[0]
-        g.expand(g.cpy(last_conv, g.view(conv_states_all, n_r, n_seqs, nb=[conv_states_all.nb[1]], offset=r.rs_head * n_r * _F32)))
-        xbc = _ssm_conv(g, conv_x, r.lw(il, "ssm_conv1d.weight"))
-        xbc = g.add(xbc, r.lw(il, "ssm_conv1d.bias"))
-        xbc = g.unary("SILU", xbc)
-        xnb = [xbc.nb[1], xbc.nb[2]]
-        x = g.view(xbc, head_dim, n_head, n_seq_tokens, n_seqs, nb=[head_dim * _F32, *xnb])
-        bb = g.view(xbc, d_state, n_group, n_seq_tokens, n_seqs, nb=[d_state * _F32, *xnb], offset=d_inner * _F32)
-        c = g.view(xbc, d_state, n_group, n_seq_tokens, n_seqs, nb=[d_state * _F32, *xnb], offset=(d_inner + n_group * d_state) * _F32)
-        dt = g.add(g.cont(dt), r.lw(il, "ssm_dt.bias"))
-        a = r.lw(il, "ssm_a")
-
-        def ssm_rows(
-            states: GgmlTensor,
-            ids: GgmlTensor,
-            x: GgmlTensor = x,
-            dt: GgmlTensor = dt,
-            a: GgmlTensor = a,
-            bb: GgmlTensor = bb,
-            c: GgmlTensor = c,
-        ) -> GgmlTensor:
-            ssm = g.reshape(states, d_state, head_dim, n_head, r.rs_size)
-            return _ssm_scan(g, ssm, x, dt, a, bb, c, ids)
-
-        y_ssm = r.rs(rs_inp, ssm_states_all, ssm_states_all.ne[0], ssm_rows)
-        n_s = ssm_states_all.ne[0]
-        x_elems = x.ne[0] * x.ne[1] * x.ne[2] * x.ne[3]
-        stored = g.view(y_ssm, n_s, n_seqs, nb=[n_s * _F32], offset=x_elems * _F32)
-        g.expand(g.cpy(stored, g.view(ssm_states_all, n_s, n_seqs, nb=[ssm_states_all.nb[1]], offset=r.rs_head * n_s * _F32)))
-        y = g.view(y_ssm, head_dim, n_head, n_seq_tokens, n_seqs, nb=[x.nb[1], n_head * x.nb[1], n_seq_tokens * n_head * x.nb[1]])
-        y = g.add(y, g.mul(x, r.lw(il, "ssm_d")))
-        y = g.glu_split("SWIGLU", g.cont(z), y)
-        norm = b.layer(il, "ssm_norm.weight")
-        if norm is not None:
-            y = g.reshape(y, d_inner // n_group, n_group, n_seq_tokens, n_seqs)
-            y = b.norm(y, norm)
-        y = g.reshape(y, d_inner, n_seq_tokens * n_seqs)
-        cur = r.mm(il, "ssm_out", y)
+        cur = mamba2_layer(r, rs_inp, cur, il)
         if il == s.n_layer - 1:
             cur = g.get_rows(cur, out_ids)
             inp_l = g.get_rows(inp_l, out_ids)
