@@ -141,6 +141,7 @@ class GraphBuilder:
         self.g = Ggml()
         self.n_tokens = batch.n_tokens
         self._weights: dict[str, GgmlTensor] = {}
+        self._tied_output: GgmlTensor | None = None  # the output head made of token_embd.weight (output_weight)
         #: hparams.attn_soft_cap: attention logits soft-capped (three more ops without flash attention)
         self.attn_soft_cap = False
 
@@ -161,7 +162,13 @@ class GraphBuilder:
         t = self.w("output.weight")
         if t is None:
             t = self._weights["output.weight"] = replace(self.need("token_embd.weight"), name="output.weight")
+            self._tied_output = t
         return t
+
+    def _weight_name(self, w: GgmlTensor) -> str:
+        """The name llama.cpp finds a weight's LoRA pairs by: the tied output head is ``token_embd.weight``'s
+        duplicate and keeps its name."""
+        return "token_embd.weight" if w is self._tied_output else w.name
 
     def need(self, name: str) -> GgmlTensor:
         t = self.w(name)
@@ -271,8 +278,8 @@ class GraphBuilder:
         res = g.mul_mat(w, cur)
         if scale is not None:
             res = g.mul(res, scale)
-        for pair in lora.pairs_for(w.name):
-            a, b = self._lora_tensors(w.name, pair)
+        for pair in lora.pairs_for(self._weight_name(w)):
+            a, b = self._lora_tensors(self._weight_name(w), pair)
             res = g.add(res, g.scale(g.mul_mat(b, g.mul_mat(a, cur))))
         return res
 
