@@ -138,3 +138,18 @@ def test_scan_reports_what_validate_reports_under_ggml(tmp_path: Path) -> None:
             assert [i["message"] for i in line["issues"] if i["rule"] == "tensor.architecture"] == arch_issues(path)
             assert line["ok"] is False
             assert [i for i in scan_one(source, "spec")["issues"] if i["rule"] == "tensor.architecture"] == []
+
+
+@pytest.mark.parametrize("arch", ["jamba", "granitehybrid", "lfm2", "nemotron_h"])
+def test_per_layer_hyperparameters_are_valid_as_llama_cpp_reads_them(arch, tmp_path):
+    """Hybrid models store head_count_kv (and head_count, feed_forward_length) as one value per layer, which
+    llama.cpp reads with get_key_or_arr: valid under both profiles, and a file llama.cpp loads."""
+    from tests.planning.tiny_hybrid import HYBRID_BUILDERS
+
+    path = tmp_path / f"{arch}.gguf"
+    HYBRID_BUILDERS[arch]().save(path, keep_valid=False)
+    f = gc.load(path)  # strict: the key types are the spec's as llama.cpp reads them
+    assert len(f.metadata[f"{arch}.attention.head_count_kv"]) == f.metadata[f"{arch}.block_count"]
+    for profile in ("spec", "ggml"):
+        assert [i.message for i in gc.validate(path, profile) if i.rule == "key.type"] == []
+    assert llama_cpp_loads(path)
