@@ -193,6 +193,8 @@ class MemoryTable:
     devices: Mapping[str, Any]
     checked_against: Mapping[str, Any]
     builds: Mapping[str, Any]
+    #: how llama.cpp's multimodal loader (libmtmd) sizes a projector file (``planning.mmproj``)
+    clip: Mapping[str, Any]
 
 
 @dataclass(frozen=True)

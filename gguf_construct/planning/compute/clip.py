@@ -1,0 +1,207 @@
+"""The compute graph llama.cpp's multimodal loader reserves for a vision projector (tools/mtmd/clip.cpp
+``clip_graph``, models/siglip.cpp, models/llava.cpp), built on the graph IR (:mod:`.ggml_ir`) and allocated as
+ggml-alloc allocates it (:mod:`.alloc`).
+
+At load (``warmup``) libmtmd builds the graph of one image of ``image_size`` x ``image_size`` and reserves it: the
+compute buffer is that graph's. The patch embedding is a 2-D convolution (``ggml_conv_2d``: IM2COL, then a matrix
+product); each encoder layer is pre-norm attention (flash attention unless it is turned off: the CPU supports
+it, so ``auto`` turns it on) and a GELU feed-forward; the projector after it depends on the type (``graph`` in
+``schema/memory.json`` ``clip.projectors``): ``siglip`` (Gemma 3: a 2-D average pooling by ``merge`` per side,
+RMS norm and the input projection) or ``llava`` (every layer but the last, position embeddings gathered by
+index, the patch rows gathered, a two-layer GELU MLP).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .alloc import reserve_bytes
+from .ggml_ir import Ggml, GgmlTensor, refuse
+
+__all__ = ["EncoderShape", "GRAPHS", "encoder_compute_bytes"]
+
+
+@dataclass(frozen=True)
+class EncoderShape:
+    """What the encoder graph is sized by: the hyperparameters clip.cpp reads and the weights it uses (name →
+    (type, ggml shape)); ``flash_attn`` is whether the graph uses flash attention."""
+
+    graph: str
+    image_size: int
+    patch_size: int
+    n_embd: int
+    n_head: int
+    n_layer: int
+    merge: int
+    ffn_op: str
+    weights: Mapping[str, tuple[str, tuple[int, ...]]]
+    flash_attn: bool
+
+
+class _Encoder:
+    """One graph being built: ``Ggml`` plus the encoder's weights as external tensors."""
+
+    def __init__(self, s: EncoderShape) -> None:
+        self.s = s
+        self.g = Ggml()
+        self.n_side = s.image_size // s.patch_size
+        self.n_patches = self.n_side * self.n_side
+
+    def w(self, name: str) -> GgmlTensor | None:
+        found = self.s.weights.get(name)
+        if found is None:
+            return None
+        ggml_type, ne = found
+        return self.g.weight(ggml_type, *ne, name=name)
+
+    def need(self, name: str) -> GgmlTensor:
+        t = self.w(name)
+        if t is None:
+            raise refuse(f"the graph needs tensor {name!r}, which the file does not have")
+        return t
+
+    # -- ggml operations the language-model graphs do not use ---------------------------------------------
+    def im2col(self, kernel: GgmlTensor, inp: GgmlTensor, stride: int) -> GgmlTensor:
+        """ggml_im2col (2-D, no padding or dilation), the result in the kernel's type."""
+        kw, kh, ic, _ = kernel.ne
+        ow = (inp.ne[0] - kw) // stride + 1
+        oh = (inp.ne[1] - kh) // stride + 1
+        if kernel.ne[2] != inp.ne[2] or ow <= 0 or oh <= 0:
+            raise refuse(f"IM2COL: a {list(kernel.ne)} kernel does not fit a {list(inp.ne)} image")
+        return self.g.new_tensor(kernel.type, ic * kh * kw, ow, oh, inp.ne[3], op="IM2COL", src=[kernel, inp])
+
+    def conv_2d(self, kernel: GgmlTensor, inp: GgmlTensor, stride: int) -> GgmlTensor:
+        """ggml_conv_2d: IM2COL, a matrix product with the reshaped kernel, back to [OW, OH, OC, N]."""
+        g = self.g
+        cols = self.im2col(kernel, inp, stride)
+        flat = g.reshape(cols, cols.ne[0], cols.ne[3] * cols.ne[2] * cols.ne[1])
+        k = g.reshape(kernel, kernel.ne[0] * kernel.ne[1] * kernel.ne[2], kernel.ne[3])
+        out = g.mul_mat(flat, k)
+        out = g.reshape(out, cols.ne[1], cols.ne[2], cols.ne[3], kernel.ne[3])
+        return g.cont(g.permute(out, 0, 1, 3, 2))
+
+    def pool_2d_avg(self, a: GgmlTensor, k: int) -> GgmlTensor:
+        """ggml_pool_2d (average, kernel = stride = ``k``, no padding)."""
+        ne0, ne1 = (a.ne[0] - k) // k + 1, (a.ne[1] - k) // k + 1
+        if k <= 0 or ne0 <= 0 or ne1 <= 0:
+            raise refuse(f"POOL_2D: a {k} x {k} pool over {list(a.ne)}")
+        return self.g.new_tensor("f32", ne0, ne1, a.ne[2], a.ne[3], op="POOL_2D", src=[a])
+
+    # -- clip_graph's helpers ------------------------------------------------------------------------------
+    def norm(self, cur: GgmlTensor, prefix: str) -> GgmlTensor:
+        """build_norm (layer norm) with ``prefix``.weight and .bias where the file has them."""
+        g = self.g
+        cur = g.norm(cur)
+        w, b = self.w(f"{prefix}.weight"), self.w(f"{prefix}.bias")
+        if w is not None:
+            cur = g.mul(cur, w)
+        if b is not None:
+            cur = g.add(cur, b)
+        return cur
+
+    def linear(self, cur: GgmlTensor, prefix: str) -> GgmlTensor:
+        """build_mm with ``prefix``.weight, then its bias where the file has one."""
+        cur = self.g.mul_mat(self.need(f"{prefix}.weight"), cur)
+        b = self.w(f"{prefix}.bias")
+        return self.g.add(cur, b) if b is not None else cur
+
+    def inp(self) -> GgmlTensor:
+        """build_inp: the image (an input), the patch convolution, [n_embd, n_patches], the patch bias."""
+        g, s = self.g, self.s
+        raw = g.input("f32", s.image_size, s.image_size, 3, 1, name="inp_raw")
+        x = self.conv_2d(self.need("v.patch_embd.weight"), raw, s.patch_size)
+        x = g.reshape(x, self.n_patches, x.ne[2])
+        x = g.cont(g.transpose(x))
+        bias = self.w("v.patch_embd.bias")
+        return g.add(x, bias) if bias is not None else x
+
+    def attn(self, il: int, q: GgmlTensor, k: GgmlTensor, v: GgmlTensor, n_pos: int) -> GgmlTensor:
+        """build_attn: Q, K, V expanded first, then flash attention (K and V cast to f16) or KQ, softmax, KQV."""
+        g, s = self.g, self.s
+        for t in (q, k, v):
+            g.expand(t)
+        qp, kp = g.permute(q, 0, 2, 1, 3), g.permute(k, 0, 2, 1, 3)
+        if s.flash_attn:
+            vp = g.permute(v, 0, 2, 1, 3)
+            out = g.flash_attn_ext(qp, g.cast(kp, "f16"), g.cast(vp, "f16"), None)
+            cur = g.reshape(out, out.ne[0] * out.ne[1], out.ne[2] * out.ne[3])
+        else:
+            vt = g.cont(g.permute(v, 1, 2, 0, 3))
+            kq = g.soft_max_ext(g.mul_mat(kp, qp))
+            kqv = g.permute(g.mul_mat(vt, kq), 0, 2, 1, 3)
+            cur = g.cont(kqv, kqv.ne[0] * kqv.ne[1], kqv.ne[2] * kqv.ne[3])
+        return self.linear(cur, f"v.blk.{il}.attn_out")
+
+    def layer(self, il: int, inp_l: GgmlTensor, n_pos: int) -> GgmlTensor:
+        """One encoder layer of build_vit: norm, attention, residual, norm, feed-forward, residual."""
+        g, s = self.g, self.s
+        d_head = s.n_embd // s.n_head
+        cur = self.norm(inp_l, f"v.blk.{il}.ln1")
+        heads = []
+        for name in ("attn_q", "attn_k", "attn_v"):
+            heads.append(g.reshape(self.linear(cur, f"v.blk.{il}.{name}"), d_head, s.n_head, n_pos))
+        cur = self.attn(il, heads[0], heads[1], heads[2], n_pos)
+        cur = g.add(cur, inp_l)
+        inp_l = cur
+        cur = self.norm(cur, f"v.blk.{il}.ln2")
+        cur = self.linear(cur, f"v.blk.{il}.ffn_up")
+        cur = g.unary(s.ffn_op, cur)
+        cur = self.linear(cur, f"v.blk.{il}.ffn_down")
+        return g.add(inp_l, cur)
+
+
+def _siglip(e: _Encoder) -> GgmlTensor:
+    """models/siglip.cpp with Gemma 3's projector."""
+    g, s = e.g, e.s
+    x = g.add(e.inp(), e.need("v.position_embd.weight"))
+    x = g.reshape(x, s.n_embd, e.n_patches)
+    if e.w("v.pre_ln.weight") is not None:
+        x = e.norm(x, "v.pre_ln")
+    for il in range(s.n_layer):
+        x = e.layer(il, x, e.n_patches)
+    if e.w("v.post_ln.weight") is not None:
+        x = e.norm(x, "v.post_ln")
+    x = g.reshape(x, s.n_embd, e.n_patches)
+    x = g.cont(g.transpose(x), e.n_side, e.n_side, s.n_embd, 1)
+    x = e.pool_2d_avg(x, s.merge)
+    x = g.reshape(x, x.ne[0] * x.ne[0], s.n_embd, 1)
+    x = g.cont(g.transpose(x))
+    x = g.mul(g.rms_norm(x), e.need("mm.soft_emb_norm.weight"))
+    proj = g.cont(g.transpose(e.need("mm.input_projection.weight")))
+    return g.mul_mat(proj, x)
+
+
+def _llava(e: _Encoder) -> GgmlTensor:
+    """models/llava.cpp with the MLP projector: every layer but the last, the patch rows gathered, mm.0, GELU, mm.2."""
+    g, s = e.g, e.s
+    n_pos = e.n_patches + (1 if "v.class_embd" in s.weights else 0)
+    x = e.inp()
+    if "v.class_embd" in s.weights:
+        x = g.concat(x, e.need("v.class_embd"), 1)
+    positions = g.input("i32", n_pos, name="positions")
+    x = g.add(x, g.get_rows(e.need("v.position_embd.weight"), positions))
+    if e.w("v.pre_ln.weight") is not None:
+        x = e.norm(x, "v.pre_ln")
+    for il in range(s.n_layer - 1):
+        x = e.layer(il, x, n_pos)
+    if e.w("v.post_ln.weight") is not None:
+        x = e.norm(x, "v.post_ln")
+    x = g.reshape(x, x.ne[0], x.ne[1])
+    patches = g.input("i32", e.n_patches, name="patches")
+    x = g.get_rows(x, patches)
+    x = g.unary("GELU", e.linear(x, "mm.0"))
+    if "mm.2.weight" in s.weights:
+        x = e.linear(x, "mm.2")
+    return x
+
+
+#: the graph builders by ``schema/memory.json`` ``clip.projectors[...].graph``
+GRAPHS = {"siglip": _siglip, "llava": _llava}
+
+
+def encoder_compute_bytes(s: EncoderShape) -> int:
+    """The CPU compute buffer libmtmd reserves for the encoder at warmup, in bytes."""
+    e = _Encoder(s)
+    e.g.expand(GRAPHS[s.graph](e))
+    return reserve_bytes([e.g.graph])

@@ -1,0 +1,309 @@
+"""A multimodal projector's memory (``--mmproj``) as llama.cpp's multimodal loader allocates it (libmtmd,
+tools/mtmd/clip.cpp; the rules are ``schema/memory.json`` ``clip``).
+
+A projector file (``general.architecture = clip``) holds a vision encoder, an audio encoder or both; libmtmd
+makes one context per encoder. Each loads the tensors it asks for into one buffer on its device, padded to the
+buffer's alignment and in the file's type, and reserves at warmup the compute graph of one image of
+``clip.vision.image_size`` square (:mod:`.compute.clip`). The device is the first GPU unless
+``--no-mmproj-offload`` (``use_gpu = false``) keeps it on the CPU.
+
+The header is checked as clip.cpp reads it: a key of another type than it reads aborts llama.cpp (its
+``gguf_get_val_*`` asserts), sizes that overflow its ``int`` or divide by zero, and tensors it requires, are
+refused (rule ``plan.model``). The compute buffer is planned for the projector types with a graph in
+``planning.compute.clip``; for the others the weights are planned and a note says the compute buffer is not.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import FormatError
+from .cache import aligned
+from .compute.clip import GRAPHS, EncoderShape, encoder_compute_bytes
+from .shape import TensorSpan, _spans, memory_table, refused, shown
+
+__all__ = ["Encoder", "ProjectorPlan", "encoders", "plan_projector"]
+
+_MODALITIES = ("vision", "audio")
+#: gguf value type names as the metadata reports them → the reader clip.cpp calls
+_READERS = {"u32": "gguf_get_val_u32", "f32": "gguf_get_val_f32", "bool": "gguf_get_val_bool", "str": "gguf_get_val_str"}
+
+
+def _rules() -> Mapping[str, Any]:
+    return memory_table().clip
+
+
+@dataclass(frozen=True)
+class Encoder:
+    """One encoder of a projector file as clip.cpp loads it: its modality and projector type, the sizes its graph
+    is built from, the tensors it loads and the bytes of its weights buffer."""
+
+    modality: str
+    projector: str
+    image_size: int
+    patch_size: int
+    n_embd: int
+    n_ff: int
+    n_head: int
+    n_layer: int
+    merge: int
+    ffn_op: str
+    tensors: tuple[TensorSpan, ...]
+    #: the width of the embeddings it hands the text model (clip_n_mmproj_embd), or None where not known here
+    n_embd_out: int | None
+
+    @property
+    def weights_bytes(self) -> int:
+        return sum(aligned(t.nbytes) for t in self.tensors)
+
+    @property
+    def graph(self) -> str | None:
+        entry = _rules()["projectors"].get(self.projector)
+        return entry["graph"] if entry else None
+
+    def compute_bytes(self, flash_attn: bool) -> int | None:
+        """The compute buffer reserved at warmup, or None for a projector type whose graph is not modelled."""
+        if self.graph not in GRAPHS:
+            return None
+        weights = {t.name: (t.type, t.shape) for t in self.tensors}
+        shape = EncoderShape(
+            self.graph,
+            self.image_size,
+            self.patch_size,
+            self.n_embd,
+            self.n_head,
+            self.n_layer,
+            self.merge,
+            self.ffn_op,
+            weights,
+            flash_attn,
+        )
+        try:
+            return encoder_compute_bytes(shape)
+        except FormatError as e:
+            raise refused("", f"mmproj {self.projector}: {e.message}") from None
+
+
+class _Keys:
+    """The projector's metadata read as clip.cpp reads it (``get_u32``, ``get_f32``, ``get_bool``, ``get_string``)."""
+
+    def __init__(self, md: Any) -> None:
+        self.md = md
+        self.types = _rules()["keys"]
+
+    def _kind(self, key: str) -> str:
+        kind = self.types.get(key)
+        if kind is None:
+            for modality in _MODALITIES:
+                kind = kind or self.types.get(key.replace(f"clip.{modality}.", "clip.{modality}.", 1))
+        if kind is None:
+            raise KeyError(key)
+        return kind
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of ``key`` (``default`` when absent), refused when its type is not the one clip.cpp reads."""
+        if key not in self.md:
+            return default
+        kind, value = self._kind(key), self.md[key]
+        label = self.md.type_of(key) if hasattr(self.md, "type_of") else None
+        ok = {
+            "u32": label in (None, "u32") and isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**32,
+            "f32": label in (None, "f32") and isinstance(value, float),
+            "bool": label in (None, "bool") and isinstance(value, bool),
+            "str": label in (None, "str") and isinstance(value, str),
+        }[kind]
+        if not ok:
+            raise refused(
+                key,
+                f"mmproj key {key} is {label or type(value).__name__} {shown(value)}, not the {kind} clip.cpp reads "
+                f"(its {_READERS[kind]} asserts the type and aborts the process)",
+            )
+        return value
+
+    def size(self, key: str, default: int | None = None) -> int:
+        """A u32 size clip.cpp keeps in an ``int``: refused past INT_MAX (it would turn negative)."""
+        value = self.get(key, default)
+        if value is None:
+            raise refused(key, f"mmproj key {key} is missing")
+        if value > int(_rules()["int_max"]):
+            raise refused(key, f"mmproj key {key} = {shown(value)} overflows clip.cpp's int")
+        return int(value)
+
+
+def _loaded(spans: Sequence[TensorSpan], modality: str, projector: str, n_layer: int) -> tuple[TensorSpan, ...]:
+    """The tensors clip.cpp asks for: the encoder's own, each of its layers', and the projector's. A projector type
+    without an entry in the table is taken to load every tensor of its modality (``v.``/``mm.`` for vision,
+    ``a.``/``mm.a.`` for audio)."""
+    rules = _rules()
+    entry = rules["projectors"].get(projector)
+    prefix = rules["prefixes"][modality]
+    if entry is None:
+        audio = ("a.", "mm.a.")
+        return tuple(t for t in spans if t.name.startswith(audio) == (modality == "audio") and t.name.startswith((prefix, "mm.")))
+    wanted = set(rules["model_tensors"][modality]) | set(entry["tensors"])
+    layer_names = {
+        f"{prefix}blk.{il}.{stem}.{part}" for il in range(n_layer) for stem in rules["layer_tensors"] for part in ("weight", "bias")
+    }
+    return tuple(t for t in spans if t.name in wanted or t.name in layer_names)
+
+
+def _encoder(keys: _Keys, spans: Sequence[TensorSpan], modality: str) -> Encoder:
+    """The encoder of ``modality``, its header checked as clip.cpp's load_hparams and load_tensors check it."""
+    projector = keys.get(f"clip.{modality}.projector_type") or keys.get("clip.projector_type")
+    if not projector:
+        raise refused("clip.projector_type", "mmproj has no clip.projector_type: clip.cpp cannot tell its projector")
+    entry = _rules()["projectors"].get(projector)
+    if entry is not None and entry["modality"] != modality:
+        raise refused("clip.projector_type", f"mmproj projector {shown(projector)} is not a {modality} projector")
+    k = f"clip.{modality}"
+    n_embd, n_head = keys.size(f"{k}.embedding_length"), keys.size(f"{k}.attention.head_count")
+    n_layer, n_ff = keys.size(f"{k}.block_count"), keys.size(f"{k}.feed_forward_length")
+    keys.size(f"{k}.projection_dim", 0)
+    keys.get(f"{k}.attention.layer_norm_epsilon")
+    if n_head == 0 or n_embd % n_head:
+        raise refused(f"{k}.attention.head_count", f"mmproj has {n_head} heads for width {n_embd}: clip.cpp divides the width by them")
+    image_size = patch_size = 0
+    merge = int(entry.get("merge", 1)) if entry else 1
+    if modality == "vision":
+        image_size, patch_size = keys.size("clip.vision.image_size"), keys.size("clip.vision.patch_size")
+        if patch_size == 0 or image_size < patch_size:
+            raise refused("clip.vision.patch_size", f"mmproj patch size {patch_size} for images of {image_size}: clip.cpp divides by it")
+        n_patches = (image_size // patch_size) ** 2
+        if n_patches > int(_rules()["int_max"]):
+            raise refused("clip.vision.image_size", f"mmproj images of {image_size} make {shown(n_patches)} patches, past clip.cpp's int")
+        merge = keys.size("clip.vision.projector.scale_factor", merge)
+        if entry and "merge" in entry and merge == 0:
+            raise refused("clip.vision.projector.scale_factor", "mmproj merges patches by 0: clip.cpp's pooling divides by it")
+    prefix = _rules()["prefixes"][modality]
+    by_name = {t.name: t for t in spans}
+    if n_layer and f"{prefix}blk.{n_layer - 1}.{_rules()['layer_required'][0]}" not in by_name:
+        raise refused(
+            f"{k}.block_count", f"mmproj declares {n_layer} layers but has no {prefix}blk.{n_layer - 1} tensors: clip.cpp refuses it"
+        )
+    tensors = _loaded(spans, modality, projector, n_layer)
+    for il in range(n_layer):
+        for stem in _rules()["layer_required"]:
+            if f"{prefix}blk.{il}.{stem}" not in by_name:
+                raise refused(f"{k}.block_count", f"mmproj has no tensor {prefix}blk.{il}.{stem}: clip.cpp refuses it")
+    if entry:
+        for name in entry["tensors"][:1]:
+            if name not in by_name:
+                raise refused("clip.projector_type", f"mmproj {projector} projector has no tensor {name}: clip.cpp refuses it")
+    gelu = keys.get("clip.use_gelu", False)
+    silu = keys.get("clip.use_silu", False)
+    ffn_op = "GELU" if gelu else ("SILU" if silu else "GELU_QUICK")
+    out = by_name.get(entry["output"]) if entry else None
+    return Encoder(
+        modality, projector, image_size, patch_size, n_embd, n_ff, n_head, n_layer, merge, ffn_op, tensors, out.shape[0] if out else None
+    )
+
+
+def encoders(f: Any) -> list[Encoder]:
+    """The encoders of an opened projector file (vision first), checked as clip.cpp checks them; a file that is
+    not a projector (a language model given as ``--mmproj``) is refused."""
+    md = f.metadata
+    arch = md.get("general.architecture")
+    if arch != _rules()["architecture"]:
+        raise refused(
+            "general.architecture",
+            f"the mmproj file's architecture is {shown(arch)}, not 'clip': it is not a multimodal projector (a model given as --mmproj?)",
+        )
+    keys = _Keys(md)
+    found = [m for m in _MODALITIES if keys.get(f"clip.has_{m}_encoder", False)]
+    if not found:
+        raise refused("clip.has_vision_encoder", "the mmproj file has neither a vision nor an audio encoder: clip.cpp refuses it")
+    spans = _spans(f)
+    return [_encoder(keys, spans, m) for m in found]
+
+
+@dataclass
+class ProjectorPlan:
+    """The projector's buffers: per encoder its weights and compute bytes, the device holding them ('CPU' or a
+    device name) and notes. ``compute_bytes`` is None when some encoder's graph is not modelled."""
+
+    source: str
+    encoders: list[Encoder]
+    flash_attn: bool
+    device: str = "CPU"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def weights_bytes(self) -> int:
+        return sum(e.weights_bytes for e in self.encoders)
+
+    @property
+    def compute_bytes(self) -> int | None:
+        parts = [e.compute_bytes(self.flash_attn) for e in self.encoders]
+        return None if any(p is None for p in parts) else sum(p or 0 for p in parts)
+
+    @property
+    def total_bytes(self) -> int:
+        """Weights and compute (a compute buffer not modelled counts as 0: see ``notes``)."""
+        return self.weights_bytes + (self.compute_bytes or 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.source,
+            "device": self.device,
+            "flash_attn": self.flash_attn,
+            "weights_bytes": self.weights_bytes,
+            "compute_bytes": self.compute_bytes,
+            "total_bytes": self.total_bytes,
+            "encoders": [
+                {
+                    "modality": e.modality,
+                    "projector_type": e.projector,
+                    "image_size": e.image_size,
+                    "patch_size": e.patch_size,
+                    "n_layer": e.n_layer,
+                    "n_embd": e.n_embd,
+                    "n_embd_out": e.n_embd_out,
+                    "tensors": len(e.tensors),
+                    "weights_bytes": e.weights_bytes,
+                    "compute_bytes": e.compute_bytes(self.flash_attn),
+                }
+                for e in self.encoders
+            ],
+            "notes": self.notes,
+        }
+
+
+def plan_projector(
+    source: str | os.PathLike[str] | Any,
+    *,
+    flash_attn: str = "auto",
+    n_embd_text: int | None = None,
+    checkpoint: Callable[[], None] = lambda: None,
+) -> ProjectorPlan:
+    """The projector at ``source`` (a path, URL or opened file) as libmtmd loads it beside a text model of width
+    ``n_embd_text`` (mtmd refuses a projector whose output width differs). ``flash_attn`` is the context's
+    setting, which libmtmd takes over ('auto' turns it on where the device supports it: the CPU does)."""
+    from ..api.registry import load
+
+    if hasattr(source, "metadata") and hasattr(source, "tensors"):
+        found = encoders(source)
+    else:
+        f = load(source, format="gguf", strict=False)
+        try:
+            checkpoint()
+            found = encoders(f)
+        finally:
+            f.close()
+    checkpoint()
+    p = ProjectorPlan(str(getattr(source, "path", None) or source), found, flash_attn != "off")
+    for e in found:
+        if n_embd_text is not None and e.n_embd_out is not None and e.n_embd_out != n_embd_text:
+            raise refused(
+                "clip.projector_type",
+                f"the mmproj's {e.modality} projector makes embeddings of {e.n_embd_out} values, the text model takes "
+                f"{n_embd_text}: libmtmd refuses the pair (a projector of another model?)",
+            )
+        if e.graph not in GRAPHS:
+            p.notes.append(
+                f"the compute buffer of the {shown(e.projector)} {e.modality} projector is not modelled: its weights are planned"
+            )
+    checkpoint()
+    return p

@@ -1,0 +1,157 @@
+"""Tiny multimodal projector files (``general.architecture = clip``) and a text model for them, as llama.cpp's
+multimodal loader (tools/mtmd/clip.cpp) reads them: the ``clip.*`` keys with the types it reads them as and the
+``v.*``/``mm.*`` tensors each projector type's graph uses. Saved once per test session."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from gguf_construct.api.gguf_file import GGUFFile, new
+from gguf_construct.quants.quantize import quantize
+from tests.planning.tiny import tmp_dir
+
+#: the vocabulary of the text model: three specials and the 256 byte tokens llama.cpp's SPM tokenizer falls back to
+_TOKENS = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
+
+
+def text_model(n_embd: int, n_layer: int = 1, n_head: int = 4, dtype=np.float16) -> GGUFFile:
+    """A small llama model of width ``n_embd`` (the projector's output width must equal it), with a byte vocabulary
+    so that mtmd can tokenize the text around an image."""
+    rng = np.random.default_rng(1)
+    f = new()
+    m = f.metadata
+    m["general.architecture"] = "llama"
+    for key, value in (
+        ("context_length", 256),
+        ("embedding_length", n_embd),
+        ("block_count", n_layer),
+        ("feed_forward_length", n_embd),
+        ("rope.dimension_count", n_embd // n_head),
+        ("attention.head_count", n_head),
+        ("attention.head_count_kv", n_head),
+    ):
+        m[f"llama.{key}"] = value
+    m["llama.attention.layer_norm_rms_epsilon"] = 1e-5
+    m["tokenizer.ggml.model"] = "llama"
+    m["tokenizer.ggml.tokens"] = _TOKENS
+    m["tokenizer.ggml.scores"] = [0.0] * len(_TOKENS)
+    m["tokenizer.ggml.token_type"] = [2, 3, 3] + [6] * 256
+    f.tensors.add("token_embd.weight", (rng.standard_normal((len(_TOKENS), n_embd)) * 0.1).astype(dtype))
+    for i in range(n_layer):
+        f.tensors.add(f"blk.{i}.attn_norm.weight", np.ones(n_embd, np.float32))
+        for name in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"):
+            f.tensors.add(f"blk.{i}.{name}.weight", (rng.standard_normal((n_embd, n_embd)) * 0.1).astype(dtype))
+        f.tensors.add(f"blk.{i}.ffn_norm.weight", np.ones(n_embd, np.float32))
+    f.tensors.add("output_norm.weight", np.ones(n_embd, np.float32))
+    f.tensors.add("output.weight", (rng.standard_normal((len(_TOKENS), n_embd)) * 0.1).astype(dtype))
+    return f
+
+
+class _Projector:
+    """A projector file being built: keys typed as clip.cpp reads them, tensors in ggml order (ne0 first)."""
+
+    def __init__(self, projector: str, dtype, matrices: str | None = None) -> None:
+        self.f = new()
+        self.rng = np.random.default_rng(0)
+        self.dtype = dtype
+        self.matrices = matrices  # a ggml type the encoder blocks' matrices are quantized to (q8_0, q4_0), or None
+        m = self.f.metadata
+        m["general.architecture"] = "clip"
+        m.set("clip.projector_type", projector, "str")
+
+    def key(self, key: str, value, kind: str) -> None:
+        self.f.metadata.set(key, value, kind)
+
+    def tensor(self, name: str, *ne: int, dtype=None) -> None:
+        """A tensor of ggml shape ``ne`` (f32 for vectors unless told, the file's type for matrices)."""
+        dt = dtype if dtype is not None else (np.float32 if len(ne) == 1 else self.dtype)
+        data = (self.rng.standard_normal(ne[::-1]) * 0.02).astype(dt)
+        if self.matrices and len(ne) == 2 and name.startswith("v.blk."):
+            self.f.tensors.add(name, quantize(data.astype(np.float32), self.matrices), self.matrices, ne)
+        else:
+            self.f.tensors.add(name, data)
+
+
+def _vision(p: _Projector, n_embd: int, n_ff: int, n_layer: int, n_head: int, image: int, patch: int, proj_dim: int) -> None:
+    """The keys and the ViT tensors every vision projector has: patch and position embeddings, the blocks, post norm."""
+    p.key("clip.has_vision_encoder", True, "bool")
+    p.key("clip.use_gelu", True, "bool")
+    for k, v in (
+        ("image_size", image),
+        ("patch_size", patch),
+        ("embedding_length", n_embd),
+        ("feed_forward_length", n_ff),
+        ("block_count", n_layer),
+        ("attention.head_count", n_head),
+        ("projection_dim", proj_dim),
+    ):
+        p.key(f"clip.vision.{k}", v, "u32")
+    p.key("clip.vision.attention.layer_norm_epsilon", 1e-6, "f32")
+    p.key("clip.vision.image_mean", [0.5, 0.5, 0.5], "arr[f32]")
+    p.key("clip.vision.image_std", [0.5, 0.5, 0.5], "arr[f32]")
+    p.tensor("v.patch_embd.weight", patch, patch, 3, n_embd, dtype=p.dtype)
+    p.tensor("v.patch_embd.bias", n_embd)
+    p.tensor("v.position_embd.weight", n_embd, (image // patch) ** 2, dtype=np.float32)  # added to f32 activations
+    for i in range(n_layer):
+        for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            p.tensor(f"v.blk.{i}.{name}.weight", n_embd, n_embd)
+            p.tensor(f"v.blk.{i}.{name}.bias", n_embd)
+        for name in ("ln1", "ln2"):
+            p.tensor(f"v.blk.{i}.{name}.weight", n_embd)
+            p.tensor(f"v.blk.{i}.{name}.bias", n_embd)
+        p.tensor(f"v.blk.{i}.ffn_up.weight", n_embd, n_ff)
+        p.tensor(f"v.blk.{i}.ffn_up.bias", n_ff)
+        p.tensor(f"v.blk.{i}.ffn_down.weight", n_ff, n_embd)
+        p.tensor(f"v.blk.{i}.ffn_down.bias", n_embd)
+    p.tensor("v.post_ln.weight", n_embd)
+    p.tensor("v.post_ln.bias", n_embd)
+
+
+def gemma3(
+    n_embd=64, n_ff=128, n_layer=2, n_head=4, image=64, patch=8, proj_dim=256, dtype=np.float16, matrices: str | None = None
+) -> GGUFFile:
+    """Gemma 3's SigLIP encoder and its projector: 2-D average pooling by 4 per side, RMS norm, input projection."""
+    p = _Projector("gemma3", dtype, matrices)
+    _vision(p, n_embd, n_ff, n_layer, n_head, image, patch, proj_dim)
+    p.tensor("mm.input_projection.weight", proj_dim, n_embd)
+    p.tensor("mm.soft_emb_norm.weight", n_embd)
+    return p.f
+
+
+def mlp(
+    n_embd=64, n_ff=128, n_layer=2, n_head=4, image=64, patch=8, proj_dim=256, dtype=np.float16, matrices: str | None = None
+) -> GGUFFile:
+    """LLaVA's CLIP encoder and its two-layer MLP projector (mm.0, GELU, mm.2)."""
+    p = _Projector("mlp", dtype, matrices)
+    _vision(p, n_embd, n_ff, n_layer, n_head, image, patch, proj_dim)
+    p.tensor("mm.0.weight", n_embd, proj_dim)
+    p.tensor("mm.0.bias", proj_dim)
+    p.tensor("mm.2.weight", proj_dim, proj_dim)
+    p.tensor("mm.2.bias", proj_dim)
+    return p.f
+
+
+#: projector type → its builder
+BUILDERS: dict[str, Callable[..., GGUFFile]] = {"gemma3": gemma3, "mlp": mlp}
+
+
+def saved(f: GGUFFile, name: str) -> Path:
+    path = tmp_dir() / name
+    f.save(path)
+    return path
+
+
+@cache
+def text_model_path(n_embd: int = 256) -> Path:
+    return saved(text_model(n_embd), f"text-{n_embd}.gguf")
+
+
+@cache
+def mmproj_path(projector: str = "gemma3", **sizes) -> Path:
+    """A tiny projector of ``projector`` type with ``sizes`` (see the builders), saved once."""
+    tag = "-".join(f"{k}{v if not isinstance(v, type) else v.__name__}" for k, v in sorted(sizes.items()))
+    return saved(BUILDERS[projector](**sizes), f"mmproj-{projector}{'-' + tag if tag else ''}.gguf")
