@@ -85,6 +85,12 @@ def _report(p, source: str) -> str:
     lines.append(f"  KV cache   {mib(p.kv_bytes)}" + (f"  ({len(p.kv_layers)} layers)" if p.kv_layers else ""))
     lines.append(f"  recurrent  {mib(p.recurrent_bytes)}")
     lines.append(f"  compute    {mib(p.compute_bytes)}")
+    if p.mmproj is not None:
+        m = p.mmproj
+        lines.append(
+            f"  mmproj     {mib(m.total_bytes)}  (weights {mib(m.weights_bytes).strip()}, compute {mib(m.compute_bytes).strip()}, "
+            f"on {m.device}: " + ", ".join(f"{e.projector} {e.modality}" for e in m.encoders) + ")"
+        )
     lines.append(f"  total      {mib(p.total_bytes)}")
     if p.gpu and not p.devices:
         fit = f", the most of {p.n_layer + 1} that fit in {mib(p.gpu_mem).strip()}" if p.gpu_mem is not None else ""
@@ -95,14 +101,16 @@ def _report(p, source: str) -> str:
         lines.append(
             f"  {d['name']}: {mib(d['total_bytes']).strip()}{size_text} "
             f"(model {mib(d['model_bytes']).strip()}, KV {mib(d['kv_bytes']).strip()}, "
-            f"state {mib(d['state_bytes']).strip()}, compute {mib(d['compute_bytes']).strip()}{held})"
+            f"state {mib(d['state_bytes']).strip()}, compute {mib(d['compute_bytes']).strip()}"
+            + (f", mmproj {mib(d['mmproj_bytes']).strip()}" if d.get("mmproj_bytes") else "")
+            + f"{held})"
         )
     if p.fit is not None:
         f = p.fit
         verdict = "fits" if f["fits"] else "does not fit, even with no layer offloaded at the smallest context"
         lines.append(f"  fit: {verdict}: n_ctx {f['n_ctx']}, {f['n_gpu_layers']} layers offloaded, margin {mib(f['margin']).strip()}")
         lines.append("  llama.cpp: " + " ".join(_quote(a) for a in f["llama_cpp_arguments"]))
-    lines += [f"  note: {n}" for n in p.notes]
+    lines += [f"  note: {n}" for n in p.notes + (p.mmproj.notes if p.mmproj else [])]
     return "\n".join(lines)
 
 
@@ -144,7 +152,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if args.svg:
         from ..api.fileio import check_output
 
-        check_output(args.svg, [args.file], what="the picture")  # before planning: a model is never its own picture
+        check_output(
+            args.svg, [args.file] + ([args.mmproj] if args.mmproj else []), what="the picture"
+        )  # before planning: a model is never its own picture
     p = _plan(plan, args, devices, single_gpu)
     print(json.dumps({"file": args.file, **p.to_json()}, indent=2) if args.json else _report(p, args.file))
     if args.svg:
@@ -212,6 +222,8 @@ def _plan(plan, args: argparse.Namespace, devices, single_gpu: bool):
         margin=args.margin,
         min_ctx=args.fit_ctx,
         llama_cpp=args.llama_cpp,
+        mmproj=args.mmproj,
+        mmproj_offload=not args.no_mmproj_offload,
     )
 
 
@@ -296,6 +308,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=LLAMA_CPP_BUILDS[0],
         help="the llama.cpp build whose compute graph to follow (default: llama-cpp-python 0.3.36's)",
     )
+    p.add_argument(
+        "--mmproj",
+        metavar="FILE",
+        help="a multimodal projector (vision or audio encoder) loaded beside the model, as llama.cpp's --mmproj: its weights "
+        "and compute buffer join the plan, on the first device",
+    )
+    p.add_argument("--no-mmproj-offload", action="store_true", help="keep the projector on the CPU (llama.cpp's --no-mmproj-offload)")
     p.add_argument("--svg", metavar="FILE", help="also draw the memory per device, stacked by kind, as an SVG picture in FILE")
     p.add_argument(
         "--cpu",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from typing import Any, Literal
 
 from ..api.registry import load
@@ -29,7 +30,8 @@ from .compute.builds import following
 from .context import ContextRequest, ResolvedContext, request_refused, resolve
 from .devices import CPU, DeviceRequest, layer_devices, tensor_device
 from .fit import DEFAULT_MARGIN, DEFAULT_MIN_CTX, fit_shape
-from .shape import ModelShape, refused, shown
+from .mmproj import ProjectorPlan, plan_projector
+from .shape import ModelShape, memory_table, refused, shown
 from .weights import INPUT, OUTPUT, WeightBuffers, cpu_features, on_gpu, weight_buffers
 
 __all__ = ["Plan", "plan", "plan_shape"]
@@ -66,6 +68,8 @@ class Plan:
     fit: dict[str, Any] | None = None
     #: the llama.cpp build whose compute graph was followed (schema/memory.json ``builds``)
     llama_cpp: str = DEFAULT_BUILD
+    #: the multimodal projector loaded beside the model (``mmproj``), on its device, or None
+    mmproj: ProjectorPlan | None = None
 
     @property
     def model_bytes(self) -> int:
@@ -81,10 +85,12 @@ class Plan:
 
     @property
     def total_bytes(self) -> int | None:
-        """Everything llama.cpp's memory breakdown counts, or None when the compute buffer is unknown."""
+        """Everything llama.cpp's memory breakdown counts, and the projector's weights and compute buffer when one
+        is loaded; None when the compute buffer is unknown."""
         if self.compute_bytes is None:
             return None
-        return self.model_bytes + self.kv_bytes + self.recurrent_bytes + self.compute_bytes
+        projector = self.mmproj.total_bytes if self.mmproj else 0
+        return self.model_bytes + self.kv_bytes + self.recurrent_bytes + self.compute_bytes + projector
 
     def to_json(self) -> dict[str, Any]:
         """The plan as JSON-ready data: byte counts as integers (None where unknown)."""
@@ -111,6 +117,7 @@ class Plan:
             "devices": self.devices,
             "fit": self.fit,
             "llama_cpp": self.llama_cpp,
+            "mmproj": self.mmproj.to_json() if self.mmproj else None,
             "notes": self.notes,
         }
 
@@ -163,9 +170,12 @@ def plan_shape(
     devices: DeviceRequest | None = None,
     checkpoint: Callable[[], None] = lambda: None,
     llama_cpp: str | None = None,
+    mmproj: ProjectorPlan | None = None,
+    mmproj_offload: bool = True,
 ) -> Plan:
     """The plan for a model whose shape is known (see ``plan`` for the parameters); ``checkpoint`` is called
-    between steps (it raises to stop the plan: a deadline)."""
+    between steps (it raises to stop the plan: a deadline). ``mmproj`` is a projector planned with
+    ``planning.mmproj.plan_projector``, placed on the plan's first device unless ``mmproj_offload`` is False."""
     with following(_build(llama_cpp)):
         p = _plan_shape(
             shape,
@@ -178,7 +188,34 @@ def plan_shape(
             checkpoint=checkpoint,
         )
     p.llama_cpp = _build(llama_cpp)
+    if mmproj is not None:
+        with_projector(p, mmproj, mmproj_offload)
     return p
+
+
+def with_projector(p: Plan, projector: ProjectorPlan, offload: bool) -> None:
+    """Place the projector as libmtmd does: on the first device (the first GPU) unless ``offload`` is False or the
+    plan has no device, else on the CPU; its bytes join that device's row and the plan's total."""
+    devices = [row["name"] for row in p.devices[1:]]
+    device = CPU
+    if offload and devices:
+        device = devices[0]
+    elif offload and (p.n_gpu_layers or p.gpu_mem is not None):
+        device = "GPU"
+    p.mmproj = replace(projector, device=device, notes=list(projector.notes))
+    total = p.mmproj.total_bytes
+    for row in p.devices:
+        row["mmproj_bytes"] = total if row["name"] == device else 0
+        row["total_bytes"] += row["mmproj_bytes"]
+    if device == "GPU" and p.gpu:
+        p.gpu = {**p.gpu, "mmproj_bytes": total, "total_bytes": p.gpu["total_bytes"] + total}
+    if device == "GPU" and p.gpu_mem is not None:
+        p.mmproj.notes.append("n_gpu_layers='auto' fitted the layers without the projector: it needs its bytes beside them")
+    if device != CPU:
+        p.mmproj.notes.append(
+            f"the projector on {device} is sized by the CPU's rules (32-byte alignment, the CPU's compute graph): "
+            "a GPU backend may pad more, and keeps a small CPU compute buffer beside its own"
+        )
 
 
 def _build(llama_cpp: str | None) -> str:
@@ -366,6 +403,8 @@ def plan(
     margin: int | None = None,
     min_ctx: int | None = None,
     llama_cpp: str | None = None,
+    mmproj: str | os.PathLike[str] | Any | None = None,
+    mmproj_offload: bool = True,
 ) -> Plan:
     """llama.cpp's memory for the GGUF model at ``source`` (a path, the first shard of a split set, a URL, or an
     opened ``GGUFFile``), with llama.cpp's context parameters (0: its defaults; ``n_ctx`` 0 is the training
@@ -375,7 +414,9 @@ def plan(
     context (unless ``n_ctx`` is given) and the most layers that fit the devices and ``ram`` with ``margin`` bytes
     free on each (``planning.fit``); the plan's ``fit`` then says what fitted and the llama.cpp arguments.
     ``llama_cpp`` names the llama.cpp build whose compute graph to follow (``schema/memory.json`` ``builds``;
-    default llama-cpp-python 0.3.36's)."""
+    default llama-cpp-python 0.3.36's). ``mmproj`` is a multimodal projector file loaded beside the model
+    (llama.cpp's ``--mmproj``; ``planning.mmproj``): its weights and compute buffer go on the first device, or on
+    the CPU with ``mmproj_offload=False`` (``--no-mmproj-offload``), and count in the totals and in ``fit``."""
     build = _build(llama_cpp)
     request = ContextRequest(n_ctx, n_batch, n_ubatch, n_seq_max, type_k, type_v, flash_attn, kv_unified, swa_full)
     if devices is None or not devices.devices:
@@ -391,12 +432,18 @@ def plan(
         finally:
             f.close()
     checkpoint()
+    if shape.arch == memory_table().clip["architecture"]:
+        raise refused("general.architecture", "the model is a multimodal projector (architecture 'clip'): give it as mmproj (--mmproj)")
+    projector = None
+    if mmproj is not None:
+        projector = plan_projector(mmproj, flash_attn=flash_attn, n_embd_text=shape.n_embd, checkpoint=checkpoint)
+    with_mmproj = partial(plan_shape, mmproj=projector, mmproj_offload=mmproj_offload)
     if fit:
         margin = DEFAULT_MARGIN if margin is None else margin
         min_ctx = DEFAULT_MIN_CTX if min_ctx is None else min_ctx
         with following(build):  # every candidate's plan follows it
             found = fit_shape(
-                plan_shape,
+                with_mmproj,
                 shape,
                 request,
                 devices or DeviceRequest(),
@@ -408,8 +455,10 @@ def plan(
                 checkpoint=checkpoint,
             )
         found.plan.fit = found.to_json()
+        if projector is not None:
+            found.plan.fit["llama_cpp_arguments"] += ["--mmproj", projector.source] + ([] if mmproj_offload else ["--no-mmproj-offload"])
         return found.plan
     if ram is not None or margin is not None or min_ctx is not None:
         raise request_refused("ram, margin and min_ctx are used with fit=True only", "fit")
     kwargs: dict[str, Any] = {"n_gpu_layers": n_gpu_layers, "gpu_mem": gpu_mem, "devices": devices, "llama_cpp": build}
-    return plan_shape(shape, request, features=features, use_mmap=use_mmap, checkpoint=checkpoint, **kwargs)
+    return with_mmproj(shape, request, features=features, use_mmap=use_mmap, checkpoint=checkpoint, **kwargs)
