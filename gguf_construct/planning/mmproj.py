@@ -16,6 +16,7 @@ refused (rule ``plan.model``). The compute buffer is planned for the projector t
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,6 +134,31 @@ class _Keys:
         return int(value)
 
 
+_LAYER_NAME = r"blk\.(0|[1-9][0-9]{0,9})\.([a-z0-9_]+\.(?:weight|bias))"
+
+
+def _layer_tensors(spans: Sequence[TensorSpan], prefix: str, n_layer: int) -> dict[str, set[int]]:
+    """For each ``{stem}.{weight|bias}`` of the encoder's layers, the layers below ``n_layer`` that have it (read from
+    the names present: a header's block count alone never sizes a loop)."""
+    pattern = re.compile(re.escape(prefix) + _LAYER_NAME)
+    found: dict[str, set[int]] = {}
+    for t in spans:
+        m = pattern.fullmatch(t.name)
+        if m and int(m.group(1)) < n_layer:
+            found.setdefault(m.group(2), set()).add(int(m.group(1)))
+    return found
+
+
+def _first_missing(present: set[int], n: int) -> int | None:
+    """The smallest layer in 0..n-1 not in ``present`` (a subset of that range), or None."""
+    if len(present) == n:
+        return None
+    for i, layer in enumerate(sorted(present)):
+        if layer != i:
+            return i
+    return len(present)
+
+
 def _loaded(spans: Sequence[TensorSpan], modality: str, projector: str, n_layer: int) -> tuple[TensorSpan, ...]:
     """The tensors clip.cpp asks for: the encoder's own, each of its layers', and the projector's. A projector type
     without an entry in the table is taken to load every tensor of its modality (``v.``/``mm.`` for vision,
@@ -144,10 +170,14 @@ def _loaded(spans: Sequence[TensorSpan], modality: str, projector: str, n_layer:
         audio = ("a.", "mm.a.")
         return tuple(t for t in spans if t.name.startswith(audio) == (modality == "audio") and t.name.startswith((prefix, "mm.")))
     wanted = set(rules["model_tensors"][modality]) | set(entry["tensors"])
-    layer_names = {
-        f"{prefix}blk.{il}.{stem}.{part}" for il in range(n_layer) for stem in rules["layer_tensors"] for part in ("weight", "bias")
-    }
-    return tuple(t for t in spans if t.name in wanted or t.name in layer_names)
+    stems = {f"{stem}.{part}" for stem in rules["layer_tensors"] for part in ("weight", "bias")}
+    pattern = re.compile(re.escape(prefix) + _LAYER_NAME)
+
+    def used(name: str) -> bool:
+        m = pattern.fullmatch(name)
+        return m is not None and int(m.group(1)) < n_layer and m.group(2) in stems
+
+    return tuple(t for t in spans if t.name in wanted or used(t.name))
 
 
 def _encoder(keys: _Keys, spans: Sequence[TensorSpan], modality: str) -> Encoder:
@@ -155,8 +185,11 @@ def _encoder(keys: _Keys, spans: Sequence[TensorSpan], modality: str) -> Encoder
     projector = keys.get(f"clip.{modality}.projector_type") or keys.get("clip.projector_type")
     if not projector:
         raise refused("clip.projector_type", "mmproj has no clip.projector_type: clip.cpp cannot tell its projector")
+    if projector not in _rules()["projector_types"]:
+        raise refused("clip.projector_type", f"mmproj projector type {shown(projector)} is not one clip.cpp knows")
     entry = _rules()["projectors"].get(projector)
-    if entry is not None and entry["modality"] != modality:
+    audio_type = projector in _rules()["audio_projector_types"]
+    if (entry is not None and entry["modality"] != modality) or (audio_type and modality == "vision"):
         raise refused("clip.projector_type", f"mmproj projector {shown(projector)} is not a {modality} projector")
     k = f"clip.{modality}"
     n_embd, n_head = keys.size(f"{k}.embedding_length"), keys.size(f"{k}.attention.head_count")
@@ -169,25 +202,26 @@ def _encoder(keys: _Keys, spans: Sequence[TensorSpan], modality: str) -> Encoder
     merge = int(entry.get("merge", 1)) if entry else 1
     if modality == "vision":
         image_size, patch_size = keys.size("clip.vision.image_size"), keys.size("clip.vision.patch_size")
-        if patch_size == 0 or image_size < patch_size:
-            raise refused("clip.vision.patch_size", f"mmproj patch size {patch_size} for images of {image_size}: clip.cpp divides by it")
+        if not 0 < patch_size <= int(_rules()["patch_size_max"]):
+            raise refused("clip.vision.patch_size", f"mmproj patch size {patch_size} is not 1 to {_rules()['patch_size_max']}")
+        if image_size < patch_size:
+            raise refused("clip.vision.image_size", f"mmproj images of {image_size} are smaller than a patch ({patch_size})")
         n_patches = (image_size // patch_size) ** 2
         if n_patches > int(_rules()["int_max"]):
             raise refused("clip.vision.image_size", f"mmproj images of {image_size} make {shown(n_patches)} patches, past clip.cpp's int")
         merge = keys.size("clip.vision.projector.scale_factor", merge)
-        if entry and "merge" in entry and merge == 0:
-            raise refused("clip.vision.projector.scale_factor", "mmproj merges patches by 0: clip.cpp's pooling divides by it")
+        if entry and "merge" in entry and not 0 < merge <= int(_rules()["merge_max"]):
+            raise refused("clip.vision.projector.scale_factor", f"mmproj merges patches by {merge}, not 1 to {_rules()['merge_max']}")
     prefix = _rules()["prefixes"][modality]
     by_name = {t.name: t for t in spans}
-    if n_layer and f"{prefix}blk.{n_layer - 1}.{_rules()['layer_required'][0]}" not in by_name:
-        raise refused(
-            f"{k}.block_count", f"mmproj declares {n_layer} layers but has no {prefix}blk.{n_layer - 1} tensors: clip.cpp refuses it"
-        )
+    layers = _layer_tensors(spans, prefix, n_layer)
+    for stem in _rules()["layer_required"]:
+        missing = _first_missing(layers.get(stem, set()), n_layer)
+        if missing is not None:
+            raise refused(
+                f"{k}.block_count", f"mmproj has {n_layer} layers but no tensor {prefix}blk.{missing}.{stem}: clip.cpp refuses it"
+            )
     tensors = _loaded(spans, modality, projector, n_layer)
-    for il in range(n_layer):
-        for stem in _rules()["layer_required"]:
-            if f"{prefix}blk.{il}.{stem}" not in by_name:
-                raise refused(f"{k}.block_count", f"mmproj has no tensor {prefix}blk.{il}.{stem}: clip.cpp refuses it")
     if entry:
         for name in entry["tensors"][:1]:
             if name not in by_name:

@@ -1,0 +1,226 @@
+"""A multimodal projector (``plan --mmproj``) planned as llama.cpp's multimodal loader (libmtmd) allocates it: its
+weights and the compute buffer it reserves at warmup byte for byte, its graph node for node, its refusals as
+libmtmd's, its place on the devices, in ``--json`` and in ``--fit``; hostile projector headers refused quickly."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import time
+
+import numpy as np
+import pytest
+
+from gguf_construct.cli.main import main
+from gguf_construct.errors import PlanError
+from gguf_construct.planning import Device, DeviceRequest, plan
+from gguf_construct.planning.compute.clip import GRAPHS, EncoderShape, _Encoder
+from gguf_construct.planning.mmproj import plan_projector
+from tests.planning import tiny_mmproj
+from tests.planning.tiny_mmproj import mmproj_path, saved, text_model_path
+
+#: (projector type, sizes): encoders of different widths, depths, heads, patch grids and weight types
+CASES = [
+    ("gemma3", {}),
+    ("gemma3", {"matrices": "q4_0"}),
+    ("gemma3", {"image": 128, "n_embd": 96, "n_head": 6, "n_ff": 256, "n_layer": 3}),
+    ("gemma3", {"image": 96, "patch": 12, "n_embd": 128, "n_head": 2, "n_ff": 192, "matrices": "q8_0"}),
+    ("mlp", {}),
+    ("mlp", {"image": 96, "patch": 16, "n_embd": 128, "n_ff": 320, "n_layer": 3}),
+]
+
+
+def _id(case) -> str:
+    projector, sizes = case
+    return projector + "".join(f"-{k}{v}" for k, v in sizes.items())
+
+
+def _plan(mmproj, flash_attn="auto", **kw):
+    return plan(text_model_path(), n_ctx=256, mmproj=mmproj, flash_attn=flash_attn, **kw)
+
+
+@pytest.mark.parametrize("flash_attn", ["auto", "off"])
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_weights_and_compute_equal_libmtmd(case, flash_attn):
+    pytest.importorskip("llama_cpp")
+    from tests.mtmd_memory import measure
+
+    path = mmproj_path(case[0], **case[1])
+    measured = measure(text_model_path(), path, flash_attn)
+    assert measured.refused is None, measured.refused
+    p = _plan(path, flash_attn).mmproj
+    assert p is not None and p.device == "CPU"
+    assert {"CPU": p.weights_bytes} == measured.weights
+    assert {"CPU": p.compute_bytes} == measured.compute
+    assert p.compute_bytes > 0 and p.weights_bytes > 0
+
+
+@pytest.mark.parametrize(("projector", "flash_attn"), [("gemma3", "auto"), ("gemma3", "off"), ("mlp", "auto"), ("mlp", "off")])
+def test_graph_is_libmtmds_node_for_node(projector, flash_attn):
+    pytest.importorskip("llama_cpp")
+    from tests.mtmd_memory import graph
+
+    path = mmproj_path(projector)
+    encoder = plan_projector(path).encoders[0]
+    weights = {t.name: (t.type, t.shape) for t in encoder.tensors}
+    shape = EncoderShape(
+        encoder.graph or "",
+        encoder.image_size,
+        encoder.patch_size,
+        encoder.n_embd,
+        encoder.n_head,
+        encoder.n_layer,
+        encoder.merge,
+        encoder.ffn_op,
+        weights,
+        flash_attn != "off",
+    )
+    e = _Encoder(shape)
+    e.g.expand(GRAPHS[shape.graph](e))
+    assert e.g.graph.summary() == graph(text_model_path(), path, flash_attn, encoder.image_size)
+
+
+def test_tensors_the_loader_does_not_ask_for_are_not_planned():
+    f = tiny_mmproj.gemma3()
+    f.tensors.add("v.unused.weight", np.zeros((64, 64), np.float32))
+    f.tensors.add("v.blk.7.attn_q.weight", np.zeros((64, 64), np.float16))  # past the block count
+    with_extra = plan_projector(saved(f, "mmproj-extra.gguf"))
+    assert with_extra.weights_bytes == plan_projector(mmproj_path("gemma3")).weights_bytes
+
+
+def test_refusals_are_libmtmds():
+    """A language model given as the projector, a projector given as the model, a projector for another width:
+    libmtmd refuses each, and so does the plan."""
+    pytest.importorskip("llama_cpp")
+    from tests.mtmd_memory import measure
+
+    with pytest.raises(PlanError, match="not a multimodal projector"):
+        _plan(text_model_path())
+    assert measure(text_model_path(), text_model_path()).refused
+    with pytest.raises(PlanError, match="give it as mmproj"):
+        plan(mmproj_path("gemma3"))
+    narrow = text_model_path(128)
+    with pytest.raises(PlanError, match="128"):
+        plan(narrow, n_ctx=256, mmproj=mmproj_path("gemma3"))
+    assert "mismatch" in (measure(narrow, mmproj_path("gemma3")).refused or "")
+
+
+def _hostile(change, name: str):
+    f = tiny_mmproj.gemma3()
+    change(f.metadata)
+    return saved(f, f"mmproj-hostile-{name}.gguf")
+
+
+HOSTILE = {
+    "image 2^31": lambda m: m.set("clip.vision.image_size", 2**31, "u32"),
+    "image 2^32-1": lambda m: m.set("clip.vision.image_size", 2**32 - 1, "u32"),
+    "patch 0": lambda m: m.set("clip.vision.patch_size", 0, "u32"),
+    "patch 65536": lambda m: m.set("clip.vision.patch_size", 65536, "u32"),
+    "image below a patch": lambda m: m.set("clip.vision.image_size", 4, "u32"),
+    "image of another grid": lambda m: m.set("clip.vision.image_size", 72, "u32"),
+    "layers 2^32-1": lambda m: m.set("clip.vision.block_count", 2**32 - 1, "u32"),
+    "layers 2^31-1": lambda m: m.set("clip.vision.block_count", 2**31 - 1, "u32"),
+    "heads 0": lambda m: m.set("clip.vision.attention.head_count", 0, "u32"),
+    "heads not dividing": lambda m: m.set("clip.vision.attention.head_count", 5, "u32"),
+    "merge 0": lambda m: m.set("clip.vision.projector.scale_factor", 0, "u32"),
+    "image as i32": lambda m: m.set("clip.vision.image_size", 64, "i32"),
+    "image as string": lambda m: m.set("clip.vision.image_size", "64", "str"),
+    "eps as f64": lambda m: m.set("clip.vision.attention.layer_norm_epsilon", 1e-6, "f64"),
+    "encoder flag as u8": lambda m: m.set("clip.has_vision_encoder", 1, "u8"),
+    "no encoder": lambda m: m.set("clip.has_vision_encoder", False, "bool"),
+    "unknown projector": lambda m: m.set("clip.projector_type", "nosuch", "str"),
+    # libmtmd aborts on an array of two; one of one it reads by accident as the string, or crashes on (["mlp"])
+    "projector type as array": lambda m: m.set("clip.projector_type", ["gemma3", "mlp"], "arr[str]"),
+    "audio projector for vision": lambda m: m.set("clip.projector_type", "ultravox", "str"),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_headers_are_refused_quickly(name):
+    path = _hostile(HOSTILE[name], name.replace(" ", "-").replace("^", "p"))
+    start = time.monotonic()
+    with pytest.raises(PlanError):
+        _plan(path)
+    assert time.monotonic() - start < 5
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_libmtmd_refuses_the_hostile_headers_too(name):
+    """What the plan refuses, libmtmd refuses (or aborts on: a key of another type than it reads)."""
+    pytest.importorskip("llama_cpp")
+    from tests.mtmd_memory import measure
+
+    path = _hostile(HOSTILE[name], name.replace(" ", "-").replace("^", "p"))
+    assert measure(text_model_path(), path).refused
+
+
+def test_a_declared_layer_past_the_tensors_is_refused_without_looping():
+    f = tiny_mmproj.gemma3()
+    f.metadata.set("clip.vision.block_count", 2**31 - 1, "u32")
+    f.tensors.add("v.blk.2147483646.attn_q.weight", np.zeros((64, 64), np.float16))
+    start = time.monotonic()
+    with pytest.raises(PlanError, match="v.blk.2.attn_q.weight"):
+        _plan(saved(f, "mmproj-far-layer.gguf"))
+    assert time.monotonic() - start < 5
+
+
+def test_a_known_projector_without_a_graph_plans_its_weights_with_a_note():
+    f = tiny_mmproj.gemma3()
+    f.metadata.set("clip.projector_type", "pixtral", "str")
+    p = _plan(saved(f, "mmproj-pixtral.gguf")).mmproj
+    assert p is not None and p.compute_bytes is None
+    assert p.weights_bytes == plan_projector(mmproj_path("gemma3")).weights_bytes
+    assert any("not modelled" in n for n in p.notes)
+
+
+def test_devices_offload_and_totals():
+    projector = plan_projector(mmproj_path("gemma3"))
+    alone = _plan(mmproj_path("gemma3"))
+    without = plan(text_model_path(), n_ctx=256)
+    assert alone.total_bytes == without.total_bytes + projector.total_bytes
+    devices = DeviceRequest((Device("RPC0", 2**30), Device("RPC1", 2**30)), 2)
+    on = _plan(mmproj_path("gemma3"), devices=devices)
+    assert on.mmproj is not None and on.mmproj.device == "RPC0"
+    assert [row["mmproj_bytes"] for row in on.devices] == [0, projector.total_bytes, 0]
+    off = _plan(mmproj_path("gemma3"), devices=devices, mmproj_offload=False)
+    assert [row["mmproj_bytes"] for row in off.devices] == [projector.total_bytes, 0, 0]
+    assert off.devices[0]["total_bytes"] - on.devices[0]["total_bytes"] == projector.total_bytes
+
+
+def test_fit_leaves_room_for_the_projector():
+    projector = plan_projector(mmproj_path("gemma3"))
+    bare = plan(text_model_path(), devices=DeviceRequest((Device("RPC0", 2**30),)), fit=True, margin=0)
+    # a device as large as the model's full offload at the smallest context: with the projector, less fits
+    need = bare.devices[1]["total_bytes"]
+    tight = DeviceRequest((Device("RPC0", need),))
+    fitted = plan(text_model_path(), devices=tight, fit=True, margin=0, mmproj=mmproj_path("gemma3"))
+    assert fitted.fit is not None
+    assert "--mmproj" in fitted.fit["llama_cpp_arguments"]
+    row = fitted.devices[1]
+    assert row["total_bytes"] <= need and row["mmproj_bytes"] == projector.total_bytes
+    assert fitted.fit["n_gpu_layers"] < bare.fit["n_gpu_layers"] or fitted.context.n_ctx < bare.context.n_ctx
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["plan", *args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cli_json_text_and_exit_codes():
+    mm = str(mmproj_path("mlp"))
+    code, out, _ = _cli(str(text_model_path()), "--ctx", "256", "--mmproj", mm, "--json")
+    assert code == 0
+    section = json.loads(out)["mmproj"]
+    expected = plan_projector(mm)
+    assert section["weights_bytes"] == expected.weights_bytes and section["compute_bytes"] == expected.compute_bytes
+    assert section["device"] == "CPU" and section["encoders"][0]["projector_type"] == "mlp"
+    code, out, _ = _cli(str(text_model_path()), "--ctx", "256", "--mmproj", mm, "--device", "RPC0=1G")
+    assert code == 0 and "mmproj" in out and "on RPC0" in out
+    code, out, _ = _cli(str(text_model_path()), "--ctx", "256", "--mmproj", mm, "--device", "RPC0=1G", "--no-mmproj-offload", "--json")
+    assert code == 0 and json.loads(out)["mmproj"]["device"] == "CPU"
+    assert _cli(mm)[0] == 1  # a projector given as the model
+    assert _cli(str(text_model_path()), "--mmproj", str(text_model_path()))[0] == 1  # a model given as the projector
+    assert _cli(str(text_model_path()), "--mmproj", str(mmproj_path("mlp")) + ".missing")[0] == 2
