@@ -210,8 +210,11 @@ def _encoder(keys: _Keys, spans: Sequence[TensorSpan], modality: str) -> Encoder
         if n_patches > int(_rules()["int_max"]):
             raise refused("clip.vision.image_size", f"mmproj images of {image_size} make {shown(n_patches)} patches, past clip.cpp's int")
         merge = keys.size("clip.vision.projector.scale_factor", merge)
-        if entry and "merge" in entry and not 0 < merge <= int(_rules()["merge_max"]):
-            raise refused("clip.vision.projector.scale_factor", f"mmproj merges patches by {merge}, not 1 to {_rules()['merge_max']}")
+        if entry and "merge" in entry and not int(entry["merge_min"]) <= merge <= int(_rules()["merge_max"]):
+            raise refused(
+                "clip.vision.projector.scale_factor",
+                f"mmproj {projector} merges patches by {merge}, not {entry['merge_min']} to {_rules()['merge_max']}",
+            )
     prefix = _rules()["prefixes"][modality]
     by_name = {t.name: t for t in spans}
     layers = _layer_tensors(spans, prefix, n_layer)
@@ -230,9 +233,9 @@ def _encoder(keys: _Keys, spans: Sequence[TensorSpan], modality: str) -> Encoder
     silu = keys.get("clip.use_silu", False)
     ffn_op = "GELU" if gelu else ("SILU" if silu else "GELU_QUICK")
     out = by_name.get(entry["output"]) if entry else None
-    return Encoder(
-        modality, projector, image_size, patch_size, n_embd, n_ff, n_head, n_layer, merge, ffn_op, tensors, out.shape[0] if out else None
-    )
+    axis = int(entry.get("output_axis", 0)) if entry else 0
+    width = out.shape[axis] if out and len(out.shape) > axis else None
+    return Encoder(modality, projector, image_size, patch_size, n_embd, n_ff, n_head, n_layer, merge, ffn_op, tensors, width)
 
 
 def encoders(f: Any) -> list[Encoder]:

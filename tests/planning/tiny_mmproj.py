@@ -135,8 +135,22 @@ def mlp(
     return p.f
 
 
+def idefics3(
+    n_embd=64, n_ff=128, n_layer=2, n_head=4, image=64, patch=8, proj_dim=256, dtype=np.float16, matrices: str | None = None, merge=None
+) -> GGUFFile:
+    """Idefics3's (SmolVLM's) SigLIP encoder and its projector: the patches shuffled ``merge`` x ``merge`` into one
+    (clip.vision.projector.scale_factor; clip.cpp's default when absent), then one matrix (mm.model.fc)."""
+    p = _Projector("idefics3", dtype, matrices)
+    _vision(p, n_embd, n_ff, n_layer, n_head, image, patch, proj_dim)
+    if merge is not None:
+        p.key("clip.vision.projector.scale_factor", merge, "u32")
+    factor = merge or 3
+    p.tensor("mm.model.fc.weight", n_embd * factor * factor, proj_dim)
+    return p.f
+
+
 #: projector type → its builder
-BUILDERS: dict[str, Callable[..., GGUFFile]] = {"gemma3": gemma3, "mlp": mlp}
+BUILDERS: dict[str, Callable[..., GGUFFile]] = {"gemma3": gemma3, "mlp": mlp, "idefics3": idefics3}
 
 
 def saved(f: GGUFFile, name: str) -> Path:

@@ -6,9 +6,10 @@ At load (``warmup``) libmtmd builds the graph of one image of ``image_size`` x `
 compute buffer is that graph's. The patch embedding is a 2-D convolution (``ggml_conv_2d``: IM2COL, then a matrix
 product); each encoder layer is pre-norm attention (flash attention unless it is turned off: the CPU supports
 it, so ``auto`` turns it on) and a GELU feed-forward; the projector after it depends on the type (``graph`` in
-``schema/memory.json`` ``clip.projectors``): ``siglip`` (Gemma 3: a 2-D average pooling by ``merge`` per side,
-RMS norm and the input projection) or ``llava`` (every layer but the last, position embeddings gathered by
-index, the patch rows gathered, a two-layer GELU MLP).
+``schema/memory.json`` ``clip.projectors``): ``gemma3`` (SigLIP, then a 2-D average pooling by ``merge`` per
+side, RMS norm and the input projection), ``idefics3`` (SigLIP, then ``merge`` x ``merge`` patches shuffled into
+one and a matrix) or ``llava`` (every layer but the last, position embeddings gathered by index, the patch rows
+gathered, a two-layer GELU MLP).
 """
 
 from __future__ import annotations
@@ -151,8 +152,8 @@ class _Encoder:
         return g.add(inp_l, cur)
 
 
-def _siglip(e: _Encoder) -> GgmlTensor:
-    """models/siglip.cpp with Gemma 3's projector."""
+def _siglip_vit(e: _Encoder) -> GgmlTensor:
+    """models/siglip.cpp up to its projector: learned position embeddings, the layers, the post norm."""
     g, s = e.g, e.s
     x = g.add(e.inp(), e.need("v.position_embd.weight"))
     x = g.reshape(x, s.n_embd, e.n_patches)
@@ -162,14 +163,36 @@ def _siglip(e: _Encoder) -> GgmlTensor:
         x = e.layer(il, x, e.n_patches)
     if e.w("v.post_ln.weight") is not None:
         x = e.norm(x, "v.post_ln")
-    x = g.reshape(x, s.n_embd, e.n_patches)
-    x = g.cont(g.transpose(x), e.n_side, e.n_side, s.n_embd, 1)
+    return g.reshape(x, s.n_embd, e.n_patches)
+
+
+def _gemma3(e: _Encoder) -> GgmlTensor:
+    """SigLIP with Gemma 3's projector: 2-D average pooling by ``merge``, RMS norm, the input projection."""
+    g, s = e.g, e.s
+    x = g.cont(g.transpose(_siglip_vit(e)), e.n_side, e.n_side, s.n_embd, 1)
     x = e.pool_2d_avg(x, s.merge)
     x = g.reshape(x, x.ne[0] * x.ne[0], s.n_embd, 1)
     x = g.cont(g.transpose(x))
     x = g.mul(g.rms_norm(x), e.need("mm.soft_emb_norm.weight"))
     proj = g.cont(g.transpose(e.need("mm.input_projection.weight")))
     return g.mul_mat(proj, x)
+
+
+def _idefics3(e: _Encoder) -> GgmlTensor:
+    """SigLIP with Idefics3's projector: build_patch_merge_permute (``merge`` x ``merge`` patches into one, the
+    grid padded to a multiple of it), then mm.model.fc."""
+    g, s = e.g, e.s
+    x = _siglip_vit(e)
+    factor, width, height = s.merge, e.n_side, e.n_side
+    x = g.reshape(x, s.n_embd, width, height)
+    pad_w, pad_h = -width % factor, -height % factor
+    if pad_w or pad_h:
+        x = g.pad(x, 0, pad_w, pad_h)
+        width, height = width + pad_w, height + pad_h
+    x = g.permute(g.reshape(x, s.n_embd * factor, width // factor, height), 0, 2, 1, 3)
+    x = g.permute(g.cont(x, s.n_embd * factor * factor, height // factor, width // factor), 0, 2, 1, 3)
+    x = g.cont(x, x.ne[0], x.ne[1] * x.ne[2])
+    return g.mul_mat(e.need("mm.model.fc.weight"), x)
 
 
 def _llava(e: _Encoder) -> GgmlTensor:
@@ -197,7 +220,7 @@ def _llava(e: _Encoder) -> GgmlTensor:
 
 
 #: the graph builders by ``schema/memory.json`` ``clip.projectors[...].graph``
-GRAPHS = {"siglip": _siglip, "llava": _llava}
+GRAPHS = {"gemma3": _gemma3, "idefics3": _idefics3, "llava": _llava}
 
 
 def encoder_compute_bytes(s: EncoderShape) -> int:
