@@ -60,7 +60,8 @@ def measure(text_model: str | os.PathLike[str], mmproj: str | os.PathLike[str], 
 
 
 def graph(text_model: str | os.PathLike[str], mmproj: str | os.PathLike[str], flash_attn: str, image: int) -> list[tuple]:
-    """The nodes of the graph libmtmd runs for one ``image`` x ``image`` picture: (op, type, ne, is view)."""
+    """The nodes of the graph libmtmd runs for one ``image`` x ``image`` picture (for ``-image`` seconds of silence
+    when negative: an audio encoder): (op, type, ne, is view)."""
     out = _run("graph", str(text_model), str(mmproj), flash_attn, str(image))
     if "refused" in out:
         raise RuntimeError(out["refused"])
@@ -144,8 +145,12 @@ class _Child:
             return False
 
         ctx = self.context(mmproj, flash_attn, True, _eval)
-        pixels = (ctypes.c_ubyte * (image * image * 3))()
-        bitmap = M.mtmd_bitmap_init(image, image, pixels)
+        if image > 0:
+            pixels = (ctypes.c_ubyte * (image * image * 3))()
+            bitmap = M.mtmd_bitmap_init(image, image, pixels)
+        else:  # -image seconds of silence at the encoder's sample rate
+            samples = -image * M.mtmd_get_audio_sample_rate(ctx)
+            bitmap = M.mtmd_bitmap_init_from_audio(samples, (ctypes.c_float * samples)())
         chunks = M.mtmd_input_chunks_init()
         text = M.mtmd_input_text()
         text.text = M.mtmd_default_marker()

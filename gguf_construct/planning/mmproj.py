@@ -55,6 +55,9 @@ class Encoder:
     tensors: tuple[TensorSpan, ...]
     #: the width of the embeddings it hands the text model (clip_n_mmproj_embd), or None where not known here
     n_embd_out: int | None
+    #: an audio encoder's mel bins and the mel frames of its warmup input (0 for a vision encoder)
+    n_mel: int = 0
+    n_frames: int = 0
 
     @property
     def weights_bytes(self) -> int:
@@ -81,6 +84,8 @@ class Encoder:
             self.ffn_op,
             weights,
             flash_attn,
+            self.n_mel,
+            self.n_frames,
         )
         try:
             return encoder_compute_bytes(shape)
@@ -198,8 +203,14 @@ def _encoder(keys: _Keys, spans: Sequence[TensorSpan], modality: str) -> Encoder
     keys.get(f"{k}.attention.layer_norm_epsilon")
     if n_head == 0 or n_embd % n_head:
         raise refused(f"{k}.attention.head_count", f"mmproj has {n_head} heads for width {n_embd}: clip.cpp divides the width by them")
-    image_size = patch_size = 0
+    image_size = patch_size = n_mel = n_frames = 0
     merge = int(entry.get("merge", 1)) if entry else 1
+    if modality == "audio":
+        n_mel, n_frames = keys.size("clip.audio.num_mel_bins", 0), int(_rules()["warmup_audio_frames"])
+        if not 0 < n_mel <= int(_rules()["mel_bins_max"]):
+            raise refused(
+                "clip.audio.num_mel_bins", f"mmproj has {n_mel} mel bins, not 1 to {_rules()['mel_bins_max']}: clip.cpp refuses it"
+            )
     if modality == "vision":
         image_size, patch_size = keys.size("clip.vision.image_size"), keys.size("clip.vision.patch_size")
         if not 0 < patch_size <= int(_rules()["patch_size_max"]):
@@ -232,10 +243,13 @@ def _encoder(keys: _Keys, spans: Sequence[TensorSpan], modality: str) -> Encoder
     gelu = keys.get("clip.use_gelu", False)
     silu = keys.get("clip.use_silu", False)
     ffn_op = "GELU" if gelu else ("SILU" if silu else "GELU_QUICK")
+    ffn_op = entry.get("ffn_op", ffn_op) if entry else ffn_op
     out = by_name.get(entry["output"]) if entry else None
     axis = int(entry.get("output_axis", 0)) if entry else 0
     width = out.shape[axis] if out and len(out.shape) > axis else None
-    return Encoder(modality, projector, image_size, patch_size, n_embd, n_ff, n_head, n_layer, merge, ffn_op, tensors, width)
+    return Encoder(
+        modality, projector, image_size, patch_size, n_embd, n_ff, n_head, n_layer, merge, ffn_op, tensors, width, n_mel, n_frames
+    )
 
 
 def encoders(f: Any) -> list[Encoder]:
@@ -295,6 +309,8 @@ class ProjectorPlan:
                     "projector_type": e.projector,
                     "image_size": e.image_size,
                     "patch_size": e.patch_size,
+                    "n_mel": e.n_mel,
+                    "n_frames": e.n_frames,
                     "n_layer": e.n_layer,
                     "n_embd": e.n_embd,
                     "n_embd_out": e.n_embd_out,

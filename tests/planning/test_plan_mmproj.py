@@ -5,6 +5,7 @@ libmtmd's, its place on the devices, in ``--json`` and in ``--fit``; hostile pro
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import time
@@ -31,6 +32,8 @@ CASES = [
     ("idefics3", {"merge": 2}),
     ("idefics3", {"merge": 3, "n_layer": 3, "matrices": "q8_0"}),  # an 8 x 8 grid padded to 9 x 9
     ("idefics3", {"merge": 4, "image": 96, "patch": 12, "n_embd": 96, "n_head": 3}),
+    ("qwen2a", {}),
+    ("qwen2a", {"n_mel": 80, "n_embd": 96, "n_head": 3, "n_ff": 160, "matrices": "q8_0"}),
 ]
 
 
@@ -61,11 +64,14 @@ def test_weights_and_compute_equal_libmtmd(case, flash_attn):
 
 @pytest.mark.parametrize("flash_attn", ["auto", "off"])
 @pytest.mark.parametrize(
-    ("projector", "sizes"), [("gemma3", {}), ("mlp", {}), ("idefics3", {"merge": 2})], ids=["gemma3", "mlp", "idefics3"]
+    ("projector", "sizes"),
+    [("gemma3", {}), ("mlp", {}), ("idefics3", {"merge": 2}), ("qwen2a", {})],
+    ids=["gemma3", "mlp", "idefics3", "qwen2a"],
 )
 def test_graph_is_libmtmds_node_for_node(projector, sizes, flash_attn):
-    """The planned graph is the one libmtmd runs for an image of image_size square (idefics3 encodes it twice: the
-    image and its one slice, each by the same graph)."""
+    """The planned graph is the one libmtmd runs for an image of image_size square, or 30 s of audio (idefics3
+    encodes the image twice, the image and its one slice, and qwen2a the audio in two windows, each by the same
+    graph)."""
     pytest.importorskip("llama_cpp")
     from tests.mtmd_memory import graph
 
@@ -83,10 +89,12 @@ def test_graph_is_libmtmds_node_for_node(projector, sizes, flash_attn):
         encoder.ffn_op,
         weights,
         flash_attn != "off",
+        encoder.n_mel,
+        encoder.n_frames,
     )
     e = _Encoder(shape)
     e.g.expand(GRAPHS[shape.graph](e))
-    planned, ran = e.g.graph.summary(), graph(text_model_path(), path, flash_attn, encoder.image_size)
+    planned, ran = e.g.graph.summary(), graph(text_model_path(), path, flash_attn, encoder.image_size or -30)
     assert planned and ran[: len(planned)] == planned and len(ran) % len(planned) == 0
     assert ran == planned * (len(ran) // len(planned))
 
@@ -116,8 +124,12 @@ def test_refusals_are_libmtmds():
     assert "mismatch" in (measure(narrow, mmproj_path("gemma3")).refused or "")
 
 
+def _file_name(name: str) -> str:
+    return name.replace(" ", "-").replace("^", "p")
+
+
 def _hostile(change, name: str):
-    f = tiny_mmproj.gemma3()
+    f = (tiny_mmproj.qwen2a if name in _AUDIO_NAMES else tiny_mmproj.gemma3)()
     change(f.metadata)
     return saved(f, f"mmproj-hostile-{name}.gguf")
 
@@ -145,25 +157,46 @@ HOSTILE = {
     "projector type as array": lambda m: m.set("clip.projector_type", ["gemma3", "mlp"], "arr[str]"),
     "audio projector for vision": lambda m: m.set("clip.projector_type", "ultravox", "str"),
 }
+HOSTILE_AUDIO = {
+    "mel bins 0": lambda m: m.set("clip.audio.num_mel_bins", 0, "u32"),
+    "mel bins 257": lambda m: m.set("clip.audio.num_mel_bins", 257, "u32"),
+    "mel bins as f32": lambda m: m.set("clip.audio.num_mel_bins", 16.0, "f32"),
+    "vision projector for audio": lambda m: m.set("clip.projector_type", "gemma3", "str"),
+}
 
 
-@pytest.mark.parametrize("name", list(HOSTILE))
+_AUDIO_NAMES = {_file_name(n) for n in HOSTILE_AUDIO}
+ALL_HOSTILE = {**HOSTILE, **HOSTILE_AUDIO}
+
+
+@pytest.mark.parametrize("name", list(ALL_HOSTILE))
 def test_hostile_headers_are_refused_quickly(name):
-    path = _hostile(HOSTILE[name], name.replace(" ", "-").replace("^", "p"))
+    path = _hostile(ALL_HOSTILE[name], _file_name(name))
     start = time.monotonic()
     with pytest.raises(PlanError):
         _plan(path)
     assert time.monotonic() - start < 5
 
 
-@pytest.mark.parametrize("name", list(HOSTILE))
+@pytest.mark.parametrize("name", list(ALL_HOSTILE))
 def test_libmtmd_refuses_the_hostile_headers_too(name):
     """What the plan refuses, libmtmd refuses (or aborts on: a key of another type than it reads)."""
     pytest.importorskip("llama_cpp")
     from tests.mtmd_memory import measure
 
-    path = _hostile(HOSTILE[name], name.replace(" ", "-").replace("^", "p"))
+    path = _hostile(ALL_HOSTILE[name], _file_name(name))
     assert measure(text_model_path(), path).refused
+
+
+def test_audio_position_embeddings_short_of_the_frames_are_refused():
+    """The warmup's 3000 mel frames need 1500 position embeddings: libmtmd asserts it and aborts."""
+    path = saved(tiny_mmproj.qwen2a(n_pos=1000), "mmproj-hostile-short-positions.gguf")
+    with pytest.raises(PlanError, match="1500"):
+        _plan(path)
+    if importlib.util.find_spec("llama_cpp"):
+        from tests.mtmd_memory import measure
+
+        assert measure(text_model_path(), path).refused
 
 
 def test_a_declared_layer_past_the_tensors_is_refused_without_looping():

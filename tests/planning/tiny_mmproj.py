@@ -54,11 +54,12 @@ def text_model(n_embd: int, n_layer: int = 1, n_head: int = 4, dtype=np.float16)
 class _Projector:
     """A projector file being built: keys typed as clip.cpp reads them, tensors in ggml order (ne0 first)."""
 
-    def __init__(self, projector: str, dtype, matrices: str | None = None) -> None:
+    def __init__(self, projector: str, dtype, matrices: str | None = None, prefix: str = "v.") -> None:
         self.f = new()
         self.rng = np.random.default_rng(0)
         self.dtype = dtype
         self.matrices = matrices  # a ggml type the encoder blocks' matrices are quantized to (q8_0, q4_0), or None
+        self.prefix = prefix
         m = self.f.metadata
         m["general.architecture"] = "clip"
         m.set("clip.projector_type", projector, "str")
@@ -70,7 +71,7 @@ class _Projector:
         """A tensor of ggml shape ``ne`` (f32 for vectors unless told, the file's type for matrices)."""
         dt = dtype if dtype is not None else (np.float32 if len(ne) == 1 else self.dtype)
         data = (self.rng.standard_normal(ne[::-1]) * 0.02).astype(dt)
-        if self.matrices and len(ne) == 2 and name.startswith("v.blk."):
+        if self.matrices and len(ne) == 2 and name.startswith(self.prefix + "blk."):
             self.f.tensors.add(name, quantize(data.astype(np.float32), self.matrices), self.matrices, ne)
         else:
             self.f.tensors.add(name, data)
@@ -149,8 +150,50 @@ def idefics3(
     return p.f
 
 
+def qwen2a(
+    n_embd=64, n_ff=128, n_layer=2, n_head=4, n_mel=16, n_pos=1500, proj_dim=256, dtype=np.float16, matrices: str | None = None
+) -> GGUFFile:
+    """Qwen2-Audio's Whisper encoder (two 1-D convolutions over the mel frames, the second halving them; K without
+    a bias) and its projector: average pooling by 2, then one matrix (mm.a.fc)."""
+    p = _Projector("qwen2a", dtype, matrices, prefix="a.")
+    p.key("clip.has_audio_encoder", True, "bool")
+    p.key("clip.use_gelu", True, "bool")
+    for k, v in (
+        ("embedding_length", n_embd),
+        ("feed_forward_length", n_ff),
+        ("block_count", n_layer),
+        ("attention.head_count", n_head),
+        ("projection_dim", proj_dim),
+        ("num_mel_bins", n_mel),
+    ):
+        p.key(f"clip.audio.{k}", v, "u32")
+    p.key("clip.audio.attention.layer_norm_epsilon", 1e-5, "f32")
+    p.tensor("a.conv1d.1.weight", 3, n_mel, n_embd, dtype=p.dtype)
+    p.tensor("a.conv1d.1.bias", 1, n_embd, dtype=np.float32)
+    p.tensor("a.conv1d.2.weight", 3, n_embd, n_embd, dtype=p.dtype)
+    p.tensor("a.conv1d.2.bias", 1, n_embd, dtype=np.float32)
+    p.tensor("a.position_embd.weight", n_embd, n_pos, dtype=np.float32)
+    for i in range(n_layer):
+        for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            p.tensor(f"a.blk.{i}.{name}.weight", n_embd, n_embd)
+            if name != "attn_k":
+                p.tensor(f"a.blk.{i}.{name}.bias", n_embd)
+        for name in ("ln1", "ln2"):
+            p.tensor(f"a.blk.{i}.{name}.weight", n_embd)
+            p.tensor(f"a.blk.{i}.{name}.bias", n_embd)
+        p.tensor(f"a.blk.{i}.ffn_up.weight", n_embd, n_ff)
+        p.tensor(f"a.blk.{i}.ffn_up.bias", n_ff)
+        p.tensor(f"a.blk.{i}.ffn_down.weight", n_ff, n_embd)
+        p.tensor(f"a.blk.{i}.ffn_down.bias", n_embd)
+    p.tensor("a.post_ln.weight", n_embd)
+    p.tensor("a.post_ln.bias", n_embd)
+    p.tensor("mm.a.fc.weight", n_embd, proj_dim)
+    p.tensor("mm.a.fc.bias", proj_dim)
+    return p.f
+
+
 #: projector type → its builder
-BUILDERS: dict[str, Callable[..., GGUFFile]] = {"gemma3": gemma3, "mlp": mlp, "idefics3": idefics3}
+BUILDERS: dict[str, Callable[..., GGUFFile]] = {"gemma3": gemma3, "mlp": mlp, "idefics3": idefics3, "qwen2a": qwen2a}
 
 
 def saved(f: GGUFFile, name: str) -> Path:

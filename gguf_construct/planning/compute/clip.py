@@ -38,6 +38,9 @@ class EncoderShape:
     ffn_op: str
     weights: Mapping[str, tuple[str, tuple[int, ...]]]
     flash_attn: bool
+    #: an audio encoder's mel bins and the frames of its warmup input (0 for a vision encoder)
+    n_mel: int = 0
+    n_frames: int = 0
 
 
 class _Encoder:
@@ -46,7 +49,8 @@ class _Encoder:
     def __init__(self, s: EncoderShape) -> None:
         self.s = s
         self.g = Ggml()
-        self.n_side = s.image_size // s.patch_size
+        self.prefix = "a." if s.n_frames else "v."
+        self.n_side = s.image_size // s.patch_size if s.patch_size else 0
         self.n_patches = self.n_side * self.n_side
 
     def w(self, name: str) -> GgmlTensor | None:
@@ -81,6 +85,21 @@ class _Encoder:
         out = g.mul_mat(flat, k)
         out = g.reshape(out, cols.ne[1], cols.ne[2], cols.ne[3], kernel.ne[3])
         return g.cont(g.permute(out, 0, 1, 3, 2))
+
+    def conv_1d_ph(self, kernel: GgmlTensor, inp: GgmlTensor, stride: int) -> GgmlTensor:
+        """ggml_conv_1d_ph: a 1-D convolution padded by half the kernel (IM2COL to f16, a matrix product)."""
+        g = self.g
+        k, ic, oc = kernel.ne[0], kernel.ne[1], kernel.ne[2]
+        ow = (inp.ne[0] + 2 * (k // 2) - (k - 1) - 1) // stride + 1
+        if ic != inp.ne[1] or ow <= 0:
+            raise refuse(f"IM2COL: a {list(kernel.ne)} kernel does not fit a {list(inp.ne)} input")
+        cols = g.new_tensor("f16", ic * k, ow, inp.ne[2], 1, op="IM2COL", src=[kernel, inp])
+        out = g.mul_mat(g.reshape(cols, cols.ne[0], cols.ne[2] * cols.ne[1]), g.reshape(kernel, k * ic, oc))
+        return g.reshape(out, ow, oc, cols.ne[2])
+
+    def pool_1d_avg(self, a: GgmlTensor, k: int) -> GgmlTensor:
+        """ggml_pool_1d (average, kernel = stride = ``k``, no padding)."""
+        return self.g.new_tensor("f32", (a.ne[0] - k) // k + 1, a.ne[1], a.ne[2], a.ne[3], op="POOL_1D", src=[a])
 
     def pool_2d_avg(self, a: GgmlTensor, k: int) -> GgmlTensor:
         """ggml_pool_2d (average, kernel = stride = ``k``, no padding)."""
@@ -132,38 +151,46 @@ class _Encoder:
             kq = g.soft_max_ext(g.mul_mat(kp, qp))
             kqv = g.permute(g.mul_mat(vt, kq), 0, 2, 1, 3)
             cur = g.cont(kqv, kqv.ne[0] * kqv.ne[1], kqv.ne[2] * kqv.ne[3])
-        return self.linear(cur, f"v.blk.{il}.attn_out")
+        return self.linear(cur, f"{self.prefix}blk.{il}.attn_out")
 
     def layer(self, il: int, inp_l: GgmlTensor, n_pos: int) -> GgmlTensor:
         """One encoder layer of build_vit: norm, attention, residual, norm, feed-forward, residual."""
         g, s = self.g, self.s
         d_head = s.n_embd // s.n_head
-        cur = self.norm(inp_l, f"v.blk.{il}.ln1")
+        blk = f"{self.prefix}blk.{il}"
+        cur = self.norm(inp_l, f"{blk}.ln1")
         heads = []
         for name in ("attn_q", "attn_k", "attn_v"):
-            heads.append(g.reshape(self.linear(cur, f"v.blk.{il}.{name}"), d_head, s.n_head, n_pos))
+            heads.append(g.reshape(self.linear(cur, f"{blk}.{name}"), d_head, s.n_head, n_pos))
         cur = self.attn(il, heads[0], heads[1], heads[2], n_pos)
         cur = g.add(cur, inp_l)
         inp_l = cur
-        cur = self.norm(cur, f"v.blk.{il}.ln2")
-        cur = self.linear(cur, f"v.blk.{il}.ffn_up")
+        cur = self.norm(cur, f"{blk}.ln2")
+        cur = self.linear(cur, f"{blk}.ffn_up")
         cur = g.unary(s.ffn_op, cur)
-        cur = self.linear(cur, f"v.blk.{il}.ffn_down")
+        cur = self.linear(cur, f"{blk}.ffn_down")
         return g.add(inp_l, cur)
 
 
-def _siglip_vit(e: _Encoder) -> GgmlTensor:
-    """models/siglip.cpp up to its projector: learned position embeddings, the layers, the post norm."""
-    g, s = e.g, e.s
-    x = g.add(e.inp(), e.need("v.position_embd.weight"))
-    x = g.reshape(x, s.n_embd, e.n_patches)
-    if e.w("v.pre_ln.weight") is not None:
-        x = e.norm(x, "v.pre_ln")
+def _vit(e: _Encoder, x: GgmlTensor, n_pos: int, pos: GgmlTensor, avgpool: bool = False) -> GgmlTensor:
+    """clip_graph::build_vit: learned position embeddings, pre norm, the layers, (an audio encoder's average
+    pooling by 2), post norm, as [n_embd, n_pos]."""
+    g, s, p = e.g, e.s, e.prefix
+    x = g.reshape(g.add(x, pos), s.n_embd, n_pos)
+    if e.w(f"{p}pre_ln.weight") is not None:
+        x = e.norm(x, f"{p}pre_ln")
     for il in range(s.n_layer):
-        x = e.layer(il, x, e.n_patches)
-    if e.w("v.post_ln.weight") is not None:
-        x = e.norm(x, "v.post_ln")
-    return g.reshape(x, s.n_embd, e.n_patches)
+        x = e.layer(il, x, n_pos)
+    if avgpool:
+        x = g.cont(g.transpose(e.pool_1d_avg(g.cont(g.transpose(x)), 2)))
+    if e.w(f"{p}post_ln.weight") is not None:
+        x = e.norm(x, f"{p}post_ln")
+    return g.reshape(x, s.n_embd, x.ne[1])
+
+
+def _siglip_vit(e: _Encoder) -> GgmlTensor:
+    """models/siglip.cpp up to its projector."""
+    return _vit(e, e.inp(), e.n_patches, e.need("v.position_embd.weight"))
 
 
 def _gemma3(e: _Encoder) -> GgmlTensor:
@@ -219,8 +246,24 @@ def _llava(e: _Encoder) -> GgmlTensor:
     return x
 
 
+def _qwen2a(e: _Encoder) -> GgmlTensor:
+    """models/whisper-enc.cpp with Qwen2-Audio's projector: two 1-D convolutions with GELU (the second halves the
+    frames), the layers over the first n_frames / 2 position embeddings, average pooling, post norm, mm.a.fc."""
+    g, s = e.g, e.s
+    x = g.input("f32", s.n_frames, s.n_mel, 1, 1, name="inp_raw")
+    for index, stride in ((1, 1), (2, 2)):
+        x = g.unary("GELU_ERF", g.add(e.conv_1d_ph(e.need(f"a.conv1d.{index}.weight"), x, stride), e.need(f"a.conv1d.{index}.bias")))
+    x = g.cont(g.transpose(x))
+    n_pos = s.n_frames // 2
+    table = e.need("a.position_embd.weight")
+    if table.ne[1] < n_pos:
+        raise refuse(f"the audio position embeddings have {table.ne[1]} rows, the graph needs {n_pos}")
+    pos = g.view(table, table.ne[0], n_pos, nb=[table.nb[1]])
+    return e.linear(_vit(e, x, n_pos, pos, avgpool=True), "mm.a.fc")
+
+
 #: the graph builders by ``schema/memory.json`` ``clip.projectors[...].graph``
-GRAPHS = {"gemma3": _gemma3, "idefics3": _idefics3, "llava": _llava}
+GRAPHS = {"gemma3": _gemma3, "idefics3": _idefics3, "llava": _llava, "qwen2a": _qwen2a}
 
 
 def encoder_compute_bytes(s: EncoderShape) -> int:
