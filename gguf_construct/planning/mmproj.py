@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import FormatError
+from ..errors import FormatError, PlanError
 from .cache import aligned
 from .compute.clip import GRAPHS, EncoderShape, encoder_compute_bytes
 from .shape import TensorSpan, _spans, memory_table, refused, shown
@@ -336,15 +336,20 @@ def plan_projector(
     setting, which libmtmd takes over ('auto' turns it on where the device supports it: the CPU does)."""
     from ..api.registry import load
 
-    if hasattr(source, "metadata") and hasattr(source, "tensors"):
-        found = encoders(source)
-    else:
-        f = load(source, format="gguf", strict=False)
-        try:
-            checkpoint()
-            found = encoders(f)
-        finally:
-            f.close()
+    try:
+        if hasattr(source, "metadata") and hasattr(source, "tensors"):
+            found = encoders(source)
+        else:
+            f = load(source, format="gguf", strict=False)
+            try:
+                checkpoint()
+                found = encoders(f)
+            finally:
+                f.close()
+    except FormatError as e:
+        if not isinstance(e, PlanError):  # the reader's refusal: say which of the two files it is about
+            e.message = f"the mmproj file: {e.message}"
+        raise
     checkpoint()
     p = ProjectorPlan(str(getattr(source, "path", None) or source), found, flash_attn != "off")
     for e in found:

@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 from gguf_construct.cli.main import main
-from gguf_construct.errors import PlanError
+from gguf_construct.errors import FormatError, PlanError
 from gguf_construct.planning import Device, DeviceRequest, plan
 from gguf_construct.planning.compute.clip import GRAPHS, EncoderShape, _Encoder
 from gguf_construct.planning.mmproj import plan_projector
+from gguf_construct.testing.strategies import READER_BREAKERS, reader_breaker
 from tests.planning import tiny_mmproj
 from tests.planning.tiny_mmproj import mmproj_path, saved, text_model_path
 
@@ -268,3 +269,61 @@ def test_cli_json_text_and_exit_codes():
     assert _cli(mm)[0] == 1  # a projector given as the model
     assert _cli(str(text_model_path()), "--mmproj", str(text_model_path()))[0] == 1  # a model given as the projector
     assert _cli(str(text_model_path()), "--mmproj", str(mmproj_path("mlp")) + ".missing")[0] == 2
+
+
+@pytest.mark.parametrize("name", sorted(READER_BREAKERS))
+def test_reader_breaking_files_as_the_projector(name, tmp_path):
+    """Files that break readers, given as the projector: refused with a FormatError that says it is the mmproj file
+    (or planned), never another exception, quickly."""
+    for seed in range(3):
+        path = tmp_path / f"{name}-{seed}.gguf"
+        path.write_bytes(reader_breaker(name, seed))
+        start = time.monotonic()
+        try:
+            _plan(path)
+        except PlanError:
+            pass
+        except FormatError as e:
+            assert "mmproj" in e.describe()
+        assert time.monotonic() - start < 5
+
+
+def test_a_garbage_projector_exits_1_naming_it():
+    path = saved(tiny_mmproj.gemma3(), "mmproj-garbage.gguf")
+    path.write_bytes(b"\x85\x32" * 50)
+    code, _, err = _cli(str(text_model_path()), "--mmproj", str(path))
+    assert code == 1 and "mmproj file" in err
+
+
+VALUES = ["12", 1.5, True, -1, 2**40, 0, 1, 2**31, 2**32 - 1, [4, 4, 4], ["a", "b"], [[1]]]
+VISION_KEYS = [
+    "clip.vision.image_size",
+    "clip.vision.patch_size",
+    "clip.vision.embedding_length",
+    "clip.vision.feed_forward_length",
+    "clip.vision.block_count",
+    "clip.vision.attention.head_count",
+    "clip.vision.projection_dim",
+    "clip.vision.attention.layer_norm_epsilon",
+    "clip.vision.projector.scale_factor",
+    "clip.has_vision_encoder",
+    "clip.use_gelu",
+    "clip.projector_type",
+]
+
+
+@pytest.mark.parametrize("key", VISION_KEYS)
+def test_every_key_with_every_kind_of_value(key, tmp_path):
+    """Each key clip.cpp reads, set to values of every GGUF type and boundary: planned or refused with a PlanError,
+    never another exception, quickly."""
+    for i, value in enumerate(VALUES):
+        f = tiny_mmproj.gemma3()
+        if key in f.metadata:
+            del f.metadata[key]
+        f.metadata.set(key, value)  # of the type the value infers
+        path = tmp_path / f"{i}.gguf"
+        f.save(path)
+        start = time.monotonic()
+        with contextlib.suppress(PlanError):
+            _plan(path)
+        assert time.monotonic() - start < 5, (key, value)
