@@ -346,9 +346,9 @@ def plan_projector(
                 found = encoders(f)
             finally:
                 f.close()
-    except FormatError as e:
-        if not isinstance(e, PlanError):  # the reader's refusal: say which of the two files it is about
-            e.message = f"the mmproj file: {e.message}"
+    except FormatError as refusal:
+        if not isinstance(refusal, PlanError):  # the reader's refusal: say which of the two files it is about
+            refusal.message = f"the mmproj file: {refusal.message}"
         raise
     checkpoint()
     p = ProjectorPlan(str(getattr(source, "path", None) or source), found, flash_attn != "off")
