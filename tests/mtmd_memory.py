@@ -1,7 +1,7 @@
 """llama.cpp's multimodal loader's own account of a projector's memory: the oracle of ``planning.mmproj``.
 
 :func:`measure` loads a text model and a projector with libmtmd (llama-cpp-python's ``mtmd_init_from_file``) on the
-CPU and reads ``clip_get_mem_usage`` of the vision context (the ``std::map`` it returns by value, walked as
+CPU and reads ``clip_get_mem_usage`` of its vision and audio contexts (the ``std::map`` it returns by value, walked as
 tests/llama_memory.py walks llama.cpp's memory breakdown): the bytes per device of the weights (loaded without
 warmup) and of the weights plus the compute buffer reserved at warmup, so the compute buffer is their difference,
 exact where the log prints MiB. :func:`graph` encodes one image and lists the nodes the scheduler runs
@@ -115,19 +115,22 @@ class _Child:
         return ctx
 
     def usage(self, ctx: Any) -> dict[str, int]:
-        """clip_get_mem_usage of the context's vision encoder (else its audio one): the std::map walked."""
-        vision, audio = struct.unpack("<2Q", ctypes.string_at(ctx, 16))  # mtmd_context's first members
-        out = (ctypes.c_uint8 * 48)()
-        self.usage_fn(ctypes.addressof(out), vision or audio)
-        root = struct.unpack_from("<Q", bytes(out), 24)[0]
+        """clip_get_mem_usage of the context's vision and audio encoders, summed per device (the std::map walked)."""
         found: dict[str, int] = {}
-        stack = [root] if root else []
-        while stack:
-            node = stack.pop()
-            left, right = struct.unpack("<2Q", ctypes.string_at(node + 16, 16))
-            dev, size = struct.unpack("<2Q", ctypes.string_at(node + 32, 16))
-            found[self.base.ggml_backend_dev_name(dev).decode()] = size
-            stack += [n for n in (left, right) if n]
+        for clip in struct.unpack("<2Q", ctypes.string_at(ctx, 16)):  # mtmd_context's first members: ctx_v, ctx_a
+            if not clip:
+                continue
+            out = (ctypes.c_uint8 * 48)()
+            self.usage_fn(ctypes.addressof(out), clip)
+            root = struct.unpack_from("<Q", bytes(out), 24)[0]
+            stack = [root] if root else []
+            while stack:
+                node = stack.pop()
+                left, right = struct.unpack("<2Q", ctypes.string_at(node + 16, 16))
+                dev, size = struct.unpack("<2Q", ctypes.string_at(node + 32, 16))
+                name = self.base.ggml_backend_dev_name(dev).decode()
+                found[name] = found.get(name, 0) + size
+                stack += [n for n in (left, right) if n]
         return found
 
     def nodes(self, mmproj: str, flash_attn: str, image: int) -> list[list[Any]]:

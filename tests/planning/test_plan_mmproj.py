@@ -35,6 +35,7 @@ CASES = [
     ("idefics3", {"merge": 4, "image": 96, "patch": 12, "n_embd": 96, "n_head": 3}),
     ("qwen2a", {}),
     ("qwen2a", {"n_mel": 80, "n_embd": 96, "n_head": 3, "n_ff": 160, "matrices": "q8_0"}),
+    ("gemma3+qwen2a", {}),  # both encoders in one file: two contexts, the patch embeddings loaded by each
 ]
 
 

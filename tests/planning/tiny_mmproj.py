@@ -192,8 +192,31 @@ def qwen2a(
     return p.f
 
 
+def gemma3_qwen2a(**sizes) -> GGUFFile:
+    """One file with two encoders, as omni models ship them: gemma3's vision encoder and qwen2a's audio one, each
+    projector named by its modality's key (clip.vision.projector_type, clip.audio.projector_type)."""
+    vision, audio = gemma3(**sizes), qwen2a(**sizes)
+    f = new()
+    for source in (vision, audio):
+        for key in source.metadata:
+            if key != "clip.projector_type":
+                f.metadata.set(key, source.metadata[key], source.metadata.type_of(key))
+        for name in source.tensors:
+            t = source.tensors[name]
+            f.tensors.add(name, t.data.tobytes(), t.type.name, t.shape)
+    f.metadata.set("clip.vision.projector_type", "gemma3", "str")
+    f.metadata.set("clip.audio.projector_type", "qwen2a", "str")
+    return f
+
+
 #: projector type → its builder
-BUILDERS: dict[str, Callable[..., GGUFFile]] = {"gemma3": gemma3, "mlp": mlp, "idefics3": idefics3, "qwen2a": qwen2a}
+BUILDERS: dict[str, Callable[..., GGUFFile]] = {
+    "gemma3": gemma3,
+    "mlp": mlp,
+    "idefics3": idefics3,
+    "qwen2a": qwen2a,
+    "gemma3+qwen2a": gemma3_qwen2a,
+}
 
 
 def saved(f: GGUFFile, name: str) -> Path:
