@@ -22,6 +22,7 @@ KINDS = (
     ("kv_bytes", "KV cache", "#f28e2b"),
     ("state_bytes", "recurrent state", "#59a14f"),
     ("compute_bytes", "compute", "#e15759"),
+    ("mmproj_bytes", "projector", "#b07aa1"),
 )
 _HEIGHT = 320.0  # the chart's height in user units
 _BAR, _GAP, _TOP, _LEFT, _BOTTOM = 90.0, 50.0, 40.0, 70.0, 60.0
@@ -30,7 +31,7 @@ _BAR, _GAP, _TOP, _LEFT, _BOTTOM = 90.0, 50.0, 40.0, 70.0, 60.0
 def bars(p: Plan) -> list[dict[str, Any]]:
     """The plan's devices as bars: name, size (None for the CPU without --ram) and bytes per kind."""
     if p.devices:
-        return [{"name": d["name"], "size": d["size"], **{k: d[k] for k, _, _ in KINDS}} for d in p.devices]
+        return [{"name": d["name"], "size": d["size"], **{k: d.get(k, 0) for k, _, _ in KINDS}} for d in p.devices]
     cache_on_gpu = p.gpu.get("cache_bytes", 0) if p.gpu else 0
     kv_on_gpu = cache_on_gpu if p.kv_layers else 0  # a model has a KV cache or a recurrent state
     out = [
@@ -41,6 +42,7 @@ def bars(p: Plan) -> list[dict[str, Any]]:
             "kv_bytes": p.kv_bytes - kv_on_gpu,
             "state_bytes": p.recurrent_bytes - (cache_on_gpu - kv_on_gpu),
             "compute_bytes": p.compute_bytes or 0,
+            "mmproj_bytes": p.mmproj.total_bytes if p.mmproj and p.mmproj.device == "CPU" else 0,
         }
     ]
     if p.gpu:
@@ -52,6 +54,7 @@ def bars(p: Plan) -> list[dict[str, Any]]:
                 "kv_bytes": kv_on_gpu,
                 "state_bytes": cache_on_gpu - kv_on_gpu,
                 "compute_bytes": p.gpu.get("compute_bytes", 0),
+                "mmproj_bytes": p.gpu.get("mmproj_bytes", 0),
             }
         )
     return out
