@@ -209,8 +209,6 @@ def with_projector(p: Plan, projector: ProjectorPlan, offload: bool) -> None:
         row["total_bytes"] += row["mmproj_bytes"]
     if device == "GPU" and p.gpu:
         p.gpu = {**p.gpu, "mmproj_bytes": total, "total_bytes": p.gpu["total_bytes"] + total}
-    if device == "GPU" and p.gpu_mem is not None:
-        p.mmproj.notes.append("n_gpu_layers='auto' fitted the layers without the projector: it needs its bytes beside them")
     if device != CPU:
         p.mmproj.notes.append(
             f"the projector on {device} is sized by the CPU's rules (32-byte alignment, the CPU's compute graph): "
@@ -460,5 +458,10 @@ def plan(
         return found.plan
     if ram is not None or margin is not None or min_ctx is not None:
         raise request_refused("ram, margin and min_ctx are used with fit=True only", "fit")
-    kwargs: dict[str, Any] = {"n_gpu_layers": n_gpu_layers, "gpu_mem": gpu_mem, "devices": devices, "llama_cpp": build}
-    return with_mmproj(shape, request, features=features, use_mmap=use_mmap, checkpoint=checkpoint, **kwargs)
+    # the projector goes on the GPU first: n_gpu_layers="auto" fits the layers in what it leaves
+    beside = projector.total_bytes if projector is not None and mmproj_offload and gpu_mem is not None else 0
+    layers_mem = None if gpu_mem is None else max(0, gpu_mem - beside)
+    kwargs: dict[str, Any] = {"n_gpu_layers": n_gpu_layers, "gpu_mem": layers_mem, "devices": devices, "llama_cpp": build}
+    p = with_mmproj(shape, request, features=features, use_mmap=use_mmap, checkpoint=checkpoint, **kwargs)
+    p.gpu_mem = gpu_mem
+    return p

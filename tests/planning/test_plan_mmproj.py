@@ -328,3 +328,16 @@ def test_every_key_with_every_kind_of_value(key, tmp_path):
         with contextlib.suppress(PlanError):
             _plan(path)
         assert time.monotonic() - start < 5, (key, value)
+
+
+def test_auto_layers_leave_room_for_the_projector_on_the_gpu():
+    projector = plan_projector(mmproj_path("mlp"))
+    bare = plan(text_model_path(), n_ctx=256, n_gpu_layers=2)
+    gpu_mem = bare.gpu["total_bytes"] + projector.total_bytes // 2  # two layers fit, not with the projector
+    without = plan(text_model_path(), n_ctx=256, n_gpu_layers="auto", gpu_mem=gpu_mem)
+    with_it = _plan(mmproj_path("mlp"), n_gpu_layers="auto", gpu_mem=gpu_mem)
+    assert without.n_gpu_layers >= 2 and with_it.n_gpu_layers < without.n_gpu_layers
+    assert with_it.gpu_mem == gpu_mem and with_it.mmproj is not None and with_it.mmproj.device == "GPU"
+    assert with_it.gpu["total_bytes"] <= gpu_mem and with_it.gpu["mmproj_bytes"] == projector.total_bytes
+    on_cpu = _plan(mmproj_path("mlp"), n_gpu_layers="auto", gpu_mem=gpu_mem, mmproj_offload=False)
+    assert on_cpu.n_gpu_layers == without.n_gpu_layers and on_cpu.mmproj.device == "CPU"
