@@ -220,12 +220,17 @@ def _encoder(keys: _Keys, spans: Sequence[TensorSpan], modality: str) -> Encoder
         n_patches = (image_size // patch_size) ** 2
         if n_patches > int(_rules()["int_max"]):
             raise refused("clip.vision.image_size", f"mmproj images of {image_size} make {shown(n_patches)} patches, past clip.cpp's int")
-        merge = keys.size("clip.vision.projector.scale_factor", merge)
-        if entry and "merge" in entry and not int(entry["merge_min"]) <= merge <= int(_rules()["merge_max"]):
-            raise refused(
-                "clip.vision.projector.scale_factor",
-                f"mmproj {projector} merges patches by {merge}, not {entry['merge_min']} to {_rules()['merge_max']}",
-            )
+        merge_key = entry.get("merge_key") if entry else "clip.vision.projector.scale_factor"
+        if merge_key:
+            merge = keys.size(merge_key, merge)
+            if entry and not int(entry["merge_min"]) <= merge <= int(_rules()["merge_max"]):
+                raise refused(
+                    merge_key, f"mmproj {projector} merges patches by {merge}, not {entry['merge_min']} to {_rules()['merge_max']}"
+                )
+        if entry and "warmup_tokens_side" in entry:  # dynamic resolution: warmed up at a size of its own
+            image_size = int(entry["warmup_tokens_side"]) * patch_size * merge
+            if image_size > int(_rules()["int_max"]) or (image_size // patch_size) ** 2 > int(_rules()["int_max"]):
+                raise refused("clip.vision.patch_size", f"mmproj patch size {patch_size} makes a warmup image past clip.cpp's int")
     prefix = _rules()["prefixes"][modality]
     by_name = {t.name: t for t in spans}
     layers = _layer_tensors(spans, prefix, n_layer)
@@ -240,6 +245,9 @@ def _encoder(keys: _Keys, spans: Sequence[TensorSpan], modality: str) -> Encoder
         for name in entry["tensors"][:1]:
             if name not in by_name:
                 raise refused("clip.projector_type", f"mmproj {projector} projector has no tensor {name}: clip.cpp refuses it")
+        for name in entry.get("forbidden", ()):
+            if name in by_name:
+                raise refused("clip.projector_type", f"mmproj {projector} projector has a tensor {name}: clip.cpp asserts it has none")
     gelu = keys.get("clip.use_gelu", False)
     silu = keys.get("clip.use_silu", False)
     ffn_op = "GELU" if gelu else ("SILU" if silu else "GELU_QUICK")

@@ -77,7 +77,18 @@ class _Projector:
             self.f.tensors.add(name, data)
 
 
-def _vision(p: _Projector, n_embd: int, n_ff: int, n_layer: int, n_head: int, image: int, patch: int, proj_dim: int) -> None:
+def _vision(
+    p: _Projector,
+    n_embd: int,
+    n_ff: int,
+    n_layer: int,
+    n_head: int,
+    image: int,
+    patch: int,
+    proj_dim: int,
+    positions: bool = True,
+    patch_bias: bool = True,
+) -> None:
     """The keys and the ViT tensors every vision projector has: patch and position embeddings, the blocks, post norm."""
     p.key("clip.has_vision_encoder", True, "bool")
     p.key("clip.use_gelu", True, "bool")
@@ -95,8 +106,10 @@ def _vision(p: _Projector, n_embd: int, n_ff: int, n_layer: int, n_head: int, im
     p.key("clip.vision.image_mean", [0.5, 0.5, 0.5], "arr[f32]")
     p.key("clip.vision.image_std", [0.5, 0.5, 0.5], "arr[f32]")
     p.tensor("v.patch_embd.weight", patch, patch, 3, n_embd, dtype=p.dtype)
-    p.tensor("v.patch_embd.bias", n_embd)
-    p.tensor("v.position_embd.weight", n_embd, (image // patch) ** 2, dtype=np.float32)  # added to f32 activations
+    if patch_bias:
+        p.tensor("v.patch_embd.bias", n_embd)
+    if positions:
+        p.tensor("v.position_embd.weight", n_embd, (image // patch) ** 2, dtype=np.float32)  # added to f32 activations
     for i in range(n_layer):
         for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
             p.tensor(f"v.blk.{i}.{name}.weight", n_embd, n_embd)
@@ -192,6 +205,21 @@ def qwen2a(
     return p.f
 
 
+def qwen2vl(
+    n_embd=64, n_ff=128, n_layer=2, n_head=4, image=64, patch=8, proj_dim=256, dtype=np.float16, matrices: str | None = None
+) -> GGUFFile:
+    """Qwen2-VL's encoder (two patch convolutions, M-RoPE, no learned positions) and its merger: 2 x 2 patches into
+    one, then a two-layer GELU MLP (mm.0, mm.2)."""
+    p = _Projector("qwen2vl_merger", dtype, matrices)
+    _vision(p, n_embd, n_ff, n_layer, n_head, image, patch, proj_dim, positions=False, patch_bias=False)
+    p.tensor("v.patch_embd.weight.1", patch, patch, 3, n_embd, dtype=p.dtype)
+    p.tensor("mm.0.weight", 4 * n_embd, 4 * n_embd)
+    p.tensor("mm.0.bias", 4 * n_embd)
+    p.tensor("mm.2.weight", 4 * n_embd, proj_dim)
+    p.tensor("mm.2.bias", proj_dim)
+    return p.f
+
+
 def gemma3_qwen2a(**sizes) -> GGUFFile:
     """One file with two encoders, as omni models ship them: gemma3's vision encoder and qwen2a's audio one, each
     projector named by its modality's key (clip.vision.projector_type, clip.audio.projector_type)."""
@@ -215,6 +243,7 @@ BUILDERS: dict[str, Callable[..., GGUFFile]] = {
     "mlp": mlp,
     "idefics3": idefics3,
     "qwen2a": qwen2a,
+    "qwen2vl": qwen2vl,
     "gemma3+qwen2a": gemma3_qwen2a,
 }
 

@@ -153,8 +153,9 @@ class _Encoder:
             cur = g.cont(kqv, kqv.ne[0] * kqv.ne[1], kqv.ne[2] * kqv.ne[3])
         return self.linear(cur, f"{self.prefix}blk.{il}.attn_out")
 
-    def layer(self, il: int, inp_l: GgmlTensor, n_pos: int) -> GgmlTensor:
-        """One encoder layer of build_vit: norm, attention, residual, norm, feed-forward, residual."""
+    def layer(self, il: int, inp_l: GgmlTensor, n_pos: int, positions: GgmlTensor | None = None) -> GgmlTensor:
+        """One encoder layer of build_vit: norm, attention (Q and K rotated by ``positions`` when given: M-RoPE),
+        residual, norm, feed-forward, residual."""
         g, s = self.g, self.s
         d_head = s.n_embd // s.n_head
         blk = f"{self.prefix}blk.{il}"
@@ -162,6 +163,8 @@ class _Encoder:
         heads = []
         for name in ("attn_q", "attn_k", "attn_v"):
             heads.append(g.reshape(self.linear(cur, f"{blk}.{name}"), d_head, s.n_head, n_pos))
+        if positions is not None:
+            heads[0], heads[1] = g.rope(heads[0], positions), g.rope(heads[1], positions)
         cur = self.attn(il, heads[0], heads[1], heads[2], n_pos)
         cur = g.add(cur, inp_l)
         inp_l = cur
@@ -262,8 +265,28 @@ def _qwen2a(e: _Encoder) -> GgmlTensor:
     return e.linear(_vit(e, x, n_pos, pos, avgpool=True), "mm.a.fc")
 
 
+def _qwen2vl(e: _Encoder) -> GgmlTensor:
+    """models/qwen2vl.cpp for Qwen2-VL (no window attention): two patch convolutions added, 2 x 2 patches made
+    neighbours, M-RoPE in every layer, post norm, then 4 patches' features through a GELU MLP (mm.0, mm.2)."""
+    g, s = e.g, e.s
+    raw = g.input("f32", s.image_size, s.image_size, 3, 1, name="inp_raw")
+    x = g.add(e.conv_2d(e.need("v.patch_embd.weight"), raw, s.patch_size), e.conv_2d(e.need("v.patch_embd.weight.1"), raw, s.patch_size))
+    x = g.cont(g.permute(x, 1, 2, 0, 3), s.n_embd * 2, e.n_side // 2, e.n_side, 1)
+    x = g.reshape(x, s.n_embd * 2, e.n_side // 2, 2, e.n_side // 2)
+    x = g.cont(g.permute(x, 0, 2, 1, 3), s.n_embd, e.n_patches, 1)
+    positions = g.input("i32", e.n_patches * 4, name="positions")
+    if e.w("v.pre_ln.weight") is not None:
+        x = e.norm(x, "v.pre_ln")
+    for il in range(s.n_layer):
+        x = e.layer(il, x, e.n_patches, positions)
+    if e.w("v.post_ln.weight") is not None:
+        x = e.norm(x, "v.post_ln")
+    x = g.reshape(x, s.n_embd * 4, e.n_patches // 4, 1)
+    return e.linear(g.unary("GELU", e.linear(x, "mm.0")), "mm.2")
+
+
 #: the graph builders by ``schema/memory.json`` ``clip.projectors[...].graph``
-GRAPHS = {"gemma3": _gemma3, "idefics3": _idefics3, "llava": _llava, "qwen2a": _qwen2a}
+GRAPHS = {"gemma3": _gemma3, "idefics3": _idefics3, "llava": _llava, "qwen2a": _qwen2a, "qwen2vl": _qwen2vl}
 
 
 def encoder_compute_bytes(s: EncoderShape) -> int:
