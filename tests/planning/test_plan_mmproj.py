@@ -18,7 +18,9 @@ from gguf_construct.errors import FormatError, PlanError
 from gguf_construct.planning import Device, DeviceRequest, plan
 from gguf_construct.planning.compute.clip import GRAPHS, EncoderShape, _Encoder
 from gguf_construct.planning.mmproj import plan_projector
+from gguf_construct.sources.options import configure
 from gguf_construct.testing.strategies import READER_BREAKERS, reader_breaker
+from tests.http_testserver import TestServer
 from tests.planning import tiny_mmproj
 from tests.planning.tiny_mmproj import mmproj_path, saved, text_model_path
 
@@ -349,3 +351,17 @@ def test_auto_layers_leave_room_for_the_projector_on_the_gpu():
     assert with_it.gpu["total_bytes"] <= gpu_mem and with_it.gpu["mmproj_bytes"] == projector.total_bytes
     on_cpu = _plan(mmproj_path("mlp"), n_gpu_layers="auto", gpu_mem=gpu_mem, mmproj_offload=False)
     assert on_cpu.n_gpu_layers == without.n_gpu_layers and on_cpu.mmproj.device == "CPU"
+
+
+def test_a_remote_projector_is_planned_from_its_header():
+    """An mmproj URL (a loopback server here): the same plan as the local file, from the header alone."""
+    path = mmproj_path("gemma3", n_embd=256, n_ff=1024, n_layer=4)  # megabytes: more than the first read
+    previous = configure(retries=2, backoff=0.01, connect_timeout=5.0, read_timeout=10.0, request_deadline=30.0)
+    try:
+        with TestServer() as server:
+            url = server.add("/mmproj.gguf", path.read_bytes())
+            remote = _plan(url).mmproj
+            assert remote is not None and remote.to_json() | {"file": ""} == _plan(path).mmproj.to_json() | {"file": ""}
+            assert 0 < server.counts.bytes < path.stat().st_size / 2  # the header, not the weights
+    finally:
+        configure(previous)
