@@ -40,6 +40,8 @@ CASES = [
     ("gemma3+qwen2a", {}),  # both encoders in one file: two contexts, the patch embeddings loaded by each
     ("qwen2vl", {}),
     ("qwen2vl", {"patch": 14, "n_embd": 96, "n_head": 6, "n_ff": 192, "n_layer": 3, "matrices": "q8_0"}),
+    ("pixtral", {}),  # with Mistral Small 3.1's patch merger
+    ("pixtral", {"merge": 0, "patch": 16, "n_embd": 96, "n_head": 3, "matrices": "q4_0"}),  # Pixtral 12B's: none
 ]
 #: qwen2vl is warmed up with 46 x 46 merged patches whatever its sizes: without flash attention its KQ matrices
 #: alone take over a GiB, so it is compared with flash attention only
@@ -52,7 +54,7 @@ def _id(case) -> str:
     return projector + "".join(f"-{k}{v}" for k, v in sizes.items())
 
 
-GRAPH_CASES = [("gemma3", {}), ("mlp", {}), ("idefics3", {"merge": 2}), ("qwen2a", {}), ("qwen2vl", {})]
+GRAPH_CASES = [("gemma3", {}), ("mlp", {}), ("idefics3", {"merge": 2}), ("qwen2a", {}), ("qwen2vl", {}), ("pixtral", {})]
 
 
 def _plan(mmproj, flash_attn="auto", **kw):
@@ -223,8 +225,8 @@ def test_a_declared_layer_past_the_tensors_is_refused_without_looping():
 
 def test_a_known_projector_without_a_graph_plans_its_weights_with_a_note():
     f = tiny_mmproj.gemma3()
-    f.metadata.set("clip.projector_type", "pixtral", "str")
-    p = _plan(saved(f, "mmproj-pixtral.gguf")).mmproj
+    f.metadata.set("clip.projector_type", "internvl", "str")
+    p = _plan(saved(f, "mmproj-internvl.gguf")).mmproj
     assert p is not None and p.compute_bytes is None
     assert p.weights_bytes == plan_projector(mmproj_path("gemma3")).weights_bytes
     assert any("not modelled" in n for n in p.notes)

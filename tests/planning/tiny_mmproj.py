@@ -220,6 +220,50 @@ def qwen2vl(
     return p.f
 
 
+def pixtral(
+    n_embd=64, n_ff=128, n_layer=2, n_head=4, image=64, patch=8, proj_dim=256, dtype=np.float16, matrices: str | None = None, merge=2
+) -> GGUFFile:
+    """Pixtral's encoder (RMS norms, SiLU-gated feed-forward, 2-D RoPE, no learned positions), Mistral Small 3.1's
+    patch merger (``merge`` x ``merge``; none when 0), the two-layer projector and the [IMG_BREAK] row ends."""
+    p = _Projector("pixtral", dtype, matrices)
+    p.key("clip.has_vision_encoder", True, "bool")
+    p.key("clip.use_silu", True, "bool")
+    for k, v in (
+        ("image_size", image),
+        ("patch_size", patch),
+        ("embedding_length", n_embd),
+        ("feed_forward_length", n_ff),
+        ("block_count", n_layer),
+        ("attention.head_count", n_head),
+        ("projection_dim", proj_dim),
+    ):
+        p.key(f"clip.vision.{k}", v, "u32")
+    if merge:
+        p.key("clip.vision.spatial_merge_size", merge, "u32")
+    p.key("clip.vision.attention.layer_norm_epsilon", 1e-5, "f32")
+    p.key("clip.vision.image_mean", [0.5, 0.5, 0.5], "arr[f32]")
+    p.key("clip.vision.image_std", [0.5, 0.5, 0.5], "arr[f32]")
+    p.tensor("v.patch_embd.weight", patch, patch, 3, n_embd, dtype=p.dtype)
+    p.tensor("v.pre_ln.weight", n_embd)
+    for i in range(n_layer):
+        for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            p.tensor(f"v.blk.{i}.{name}.weight", n_embd, n_embd)
+        for name in ("ln1", "ln2"):
+            p.tensor(f"v.blk.{i}.{name}.weight", n_embd)
+        p.tensor(f"v.blk.{i}.ffn_gate.weight", n_embd, n_ff)
+        p.tensor(f"v.blk.{i}.ffn_up.weight", n_embd, n_ff)
+        p.tensor(f"v.blk.{i}.ffn_down.weight", n_ff, n_embd)
+    if merge:
+        p.tensor("mm.input_norm.weight", n_embd)
+        p.tensor("mm.patch_merger.weight", n_embd * merge * merge, n_embd)
+    p.tensor("mm.1.weight", n_embd, proj_dim)
+    p.tensor("mm.1.bias", proj_dim)
+    p.tensor("mm.2.weight", proj_dim, proj_dim)
+    p.tensor("mm.2.bias", proj_dim)
+    p.tensor("v.token_embd.img_break", proj_dim)
+    return p.f
+
+
 def gemma3_qwen2a(**sizes) -> GGUFFile:
     """One file with two encoders, as omni models ship them: gemma3's vision encoder and qwen2a's audio one, each
     projector named by its modality's key (clip.vision.projector_type, clip.audio.projector_type)."""
@@ -244,6 +288,7 @@ BUILDERS: dict[str, Callable[..., GGUFFile]] = {
     "idefics3": idefics3,
     "qwen2a": qwen2a,
     "qwen2vl": qwen2vl,
+    "pixtral": pixtral,
     "gemma3+qwen2a": gemma3_qwen2a,
 }
 

@@ -14,7 +14,7 @@ gathered, a two-layer GELU MLP).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .alloc import reserve_bytes
@@ -43,6 +43,10 @@ class EncoderShape:
     n_frames: int = 0
 
 
+#: build_ffn's gated form of each activation
+_GATED = {"SILU": "SWIGLU", "GELU": "GEGLU", "GELU_ERF": "GEGLU_ERF", "GELU_QUICK": "GEGLU_QUICK"}
+
+
 class _Encoder:
     """One graph being built: ``Ggml`` plus the encoder's weights as external tensors."""
 
@@ -50,6 +54,7 @@ class _Encoder:
         self.s = s
         self.g = Ggml()
         self.prefix = "a." if s.n_frames else "v."
+        self.rms = False  # build_norm's NORM_TYPE_RMS (no bias) instead of a layer norm
         self.n_side = s.image_size // s.patch_size if s.patch_size else 0
         self.n_patches = self.n_side * self.n_side
 
@@ -110,9 +115,10 @@ class _Encoder:
 
     # -- clip_graph's helpers ------------------------------------------------------------------------------
     def norm(self, cur: GgmlTensor, prefix: str) -> GgmlTensor:
-        """build_norm (layer norm) with ``prefix``.weight and .bias where the file has them."""
+        """build_norm (a layer norm, or an RMS norm for the encoders that use it) with ``prefix``.weight and .bias
+        where the file has them."""
         g = self.g
-        cur = g.norm(cur)
+        cur = g.rms_norm(cur) if self.rms else g.norm(cur)
         w, b = self.w(f"{prefix}.weight"), self.w(f"{prefix}.bias")
         if w is not None:
             cur = g.mul(cur, w)
@@ -153,9 +159,9 @@ class _Encoder:
             cur = g.cont(kqv, kqv.ne[0] * kqv.ne[1], kqv.ne[2] * kqv.ne[3])
         return self.linear(cur, f"{self.prefix}blk.{il}.attn_out")
 
-    def layer(self, il: int, inp_l: GgmlTensor, n_pos: int, positions: GgmlTensor | None = None) -> GgmlTensor:
-        """One encoder layer of build_vit: norm, attention (Q and K rotated by ``positions`` when given: M-RoPE),
-        residual, norm, feed-forward, residual."""
+    def layer(self, il: int, inp_l: GgmlTensor, n_pos: int, rotate: Callable[[GgmlTensor], GgmlTensor] | None = None) -> GgmlTensor:
+        """One encoder layer of build_vit: norm, attention (Q and K rotated by ``rotate`` when given: RoPE),
+        residual, norm, feed-forward (gated where the layer has ffn_gate), residual."""
         g, s = self.g, self.s
         d_head = s.n_embd // s.n_head
         blk = f"{self.prefix}blk.{il}"
@@ -163,27 +169,37 @@ class _Encoder:
         heads = []
         for name in ("attn_q", "attn_k", "attn_v"):
             heads.append(g.reshape(self.linear(cur, f"{blk}.{name}"), d_head, s.n_head, n_pos))
-        if positions is not None:
-            heads[0], heads[1] = g.rope(heads[0], positions), g.rope(heads[1], positions)
+        if rotate is not None:
+            heads[0], heads[1] = rotate(heads[0]), rotate(heads[1])
         cur = self.attn(il, heads[0], heads[1], heads[2], n_pos)
         cur = g.add(cur, inp_l)
         inp_l = cur
         cur = self.norm(cur, f"{blk}.ln2")
-        cur = self.linear(cur, f"{blk}.ffn_up")
-        cur = g.unary(s.ffn_op, cur)
+        up = self.linear(cur, f"{blk}.ffn_up")
+        if self.w(f"{blk}.ffn_gate.weight") is not None:
+            cur = g.glu_split(_GATED[s.ffn_op], self.linear(cur, f"{blk}.ffn_gate"), up)
+        else:
+            cur = g.unary(s.ffn_op, up)
         cur = self.linear(cur, f"{blk}.ffn_down")
         return g.add(inp_l, cur)
 
 
-def _vit(e: _Encoder, x: GgmlTensor, n_pos: int, pos: GgmlTensor, avgpool: bool = False) -> GgmlTensor:
+def _vit(
+    e: _Encoder,
+    x: GgmlTensor,
+    n_pos: int,
+    pos: GgmlTensor | None,
+    avgpool: bool = False,
+    rotate: Callable[[GgmlTensor], GgmlTensor] | None = None,
+) -> GgmlTensor:
     """clip_graph::build_vit: learned position embeddings, pre norm, the layers, (an audio encoder's average
     pooling by 2), post norm, as [n_embd, n_pos]."""
     g, s, p = e.g, e.s, e.prefix
-    x = g.reshape(g.add(x, pos), s.n_embd, n_pos)
+    x = g.reshape(g.add(x, pos) if pos is not None else x, s.n_embd, n_pos)
     if e.w(f"{p}pre_ln.weight") is not None:
         x = e.norm(x, f"{p}pre_ln")
     for il in range(s.n_layer):
-        x = e.layer(il, x, n_pos)
+        x = e.layer(il, x, n_pos, rotate)
     if avgpool:
         x = g.cont(g.transpose(e.pool_1d_avg(g.cont(g.transpose(x)), 2)))
     if e.w(f"{p}post_ln.weight") is not None:
@@ -278,15 +294,39 @@ def _qwen2vl(e: _Encoder) -> GgmlTensor:
     if e.w("v.pre_ln.weight") is not None:
         x = e.norm(x, "v.pre_ln")
     for il in range(s.n_layer):
-        x = e.layer(il, x, e.n_patches, positions)
+        x = e.layer(il, x, e.n_patches, lambda t: g.rope(t, positions))
     if e.w("v.post_ln.weight") is not None:
         x = e.norm(x, "v.post_ln")
     x = g.reshape(x, s.n_embd * 4, e.n_patches // 4, 1)
     return e.linear(g.unary("GELU", e.linear(x, "mm.0")), "mm.2")
 
 
+def _pixtral(e: _Encoder) -> GgmlTensor:
+    """models/pixtral.cpp: RMS norms, 2-D RoPE (rows, then columns), no learned positions; Mistral Small 3.1's patch
+    merger (``merge`` x ``merge`` patches by an IM2COL) where the file has one; a two-layer GELU MLP (mm.1, mm.2);
+    an [IMG_BREAK] embedding after each row but the last."""
+    g, s = e.g, e.s
+    e.rms = True
+    pos_h, pos_w = g.input("i32", e.n_patches, name="pos_h"), g.input("i32", e.n_patches, name="pos_w")
+    x = _vit(e, e.inp(), e.n_patches, None, rotate=lambda t: g.rope(g.rope(t, pos_h), pos_w))
+    if "mm.patch_merger.weight" in s.weights:
+        x = g.mul(g.rms_norm(x), e.need("mm.input_norm.weight"))
+        x = g.cont(g.permute(g.reshape(x, s.n_embd, e.n_side, e.n_side), 2, 0, 1, 3))
+        kernel = g.view(x, s.merge, s.merge, x.ne[2], nb=[0, 0])
+        x = e.im2col(kernel, x, s.merge)
+        x = g.mul_mat(e.need("mm.patch_merger.weight"), g.reshape(x, x.ne[0], x.ne[1] * x.ne[2]))
+    x = e.linear(g.unary("GELU", e.linear(x, "mm.1")), "mm.2")
+    if "v.token_embd.img_break" in s.weights:
+        side = e.n_side // s.merge
+        rows = g.reshape(x, x.ne[0], side, side)
+        tok = g.add(g.scale(g.new_tensor("f32", x.ne[0], 1, side)), e.need("v.token_embd.img_break"))
+        joined = g.concat(rows, tok, 1)
+        x = g.view(joined, x.ne[0], side * side + side - 1, nb=[joined.nb[1]])
+    return x
+
+
 #: the graph builders by ``schema/memory.json`` ``clip.projectors[...].graph``
-GRAPHS = {"gemma3": _gemma3, "idefics3": _idefics3, "llava": _llava, "qwen2a": _qwen2a, "qwen2vl": _qwen2vl}
+GRAPHS = {"gemma3": _gemma3, "idefics3": _idefics3, "llava": _llava, "qwen2a": _qwen2a, "qwen2vl": _qwen2vl, "pixtral": _pixtral}
 
 
 def encoder_compute_bytes(s: EncoderShape) -> int:
