@@ -58,6 +58,9 @@ class Encoder:
     #: an audio encoder's mel bins and the mel frames of its warmup input (0 for a vision encoder)
     n_mel: int = 0
     n_frames: int = 0
+    #: window attention's period (Qwen2.5-VL's clip.vision.n_wa_pattern; 0: none) and clip.{modality}.projection_dim
+    window: int = 0
+    projection_dim: int = 0
 
     @property
     def weights_bytes(self) -> int:
@@ -68,13 +71,11 @@ class Encoder:
         entry = _rules()["projectors"].get(self.projector)
         return entry["graph"] if entry else None
 
-    def compute_bytes(self, flash_attn: bool) -> int | None:
-        """The compute buffer reserved at warmup, or None for a projector type whose graph is not modelled."""
-        if self.graph not in GRAPHS:
-            return None
+    def encoder_shape(self, flash_attn: bool) -> EncoderShape:
+        """What :mod:`.compute.clip` builds the warmup graph from."""
         weights = {t.name: (t.type, t.shape) for t in self.tensors}
-        shape = EncoderShape(
-            self.graph,
+        return EncoderShape(
+            self.graph or "",
             self.image_size,
             self.patch_size,
             self.n_embd,
@@ -86,9 +87,16 @@ class Encoder:
             flash_attn,
             self.n_mel,
             self.n_frames,
+            self.window,
+            self.projection_dim,
         )
+
+    def compute_bytes(self, flash_attn: bool) -> int | None:
+        """The compute buffer reserved at warmup, or None for a projector type whose graph is not modelled."""
+        if self.graph not in GRAPHS:
+            return None
         try:
-            return encoder_compute_bytes(shape)
+            return encoder_compute_bytes(self.encoder_shape(flash_attn))
         except FormatError as e:
             raise refused("", f"mmproj {self.projector}: {e.message}") from None
 
@@ -199,7 +207,7 @@ def _encoder(keys: _Keys, spans: Sequence[TensorSpan], modality: str) -> Encoder
     k = f"clip.{modality}"
     n_embd, n_head = keys.size(f"{k}.embedding_length"), keys.size(f"{k}.attention.head_count")
     n_layer, n_ff = keys.size(f"{k}.block_count"), keys.size(f"{k}.feed_forward_length")
-    keys.size(f"{k}.projection_dim", 0)
+    projection_dim = keys.size(f"{k}.projection_dim", 0)
     keys.get(f"{k}.attention.layer_norm_epsilon")
     if n_head == 0 or n_embd % n_head:
         raise refused(f"{k}.attention.head_count", f"mmproj has {n_head} heads for width {n_embd}: clip.cpp divides the width by them")
@@ -255,8 +263,24 @@ def _encoder(keys: _Keys, spans: Sequence[TensorSpan], modality: str) -> Encoder
     out = by_name.get(entry["output"]) if entry else None
     axis = int(entry.get("output_axis", 0)) if entry else 0
     width = out.shape[axis] if out and len(out.shape) > axis else None
+    window = keys.size(entry["window_key"], 0) if entry and entry.get("window_key") else 0
     return Encoder(
-        modality, projector, image_size, patch_size, n_embd, n_ff, n_head, n_layer, merge, ffn_op, tensors, width, n_mel, n_frames
+        modality,
+        projector,
+        image_size,
+        patch_size,
+        n_embd,
+        n_ff,
+        n_head,
+        n_layer,
+        merge,
+        ffn_op,
+        tensors,
+        width,
+        n_mel,
+        n_frames,
+        window,
+        projection_dim,
     )
 
 

@@ -16,7 +16,7 @@ import pytest
 from gguf_construct.cli.main import main
 from gguf_construct.errors import FormatError, PlanError
 from gguf_construct.planning import Device, DeviceRequest, plan
-from gguf_construct.planning.compute.clip import GRAPHS, EncoderShape, _Encoder
+from gguf_construct.planning.compute.clip import GRAPHS, _Encoder
 from gguf_construct.planning.mmproj import plan_projector
 from gguf_construct.sources.options import configure
 from gguf_construct.testing.strategies import READER_BREAKERS, reader_breaker
@@ -40,11 +40,12 @@ CASES = [
     ("gemma3+qwen2a", {}),  # both encoders in one file: two contexts, the patch embeddings loaded by each
     ("qwen2vl", {}),
     ("qwen2vl", {"patch": 14, "n_embd": 96, "n_head": 6, "n_ff": 192, "n_layer": 3, "matrices": "q8_0"}),
+    ("qwen2vl", {"window": 2}),  # Qwen2.5-VL: window attention in layer 0, full in layer 1
     ("pixtral", {}),  # with Mistral Small 3.1's patch merger
     ("pixtral", {"merge": 0, "patch": 16, "n_embd": 96, "n_head": 3, "matrices": "q4_0"}),  # Pixtral 12B's: none
 ]
 #: qwen2vl is warmed up with 46 x 46 merged patches whatever its sizes: without flash attention its KQ matrices
-#: alone take over a GiB, so it is compared with flash attention only
+#: alone take over a GiB (and Qwen2.5-VL's window mask 0.3 GiB more), so it is compared with flash attention only
 _FLASH_ONLY = ("qwen2vl",)
 SETTINGS = [(case, fa) for case in CASES for fa in ("auto", "off") if fa == "auto" or case[0] not in _FLASH_ONLY]
 
@@ -54,7 +55,15 @@ def _id(case) -> str:
     return projector + "".join(f"-{k}{v}" for k, v in sizes.items())
 
 
-GRAPH_CASES = [("gemma3", {}), ("mlp", {}), ("idefics3", {"merge": 2}), ("qwen2a", {}), ("qwen2vl", {}), ("pixtral", {})]
+GRAPH_CASES = [
+    ("gemma3", {}),
+    ("mlp", {}),
+    ("idefics3", {"merge": 2}),
+    ("qwen2a", {}),
+    ("qwen2vl", {}),
+    ("qwen2vl", {"window": 2}),
+    ("pixtral", {}),
+]
 
 
 def _plan(mmproj, flash_attn="auto", **kw):
@@ -79,7 +88,7 @@ def test_weights_and_compute_equal_libmtmd(case, flash_attn):
 @pytest.mark.parametrize(
     ("projector", "sizes", "flash_attn"),
     [(p, sizes, fa) for p, sizes in GRAPH_CASES for fa in ("auto", "off") if fa == "auto" or p not in _FLASH_ONLY],
-    ids=[f"{p}-{fa}" for p, _ in GRAPH_CASES for fa in ("auto", "off") if fa == "auto" or p not in _FLASH_ONLY],
+    ids=[f"{_id((p, sizes))}-{fa}" for p, sizes in GRAPH_CASES for fa in ("auto", "off") if fa == "auto" or p not in _FLASH_ONLY],
 )
 def test_graph_is_libmtmds_node_for_node(projector, sizes, flash_attn):
     """The planned graph is the one libmtmd runs for an image of image_size square, or 30 s of audio (idefics3
@@ -90,21 +99,7 @@ def test_graph_is_libmtmds_node_for_node(projector, sizes, flash_attn):
 
     path = mmproj_path(projector, **sizes)
     encoder = plan_projector(path).encoders[0]
-    weights = {t.name: (t.type, t.shape) for t in encoder.tensors}
-    shape = EncoderShape(
-        encoder.graph or "",
-        encoder.image_size,
-        encoder.patch_size,
-        encoder.n_embd,
-        encoder.n_head,
-        encoder.n_layer,
-        encoder.merge,
-        encoder.ffn_op,
-        weights,
-        flash_attn != "off",
-        encoder.n_mel,
-        encoder.n_frames,
-    )
+    shape = encoder.encoder_shape(flash_attn != "off")
     e = _Encoder(shape)
     e.g.expand(GRAPHS[shape.graph](e))
     planned, ran = e.g.graph.summary(), graph(text_model_path(), path, flash_attn, encoder.image_size or -30)

@@ -206,12 +206,23 @@ def qwen2a(
 
 
 def qwen2vl(
-    n_embd=64, n_ff=128, n_layer=2, n_head=4, image=64, patch=8, proj_dim=256, dtype=np.float16, matrices: str | None = None
+    n_embd=64, n_ff=128, n_layer=2, n_head=4, image=64, patch=8, proj_dim=256, dtype=np.float16, matrices: str | None = None, window=0
 ) -> GGUFFile:
     """Qwen2-VL's encoder (two patch convolutions, M-RoPE, no learned positions) and its merger: 2 x 2 patches into
-    one, then a two-layer GELU MLP (mm.0, mm.2)."""
-    p = _Projector("qwen2vl_merger", dtype, matrices)
+    one, then a two-layer GELU MLP (mm.0, mm.2). With ``window`` (clip.vision.n_wa_pattern), Qwen2.5-VL's: RMS
+    norms, a SiLU-gated feed-forward, window attention in all but every ``window``-th layer."""
+    p = _Projector("qwen2.5vl_merger" if window else "qwen2vl_merger", dtype, matrices)
     _vision(p, n_embd, n_ff, n_layer, n_head, image, patch, proj_dim, positions=False, patch_bias=False)
+    if window:
+        p.key("clip.vision.n_wa_pattern", window, "u32")
+        p.key("clip.use_gelu", False, "bool")
+        p.key("clip.use_silu", True, "bool")
+        for name in list(p.f.tensors):
+            if name.endswith(("ln1.bias", "ln2.bias", "post_ln.bias")):
+                del p.f.tensors[name]
+        for i in range(n_layer):
+            p.tensor(f"v.blk.{i}.ffn_gate.weight", n_embd, n_ff)
+            p.tensor(f"v.blk.{i}.ffn_gate.bias", n_ff)
     p.tensor("v.patch_embd.weight.1", patch, patch, 3, n_embd, dtype=p.dtype)
     p.tensor("mm.0.weight", 4 * n_embd, 4 * n_embd)
     p.tensor("mm.0.bias", 4 * n_embd)

@@ -41,6 +41,9 @@ class EncoderShape:
     #: an audio encoder's mel bins and the frames of its warmup input (0 for a vision encoder)
     n_mel: int = 0
     n_frames: int = 0
+    #: window attention's period (clip.vision.n_wa_pattern; 0: none) and the projection width (projection_dim)
+    window: int = 0
+    projection_dim: int = 0
 
 
 #: build_ffn's gated form of each activation
@@ -142,24 +145,33 @@ class _Encoder:
         bias = self.w("v.patch_embd.bias")
         return g.add(x, bias) if bias is not None else x
 
-    def attn(self, il: int, q: GgmlTensor, k: GgmlTensor, v: GgmlTensor, n_pos: int) -> GgmlTensor:
-        """build_attn: Q, K, V expanded first, then flash attention (K and V cast to f16) or KQ, softmax, KQV."""
+    def attn(self, il: int, q: GgmlTensor, k: GgmlTensor, v: GgmlTensor, n_pos: int, mask: GgmlTensor | None = None) -> GgmlTensor:
+        """build_attn: Q, K, V expanded first, then flash attention (K, V and a mask cast to f16) or KQ, a softmax
+        (masked when given), KQV."""
         g, s = self.g, self.s
         for t in (q, k, v):
             g.expand(t)
         qp, kp = g.permute(q, 0, 2, 1, 3), g.permute(k, 0, 2, 1, 3)
         if s.flash_attn:
             vp = g.permute(v, 0, 2, 1, 3)
-            out = g.flash_attn_ext(qp, g.cast(kp, "f16"), g.cast(vp, "f16"), None)
+            k16, v16 = g.cast(kp, "f16"), g.cast(vp, "f16")
+            out = g.flash_attn_ext(qp, k16, v16, g.cast(mask, "f16") if mask is not None else None)
             cur = g.reshape(out, out.ne[0] * out.ne[1], out.ne[2] * out.ne[3])
         else:
             vt = g.cont(g.permute(v, 1, 2, 0, 3))
-            kq = g.soft_max_ext(g.mul_mat(kp, qp))
+            kq = g.soft_max_ext(g.mul_mat(kp, qp), mask)
             kqv = g.permute(g.mul_mat(vt, kq), 0, 2, 1, 3)
             cur = g.cont(kqv, kqv.ne[0] * kqv.ne[1], kqv.ne[2] * kqv.ne[3])
         return self.linear(cur, f"{self.prefix}blk.{il}.attn_out")
 
-    def layer(self, il: int, inp_l: GgmlTensor, n_pos: int, rotate: Callable[[GgmlTensor], GgmlTensor] | None = None) -> GgmlTensor:
+    def layer(
+        self,
+        il: int,
+        inp_l: GgmlTensor,
+        n_pos: int,
+        rotate: Callable[[GgmlTensor], GgmlTensor] | None = None,
+        mask: GgmlTensor | None = None,
+    ) -> GgmlTensor:
         """One encoder layer of build_vit: norm, attention (Q and K rotated by ``rotate`` when given: RoPE),
         residual, norm, feed-forward (gated where the layer has ffn_gate), residual."""
         g, s = self.g, self.s
@@ -171,7 +183,7 @@ class _Encoder:
             heads.append(g.reshape(self.linear(cur, f"{blk}.{name}"), d_head, s.n_head, n_pos))
         if rotate is not None:
             heads[0], heads[1] = rotate(heads[0]), rotate(heads[1])
-        cur = self.attn(il, heads[0], heads[1], heads[2], n_pos)
+        cur = self.attn(il, heads[0], heads[1], heads[2], n_pos, mask)
         cur = g.add(cur, inp_l)
         inp_l = cur
         cur = self.norm(cur, f"{blk}.ln2")
@@ -282,9 +294,12 @@ def _qwen2a(e: _Encoder) -> GgmlTensor:
 
 
 def _qwen2vl(e: _Encoder) -> GgmlTensor:
-    """models/qwen2vl.cpp for Qwen2-VL (no window attention): two patch convolutions added, 2 x 2 patches made
-    neighbours, M-RoPE in every layer, post norm, then 4 patches' features through a GELU MLP (mm.0, mm.2)."""
+    """models/qwen2vl.cpp: two patch convolutions added, 2 x 2 patches made neighbours, M-RoPE in every layer, post
+    norm, then 4 patches' features through a GELU MLP (mm.0, mm.2). Qwen2.5-VL (``window``: n_wa_pattern) has RMS
+    norms and window attention (the patches reordered into windows by index, a mask, every ``window``-th layer
+    attending to all), its output put back in order."""
     g, s = e.g, e.s
+    e.rms = s.window > 0
     raw = g.input("f32", s.image_size, s.image_size, 3, 1, name="inp_raw")
     x = g.add(e.conv_2d(e.need("v.patch_embd.weight"), raw, s.patch_size), e.conv_2d(e.need("v.patch_embd.weight.1"), raw, s.patch_size))
     x = g.cont(g.permute(x, 1, 2, 0, 3), s.n_embd * 2, e.n_side // 2, e.n_side, 1)
@@ -293,12 +308,26 @@ def _qwen2vl(e: _Encoder) -> GgmlTensor:
     positions = g.input("i32", e.n_patches * 4, name="positions")
     if e.w("v.pre_ln.weight") is not None:
         x = e.norm(x, "v.pre_ln")
+    mask = None
+    if s.window:
+        inv_window_idx = g.input("i32", e.n_patches // 4, name="inv_window_idx")
+        mask = g.input("f32", e.n_patches, e.n_patches, name="window_mask")
+        if s.flash_attn:
+            mask = g.cast(mask, "f16")
+        x = g.get_rows(g.reshape(x, s.n_embd * 4, e.n_patches // 4), inv_window_idx)
+        x = g.reshape(x, s.n_embd, e.n_patches, 1)
     for il in range(s.n_layer):
-        x = e.layer(il, x, e.n_patches, lambda t: g.rope(t, positions))
+        full = not s.window or (il + 1) % s.window == 0
+        x = e.layer(il, x, e.n_patches, lambda t: g.rope(t, positions), None if full else mask)
     if e.w("v.post_ln.weight") is not None:
         x = e.norm(x, "v.post_ln")
     x = g.reshape(x, s.n_embd * 4, e.n_patches // 4, 1)
-    return e.linear(g.unary("GELU", e.linear(x, "mm.0")), "mm.2")
+    x = e.linear(g.unary("GELU", e.linear(x, "mm.0")), "mm.2")
+    if s.window:
+        window_idx = g.input("i32", e.n_patches // 4, name="window_idx")
+        x = g.get_rows(g.reshape(x, s.projection_dim, e.n_patches // 4), window_idx)
+        x = g.reshape(x, s.projection_dim, e.n_patches // 4, 1)
+    return x
 
 
 def _pixtral(e: _Encoder) -> GgmlTensor:
