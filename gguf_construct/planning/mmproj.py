@@ -219,6 +219,10 @@ def _encoder(keys: _Keys, spans: Sequence[TensorSpan], modality: str) -> Encoder
             raise refused(
                 "clip.audio.num_mel_bins", f"mmproj has {n_mel} mel bins, not 1 to {_rules()['mel_bins_max']}: clip.cpp refuses it"
             )
+        if entry and entry.get("merge_key"):
+            merge = keys.size(entry["merge_key"], merge)
+            if merge > int(_rules()["merge_max"]):
+                raise refused(entry["merge_key"], f"mmproj stacks {merge} frames, past {_rules()['merge_max']}")
     if modality == "vision":
         image_size, patch_size = keys.size("clip.vision.image_size"), keys.size("clip.vision.patch_size")
         if not 0 < patch_size <= int(_rules()["patch_size_max"]):

@@ -37,6 +37,8 @@ CASES = [
     ("idefics3", {"merge": 4, "image": 96, "patch": 12, "n_embd": 96, "n_head": 3}),
     ("qwen2a", {}),
     ("qwen2a", {"n_mel": 80, "n_embd": 96, "n_head": 3, "n_ff": 160, "matrices": "q8_0"}),
+    ("qwen2a", {"stack": 8}),  # Ultravox: 750 frames stacked by 8, the last row padded
+    ("qwen2a", {"stack": 7, "hidden": 64, "n_mel": 32}),
     ("gemma3+qwen2a", {}),  # both encoders in one file: two contexts, the patch embeddings loaded by each
     ("qwen2vl", {}),
     ("qwen2vl", {"patch": 14, "n_embd": 96, "n_head": 6, "n_ff": 192, "n_layer": 3, "matrices": "q8_0"}),
@@ -60,6 +62,7 @@ GRAPH_CASES = [
     ("mlp", {}),
     ("idefics3", {"merge": 2}),
     ("qwen2a", {}),
+    ("qwen2a", {"stack": 7}),
     ("qwen2vl", {}),
     ("qwen2vl", {"window": 2}),
     ("pixtral", {}),

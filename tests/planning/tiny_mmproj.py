@@ -164,11 +164,25 @@ def idefics3(
 
 
 def qwen2a(
-    n_embd=64, n_ff=128, n_layer=2, n_head=4, n_mel=16, n_pos=1500, proj_dim=256, dtype=np.float16, matrices: str | None = None
+    n_embd=64,
+    n_ff=128,
+    n_layer=2,
+    n_head=4,
+    n_mel=16,
+    n_pos=1500,
+    proj_dim=256,
+    dtype=np.float16,
+    matrices: str | None = None,
+    stack: int = 0,
+    hidden: int = 96,
 ) -> GGUFFile:
     """Qwen2-Audio's Whisper encoder (two 1-D convolutions over the mel frames, the second halving them; K without
-    a bias) and its projector: average pooling by 2, then one matrix (mm.a.fc)."""
-    p = _Projector("qwen2a", dtype, matrices, prefix="a.")
+    a bias) and its projector: average pooling by 2, then one matrix (mm.a.fc). With ``stack``, Ultravox's
+    projector instead: ``stack`` frames stacked into one (clip.audio.projector.stack_factor), RMS norm, a SwiGLU
+    MLP of ``hidden`` (mm.a.mlp.1, mm.a.mlp.2) with an RMS norm between."""
+    p = _Projector("ultravox" if stack else "qwen2a", dtype, matrices, prefix="a.")
+    if stack:
+        p.key("clip.audio.projector.stack_factor", stack, "u32")
     p.key("clip.has_audio_encoder", True, "bool")
     p.key("clip.use_gelu", True, "bool")
     for k, v in (
@@ -200,8 +214,14 @@ def qwen2a(
         p.tensor(f"a.blk.{i}.ffn_down.bias", n_embd)
     p.tensor("a.post_ln.weight", n_embd)
     p.tensor("a.post_ln.bias", n_embd)
-    p.tensor("mm.a.fc.weight", n_embd, proj_dim)
-    p.tensor("mm.a.fc.bias", proj_dim)
+    if stack:
+        p.tensor("mm.a.norm_pre.weight", n_embd * stack)
+        p.tensor("mm.a.mlp.1.weight", n_embd * stack, 2 * hidden)
+        p.tensor("mm.a.norm_mid.weight", hidden)
+        p.tensor("mm.a.mlp.2.weight", hidden, proj_dim)
+    else:
+        p.tensor("mm.a.fc.weight", n_embd, proj_dim)
+        p.tensor("mm.a.fc.bias", proj_dim)
     return p.f
 
 

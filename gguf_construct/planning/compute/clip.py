@@ -277,9 +277,9 @@ def _llava(e: _Encoder) -> GgmlTensor:
     return x
 
 
-def _qwen2a(e: _Encoder) -> GgmlTensor:
-    """models/whisper-enc.cpp with Qwen2-Audio's projector: two 1-D convolutions with GELU (the second halves the
-    frames), the layers over the first n_frames / 2 position embeddings, average pooling, post norm, mm.a.fc."""
+def _whisper(e: _Encoder, avgpool: bool) -> GgmlTensor:
+    """models/whisper-enc.cpp up to its projector: two 1-D convolutions with GELU (the second halves the frames),
+    the layers over the first n_frames / 2 position embeddings, (average pooling), post norm."""
     g, s = e.g, e.s
     x = g.input("f32", s.n_frames, s.n_mel, 1, 1, name="inp_raw")
     for index, stride in ((1, 1), (2, 2)):
@@ -290,7 +290,30 @@ def _qwen2a(e: _Encoder) -> GgmlTensor:
     if table.ne[1] < n_pos:
         raise refuse(f"the audio position embeddings have {table.ne[1]} rows, the graph needs {n_pos}")
     pos = g.view(table, table.ne[0], n_pos, nb=[table.nb[1]])
-    return e.linear(_vit(e, x, n_pos, pos, avgpool=True), "mm.a.fc")
+    return _vit(e, x, n_pos, pos, avgpool=avgpool)
+
+
+def _qwen2a(e: _Encoder) -> GgmlTensor:
+    """Whisper with Qwen2-Audio's projector: average pooling by 2, then mm.a.fc."""
+    return e.linear(_whisper(e, avgpool=True), "mm.a.fc")
+
+
+def _ultravox(e: _Encoder) -> GgmlTensor:
+    """Whisper with Ultravox's projector: ``merge`` (the stack factor) frames stacked into one row (padded as
+    build_stack pads), RMS norm, mm.a.mlp.1, SwiGLU, RMS norm, mm.a.mlp.2."""
+    g, s = e.g, e.s
+    x = _whisper(e, avgpool=False)
+    if s.merge > 1:
+        total, stride = x.ne[0] * x.ne[1], s.n_embd * s.merge
+        # GGML_PAD(total, stride) is a bit mask, right only for a power of two: llama.cpp's padding, kept as it is
+        pad = ((total + stride - 1) & ~(stride - 1)) - total
+        if pad > 0:
+            x = g.pad(g.view(x, total), pad)
+        x = g.view(x, stride, (total + pad) // stride, nb=[4 * stride])  # fewer rows where the mask rounds down
+    x = g.mul(g.rms_norm(x), e.need("mm.a.norm_pre.weight"))
+    x = g.glu("SWIGLU", g.mul_mat(e.need("mm.a.mlp.1.weight"), x))
+    x = g.mul(g.rms_norm(x), e.need("mm.a.norm_mid.weight"))
+    return g.mul_mat(e.need("mm.a.mlp.2.weight"), x)
 
 
 def _qwen2vl(e: _Encoder) -> GgmlTensor:
@@ -355,7 +378,15 @@ def _pixtral(e: _Encoder) -> GgmlTensor:
 
 
 #: the graph builders by ``schema/memory.json`` ``clip.projectors[...].graph``
-GRAPHS = {"gemma3": _gemma3, "idefics3": _idefics3, "llava": _llava, "qwen2a": _qwen2a, "qwen2vl": _qwen2vl, "pixtral": _pixtral}
+GRAPHS = {
+    "gemma3": _gemma3,
+    "idefics3": _idefics3,
+    "llava": _llava,
+    "qwen2a": _qwen2a,
+    "ultravox": _ultravox,
+    "qwen2vl": _qwen2vl,
+    "pixtral": _pixtral,
+}
 
 
 def encoder_compute_bytes(s: EncoderShape) -> int:
