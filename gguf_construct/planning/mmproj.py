@@ -316,6 +316,12 @@ class ProjectorPlan:
     flash_attn: bool
     device: str = "CPU"
     notes: list[str] = field(default_factory=list)
+    #: each encoder's compute buffer (None where not modelled), planned once
+    computes: list[int | None] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.computes:
+            self.computes = [e.compute_bytes(self.flash_attn) for e in self.encoders]
 
     @property
     def weights_bytes(self) -> int:
@@ -323,7 +329,7 @@ class ProjectorPlan:
 
     @property
     def compute_bytes(self) -> int | None:
-        parts = [e.compute_bytes(self.flash_attn) for e in self.encoders]
+        parts = self.computes
         return None if any(p is None for p in parts) else sum(p or 0 for p in parts)
 
     @property
@@ -352,9 +358,9 @@ class ProjectorPlan:
                     "n_embd_out": e.n_embd_out,
                     "tensors": len(e.tensors),
                     "weights_bytes": e.weights_bytes,
-                    "compute_bytes": e.compute_bytes(self.flash_attn),
+                    "compute_bytes": compute,
                 }
-                for e in self.encoders
+                for e, compute in zip(self.encoders, self.computes, strict=True)
             ],
             "notes": self.notes,
         }
