@@ -29,8 +29,6 @@ from .shape import TensorSpan, _spans, memory_table, refused, shown
 __all__ = ["Encoder", "ProjectorPlan", "encoders", "plan_projector"]
 
 _MODALITIES = ("vision", "audio")
-#: gguf value type names as the metadata reports them → the reader clip.cpp calls
-_READERS = {"u32": "gguf_get_val_u32", "f32": "gguf_get_val_f32", "bool": "gguf_get_val_bool", "str": "gguf_get_val_str"}
 
 
 def _rules() -> Mapping[str, Any]:
@@ -133,7 +131,7 @@ class _Keys:
             raise refused(
                 key,
                 f"mmproj key {key} is {label or type(value).__name__} {shown(value)}, not the {kind} clip.cpp reads "
-                f"(its {_READERS[kind]} asserts the type and aborts the process)",
+                f"(its gguf_get_val_{kind} asserts the type and aborts the process)",
             )
         return value
 
