@@ -32,6 +32,9 @@ CASES = [
     ("gemma3", {"image": 96, "patch": 12, "n_embd": 128, "n_head": 2, "n_ff": 192, "matrices": "q8_0"}),
     ("mlp", {}),
     ("mlp", {"image": 96, "patch": 16, "n_embd": 128, "n_ff": 320, "n_layer": 3}),
+    ("mlp", {"cls": True}),  # LLaVA-1.5's CLIP: a class token, a pre-norm
+    ("internvl", {}),
+    ("internvl", {"merge": 4, "n_layer": 3, "matrices": "q8_0"}),
     ("idefics3", {"merge": 2}),
     ("idefics3", {"merge": 3, "n_layer": 3, "matrices": "q8_0"}),  # an 8 x 8 grid padded to 9 x 9
     ("idefics3", {"merge": 4, "image": 96, "patch": 12, "n_embd": 96, "n_head": 3}),
@@ -60,6 +63,8 @@ def _id(case) -> str:
 GRAPH_CASES = [
     ("gemma3", {}),
     ("mlp", {}),
+    ("mlp", {"cls": True}),
+    ("internvl", {}),
     ("idefics3", {"merge": 2}),
     ("qwen2a", {}),
     ("qwen2a", {"stack": 7}),
@@ -223,8 +228,8 @@ def test_a_declared_layer_past_the_tensors_is_refused_without_looping():
 
 def test_a_known_projector_without_a_graph_plans_its_weights_with_a_note():
     f = tiny_mmproj.gemma3()
-    f.metadata.set("clip.projector_type", "internvl", "str")
-    p = _plan(saved(f, "mmproj-internvl.gguf")).mmproj
+    f.metadata.set("clip.projector_type", "lfm2", "str")
+    p = _plan(saved(f, "mmproj-lfm2.gguf")).mmproj
     assert p is not None and p.compute_bytes is None
     assert p.weights_bytes == plan_projector(mmproj_path("gemma3")).weights_bytes
     assert any("not modelled" in n for n in p.notes)

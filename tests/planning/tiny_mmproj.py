@@ -137,11 +137,16 @@ def gemma3(
 
 
 def mlp(
-    n_embd=64, n_ff=128, n_layer=2, n_head=4, image=64, patch=8, proj_dim=256, dtype=np.float16, matrices: str | None = None
+    n_embd=64, n_ff=128, n_layer=2, n_head=4, image=64, patch=8, proj_dim=256, dtype=np.float16, matrices: str | None = None, cls=False
 ) -> GGUFFile:
     """LLaVA's CLIP encoder and its two-layer MLP projector (mm.0, GELU, mm.2)."""
     p = _Projector("mlp", dtype, matrices)
-    _vision(p, n_embd, n_ff, n_layer, n_head, image, patch, proj_dim)
+    _vision(p, n_embd, n_ff, n_layer, n_head, image, patch, proj_dim, positions=not cls)
+    if cls:  # LLaVA-1.5's CLIP: a class token and a position for it
+        p.tensor("v.class_embd", n_embd, dtype=np.float32)
+        p.tensor("v.position_embd.weight", n_embd, (image // patch) ** 2 + 1, dtype=np.float32)
+        p.tensor("v.pre_ln.weight", n_embd)
+        p.tensor("v.pre_ln.bias", n_embd)
     p.tensor("mm.0.weight", n_embd, proj_dim)
     p.tensor("mm.0.bias", proj_dim)
     p.tensor("mm.2.weight", proj_dim, proj_dim)
@@ -295,6 +300,31 @@ def pixtral(
     return p.f
 
 
+def internvl(
+    n_embd=64, n_ff=128, n_layer=2, n_head=4, image=64, patch=8, proj_dim=256, dtype=np.float16, matrices: str | None = None, merge=2
+) -> GGUFFile:
+    """InternVL's InternViT (a class token, layer scales) and its projector: the class token dropped, ``merge`` x
+    ``merge`` patches shuffled into one, a layer norm and a two-layer GELU MLP (mm.model.mlp.0, .1, .3)."""
+    p = _Projector("internvl", dtype, matrices)
+    _vision(p, n_embd, n_ff, n_layer, n_head, image, patch, proj_dim, positions=False)
+    p.key("clip.vision.projector.scale_factor", merge, "u32")
+    p.tensor("v.class_embd", n_embd, dtype=np.float32)
+    p.tensor("v.position_embd.weight", n_embd, (image // patch) ** 2 + 1, dtype=np.float32)
+    for name in [n for n in p.f.tensors if n.startswith("v.post_ln.")]:
+        del p.f.tensors[name]
+    for i in range(n_layer):
+        p.tensor(f"v.blk.{i}.ls1.weight", n_embd)
+        p.tensor(f"v.blk.{i}.ls2.weight", n_embd)
+    wide = n_embd * merge * merge
+    p.tensor("mm.model.mlp.0.weight", wide)
+    p.tensor("mm.model.mlp.0.bias", wide)
+    p.tensor("mm.model.mlp.1.weight", wide, proj_dim)
+    p.tensor("mm.model.mlp.1.bias", proj_dim)
+    p.tensor("mm.model.mlp.3.weight", proj_dim, proj_dim)
+    p.tensor("mm.model.mlp.3.bias", proj_dim)
+    return p.f
+
+
 def gemma3_qwen2a(**sizes) -> GGUFFile:
     """One file with two encoders, as omni models ship them: gemma3's vision encoder and qwen2a's audio one, each
     projector named by its modality's key (clip.vision.projector_type, clip.audio.projector_type)."""
@@ -320,6 +350,7 @@ BUILDERS: dict[str, Callable[..., GGUFFile]] = {
     "qwen2a": qwen2a,
     "qwen2vl": qwen2vl,
     "pixtral": pixtral,
+    "internvl": internvl,
     "gemma3+qwen2a": gemma3_qwen2a,
 }
 

@@ -145,6 +145,11 @@ class _Encoder:
         bias = self.w("v.patch_embd.bias")
         return g.add(x, bias) if bias is not None else x
 
+    def with_class(self, x: GgmlTensor) -> GgmlTensor:
+        """The class embedding (repeated to a row per image) concatenated after the patches."""
+        cls = self.need("v.class_embd")
+        return self.g.concat(x, self.g.repeat(cls, self.g.new_tensor(cls.type, self.s.n_embd, 1, 1, 1)), 1)
+
     def attn(self, il: int, q: GgmlTensor, k: GgmlTensor, v: GgmlTensor, n_pos: int, mask: GgmlTensor | None = None) -> GgmlTensor:
         """build_attn: Q, K, V expanded first, then flash attention (K, V and a mask cast to f16) or KQ, a softmax
         (masked when given), KQV."""
@@ -184,7 +189,8 @@ class _Encoder:
         if rotate is not None:
             heads[0], heads[1] = rotate(heads[0]), rotate(heads[1])
         cur = self.attn(il, heads[0], heads[1], heads[2], n_pos, mask)
-        cur = g.add(cur, inp_l)
+        scale = self.w(f"{blk}.ls1.weight")
+        cur = g.add(g.mul(cur, scale) if scale is not None else cur, inp_l)
         inp_l = cur
         cur = self.norm(cur, f"{blk}.ln2")
         up = self.linear(cur, f"{blk}.ffn_up")
@@ -193,7 +199,8 @@ class _Encoder:
         else:
             cur = g.unary(s.ffn_op, up)
         cur = self.linear(cur, f"{blk}.ffn_down")
-        return g.add(inp_l, cur)
+        scale = self.w(f"{blk}.ls2.weight")
+        return g.add(inp_l, g.mul(cur, scale) if scale is not None else cur)
 
 
 def _vit(
@@ -258,7 +265,7 @@ def _llava(e: _Encoder) -> GgmlTensor:
     g, s = e.g, e.s
     n_pos = e.n_patches + (1 if "v.class_embd" in s.weights else 0)
     x = e.inp()
-    if "v.class_embd" in s.weights:
+    if "v.class_embd" in s.weights:  # concatenated as it is (InternVL repeats it first)
         x = g.concat(x, e.need("v.class_embd"), 1)
     positions = g.input("i32", n_pos, name="positions")
     x = g.add(x, g.get_rows(e.need("v.position_embd.weight"), positions))
@@ -377,6 +384,22 @@ def _pixtral(e: _Encoder) -> GgmlTensor:
     return x
 
 
+def _internvl(e: _Encoder) -> GgmlTensor:
+    """models/internvl.cpp: InternViT with a class token (dropped after the layers), ``merge`` x ``merge`` patches
+    shuffled into one, a layer norm and a two-layer GELU MLP (mm.model.mlp.0, .1, .3)."""
+    g, s = e.g, e.s
+    e.rms = s.n_embd == 3200 and s.n_layer == 45  # InternViT-6B (InternVL 2.5/3 26B and larger) uses RMS norms
+    x = _vit(e, e.with_class(e.inp()), e.n_patches + 1, e.need("v.position_embd.weight"))
+    x = g.cont(g.view(x, s.n_embd, e.n_patches, nb=[x.nb[1]]))
+    f, side = s.merge, e.n_side
+    x = g.permute(g.reshape(x, s.n_embd * f, side // f, side, 1), 0, 2, 1, 3)
+    x = g.permute(g.cont(x, s.n_embd * f * f, side // f, side // f, 1), 0, 2, 1, 3)
+    x = g.cont(x, s.n_embd * f * f, x.ne[1] * x.ne[2])
+    e.rms = False  # the projector's norm is a layer norm whatever the encoder's
+    x = e.norm(x, "mm.model.mlp.0")
+    return e.linear(g.unary("GELU", e.linear(x, "mm.model.mlp.1")), "mm.model.mlp.3")
+
+
 #: the graph builders by ``schema/memory.json`` ``clip.projectors[...].graph``
 GRAPHS = {
     "gemma3": _gemma3,
@@ -386,6 +409,7 @@ GRAPHS = {
     "ultravox": _ultravox,
     "qwen2vl": _qwen2vl,
     "pixtral": _pixtral,
+    "internvl": _internvl,
 }
 
 
