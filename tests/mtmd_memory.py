@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Measured", "graph", "measure"]
+__all__ = ["Measured", "graph", "graph_and_weights", "measure"]
 
 _FLASH = {"auto": -1, "off": 0, "on": 1}
-_TENSOR = 336  # sizeof(struct ggml_tensor)
+_TENSOR = 336  # sizeof(struct ggml_tensor): type at 0, buffer at 8, ne at 16, src[10] at 152, view_src at 232
+_USAGE_WEIGHTS = 1  # GGML_BACKEND_BUFFER_USAGE_WEIGHTS
 
 
 @dataclass
@@ -62,10 +63,18 @@ def measure(text_model: str | os.PathLike[str], mmproj: str | os.PathLike[str], 
 def graph(text_model: str | os.PathLike[str], mmproj: str | os.PathLike[str], flash_attn: str, image: int) -> list[tuple]:
     """The nodes of the graph libmtmd runs for one ``image`` x ``image`` picture (for ``-image`` seconds of silence
     when negative: an audio encoder): (op, type, ne, is view)."""
+    return graph_and_weights(text_model, mmproj, flash_attn, image)[0]
+
+
+def graph_and_weights(
+    text_model: str | os.PathLike[str], mmproj: str | os.PathLike[str], flash_attn: str, image: int
+) -> tuple[list[tuple], list[int]]:
+    """:func:`graph`, and the sizes of the weights buffers its nodes read (the buffer libmtmd allocated for the
+    weights, padding included: ``clip_get_mem_usage`` counts the tensors' own sizes)."""
     out = _run("graph", str(text_model), str(mmproj), flash_attn, str(image))
     if "refused" in out:
         raise RuntimeError(out["refused"])
-    return [(op, t, tuple(ne), view) for op, t, ne, view in out["nodes"]]
+    return [(op, t, tuple(ne), view) for op, t, ne, view in out["nodes"]], out["weights_buffers"]
 
 
 # -- the child process ---------------------------------------------------------------------------------------
@@ -91,6 +100,8 @@ class _Child:
             ("ggml_backend_dev_name", ctypes.c_char_p, [ctypes.c_void_p]),
             ("ggml_op_desc", ctypes.c_char_p, [ctypes.c_void_p]),
             ("ggml_type_name", ctypes.c_char_p, [ctypes.c_int]),
+            ("ggml_backend_buffer_get_size", ctypes.c_size_t, [ctypes.c_void_p]),
+            ("ggml_backend_buffer_get_usage", ctypes.c_int, [ctypes.c_void_p]),
         ):
             fn = getattr(self.base, name)
             fn.restype, fn.argtypes = res, args
@@ -133,9 +144,11 @@ class _Child:
                 stack += [n for n in (left, right) if n]
         return found
 
-    def nodes(self, mmproj: str, flash_attn: str, image: int) -> list[list[Any]]:
+    def nodes(self, mmproj: str, flash_attn: str, image: int) -> tuple[list[list[Any]], dict[int, int]]:
+        """The nodes run, and the weights buffers their sources lie in (address → allocated size)."""
         M = self.M
         seen: list[list[Any]] = []
+        weights: dict[int, int] = {}
 
         @self.L.ggml_backend_sched_eval_callback
         def _eval(t, ask, user_data):  # noqa: ARG001
@@ -145,6 +158,10 @@ class _Child:
                 view = struct.unpack_from("<Q", raw, 232)[0] != 0
                 kind = self.base.ggml_type_name(struct.unpack_from("<i", raw, 0)[0]).decode()
                 seen.append([self.base.ggml_op_desc(t).decode(), kind, ne, view])
+                for src in struct.unpack_from("<10Q", raw, 152):
+                    buffer = struct.unpack_from("<Q", ctypes.string_at(src, 16), 8)[0] if src else 0
+                    if buffer and self.base.ggml_backend_buffer_get_usage(buffer) == _USAGE_WEIGHTS:
+                        weights[buffer] = self.base.ggml_backend_buffer_get_size(buffer)
             return False
 
         ctx = self.context(mmproj, flash_attn, True, _eval)
@@ -164,7 +181,7 @@ class _Child:
             chunk = M.mtmd_input_chunks_get(chunks, i)
             if M.mtmd_input_chunk_get_type(chunk) != 0 and M.mtmd_encode_chunk(ctx, chunk):
                 raise RuntimeError("mtmd_encode_chunk failed")
-        return seen
+        return seen, weights
 
 
 def _main(argv: list[str]) -> None:
@@ -172,7 +189,8 @@ def _main(argv: list[str]) -> None:
     child = _Child(text_model)
     try:
         if what == "graph":
-            print(json.dumps({"nodes": child.nodes(mmproj, flash_attn, int(argv[4]))}))
+            nodes, weights = child.nodes(mmproj, flash_attn, int(argv[4]))
+            print(json.dumps({"nodes": nodes, "weights_buffers": list(weights.values())}))
             return
         weights = child.usage(child.context(mmproj, flash_attn, False))
         total = child.usage(child.context(mmproj, flash_attn, True))

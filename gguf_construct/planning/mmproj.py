@@ -62,7 +62,14 @@ class Encoder:
 
     @property
     def weights_bytes(self) -> int:
+        """The weights buffer: each tensor padded to the buffer's alignment."""
         return sum(aligned(t.nbytes) for t in self.tensors)
+
+    @property
+    def weights_nbytes(self) -> int:
+        """The tensors' own sizes, unpadded: what clip.cpp's memory counter (clip_get_mem_usage, llama-server's
+        estimate for its --fit) adds up, a little less than the buffer it allocates."""
+        return sum(t.nbytes for t in self.tensors)
 
     @property
     def graph(self) -> str | None:
@@ -326,6 +333,10 @@ class ProjectorPlan:
         return sum(e.weights_bytes for e in self.encoders)
 
     @property
+    def weights_nbytes(self) -> int:
+        return sum(e.weights_nbytes for e in self.encoders)
+
+    @property
     def compute_bytes(self) -> int | None:
         parts = self.computes
         return None if any(p is None for p in parts) else sum(p or 0 for p in parts)
@@ -341,6 +352,7 @@ class ProjectorPlan:
             "device": self.device,
             "flash_attn": self.flash_attn,
             "weights_bytes": self.weights_bytes,
+            "weights_unpadded_bytes": self.weights_nbytes,
             "compute_bytes": self.compute_bytes,
             "total_bytes": self.total_bytes,
             "encoders": [

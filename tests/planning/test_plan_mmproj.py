@@ -28,6 +28,7 @@ from tests.planning.tiny_mmproj import mmproj_path, saved, text_model_path
 CASES = [
     ("gemma3", {}),
     ("gemma3", {"matrices": "q4_0"}),
+    ("gemma3", {"n_ff": 100}),  # vectors of 400 bytes: the buffer pads them to 416
     ("gemma3", {"image": 128, "n_embd": 96, "n_head": 6, "n_ff": 256, "n_layer": 3}),
     ("gemma3", {"image": 96, "patch": 12, "n_embd": 128, "n_head": 2, "n_ff": 192, "matrices": "q8_0"}),
     ("mlp", {}),
@@ -62,6 +63,7 @@ def _id(case) -> str:
 
 GRAPH_CASES = [
     ("gemma3", {}),
+    ("gemma3", {"n_ff": 100}),
     ("mlp", {}),
     ("mlp", {"cls": True}),
     ("internvl", {}),
@@ -88,7 +90,7 @@ def test_weights_and_compute_equal_libmtmd(case, flash_attn):
     assert measured.refused is None, measured.refused
     p = _plan(path, flash_attn).mmproj
     assert p is not None and p.device == "CPU"
-    assert {"CPU": p.weights_bytes} == measured.weights
+    assert {"CPU": p.weights_nbytes} == measured.weights  # clip_get_mem_usage counts the tensors unpadded
     assert {"CPU": p.compute_bytes} == measured.compute
     assert p.compute_bytes > 0 and p.weights_bytes > 0
 
@@ -101,16 +103,18 @@ def test_weights_and_compute_equal_libmtmd(case, flash_attn):
 def test_graph_is_libmtmds_node_for_node(projector, sizes, flash_attn):
     """The planned graph is the one libmtmd runs for an image of image_size square, or 30 s of audio (idefics3
     encodes the image twice, the image and its one slice, and qwen2a the audio in two windows, each by the same
-    graph)."""
+    graph); the weights buffer its nodes read is the planned one, padding included."""
     pytest.importorskip("llama_cpp")
-    from tests.mtmd_memory import graph
+    from tests.mtmd_memory import graph_and_weights
 
     path = mmproj_path(projector, **sizes)
     encoder = plan_projector(path).encoders[0]
     shape = encoder.encoder_shape(flash_attn != "off")
     e = _Encoder(shape)
     e.g.expand(GRAPHS[shape.graph](e))
-    planned, ran = e.g.graph.summary(), graph(text_model_path(), path, flash_attn, encoder.image_size or -30)
+    ran, buffers = graph_and_weights(text_model_path(), path, flash_attn, encoder.image_size or -30)
+    planned = e.g.graph.summary()
+    assert buffers == [encoder.weights_bytes]
     assert planned and ran[: len(planned)] == planned and len(ran) % len(planned) == 0
     assert ran == planned * (len(ran) // len(planned))
 

@@ -5,14 +5,29 @@ multimodal loader (tools/mtmd/clip.cpp) reads them: the ``clip.*`` keys with the
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 
 from gguf_construct.api.gguf_file import GGUFFile, new
+from gguf_construct.core.tables import GGML_TYPES
 from gguf_construct.quants.quantize import quantize
 from tests.planning.tiny import tmp_dir
+
+_ZEROS: ContextVar[bool] = ContextVar("tiny_mmproj_zeros", default=False)
+
+
+def zero_filled(builder: Callable[..., GGUFFile], **sizes) -> GGUFFile:
+    """``builder(**sizes)`` with every tensor's data zero bytes made as the file is written (or left a hole by
+    tests.sparse_models.write_sparse): a projector of a released model's widths in a second."""
+    token = _ZEROS.set(True)
+    try:
+        return builder(**sizes)
+    finally:
+        _ZEROS.reset(token)
+
 
 #: the vocabulary of the text model: three specials and the 256 byte tokens llama.cpp's SPM tokenizer falls back to
 _TOKENS = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
@@ -70,6 +85,12 @@ class _Projector:
     def tensor(self, name: str, *ne: int, dtype=None) -> None:
         """A tensor of ggml shape ``ne`` (f32 for vectors unless told, the file's type for matrices)."""
         dt = dtype if dtype is not None else (np.float32 if len(ne) == 1 else self.dtype)
+        if _ZEROS.get():
+            kind = self.matrices if self.matrices and len(ne) == 2 and name.startswith(self.prefix + "blk.") else np.dtype(dt).name
+            kind = {"float16": "f16", "float32": "f32"}.get(kind, kind)
+            size = GGML_TYPES.lookup(kind).nbytes(ne[0]) * int(np.prod(ne[1:], dtype=np.int64))
+            self.f.tensors.add(name, lambda: bytes(size), kind, ne)
+            return
         data = (self.rng.standard_normal(ne[::-1]) * 0.02).astype(dt)
         if self.matrices and len(ne) == 2 and name.startswith(self.prefix + "blk."):
             self.f.tensors.add(name, quantize(data.astype(np.float32), self.matrices), self.matrices, ne)
