@@ -1,7 +1,8 @@
 """Will it fit? llama.cpp's memory for a model, planned from the GGUF header alone (local, sharded or remote).
 
 ``plan(path, n_ctx=..., ...)`` returns a ``Plan`` (:mod:`.planner`), over several devices with a
-``DeviceRequest`` (:mod:`.devices`), fitted with ``fit=True`` (:mod:`.fit`), drawn by :mod:`.svg`; ``ModelShape`` is the header as llama.cpp
+``DeviceRequest`` (:mod:`.devices`), fitted with ``fit=True`` (:mod:`.fit`), with a multimodal projector
+(``mmproj=``, :mod:`.mmproj`), drawn by :mod:`.svg`; ``ModelShape`` is the header as llama.cpp
 reads it (:mod:`.shape`), ``ContextRequest`` the context parameters (:mod:`.context`). What llama.cpp refuses
 is refused with ``PlanError`` (a ``FormatError``: rule ``plan.model`` for the model, ``plan.request`` for the
 request).

@@ -4,8 +4,10 @@ tools/mtmd/clip.cpp; the rules are ``schema/memory.json`` ``clip``).
 A projector file (``general.architecture = clip``) holds a vision encoder, an audio encoder or both; libmtmd
 makes one context per encoder. Each loads the tensors it asks for into one buffer on its device, padded to the
 buffer's alignment and in the file's type, and reserves at warmup the compute graph of one image of
-``clip.vision.image_size`` square (:mod:`.compute.clip`). The device is the first GPU unless
-``--no-mmproj-offload`` (``use_gpu = false``) keeps it on the CPU.
+``clip.vision.image_size`` square (a dynamic-resolution projector: of its own warmup size; an audio encoder: of
+3000 mel frames) (:mod:`.compute.clip`). The device is the first GPU unless ``--no-mmproj-offload``
+(``use_gpu = false``) keeps it on the CPU. clip.cpp's own memory counter (``clip_get_mem_usage``) adds the tensors'
+sizes without the buffer's padding: ``weights_nbytes`` is that count, ``weights_bytes`` the buffer.
 
 The header is checked as clip.cpp reads it: a key of another type than it reads aborts llama.cpp (its
 ``gguf_get_val_*`` asserts), sizes that overflow its ``int`` or divide by zero, and tensors it requires, are
@@ -42,6 +44,7 @@ class Encoder:
 
     modality: str
     projector: str
+    #: the side of the image the warmup graph is built for (for a dynamic-resolution projector, its warmup size)
     image_size: int
     patch_size: int
     n_embd: int
