@@ -297,18 +297,20 @@ def _encoder(keys: _Keys, spans: Sequence[TensorSpan], modality: str) -> Encoder
 
 
 def encoders(f: Any) -> list[Encoder]:
-    """The encoders of an opened projector file (vision first), checked as clip.cpp checks them; a file that is
-    not a projector (a language model given as ``--mmproj``) is refused."""
+    """The encoders of an opened projector file (vision first), checked as clip.cpp checks them. clip.cpp goes by
+    the clip.has_*_encoder keys, not by general.architecture: a file with neither (a language model given as
+    ``--mmproj``) is refused."""
     md = f.metadata
-    arch = md.get("general.architecture")
-    if arch != _rules()["architecture"]:
-        raise refused(
-            "general.architecture",
-            f"the mmproj file's architecture is {shown(arch)}, not 'clip': it is not a multimodal projector (a model given as --mmproj?)",
-        )
     keys = _Keys(md)
     found = [m for m in _MODALITIES if keys.get(f"clip.has_{m}_encoder", False)]
     if not found:
+        arch = md.get("general.architecture")
+        if arch != _rules()["architecture"]:
+            raise refused(
+                "general.architecture",
+                f"the mmproj file's architecture is {shown(arch)}, not 'clip', and it has no clip encoder: it is not a "
+                "multimodal projector (a model given as --mmproj?)",
+            )
         raise refused("clip.has_vision_encoder", "the mmproj file has neither a vision nor an audio encoder: clip.cpp refuses it")
     spans = _spans(f)
     return [_encoder(keys, spans, m) for m in found]

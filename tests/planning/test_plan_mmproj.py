@@ -374,3 +374,22 @@ def test_a_remote_projector_is_planned_from_its_header():
             assert 0 < server.counts.bytes < path.stat().st_size / 2  # the header, not the weights
     finally:
         configure(previous)
+
+
+def test_a_projector_is_known_by_its_encoder_keys_not_its_architecture():
+    """libmtmd loads a projector whatever general.architecture says (or without one), by its clip.has_* keys."""
+    plain = plan_projector(mmproj_path("gemma3"))
+    for name, change in (
+        ("no-arch", lambda m: m.__delitem__("general.architecture")),
+        ("llama-arch", lambda m: m.set("general.architecture", "llama")),
+    ):
+        f = tiny_mmproj.gemma3()
+        change(f.metadata)
+        path = saved(f, f"mmproj-{name}.gguf")
+        p = _plan(path).mmproj
+        assert p is not None and (p.weights_bytes, p.compute_bytes) == (plain.weights_bytes, plain.compute_bytes)
+        if importlib.util.find_spec("llama_cpp"):
+            from tests.mtmd_memory import measure
+
+            measured = measure(text_model_path(), path)
+            assert measured.weights == {"CPU": p.weights_nbytes} and measured.compute == {"CPU": p.compute_bytes}
