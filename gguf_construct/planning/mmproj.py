@@ -312,6 +312,9 @@ def encoders(f: Any) -> list[Encoder]:
                 "multimodal projector (a model given as --mmproj?)",
             )
         raise refused("clip.has_vision_encoder", "the mmproj file has neither a vision nor an audio encoder: clip.cpp refuses it")
+    for modality in found:
+        for key in _rules()["read_always"][modality]:
+            keys.get(key)
     spans = _spans(f)
     return [_encoder(keys, spans, m) for m in found]
 

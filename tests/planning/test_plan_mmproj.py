@@ -170,6 +170,7 @@ HOSTILE = {
     "image as string": lambda m: m.set("clip.vision.image_size", "64", "str"),
     "eps as f64": lambda m: m.set("clip.vision.attention.layer_norm_epsilon", 1e-6, "f64"),
     "encoder flag as u8": lambda m: m.set("clip.has_vision_encoder", 1, "u8"),
+    "patch merge type as u32": lambda m: m.set("clip.vision.mm_patch_merge_type", 1, "u32"),
     "no encoder": lambda m: m.set("clip.has_vision_encoder", False, "bool"),
     "unknown projector": lambda m: m.set("clip.projector_type", "nosuch", "str"),
     "idefics3 without a merge factor": lambda m: m.set("clip.projector_type", "idefics3", "str"),
