@@ -103,6 +103,12 @@ def _report(p, source: str) -> str:
     from ..planning.additions import report_lines
 
     lines += report_lines(p)
+    if p.mmproj is not None:
+        m = p.mmproj
+        lines.append(
+            f"  mmproj     {mib(m.total_bytes)}  (weights {mib(m.weights_bytes).strip()}, compute {mib(m.compute_bytes).strip()}, "
+            f"on {m.device}: " + ", ".join(f"{e.projector} {e.modality}" for e in m.encoders) + ")"
+        )
     lines.append(f"  total      {mib(p.total_bytes)}")
     if p.gpu and not p.devices:
         fit = f", the most of {p.n_layer + 1} that fit in {mib(p.gpu_mem).strip()}" if p.gpu_mem is not None else ""
@@ -117,6 +123,7 @@ def _report(p, source: str) -> str:
             + "".join(
                 f", {label} {mib(d[key]).strip()}" for key, label in (("adapter_bytes", "LoRA"), ("draft_bytes", "draft")) if d.get(key)
             )
+            + (f", mmproj {mib(d['mmproj_bytes']).strip()}" if d.get("mmproj_bytes") else "")
             + f"{held})"
         )
     if p.fit is not None:
@@ -124,7 +131,7 @@ def _report(p, source: str) -> str:
         verdict = "fits" if f["fits"] else "does not fit, even with no layer offloaded at the smallest context"
         lines.append(f"  fit: {verdict}: n_ctx {f['n_ctx']}, {f['n_gpu_layers']} layers offloaded, margin {mib(f['margin']).strip()}")
         lines.append("  llama.cpp: " + " ".join(_quote(a) for a in f["llama_cpp_arguments"]))
-    lines += [f"  note: {n}" for n in p.notes]
+    lines += [f"  note: {n}" for n in p.notes + (p.mmproj.notes if p.mmproj else [])]
     return "\n".join(lines)
 
 
@@ -166,7 +173,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if args.svg:
         from ..api.fileio import check_output
 
-        check_output(args.svg, [args.file], what="the picture")  # before planning: a model is never its own picture
+        check_output(
+            args.svg, [args.file] + ([args.mmproj] if args.mmproj else []), what="the picture"
+        )  # before planning: a model is never its own picture
     p = _plan(plan, args, devices, single_gpu)
     print(json.dumps({"file": args.file, **p.to_json()}, indent=2) if args.json else _report(p, args.file))
     if args.svg:
@@ -240,6 +249,8 @@ def _plan(plan, args: argparse.Namespace, devices, single_gpu: bool):
         draft=args.draft,
         mtp=args.mtp,
         draft_options=DraftOptions(args.draft_gpu_layers, args.cache_type_k_draft, args.cache_type_v_draft),
+        mmproj=args.mmproj,
+        mmproj_offload=not args.no_mmproj_offload,
     )
 
 
@@ -348,6 +359,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--cache-type-k-draft", "-ctkd", choices=CACHE_TYPES, default="f16", help="the draft's K cache type (default f16)")
     p.add_argument("--cache-type-v-draft", "-ctvd", choices=CACHE_TYPES, default="f16", help="the draft's V cache type (default f16)")
+    p.add_argument(
+        "--mmproj",
+        metavar="FILE",
+        help="a multimodal projector (vision or audio encoder) loaded beside the model, as llama.cpp's --mmproj: its weights "
+        "and compute buffer join the plan, on the first device",
+    )
+    p.add_argument("--no-mmproj-offload", action="store_true", help="keep the projector on the CPU (llama.cpp's --no-mmproj-offload)")
     p.add_argument("--svg", metavar="FILE", help="also draw the memory per device, stacked by kind, as an SVG picture in FILE")
     p.add_argument(
         "--cpu",

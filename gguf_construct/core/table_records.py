@@ -194,6 +194,8 @@ class MemoryTable:
     checked_against: Mapping[str, Any]
     builds: Mapping[str, Any]
     backends: Mapping[str, Any]
+    #: how llama.cpp's multimodal loader (libmtmd) sizes a projector file (``planning.mmproj``)
+    clip: Mapping[str, Any]
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """Will it fit? llama.cpp's memory for a model, planned from the GGUF header alone (local, sharded or remote).
 
 ``plan(path, n_ctx=..., ...)`` returns a ``Plan`` (:mod:`.planner`), over several devices with a
-``DeviceRequest`` (:mod:`.devices`), with LoRA adapters (:mod:`.lora_adapters`) and a draft model with its
-``DraftOptions`` (:mod:`.draft`), fitted with ``fit=True`` (:mod:`.fit`), drawn by :mod:`.svg`; ``ModelShape`` is the header as llama.cpp
+``DeviceRequest`` (:mod:`.devices`), with LoRA adapters (:mod:`.lora_adapters`), a draft model with its
+``DraftOptions`` (:mod:`.draft`) and a multimodal projector (``mmproj=``, :mod:`.mmproj`), fitted with ``fit=True``
+(:mod:`.fit`), drawn by :mod:`.svg`; ``ModelShape`` is the header as llama.cpp
 reads it (:mod:`.shape`), ``ContextRequest`` the context parameters (:mod:`.context`). What llama.cpp refuses
 is refused with ``PlanError`` (a ``FormatError``: rule ``plan.model`` for the model, ``plan.request`` for the
 request).

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from typing import Any, Literal
 
 from ..api.registry import load
@@ -35,7 +36,8 @@ from .draft import DraftOptions, mtp_note, mtp_request, read_draft
 from .fit import DEFAULT_MARGIN, DEFAULT_MIN_CTX, fit_shape
 from .loaded import refuse_unloaded_tensors
 from .lora_adapters import check_against, read_adapter, requested
-from .shape import ModelShape, refused, shown
+from .mmproj import ProjectorPlan, plan_projector
+from .shape import ModelShape, memory_table, refused, shown
 from .weights import INPUT, OUTPUT, WeightBuffers, cpu_features, on_gpu, weight_buffers
 
 __all__ = ["Plan", "plan", "plan_shape"]
@@ -77,6 +79,8 @@ class Plan:
     adapters: list[dict[str, Any]] = field(default_factory=list)
     #: the draft model's plan (``planning.draft``), or None
     draft: dict[str, Any] | None = None
+    #: the multimodal projector loaded beside the model (``mmproj``), on its device, or None
+    mmproj: ProjectorPlan | None = None
 
     @property
     def model_bytes(self) -> int:
@@ -96,12 +100,14 @@ class Plan:
 
     @property
     def total_bytes(self) -> int | None:
-        """Everything llama.cpp's memory breakdown counts, with the LoRA adapters and the draft model it leaves
-        out, or None when a compute buffer is unknown."""
+        """Everything llama.cpp's memory breakdown counts, with what it leaves out: the LoRA adapters, the draft
+        model, and the projector's weights and compute buffer when one is loaded; None when a compute buffer is
+        unknown."""
         if self.compute_bytes is None or (self.draft is not None and self.draft["total_bytes"] is None):
             return None
         draft = self.draft["total_bytes"] if self.draft is not None else 0
-        return self.model_bytes + self.kv_bytes + self.recurrent_bytes + self.compute_bytes + self.adapter_bytes + draft
+        projector = self.mmproj.total_bytes if self.mmproj else 0
+        return self.model_bytes + self.kv_bytes + self.recurrent_bytes + self.compute_bytes + self.adapter_bytes + draft + projector
 
     def to_json(self) -> dict[str, Any]:
         """The plan as JSON-ready data: byte counts as integers (None where unknown)."""
@@ -131,6 +137,7 @@ class Plan:
             "adapter_bytes": self.adapter_bytes,
             "adapters": self.adapters,
             "draft": self.draft,
+            "mmproj": self.mmproj.to_json() if self.mmproj else None,
             "notes": self.notes,
         }
 
@@ -189,9 +196,12 @@ def plan_shape(
     devices: DeviceRequest | None = None,
     checkpoint: Callable[[], None] = lambda: None,
     llama_cpp: str | None = None,
+    mmproj: ProjectorPlan | None = None,
+    mmproj_offload: bool = True,
 ) -> Plan:
     """The plan for a model whose shape is known (see ``plan`` for the parameters); ``checkpoint`` is called
-    between steps (it raises to stop the plan: a deadline)."""
+    between steps (it raises to stop the plan: a deadline). ``mmproj`` is a projector planned with
+    ``planning.mmproj.plan_projector``, placed on the plan's first device unless ``mmproj_offload`` is False."""
     refuse_unloaded_tensors(shape)
     with following(_build(llama_cpp)):
         p = _plan_shape(
@@ -205,8 +215,33 @@ def plan_shape(
             checkpoint=checkpoint,
         )
     p.llama_cpp = _build(llama_cpp)
+    if mmproj is not None:
+        with_projector(p, mmproj, mmproj_offload)
     req = request or ContextRequest()
     return attach(p, shape, req, plan_shape=plan_shape, features=features, use_mmap=use_mmap, devices=devices, checkpoint=checkpoint)
+
+
+def with_projector(p: Plan, projector: ProjectorPlan, offload: bool) -> None:
+    """Place the projector as libmtmd does: on the first device (the first GPU) unless ``offload`` is False or the
+    plan has no device, else on the CPU; its bytes join that device's row and the plan's total."""
+    devices = [row["name"] for row in p.devices[1:]]
+    device = CPU
+    if offload and devices:
+        device = devices[0]
+    elif offload and (p.n_gpu_layers or p.gpu_mem is not None):
+        device = "GPU"
+    p.mmproj = replace(projector, device=device, notes=list(projector.notes))
+    total = p.mmproj.total_bytes
+    for row in p.devices:
+        row["mmproj_bytes"] = total if row["name"] == device else 0
+        row["total_bytes"] += row["mmproj_bytes"]
+    if device == "GPU" and p.gpu:
+        p.gpu = {**p.gpu, "mmproj_bytes": total, "total_bytes": p.gpu["total_bytes"] + total}
+    if device != CPU:
+        p.mmproj.notes.append(
+            f"the projector on {device} is sized by the CPU's rules (32-byte alignment, the CPU's compute graph): "
+            "a GPU backend may pad more, and keeps a small CPU compute buffer beside its own"
+        )
 
 
 def _build(llama_cpp: str | None) -> str:
@@ -408,6 +443,8 @@ def plan(
     draft: str | os.PathLike[str] | Any | None = None,
     draft_options: DraftOptions | None = None,
     mtp: bool = False,
+    mmproj: str | os.PathLike[str] | Any | None = None,
+    mmproj_offload: bool = True,
 ) -> Plan:
     """llama.cpp's memory for the GGUF model at ``source`` (a path, the first shard of a split set, a URL, or an
     opened ``GGUFFile``), with llama.cpp's context parameters (0: its defaults; ``n_ctx`` 0 is the training
@@ -421,7 +458,9 @@ def plan(
     ``draft`` a draft model with its ``draft_options`` (``planning.lora_adapters``, ``planning.draft``): their
     memory is in the plan's ``adapters`` and ``draft``, on the devices and in the totals, and ``fit`` accounts
     for them. ``mtp=True`` plans llama-server's MTP speculation (``--spec-type draft-mtp``) in ``draft``
-    instead, on the CPU."""
+    instead, on the CPU. ``mmproj`` is a multimodal projector file loaded beside the model
+    (llama.cpp's ``--mmproj``; ``planning.mmproj``): its weights and compute buffer go on the first device, or on
+    the CPU with ``mmproj_offload=False`` (``--no-mmproj-offload``), and count in the totals and in ``fit``."""
     build = _build(llama_cpp)
     request = ContextRequest(n_ctx, n_batch, n_ubatch, n_seq_max, type_k, type_v, flash_attn, kv_unified, swa_full)
     if devices is None or not devices.devices:
@@ -437,6 +476,8 @@ def plan(
         finally:
             f.close()
     checkpoint()
+    if shape.arch == memory_table().clip["architecture"]:
+        raise refused("general.architecture", "the model is a multimodal projector (architecture 'clip'): give it as mmproj (--mmproj)")
     adapters = [read_adapter(source, scale) for source, scale in requested(lora)]
     for adapter in adapters:
         check_against(adapter, shape)
@@ -448,8 +489,14 @@ def plan(
         raise request_refused(
             f"the draft's compute buffer ({shown(drafted.shape.arch)}) is not modelled: its fit cannot be planned", "draft"
         )
+    projector = None
+    if mmproj is not None:
+        projector = plan_projector(mmproj, flash_attn=flash_attn, n_embd_text=shape.n_embd, checkpoint=checkpoint)
     with adding(adapters, drafted, mtp_options):
-        p = _plan_model(shape, request, build, checkpoint, fit, ram, margin, min_ctx, features, use_mmap, devices, n_gpu_layers, gpu_mem)
+        p = _plan_model(
+            shape, request, build, checkpoint, fit, ram, margin, min_ctx, features, use_mmap, devices, n_gpu_layers, gpu_mem,
+            projector, mmproj_offload,
+        )  # fmt: skip
         if p.fit is not None:
             p.fit["llama_cpp_arguments"] += llama_cpp_arguments(p)
     note = mtp_note(shape) if mtp_options is None else None
@@ -472,14 +519,18 @@ def _plan_model(
     devices: DeviceRequest | None,
     n_gpu_layers: int | Literal["auto"],
     gpu_mem: int | None,
+    projector: ProjectorPlan | None,
+    mmproj_offload: bool,
 ) -> Plan:
-    """``plan``'s plan for the model's ``shape``, fitted or not (with the additions being made)."""
+    """``plan``'s plan for the model's ``shape``, fitted or not (with the additions being made and the projector
+    beside it)."""
+    with_mmproj = partial(plan_shape, mmproj=projector, mmproj_offload=mmproj_offload)
     if fit:
         margin = DEFAULT_MARGIN if margin is None else margin
         min_ctx = DEFAULT_MIN_CTX if min_ctx is None else min_ctx
         with following(build):  # every candidate's plan follows it
             found = fit_shape(
-                plan_shape,
+                with_mmproj,
                 shape,
                 request,
                 devices or DeviceRequest(),
@@ -491,8 +542,15 @@ def _plan_model(
                 checkpoint=checkpoint,
             )
         found.plan.fit = found.to_json()
+        if projector is not None:
+            found.plan.fit["llama_cpp_arguments"] += ["--mmproj", projector.source] + ([] if mmproj_offload else ["--no-mmproj-offload"])
         return found.plan
     if ram is not None or margin is not None or min_ctx is not None:
         raise request_refused("ram, margin and min_ctx are used with fit=True only", "fit")
-    kwargs: dict[str, Any] = {"n_gpu_layers": n_gpu_layers, "gpu_mem": gpu_mem, "devices": devices, "llama_cpp": build}
-    return plan_shape(shape, request, features=features, use_mmap=use_mmap, checkpoint=checkpoint, **kwargs)
+    # the projector goes on the GPU first: n_gpu_layers="auto" fits the layers in what it leaves
+    beside = projector.total_bytes if projector is not None and mmproj_offload and gpu_mem is not None else 0
+    layers_mem = None if gpu_mem is None else max(0, gpu_mem - beside)
+    kwargs: dict[str, Any] = {"n_gpu_layers": n_gpu_layers, "gpu_mem": layers_mem, "devices": devices, "llama_cpp": build}
+    p = with_mmproj(shape, request, features=features, use_mmap=use_mmap, checkpoint=checkpoint, **kwargs)
+    p.gpu_mem = gpu_mem
+    return p

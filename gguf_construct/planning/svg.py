@@ -24,6 +24,7 @@ KINDS = (
     ("compute_bytes", "compute", "#e15759"),
     ("adapter_bytes", "LoRA adapters", "#b07aa1"),
     ("draft_bytes", "draft model", "#9c755f"),
+    ("mmproj_bytes", "projector", "#ff9da7"),
 )
 _HEIGHT = 320.0  # the chart's height in user units
 _BAR, _GAP, _TOP, _LEFT, _BOTTOM = 90.0, 50.0, 40.0, 70.0, 60.0
@@ -45,6 +46,7 @@ def bars(p: Plan) -> list[dict[str, Any]]:
             "compute_bytes": p.compute_bytes or 0,
             "adapter_bytes": sum(v for a in p.adapters for k, v in a["buffers"].items() if k in ("CPU", "CPU_Mapped")),
             "draft_bytes": (p.draft["total_bytes"] or 0) - p.draft["gpu"].get("total_bytes", 0) if p.draft else 0,
+            "mmproj_bytes": p.mmproj.total_bytes if p.mmproj and p.mmproj.device == "CPU" else 0,
         }
     ]
     if p.gpu:
@@ -58,6 +60,7 @@ def bars(p: Plan) -> list[dict[str, Any]]:
                 "compute_bytes": p.gpu.get("compute_bytes", 0),
                 "adapter_bytes": p.gpu.get("adapter_bytes", 0),
                 "draft_bytes": p.gpu.get("draft_bytes", 0),
+                "mmproj_bytes": p.gpu.get("mmproj_bytes", 0),
             }
         )
     return out

@@ -14,6 +14,7 @@ import pytest
 from gguf_construct.planning import plan
 from gguf_construct.planning.devices import Device, DeviceRequest
 from gguf_construct.planning.svg import KINDS, plan_svg
+from gguf_construct.planning.svg import bars as bars_of
 from tests.tiny_models import llama, rwkv7
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +56,7 @@ def _check(p, svg: str) -> dict[str, dict[str, tuple[int, float, float]]]:
     assert set(bars) == {row["name"] for row in rows if any(row.get(k, 0) for k in labels)}
     for row in rows:
         segments = bars.get(row["name"], {})
-        assert {labels[k]: row[k] for k in labels if row.get(k, 0)} == {kind: n for kind, (n, _, _) in segments.items()}
+        assert {labels[k]: row.get(k, 0) for k in labels if row.get(k, 0)} == {kind: n for kind, (n, _, _) in segments.items()}
         stacked = sorted(segments.values(), key=lambda s: -s[1])  # bottom first
         if stacked:
             assert stacked[0][1] + stacked[0][2] == pytest.approx(float(root.attrib["data-baseline"]), abs=1e-5)
@@ -155,3 +156,14 @@ def test_cli_writes_the_svg(tmp_path):
         )
         assert r.returncode == 2 and "is an input of this command" in r.stderr, r.stderr
         assert path.read_bytes() == before
+
+
+def test_the_projector_is_drawn_on_its_device():
+    from tests.planning.tiny_mmproj import mmproj_path, text_model_path
+
+    devices = DeviceRequest((Device("RPC0", 2**30),), 2)
+    p = plan(text_model_path(), n_ctx=256, devices=devices, mmproj=mmproj_path("gemma3"))
+    bars = _check(p, plan_svg(p, "model"))
+    assert bars["RPC0"]["projector"][0] == p.mmproj.total_bytes
+    alone = plan(text_model_path(), n_ctx=256, mmproj=mmproj_path("gemma3"))
+    assert bars_of(alone)[0]["mmproj_bytes"] == alone.mmproj.total_bytes
