@@ -5,6 +5,7 @@ attention with q/k norms, then experts with a gated shared expert or, qwen35's, 
 
 from __future__ import annotations
 
+from . import builds
 from .ggml_ir import GgmlTensor
 from .hybrid_blocks import RsInput, is_recurrent, key_float, mem_hybrid
 from .llama_blocks import GraphBuilder, KVInput
@@ -159,6 +160,7 @@ def build_qwen3next(b: GraphBuilder) -> None:
     pos = b.inp_pos(4 if s.arch in _QWEN35 else 1)  # qwen35's multi-section rope: four positions per token
     out_ids = b.inp_out_ids()
     n_nextn = int(s.metadata.get(f"{s.arch}.nextn_predict_layers", 0) or 0)  # prediction blocks: not in this graph
+    last_rows = builds.feature("out_rows_in_last_layer", s.arch)  # b11549: in the last layer, as llama
     for il in range(s.n_layer - n_nextn):
         inp_sa = inp_l
         cur = b.norm(inp_l, r.lw(il, "attn_norm.weight"))
@@ -167,12 +169,15 @@ def build_qwen3next(b: GraphBuilder) -> None:
             cur = _gated_delta_net_layer(r, rs_inp, cur, il)
         else:
             cur = _gated_attention(b, kv, pos, cur, il)
+        if last_rows and il == s.n_layer - n_nextn - 1:
+            cur, inp_sa = g.get_rows(cur, out_ids), g.get_rows(inp_sa, out_ids)
         cur = g.add(cur, inp_sa)
         post = b.norm(cur, r.lw(il, "post_attention_norm.weight"))
         inp_l = g.add(_qwen3next_ffn(b, post, il), cur)
     cur = b.norm(inp_l, b.need("output_norm.weight"))
-    cur.output = True  # res->t_h_nextn, the prediction head's input
-    cur = g.get_rows(cur, out_ids)
+    if not last_rows:
+        cur.output = True  # res->t_h_nextn, the prediction head's input
+        cur = g.get_rows(cur, out_ids)
     cur.output = True
     cur = b.mm(b.w("output.weight") or b.need("token_embd.weight"), cur)
     g.expand(cur, output=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
+from . import builds
 from .delta_net import build_qwen3next
 from .ggml_ir import GgmlTensor
 from .hybrid_blocks import HybridShape, RsInput, attends, expansion_of_two, is_recurrent, key_float, mem_hybrid
@@ -188,14 +189,15 @@ def _nemotron_moe(b: GraphBuilder, cur: GgmlTensor, il: int) -> GgmlTensor:
 
 def build_nemotron_h(b: GraphBuilder) -> None:
     """llama.cpp src/models/nemotron-h.cpp (nemotron_h and nemotron_h_moe): each layer a Mamba-2 mixer, attention
-    without rope, or a squared-ReLU MLP (or experts), added to the residual; as the installed build makes it, the
-    output rows picked after the final norm."""
+    without rope, or a squared-ReLU MLP (or experts), added to the residual; the output rows picked after the final
+    norm (llama-cpp-python 0.3.36) or in the last layer (b11549)."""
     r = _Recurrent(b)
     g, s = r.g, r.shape
     inp_l = b.inp_embd()
     g.expand(inp_l)
     rs_inp, kv = mem_hybrid(b, r)
     out_ids = b.inp_out_ids()
+    last_rows = builds.feature("out_rows_in_last_layer", s.arch)  # b11549: in the last layer, as llama
     for il in range(s.n_layer):
         inp_sa = inp_l
         cur = b.norm(inp_l, r.lw(il, "attn_norm.weight"))
@@ -208,10 +210,13 @@ def build_nemotron_h(b: GraphBuilder) -> None:
             cur = _nemotron_moe(b, cur, il)
         else:
             cur = _relu_sqr_ffn(b, cur, il)
+        if last_rows and il == s.n_layer - 1:
+            cur, inp_sa = g.get_rows(cur, out_ids), g.get_rows(inp_sa, out_ids)
         inp_l = g.add(cur, inp_sa)
-    cur = b.norm(inp_l, b.need("output_norm.weight"))  # the installed build picks the output rows after it
-    cur.output = True  # res->t_h_nextn
-    cur = g.get_rows(cur, out_ids)
+    cur = b.norm(inp_l, b.need("output_norm.weight"))  # 0.3.36 picks the output rows after it
+    if not last_rows:
+        cur.output = True  # res->t_h_nextn
+        cur = g.get_rows(cur, out_ids)
     cur.output = True
     g.expand(b.mm(b.w("output.weight") or b.need("token_embd.weight"), cur), output=True)
 
