@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 from pathlib import Path
+from typing import Any
 
 from gguf import GGUFReader
 
@@ -96,12 +97,7 @@ def measure_with_adapters(
                     raise AdapterRefused("".join(lib.log[-10:]))
                 loaded.append(adapter)
             scales = [float(scale) for _, scale in adapters]
-            if lib.cffi:  # llama-cpp-py-sync's declarations (a newer llama.cpp's)
-                array = lib.ffi.new("struct llama_adapter_lora *[]", loaded)
-                assert L.llama_set_adapters_lora(ctx, array, len(loaded), lib.ffi.new("float[]", scales)) == 0
-            else:
-                array = (L.llama_adapter_lora_p_ctypes * len(loaded))(*loaded)
-                assert L.llama_set_adapters_lora(ctx, array, len(loaded), (ctypes.c_float * len(loaded))(*scales)) == 0
+            set_adapters(lib, ctx, loaded, scales)
             reserve(lib.address(ctx))
             buffers = [_buffers(lib, get_weight, _address(lib, a), adapter_pairs(p)) for a, (p, _) in zip(loaded, adapters, strict=True)]
             return lm.Measured(L.llama_n_ctx(ctx), lib.breakdown(ctx), list(lib.log)), buffers
@@ -113,38 +109,33 @@ def measure_with_adapters(
         L.llama_model_free(model)
 
 
+def set_adapters(lib: lm._Lib, ctx: Any, loaded: list[Any], scales: list[float]) -> None:
+    """llama_set_adapters_lora through either bindings of the oracle."""
+    L = lib.L
+    if lib.cffi:  # llama-cpp-py-sync's declarations (a newer llama.cpp's)
+        array = lib.ffi.new("struct llama_adapter_lora *[]", loaded)
+        assert L.llama_set_adapters_lora(ctx, array, len(loaded), lib.ffi.new("float[]", scales)) == 0
+    else:
+        array = (L.llama_adapter_lora_p_ctypes * len(loaded))(*loaded)
+        assert L.llama_set_adapters_lora(ctx, array, len(loaded), (ctypes.c_float * len(loaded))(*scales)) == 0
+
+
 _MEASURE_ON_DEVICES = """
-import ctypes, json, os, sys
+import json, sys
 from pathlib import Path
-from tests.llama_memory import _lib, _context, lib_dir
-from tests.planning.llama_adapters import _address, _bind, _buffers, adapter_pairs
+from tests.llama_memory import _lib, _context
+from tests.planning.llama_adapters import _address, _bind, _buffers, adapter_pairs, set_adapters
+from tests.planning.rpc_devices import rpc_model_params
 spec = json.loads(sys.argv[1])
 lib = _lib()
 L = lib.L
-ggml = ctypes.CDLL(str(lib_dir() / "libggml.so"), mode=os.RTLD_GLOBAL)
-rpc = ctypes.CDLL(spec["rpc"], mode=os.RTLD_GLOBAL)
-rpc.ggml_backend_rpc_add_server.restype = ctypes.c_void_p
-rpc.ggml_backend_rpc_add_server.argtypes = [ctypes.c_char_p]
-ggml.ggml_backend_register.argtypes = [ctypes.c_void_p]
-ggml.ggml_backend_reg_dev_get.restype = ctypes.c_void_p
-ggml.ggml_backend_reg_dev_get.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-devices = []
-for endpoint in spec["endpoints"]:
-    reg = rpc.ggml_backend_rpc_add_server(endpoint.encode())
-    ggml.ggml_backend_register(reg)
-    devices.append(ggml.ggml_backend_reg_dev_get(reg, 0))
-dev_array = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
-mp = L.llama_model_default_params()
-mp.n_gpu_layers = spec["n_gpu_layers"]
-mp.devices = ctypes.cast(dev_array, ctypes.c_void_p)
+mp, keep = rpc_model_params(lib, spec)
 model = L.llama_model_load_from_file(spec["path"].encode(), mp)
 ctx = _context(lib, model, **spec["context"])
 get_weight, reserve = _bind(lib)
 loaded = [L.llama_adapter_lora_init(model, a.encode()) for a in spec["adapters"]]
 assert all(loaded), "".join(lib.log[-10:])
-array = (L.llama_adapter_lora_p_ctypes * len(loaded))(*loaded)
-scales = (ctypes.c_float * len(loaded))(*([1.0] * len(loaded)))
-assert L.llama_set_adapters_lora(ctx, array, len(loaded), scales) == 0
+set_adapters(lib, ctx, loaded, [1.0] * len(loaded))
 reserve(lib.address(ctx))
 adapters = [_buffers(lib, get_weight, _address(lib, a), adapter_pairs(Path(p))) for a, p in zip(loaded, spec["adapters"])]
 print(json.dumps({"buffers": lib.breakdown(ctx), "adapters": adapters}))

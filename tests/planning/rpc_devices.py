@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 RPC_VARIABLE = "GGUF_CONSTRUCT_GGML_RPC"
@@ -41,56 +42,17 @@ rpc.ggml_backend_rpc_start_server(sys.argv[2].encode(), None, 1, 1, devs)
 """
 
 _MEASURE = """
-import ctypes, json, os, sys
-from tests.llama_memory import _lib, GGML_TYPES
+import json, sys
+from tests.llama_memory import _lib, _context
+from tests.planning.rpc_devices import rpc_model_params
 spec = json.loads(sys.argv[1])
 lib = _lib()
 L = lib.L
-where = __import__("tests.llama_memory", fromlist=["lib_dir"]).lib_dir()
-ggml = ctypes.CDLL(str(where / "libggml.so"), mode=os.RTLD_GLOBAL)
-rpc = ctypes.CDLL(spec["rpc"], mode=os.RTLD_GLOBAL)
-rpc.ggml_backend_rpc_add_server.restype = ctypes.c_void_p
-rpc.ggml_backend_rpc_add_server.argtypes = [ctypes.c_char_p]
-ggml.ggml_backend_register.argtypes = [ctypes.c_void_p]
-ggml.ggml_backend_reg_dev_get.restype = ctypes.c_void_p
-ggml.ggml_backend_reg_dev_get.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-ggml.ggml_backend_dev_by_type.restype = ctypes.c_void_p
-ggml.ggml_backend_cpu_buffer_type = None
-base = lib.base
-devices = []
-for endpoint in spec["endpoints"]:
-    reg = rpc.ggml_backend_rpc_add_server(endpoint.encode())
-    ggml.ggml_backend_register(reg)
-    devices.append(ggml.ggml_backend_reg_dev_get(reg, 0))
-dev_array = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
-mp = L.llama_model_default_params()
-mp.load_mode = L.LLAMA_LOAD_MODE_MMAP if spec["use_mmap"] else L.LLAMA_LOAD_MODE_NONE
-mp.n_gpu_layers = spec["n_gpu_layers"]
-mp.devices = ctypes.cast(dev_array, ctypes.c_void_p)
-mp.split_mode = {"none": 0, "layer": 1, "row": 2}[spec["split_mode"]]
-mp.main_gpu = spec["main_gpu"]
-split = (ctypes.c_float * 16)(*spec["tensor_split"])
-mp.tensor_split = split
-keep = []
-if spec["overrides"]:
-    class Override(ctypes.Structure):
-        _fields_ = [("pattern", ctypes.c_char_p), ("buft", ctypes.c_void_p)]
-    cpu_dev = ggml.ggml_backend_dev_by_type(0)
-    ggml.ggml_backend_dev_buffer_type.restype = ctypes.c_void_p
-    ggml.ggml_backend_dev_buffer_type.argtypes = [ctypes.c_void_p]
-    names = spec["endpoints"]
-    rows = []
-    for pattern, target in spec["overrides"]:
-        dev = cpu_dev if target == "CPU" else devices[spec["names"].index(target)]
-        rows.append((pattern.encode(), ggml.ggml_backend_dev_buffer_type(dev)))
-    table = (Override * (len(rows) + 1))(*[Override(p, b) for p, b in rows], Override(None, None))
-    keep.append(table)
-    mp.tensor_buft_overrides = ctypes.cast(table, ctypes.c_void_p)
+mp, keep = rpc_model_params(lib, spec)
 model = L.llama_model_load_from_file(spec["path"].encode(), mp)
 if not model:
     print(json.dumps({"refused": "".join(lib.log[-20:])}))
     sys.exit(0)
-from tests.llama_memory import _context
 try:
     ctx = _context(lib, model, **spec["context"])
 except RuntimeError as e:
@@ -98,6 +60,72 @@ except RuntimeError as e:
     sys.exit(0)
 print(json.dumps({"n_ctx": L.llama_n_ctx(ctx), "buffers": lib.breakdown(ctx)}))
 """
+
+
+def rpc_model_params(lib: Any, spec: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """llama_model_params for ``spec``'s model spread over its RPC ``endpoints`` (each an rpc-server), with its
+    layers, split mode, main device, tensor split and overrides, through either bindings of the oracle (``lib``:
+    ``tests.llama_memory._lib()``); and what must stay alive while the model loads. Run in the measuring process."""
+    import ctypes
+
+    from tests.llama_memory import lib_dir
+
+    L = lib.L
+    ggml = ctypes.CDLL(str(lib_dir() / "libggml.so"), mode=os.RTLD_GLOBAL)
+    rpc = ctypes.CDLL(spec["rpc"], mode=os.RTLD_GLOBAL)
+    rpc.ggml_backend_rpc_add_server.restype = ctypes.c_void_p
+    rpc.ggml_backend_rpc_add_server.argtypes = [ctypes.c_char_p]
+    ggml.ggml_backend_register.argtypes = [ctypes.c_void_p]
+    ggml.ggml_backend_reg_dev_get.restype = ctypes.c_void_p
+    ggml.ggml_backend_reg_dev_get.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    ggml.ggml_backend_dev_by_type.restype = ctypes.c_void_p
+    ggml.ggml_backend_dev_buffer_type.restype = ctypes.c_void_p
+    ggml.ggml_backend_dev_buffer_type.argtypes = [ctypes.c_void_p]
+    devices = []
+    for endpoint in spec["endpoints"]:
+        reg = rpc.ggml_backend_rpc_add_server(endpoint.encode())
+        ggml.ggml_backend_register(reg)
+        devices.append(ggml.ggml_backend_reg_dev_get(reg, 0))
+    mp = L.llama_model_default_params()
+    mp.load_mode = L.LLAMA_LOAD_MODE_MMAP if spec.get("use_mmap", True) else L.LLAMA_LOAD_MODE_NONE
+    mp.n_gpu_layers = spec["n_gpu_layers"]
+    mp.split_mode = {"none": 0, "layer": 1, "row": 2}[spec.get("split_mode", "layer")]
+    mp.main_gpu = spec.get("main_gpu", 0)
+    split = list(spec.get("tensor_split", ())) + [0.0] * (16 - len(spec.get("tensor_split", ())))
+    cpu = ggml.ggml_backend_dev_by_type(0)
+    rows = [
+        (pattern.encode(), ggml.ggml_backend_dev_buffer_type(cpu if target == "CPU" else devices[spec["names"].index(target)]))
+        for pattern, target in spec.get("overrides", ())
+    ]
+    keep: list[Any] = []
+    if lib.cffi:  # a newer llama.h's structs, through llama-cpp-py-sync's declarations
+        ffi = lib.ffi
+        owned = ffi.new("ggml_backend_dev_t[]", [ffi.cast("ggml_backend_dev_t", d) for d in devices] + [ffi.NULL])
+        owned_split = ffi.new("float[16]", split)
+        keep += [owned, owned_split]  # the struct holds pointers only
+        mp.devices, mp.tensor_split = owned, owned_split
+        if rows:
+            patterns = [ffi.new("char[]", p) for p, _ in rows]
+            table = ffi.new("struct llama_model_tensor_buft_override[]", len(rows) + 1)
+            for i, (pattern, (_, buft)) in enumerate(zip(patterns, rows)):
+                table[i].pattern, table[i].buft = pattern, ffi.cast("ggml_backend_buffer_type_t", buft)
+            keep += [patterns, table]
+            mp.tensor_buft_overrides = table
+        return mp, keep
+    dev_array = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
+    split_array = (ctypes.c_float * 16)(*split)
+    keep += [dev_array, split_array]
+    mp.devices = ctypes.cast(dev_array, ctypes.c_void_p)
+    mp.tensor_split = split_array
+    if rows:
+
+        class Override(ctypes.Structure):
+            _fields_ = [("pattern", ctypes.c_char_p), ("buft", ctypes.c_void_p)]
+
+        table = (Override * (len(rows) + 1))(*[Override(p, b) for p, b in rows], Override(None, None))
+        keep.append(table)
+        mp.tensor_buft_overrides = ctypes.cast(table, ctypes.c_void_p)
+    return mp, keep
 
 
 def rpc_library() -> Path | None:
