@@ -11,12 +11,15 @@ before finding the bytes missing.
 ``count_fields`` lists every such count of a parsed file with the number of items present and the limit the format
 declares (``GGML_MAX_DIMS`` for ``n_dims``). ``overrun_values`` are the values tried for one: the present number
 or the limit plus a log-spaced overrun (1, 2, 3, then 16 to 2**32 by factors of 16), and the 32/63/64-bit
-boundaries the field can hold. ``count_overrun`` patches one of them in and leaves every other byte as it was.
+boundaries the field can hold. ``count_overrun`` patches one of them in and leaves every other byte as it was; it
+can keep to the record a generator planted (the last tensor, the last key, the header), so that a quantity put at
+an arithmetic boundary is also read under a count that says more.
 """
 
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -91,14 +94,38 @@ def _fields(data: bytes) -> tuple[Layout, list[CountField]] | None:
         return None
 
 
-def count_overrun(data: bytes, rng: random.Random) -> tuple[bytes, str] | None:
-    """``data`` with one count or length set past what the file holds (a field and a value of ``overrun_values``
-    drawn at random, a small overrun half the time); None when ``data`` is not a GGUF file we parse."""
+def _kind(name: str) -> str:
+    """A field's kind: its name without the record's index (``tensor_infos[].n_dimensions``)."""
+    return re.sub(r"\[\d+\]", "[]", name)
+
+
+def _last_record(layout: Layout, record: str) -> str:
+    """The name prefix of the last record of a table (``tensor_infos[3].``), or the header's (no prefix)."""
+    if record == "header":
+        return "(header)"
+    n = len(layout.c.tensor_infos if record == "tensor" else layout.c.metadata_kv)
+    return f"{'tensor_infos' if record == 'tensor' else 'metadata_kv'}[{n - 1}]."
+
+
+def count_overrun(data: bytes, rng: random.Random, record: str | None = None) -> tuple[bytes, str] | None:
+    """``data`` with one count or length set past what the file holds: a kind of count drawn first (n_dims, a
+    record count, an array count, a length), then one of that kind, then a value of ``overrun_values`` (a small
+    overrun half the time). ``record`` ('tensor', 'kv' or 'header') keeps to the counts of the last tensor, the last
+    key or the header: where a generator planted the record it aimed at. None when ``data`` is not a GGUF file we
+    parse (or has no such record)."""
     parsed = _fields(data)
     if parsed is None:
         return None
     layout, fields = parsed
-    field = rng.choice(fields)
+    if record is not None:
+        prefix = _last_record(layout, record)
+        fields = [f for f in fields if f.name.startswith(prefix) or (prefix == "(header)" and "[" not in f.name)]
+        if not fields:
+            return None
+    kinds: dict[str, list[CountField]] = {}
+    for f in fields:
+        kinds.setdefault(_kind(f.name), []).append(f)
+    field = rng.choice(kinds[rng.choice(sorted(kinds))])
     values = overrun_values(field)
     small = [v for v in values if v - field.present in OVERRUNS[:3] or (field.limit is not None and v - field.limit in OVERRUNS[:3])]
     value = rng.choice(small if small and rng.random() < 0.5 else values)

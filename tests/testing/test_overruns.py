@@ -9,7 +9,9 @@ import struct
 
 import pytest
 
+from gguf_construct.errors import FormatError
 from gguf_construct.formats.gguf.offsets import GGML_MAX_DIMS, Layout
+from gguf_construct.formats.gguf.schema import GGUF
 from gguf_construct.testing.fuzzing.mutators import MUTATORS
 from gguf_construct.testing.fuzzing.structured import mutate_structured
 from gguf_construct.testing.overruns import OVERRUNS, CountField, count_fields, count_overrun, count_overruns, overrun_values
@@ -17,6 +19,11 @@ from gguf_construct.testing.strategies import count_overrun_gguf
 from gguf_construct.validation.gguf_checks import validate_gguf_bytes
 
 POOL = count_overrun_gguf().elements  # type: ignore[attr-defined]
+
+
+def field_name(note: str) -> str:
+    """The field an overrun's description names (``overrun NAME PRESENT -> VALUE``)."""
+    return note.removeprefix("overrun ").rsplit(" ", 3)[0]
 
 
 def base_file() -> bytes:
@@ -79,3 +86,29 @@ def test_the_mutators_use_it_and_fall_back_on_other_bytes():
     assert not note.startswith("overrun") and len(other) == 40
     notes = [mutate_structured(base_file(), random.Random(seed))[1] for seed in range(200)]
     assert sum(n.startswith("overrun ") for n in notes) >= 5
+
+
+def test_an_overrun_can_keep_to_the_record_a_generator_planted():
+    from gguf_construct.testing.boundaries import boundary_files
+
+    rng, overrun = random.Random(5), 0
+    for made in list(boundary_files(seed=1))[::10]:
+        over = count_overrun(made.data, rng, made.record)
+        if over is None:  # a length patched past the file: not a file we parse, so no count to find
+            with pytest.raises(FormatError):
+                GGUF.parse(made.data)
+            continue
+        overrun += 1
+        layout = Layout(made.data)
+        last = {"tensor": f"tensor_infos[{len(layout.c.tensor_infos) - 1}].", "kv": f"metadata_kv[{len(layout.c.metadata_kv) - 1}]."}
+        name = field_name(over[1])
+        assert name.startswith(last[made.record]) if made.record in last else "[" not in name, (made.label, over[1])
+    assert overrun >= 10
+
+
+def test_each_kind_of_count_is_drawn_alike_however_many_records_there_are():
+    rng = random.Random(0)
+    names = [field_name(count_overrun(base_file(), rng)[1]) for _ in range(600)]  # type: ignore[index]
+    n_dims = sum(n.endswith("n_dimensions") for n in names)
+    key_lengths = sum(n.endswith("key length") for n in names)
+    assert 60 <= n_dims <= 140 and 60 <= key_lengths <= 140  # 7 kinds: about 86 each, though keys outnumber tensors
