@@ -18,6 +18,7 @@ an arithmetic boundary is also read under a count that says more.
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Iterator
@@ -86,6 +87,7 @@ def overrun_values(field: CountField) -> list[int]:
     return sorted(v for v in values if 0 <= v < top and v != field.present)
 
 
+@functools.lru_cache(maxsize=64)  # a campaign overruns the same seed and pool files again and again
 def _fields(data: bytes) -> tuple[Layout, list[CountField]] | None:
     layout = Layout(data)
     try:
