@@ -1,8 +1,9 @@
 /* A libFuzzer / AFL++ harness for ggml's GGUF reader (gguf_init_from_file), as a program that loads a model
  * would use it: parse the file, load its tensor data (no_alloc = false) and use every tensor as ggml's ops do:
  * its first and last byte (ggml_nbytes), the block holding its last element (addressed through ne[] and nb[]),
- * and its first and last row converted to floats with the type's own to_float (at most HARNESS_ROW_ELEMENTS
- * elements of each, so a huge row costs bounded work).
+ * its first and last row converted to floats with the type's own to_float (at most HARNESS_ROW_ELEMENTS
+ * elements of each, so a huge row costs bounded work), and, for a tensor of at most HARNESS_ROW_ELEMENTS
+ * elements, the whole tensor as one run of elements (a copy of ggml_nbytes, to_float over ggml_nelements).
  *
  * The reader allocates its whole data section in one piece. To keep a fuzzing run inside its memory, the harness
  * first parses the metadata only and skips a file whose data section, summed as the reader sums it (padded sizes
@@ -63,6 +64,20 @@ static void convert_blocks(const struct ggml_tensor *t, const uint8_t *row, int6
     sink ^= ((const uint8_t *) row_floats)[0];
 }
 
+/* A small tensor as one run of elements, as llama-quantize dequantizes a tensor: its ggml_nbytes copied into a
+ * buffer of that size (as a program reading it from the file holds it), then to_float over ggml_nelements. */
+static void whole_tensor(const struct ggml_tensor *t, const uint8_t *bytes, size_t n) {
+    const int64_t ne = ggml_nelements(t);
+    const struct ggml_type_traits *traits = ggml_get_type_traits(t->type);
+    if (!traits->to_float || !n || ne <= 0 || ne > HARNESS_ROW_ELEMENTS) return;
+    uint8_t *copy = malloc(n);
+    if (!copy) return;
+    memcpy(copy, bytes, n);
+    traits->to_float(copy, row_floats, ne);
+    sink ^= ((const uint8_t *) row_floats)[0];
+    free(copy);
+}
+
 /* Use a tensor as ggml's ops do: the bytes ggml_nbytes spans, the block of its last element at
  * data + sum((ne[i]-1)*nb[i]) (element ne[0]-1 of a row sits in block (ne[0]-1)/block size), the first blocks of
  * its first row and the last blocks of its last row through to_float (HARNESS_ROW_ELEMENTS elements at most). A
@@ -84,6 +99,7 @@ static void use_tensor(const struct ggml_tensor *t) {
     const int64_t most = HARNESS_ROW_ELEMENTS / blck, count = blocks < most ? blocks : most;
     convert_blocks(t, bytes, 0, count);
     convert_blocks(t, bytes + last_row, blocks - count, count);
+    whole_tensor(t, bytes, n);
 }
 
 /* Load one file; 1 when the reader accepted it, 0 when it refused it, -1 when its data section is too big to try. */
