@@ -112,3 +112,19 @@ def test_each_kind_of_count_is_drawn_alike_however_many_records_there_are():
     n_dims = sum(n.endswith("n_dimensions") for n in names)
     key_lengths = sum(n.endswith("key length") for n in names)
     assert 60 <= n_dims <= 140 and 60 <= key_lengths <= 140  # 7 kinds: about 86 each, though keys outnumber tensors
+
+
+@pytest.mark.parametrize("name", ["gguf-py-be.gguf", "gguf-py-nested-array.gguf", "ggml-writer-all-types.gguf"])
+def test_big_endian_nested_and_many_typed_files_overrun_in_their_own_byte_order(name):
+    from conftest import DATA
+
+    data = (DATA / "generated" / name).read_bytes()
+    layout = Layout(data)
+    rng = random.Random(7)
+    fields = count_fields(layout)
+    assert fields and all(f.fmt[0] == layout.order for f in fields)
+    for _ in range(20):
+        out, note = count_overrun(data, rng)  # type: ignore[misc]
+        field = next(f for f in fields if f.name == field_name(note))
+        assert struct.unpack_from(field.fmt, out, field.at)[0] == int(note.rsplit(" ", 1)[1])
+        assert any(i.severity == "error" for i in validate_gguf_bytes(out)), note
