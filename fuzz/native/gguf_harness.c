@@ -3,7 +3,8 @@
  * its first and last byte (ggml_nbytes), the block holding its last element (addressed through ne[] and nb[]),
  * its first and last row converted to floats with the type's own to_float (at most HARNESS_ROW_ELEMENTS
  * elements of each, so a huge row costs bounded work), and, for a tensor of at most HARNESS_ROW_ELEMENTS
- * elements, the whole tensor as one run of elements (a copy of ggml_nbytes, to_float over ggml_nelements).
+ * elements, the whole tensor as one run of elements (a copy of ggml_nbytes, to_float over ggml_nelements). Then
+ * it computes the metadata's size as a program that writes the file back does (gguf_get_meta_size).
  *
  * The reader allocates its whole data section in one piece. To keep a fuzzing run inside its memory, the harness
  * first parses the metadata only and skips a file whose data section, summed as the reader sums it (padded sizes
@@ -116,6 +117,7 @@ static int load(const char *path) {
     for (struct ggml_tensor *t = ggml_get_first_tensor(tensors); t; t = ggml_get_next_tensor(tensors, t)) {
         if (t->data) use_tensor(t);
     }
+    sink ^= (uint8_t) gguf_get_meta_size(g); /* the metadata written back, as gguf-split and the model saver do */
     ggml_free(tensors);
     gguf_free(g);
     return 1;
