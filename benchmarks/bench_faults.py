@@ -3,9 +3,11 @@
 ggml's reader (``gguf_init_from_reader`` / ``gguf_init_from_file_impl`` in ``ggml/src/gguf.cpp``) guards every size,
 count, offset, dimension, alignment, string and array it reads with a check. Each variant here removes ONE of those
 checks from the source (patched programmatically: the condition becomes ``false``) and builds the reader with
-ASan+UBSan into the native harness (fuzz/native/gguf_harness.c, which loads the file and reads each tensor's first
-and last byte). A variant counts as *found* when an arm produces a file on which the variant reports a crash or a
-sanitizer error (or an abort) that the unmodified build does not: the file then tells the two builds apart.
+ASan+UBSan into the native harness (fuzz/native/gguf_harness.c, which loads the file and uses each tensor as ggml's
+ops do: the block of its last element through ne[]/nb[], its first and last row through the type's to_float). A
+variant counts as *found* when an arm produces a file on which the variant reports a crash, a sanitizer error, an
+abort, or an allocation past the memory budget (``BUDGET_MB``, the same for every build), that the unmodified build
+does not: the file then tells the two builds apart. Each arm stops at its first such file (time to first finding).
 
 Arms, each from the same seeds (the fuzz command's built-in corpus) and for the same time per variant:
 
@@ -26,6 +28,7 @@ vendors llama.cpp's ggml/), so the benchmark runs from one command on a fresh ma
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import select
@@ -45,8 +48,13 @@ SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-
 # ggml reads type fields into enum variables before range-checking them: UBSan's enum check would stop every build
 # (the unmodified one too) on the first unknown type, so it is left out, as in bench_cve.py
 SAN += ["-fno-sanitize=enum"]
+#: The memory budget of one allocation, for every build alike (ASan's max_allocation_size_mb; libFuzzer's
+#: -malloc_limit_mb): four times the harness's data-section cap (64 MiB). A variant that allocates more than this for
+#: a file of a few KiB, where the unmodified reader refuses the file before allocating, has the bug its check prevents.
+BUDGET_MB = 256
 SAN_ENV = {
-    "ASAN_OPTIONS": "detect_leaks=0:allocator_may_return_null=1:abort_on_error=1:symbolize=1:handle_abort=1",
+    "ASAN_OPTIONS": "detect_leaks=0:allocator_may_return_null=1:abort_on_error=1:symbolize=1:handle_abort=1"
+    f":max_allocation_size_mb={BUDGET_MB}",
     "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
     "GGML_NO_BACKTRACE": "1",  # ggml_abort otherwise runs gdb for a backtrace: seconds per abort
 }
@@ -205,35 +213,47 @@ def build_base(ggml: Path, work: Path) -> list[Path]:
             out.append(o)
     harness = ROOT / "fuzz/native/gguf_harness.c"
     for flavour, defs in (("load", ["-DHARNESS_STANDALONE"]), ("libfuzzer", [])):
-        o = objs / f"harness-{flavour}.o"
+        o = objs / f"harness-{flavour}-{harness_stamp()}.o"
         if not o.exists():
             _compile(harness, o, ggml, ["-fsanitize=fuzzer-no-link", *defs])
     return out
+
+
+def harness_stamp() -> str:
+    """A digest of the harness source and the sanitizer flags: a build made with others is rebuilt."""
+    text = (ROOT / "fuzz/native/gguf_harness.c").read_bytes() + " ".join(SAN).encode()
+    return hashlib.sha256(text).hexdigest()[:12]
 
 
 def build_variant(ggml: Path, work: Path, base: list[Path], variant: Variant | None) -> Path:
     """``work/NAME/gguf_load`` and ``gguf_libfuzzer`` with ``variant``'s check removed (None: unmodified)."""
     name = variant.name if variant else "unmodified"
     folder = work / name
-    if (folder / "gguf_load").exists() and (folder / "gguf_libfuzzer").exists():
+    stamp = folder / "harness.stamp"
+    built = (folder / "gguf_load").exists() and (folder / "gguf_libfuzzer").exists()
+    if built and stamp.is_file() and stamp.read_text() == harness_stamp():
         return folder
     folder.mkdir(parents=True, exist_ok=True)
     text = (ggml / "src/gguf.cpp").read_text(encoding="utf-8")
     src = folder / "gguf.cpp"
-    src.write_text(patched(text, variant) if variant else text, encoding="utf-8")
-    _compile(src, folder / "gguf.o", ggml, ["-fsanitize=fuzzer-no-link"])
+    source = patched(text, variant) if variant else text
+    if not (folder / "gguf.o").exists() or not src.exists() or src.read_text(encoding="utf-8") != source:
+        src.write_text(source, encoding="utf-8")
+        _compile(src, folder / "gguf.o", ggml, ["-fsanitize=fuzzer-no-link"])
     objs = [str(o) for o in base] + [str(folder / "gguf.o")]
     for flavour, link in (("load", []), ("libfuzzer", ["-fsanitize=fuzzer"])):
         exe = folder / f"gguf_{flavour}"
-        cmd = ["clang++", *SAN, *link, *objs, str(work / "obj" / f"harness-{flavour}.o"), "-o", str(exe), "-lm", "-lpthread", "-ldl"]
-        _checked(cmd)
+        harness = work / "obj" / f"harness-{flavour}-{harness_stamp()}.o"
+        _checked(["clang++", *SAN, *link, *objs, str(harness), "-o", str(exe), "-lm", "-lpthread", "-ldl"])
+    stamp.write_text(harness_stamp())
     return folder
 
 
 # -- judging a file -----------------------------------------------------------------------------------------------
 def verdict(exe: Path, data: bytes, scratch: Path, timeout: float = 20.0) -> str | None:
-    """The crash or dos signature of ``exe`` on ``data`` (the fuzz command's triage), or None when it loads cleanly
-    (a hang counts as clean: the arms time out hangs of their own)."""
+    """The crash, dos or memory signature of ``exe`` on ``data`` (the fuzz command's triage; memory: an allocation
+    past ``BUDGET_MB`` reported by ASan), or None when it loads cleanly (a hang counts as clean: the arms time out
+    hangs of their own)."""
     from gguf_construct.testing.fuzzing.targets import Answer
     from gguf_construct.testing.fuzzing.triage import failure
 
@@ -245,7 +265,7 @@ def verdict(exe: Path, data: bytes, scratch: Path, timeout: float = 20.0) -> str
         return None
     status = "accepted" if r.returncode == 0 and "runtime error:" not in r.stderr and "ERROR: " not in r.stderr else "crash"
     f = failure(Answer(status, returncode=r.returncode, stderr=r.stderr), "ggml")
-    return f.signature if f is not None and f.cls in ("crash", "dos") else None
+    return f.signature if f is not None and f.cls in ("crash", "dos", "memory") else None
 
 
 def tells_apart(variant_dir: Path, unmodified: Path, data: bytes, scratch: Path) -> str | None:
@@ -319,6 +339,7 @@ def arm_libfuzzer(variant_dir: Path, unmodified: Path, seconds: float, scratch: 
         f"-max_total_time={max(1, int(seconds))}",
         "-timeout=10",
         "-rss_limit_mb=2048",
+        f"-malloc_limit_mb={BUDGET_MB}",
         "-max_len=65536",
         f"-artifact_prefix={work}/",
         str(work / "corpus"),
@@ -329,7 +350,8 @@ def arm_libfuzzer(variant_dir: Path, unmodified: Path, seconds: float, scratch: 
         proc = subprocess.Popen(cmd, stdout=log, stderr=log, env={**os.environ, **SAN_ENV}, cwd=work)
         try:
             while True:
-                for crash in sorted(work.glob("crash-*"), key=lambda p: p.stat().st_mtime):
+                found = [*work.glob("crash-*"), *work.glob("oom-*")]
+                for crash in sorted(found, key=lambda p: p.stat().st_mtime):
                     if crash in checked:
                         continue
                     checked.add(crash)

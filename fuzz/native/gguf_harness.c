@@ -1,5 +1,10 @@
 /* A libFuzzer / AFL++ harness for ggml's GGUF reader (gguf_init_from_file), as a program that loads a model
- * would use it: parse the file, load its tensor data (no_alloc = false) and read every tensor's bytes.
+ * would use it: parse the file, load its tensor data (no_alloc = false) and use every tensor as ggml's ops do:
+ * its first and last byte (ggml_nbytes), the block holding its last element (addressed through ne[] and nb[]),
+ * its first and last row converted to floats with the type's own to_float (at most HARNESS_ROW_ELEMENTS
+ * elements of each, so a huge row costs bounded work), and, for a tensor of at most HARNESS_ROW_ELEMENTS
+ * elements, the whole tensor as one run of elements (a copy of ggml_nbytes, to_float over ggml_nelements). Then
+ * it computes the metadata's size as a program that writes the file back does (gguf_get_meta_size).
  *
  * The reader allocates its whole data section in one piece. To keep a fuzzing run inside its memory, the harness
  * first parses the metadata only and skips a file whose data section, summed as the reader sums it (padded sizes
@@ -18,6 +23,10 @@
 
 #ifndef HARNESS_MAX_DATA
 #define HARNESS_MAX_DATA (64u << 20)
+#endif
+
+#ifndef HARNESS_ROW_ELEMENTS
+#define HARNESS_ROW_ELEMENTS 4096
 #endif
 
 static void quiet_log(enum ggml_log_level level, const char *text, void *user) {
@@ -40,6 +49,59 @@ static int data_section_fits(const char *path) {
 
 static volatile uint8_t sink;
 static char input_path[64];
+static float row_floats[HARNESS_ROW_ELEMENTS * 2]; /* room for the bytes of as many 8-byte elements */
+
+/* ``count`` blocks of a row from block ``first`` on, as floats: the type's to_float, or a copy of the bytes for a
+ * type without one (f32, integers). */
+static void convert_blocks(const struct ggml_tensor *t, const uint8_t *row, int64_t first, int64_t count) {
+    const int64_t k = count * ggml_blck_size(t->type);
+    const size_t ts = ggml_type_size(t->type);
+    const struct ggml_type_traits *traits = ggml_get_type_traits(t->type);
+    if (traits->to_float) {
+        traits->to_float(row + (size_t) first * ts, row_floats, k);
+    } else {
+        memcpy(row_floats, row + (size_t) first * ts, (size_t) count * ts);
+    }
+    sink ^= ((const uint8_t *) row_floats)[0];
+}
+
+/* A small tensor as one run of elements, as llama-quantize dequantizes a tensor: its ggml_nbytes copied into a
+ * buffer of that size (as a program reading it from the file holds it), then to_float over ggml_nelements. */
+static void whole_tensor(const struct ggml_tensor *t, const uint8_t *bytes, size_t n) {
+    const int64_t ne = ggml_nelements(t);
+    const struct ggml_type_traits *traits = ggml_get_type_traits(t->type);
+    if (!traits->to_float || !n || ne <= 0 || ne > HARNESS_ROW_ELEMENTS) return;
+    uint8_t *copy = malloc(n);
+    if (!copy) return;
+    memcpy(copy, bytes, n);
+    traits->to_float(copy, row_floats, ne);
+    sink ^= ((const uint8_t *) row_floats)[0];
+    free(copy);
+}
+
+/* Use a tensor as ggml's ops do: the bytes ggml_nbytes spans, the block of its last element at
+ * data + sum((ne[i]-1)*nb[i]) (element ne[0]-1 of a row sits in block (ne[0]-1)/block size), the first blocks of
+ * its first row and the last blocks of its last row through to_float (HARNESS_ROW_ELEMENTS elements at most). A
+ * tensor without elements is not touched. */
+static void use_tensor(const struct ggml_tensor *t) {
+    const uint8_t *bytes = (const uint8_t *) t->data;
+    const int64_t blck = ggml_blck_size(t->type);
+    if (!bytes || blck <= 0) return;
+    for (int i = 0; i < GGML_MAX_DIMS; ++i) {
+        if (t->ne[i] <= 0) return;
+    }
+    size_t n = ggml_nbytes(t);
+    if (n) sink ^= bytes[0] ^ bytes[n - 1];
+    const int64_t blocks = (t->ne[0] - 1) / blck + 1;  /* the blocks a row's elements sit in */
+    size_t last_row = 0;
+    for (int i = 1; i < GGML_MAX_DIMS; ++i) last_row += (size_t) (t->ne[i] - 1) * t->nb[i];
+    const uint8_t *last = bytes + last_row + (size_t) (blocks - 1) * t->nb[0];
+    sink ^= last[0] ^ last[ggml_type_size(t->type) - 1];
+    const int64_t most = HARNESS_ROW_ELEMENTS / blck, count = blocks < most ? blocks : most;
+    convert_blocks(t, bytes, 0, count);
+    convert_blocks(t, bytes + last_row, blocks - count, count);
+    whole_tensor(t, bytes, n);
+}
 
 /* Load one file; 1 when the reader accepted it, 0 when it refused it, -1 when its data section is too big to try. */
 static int load(const char *path) {
@@ -53,10 +115,9 @@ static int load(const char *path) {
         if (gguf_get_kv_type(g, i) == GGUF_TYPE_STRING) sink ^= (uint8_t) strlen(gguf_get_val_str(g, i));
     }
     for (struct ggml_tensor *t = ggml_get_first_tensor(tensors); t; t = ggml_get_next_tensor(tensors, t)) {
-        const uint8_t *bytes = (const uint8_t *) t->data;
-        size_t n = ggml_nbytes(t);
-        if (bytes && n) sink ^= bytes[0] ^ bytes[n - 1]; /* first and last byte, as a copy or dequantization reads */
+        if (t->data) use_tensor(t);
     }
+    sink ^= (uint8_t) gguf_get_meta_size(g); /* the metadata written back, as gguf-split and the model saver do */
     ggml_free(tensors);
     gguf_free(g);
     return 1;

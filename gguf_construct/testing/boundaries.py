@@ -1,7 +1,8 @@
 """GGUF files that put one quantity a reader computes at a boundary of 32-, 63- or 64-bit arithmetic, every other
 field consistent.
 
-A reader does arithmetic on the fields the schema declares: element counts are products of dimensions, byte sizes
+A reader does arithmetic on the fields the schema declares: element counts are products of dimensions (checked
+dimension by dimension, so the product of the leading ones is a quantity of its own), byte sizes
 multiply by a type size and divide by a block size (``GGML_TYPES``), padded sizes round up to the alignment, tensor
 offsets are running sums of padded sizes, strings are allocated with one more byte than their length, arrays take
 count × element size bytes, and a count of records costs count × an overhead the file does not carry (the reader's
@@ -32,7 +33,7 @@ from typing import Any
 from construct import Container
 
 from ..core.tables import DEFAULT_ALIGNMENT, GGML_TYPES, VALUE_TYPES
-from ..formats.gguf.offsets import SIZE_T, Layout, padded_offsets
+from ..formats.gguf.offsets import GGML_MAX_DIMS, SIZE_T, Layout, padded_offsets
 from ..formats.gguf.schema import GGUF
 
 __all__ = [
@@ -92,6 +93,12 @@ class BoundaryFile:
     @property
     def label(self) -> str:
         return self.target.label
+
+    @property
+    def record(self) -> str:
+        """Where the target's record is: 'tensor' (the last tensor), 'kv' (the last key) or 'header' (a count)."""
+        q = self.target.quantity
+        return "tensor" if q.startswith(("tensor.", "data.")) else "kv" if q.startswith(("string.", "array.")) else "header"
 
 
 # -- the surrounding valid file ---------------------------------------------------------------------------------
@@ -270,6 +277,23 @@ def _solve_elements(value: int, rng: random.Random, base: Base) -> FieldPlan | N
     return _plant(("blk.0.boundary.weight", dims, name), base)
 
 
+def _solve_leading(value: int, rng: random.Random, base: Base) -> FieldPlan | None:
+    """The product of a tensor's leading dimensions (what a reader checks dimension by dimension) of ``value``, then
+    a dimension 0 and ones up to ``GGML_MAX_DIMS``: the tensor is empty, so no data stands in the way, and a reader
+    whose running check skips a 0 or 1 accepts what a stricter check of the same product refuses."""
+    split = [f for f in (2, 3, 5, 7, 11, 13, 17, 73, 127, 641) if value % f == 0 and 2 <= value // f <= INT64_MAX]
+    if split:
+        f = rng.choice(split)
+        lead = [value // f, f] if rng.random() < 0.5 else [f, value // f]
+    elif value <= INT64_MAX:
+        lead = [value]
+    else:
+        return None
+    dims = [*lead, 0, *[1] * (GGML_MAX_DIMS - len(lead) - 1)]
+    name, _, _ = rng.choice([t for t in _TYPES if t[1] == 1])
+    return FieldPlan(base.kvs(), [*base.tensors(), ("blk.0.boundary.weight", dims, name)], "tensor.shape")
+
+
 def _types_for_bytes(value: int, rng: random.Random) -> list[tuple[str, int, int]]:
     """Types whose whole blocks make exactly ``value`` bytes with an element count int64 holds (those first)."""
     fits = [t for t in _TYPES if value % t[2] == 0]
@@ -413,6 +437,12 @@ QUANTITIES: dict[str, Quantity] = {
     q.name: q
     for q in (
         Quantity("tensor.elements", "the product of a tensor's dimensions", _solve_elements),
+        Quantity(
+            "tensor.leading_elements",
+            "the product of a tensor's leading dimensions, a dimension 0 after them",
+            _solve_leading,
+            wraps=False,
+        ),
         Quantity("tensor.row_size", "ne0 ÷ block size × type size", _solve_row),
         Quantity("tensor.nbytes", "a tensor's byte size (elements ÷ block size × type size)", _solve_nbytes),
         Quantity("tensor.padded_size", "a tensor's byte size rounded up to the alignment", _solve_padded, DEFAULT_ALIGNMENT),

@@ -86,6 +86,14 @@ def test_each_tensor_quantity_is_exactly_its_target():
             nbytes = exact_nbytes(dims, t)
             got = {"tensor.elements": n, "tensor.nbytes": nbytes, "tensor.row_size": nbytes, "tensor.padded_size": nbytes + (-nbytes % 32)}
             assert got[q] == value, made.label
+        elif q == "tensor.leading_elements":  # the product up to the first 0, the tensor empty and four-dimensional
+            dims = infos[-1][1]
+            zero = dims.index(0)
+            n = 1
+            for d in dims[:zero]:
+                assert 1 <= d < 2**63
+                n *= d
+            assert n == value and len(dims) == 4 and all(d == 1 for d in dims[zero + 1 :]), made.label
         elif q == "data.size":
             assert sum(n + (-n % 32) for n in (exact_nbytes(d, t) for _, d, t in infos)) == value
         elif q == "tensor.end":

@@ -48,3 +48,29 @@ def test_compare_needs_the_output_folder():
         cwd=ROOT,
     )
     assert r.returncode == 2 and "--compare" in r.stderr and "--output" in r.stderr
+
+
+def fake_reader(tmp_path: Path, name: str, stderr: str, status: int) -> Path:
+    exe = tmp_path / name
+    exe.write_text(f"#!/bin/sh\ncat >&2 <<'EOF'\n{stderr}\nEOF\nexit {status}\n")
+    exe.chmod(0o755)
+    return exe
+
+
+OOM = """==1==ERROR: AddressSanitizer: out of memory: allocator is trying to allocate 0x10000009 bytes
+    #0 0x55 in operator new(unsigned long)
+    #1 0x56 in gguf_reader::read(std::string&) const gguf.cpp:356:13
+SUMMARY: AddressSanitizer: out-of-memory in operator new(unsigned long)"""
+
+
+def test_an_allocation_past_the_budget_tells_a_variant_apart_only_when_the_unmodified_build_refuses_cheaply(bench, tmp_path):
+    assert f"max_allocation_size_mb={bench.BUDGET_MB}" in bench.SAN_ENV["ASAN_OPTIONS"]
+    variant, unmodified = tmp_path / "variant", tmp_path / "unmodified"
+    variant.mkdir()
+    unmodified.mkdir()
+    fake_reader(variant, "gguf_load", OOM, 1)
+    fake_reader(unmodified, "gguf_load", "gguf_init_from_reader: failed to read key-value pairs", 0)
+    found = bench.tells_apart(variant, unmodified, b"GGUF", tmp_path)
+    assert found is not None and found.startswith("memory/ggml/AddressSanitizer:out-of-memory@")
+    fake_reader(unmodified, "gguf_load", OOM, 1)  # the unmodified build asks as much: nothing told apart
+    assert bench.tells_apart(variant, unmodified, b"GGUF", tmp_path) is None

@@ -28,6 +28,7 @@ def test_edits_keep_offsets_the_running_sum_of_padded_sizes():
     rng, consistent = random.Random(3), 0
     structured.GENERATE_P, saved = 0.0, structured.GENERATE_P
     structured.BOUNDARY_P, saved_boundary = 0.0, structured.BOUNDARY_P  # the edits alone (boundaries: test_boundaries.py)
+    structured.OVERRUN_P, saved_overrun = 0.0, structured.OVERRUN_P  # (overruns: test_overruns.py)
     try:
         for _ in range(40):
             out, what = structured.mutate_structured(SEED, rng, 1 << 20)
@@ -38,7 +39,7 @@ def test_edits_keep_offsets_the_running_sum_of_padded_sizes():
             assert [int(t.offset) for t in c.tensor_infos] == padded_offsets(tensors, int(c.alignment))[0], what
             consistent += 1
     finally:
-        structured.GENERATE_P, structured.BOUNDARY_P = saved, saved_boundary
+        structured.GENERATE_P, structured.BOUNDARY_P, structured.OVERRUN_P = saved, saved_boundary, saved_overrun
     assert consistent >= 25
 
 

@@ -1,6 +1,7 @@
 """Mutations of a file's bytes: blind ones (flips, interesting values, cuts, splices) and schema-aware ones that
 hit the fields readers trust (counts, lengths, types, dimensions, offsets), found from the parsed file, or put one
-quantity a reader derives from them at an arithmetic boundary (``testing.boundaries``).
+quantity a reader derives from them at an arithmetic boundary (``testing.boundaries``), or set one count or length
+past what the file holds, in place (``testing.overruns``).
 
 ``mutate(data, rng)`` returns ``(mutated, description)``; the description says what was changed and where, so
 that a reproducer can say how it was made.
@@ -15,6 +16,7 @@ from functools import lru_cache
 
 from ...errors import FormatError
 from ..boundaries import Base, boundary_file
+from ..overruns import count_overrun
 
 INTERESTING_32 = (
     0,
@@ -118,6 +120,13 @@ def _boundary(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return made.data, f"boundary {made.label}"
 
 
+def _overrun(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """One count or length (n_dims, a record count, an array count, a string length) set past the items present or
+    the declared limit, nothing after it laid out again; a field mutation when it is not a GGUF file we parse."""
+    made = count_overrun(data, rng)
+    return made if made is not None else _field(data, rng)
+
+
 @lru_cache(maxsize=64)
 def _base(data: bytes) -> Base | None:
     """The keys and small tensors of a parsed little-endian v2/v3 file, to plant a boundary in; None otherwise."""
@@ -141,8 +150,9 @@ MUTATORS: dict[str, Callable[[bytes, random.Random], tuple[bytes, str]]] = {
     "duplicate": _duplicate,
     "field": _field,
     "boundary": _boundary,
+    "overrun": _overrun,
 }
-_WEIGHTS = {"flip": 2, "byte": 2, "word": 2, "cut": 1, "delete": 1, "duplicate": 1, "field": 6, "boundary": 3}
+_WEIGHTS = {"flip": 2, "byte": 2, "word": 2, "cut": 1, "delete": 1, "duplicate": 1, "field": 6, "boundary": 3, "overrun": 2}
 
 
 def mutate(data: bytes, rng: random.Random, rounds: int = 1) -> tuple[bytes, str]:

@@ -35,6 +35,7 @@ from typing import Any
 
 from ...api.fileio import files_under, write_atomic
 from ..boundaries import boundary_file
+from ..overruns import count_overrun
 from .adapters import ADAPTERS, C_LOG_ENV
 from .findings_file import Row, read_findings, write_findings
 from .minimize import minimize as schema_minimize
@@ -63,6 +64,8 @@ class Stop(Exception):
 #: The share of files with one derived quantity at an arithmetic boundary, drawn from the whole target list (the
 #: mutations plant them in pool files too): ~1 ms each.
 BOUNDARY_SHARE = 0.1
+#: The share of those whose planted record is then read under a count that says more (``testing.overruns``).
+BOUNDARY_OVERRUN_SHARE = 0.5
 #: The share of files from the named classes of files that broke readers (``strategies.READER_BREAKERS``).
 BREAKER_SHARE = 0.03
 
@@ -225,7 +228,8 @@ def inputs(seed: int, corpus: list[tuple[str, bytes]], fmt: str = "gguf") -> Ite
             yield next(gen[1])
         elif fmt == "gguf" and roll < 2 * GENERATED_SHARE + BOUNDARY_SHARE:
             made = boundary_file(rng)
-            yield f"boundary:{made.label}", made.data
+            over = count_overrun(made.data, rng, made.record) if rng.random() < BOUNDARY_OVERRUN_SHARE else None
+            yield (f"boundary:{made.label} + {over[1]}", over[0]) if over else (f"boundary:{made.label}", made.data)
         elif fmt == "gguf" and gen is not None and roll < 2 * GENERATED_SHARE + BOUNDARY_SHARE + BREAKER_SHARE:
             from ..strategies.reader_breakers import READER_BREAKERS
 

@@ -6,7 +6,8 @@ longer equals the running sum of sizes, a count that no longer matches the recor
 on the parsed file instead: it changes a dimension, a type, a key or a value, then lays the file out again with
 every offset the running sum of the (wrapping) padded sizes, so the reader gets past its checks to the code that
 uses the numbers. With some probability it plants one derived quantity (an element count, a padded size, a running
-offset, a string or array length...) at a 32/63/64-bit boundary in the parsed file (``testing.boundaries``), or
+offset, a string or array length...) at a 32/63/64-bit boundary in the parsed file (``testing.boundaries``), sets
+one count or length past what the file holds without laying out what follows (``testing.overruns``), or
 draws a whole file from a named class of
 ``gguf_construct.testing.strategies.reader_breakers`` instead, and it falls back to the byte-level mutators when the
 input does not parse.
@@ -29,6 +30,7 @@ from ...core.tables import GGML_TYPES
 from ...errors import FormatError
 from ...formats.gguf.schema import GGUF
 from ..boundaries import Base, boundary_file
+from ..overruns import count_overrun
 from ..strategies.reader_breakers import READER_BREAKERS, build, ggml_nbytes
 from .mutators import INTERESTING_64
 from .mutators import mutate as mutate_bytes
@@ -37,6 +39,7 @@ __all__ = ["crossover", "mutate", "mutate_structured"]
 
 GENERATE_P = 0.1  # how often a whole file comes from a reader-breaker class instead of a mutation
 BOUNDARY_P = 0.25  # how often the parsed file gets one derived quantity at an arithmetic boundary (testing.boundaries)
+OVERRUN_P = 0.1  # how often one count of the parsed file is set past what it holds, in place (testing.overruns)
 _DIM_VALUES = (*INTERESTING_64, 3, 32, 256, 2**31 - 1, 2**61, 2**62, 2**63 + 1)
 _TYPES = tuple(t.name for t in GGML_TYPES.values() if not t.removed and t.type_size)
 
@@ -174,8 +177,13 @@ def mutate_structured(data: bytes, rng: random.Random, max_size: int = 1 << 20) 
     c = _parse(data) if data else None
     if c is None:
         return mutate_bytes(data or b"GGUF", rng, rounds=rng.choice((1, 2)))
+    roll = rng.random()
+    if roll < OVERRUN_P:
+        overrun = count_overrun(data, rng)
+        if overrun is not None:
+            return overrun
     kvs, tensors = _kvs(c), _tensors(c)
-    if rng.random() < BOUNDARY_P:
+    if roll < OVERRUN_P + BOUNDARY_P:
         made = boundary_file(rng, base=Base.of(kvs, tensors))
         if len(made.data) <= max_size:
             return made.data, f"boundary {made.label}"
