@@ -181,6 +181,8 @@ class KeysTable:
     keys: tuple[StandardKey, ...]
     #: architecture → the keys (without the ``{arch}.`` prefix) the spec requires for it
     architectures: Mapping[str, tuple[str, ...]]
+    #: hyperparameters llama.cpp reads as one value or an array (``per_layer``: one per layer; ``fixed``: key → length)
+    layer_arrays: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -338,7 +340,7 @@ _BUILDERS: dict[str, Any] = {
     "file_types": lambda d: FileTypesTable(d["source"], tuple(FileType(**r) for r in d["file_types"])),
     "fork_types": partial(_later, "fork_types"),
     "ggml_types": lambda d: GGMLTypesTable(d["source"], tuple(GGMLType(**r) for r in d["types"]), d["max_dims"], d["max_dims_source"]),
-    "keys": lambda d: KeysTable(d["source"], tuple(StandardKey(**k) for k in d["keys"]), d["architectures"]),
+    "keys": lambda d: KeysTable(d["source"], tuple(StandardKey(**k) for k in d["keys"]), d["architectures"], d["layer_arrays"]),
     "legacy": _legacy,
     "limits": lambda d: LimitsTable(d["source"], tuple(Limit(**r) for r in d["limits"])),
     "memory": partial(_later, "memory"),

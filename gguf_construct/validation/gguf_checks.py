@@ -28,6 +28,7 @@ from ..formats.gguf.schema import GGUF, MAX_TENSOR_NAME, align_offset, sized_typ
 from . import fork_types
 from .arch_tensors import check_architecture_tensors
 from .issue import Issue, Severity, parse_then_check, raise_first
+from .layer_arrays import check_layer_arrays
 from .profiles import GGUF_PROFILES, GGUFProfile, require
 
 __all__ = [
@@ -65,6 +66,7 @@ def model_issues(c: Container, profile: GGUFProfile | str) -> list[Issue]:
     arch = next((kv["value"] for kv in c["metadata_kv"] if kv["key"] == "general.architecture"), None)
     out: list[Issue] = []
     check_architecture_tensors(c, arch if isinstance(arch, str) else None, out)
+    check_layer_arrays(c, arch if isinstance(arch, str) else None, out)
     return out
 
 
