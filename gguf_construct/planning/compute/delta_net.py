@@ -179,5 +179,5 @@ def build_qwen3next(b: GraphBuilder) -> None:
         cur.output = True  # res->t_h_nextn, the prediction head's input
         cur = g.get_rows(cur, out_ids)
     cur.output = True
-    cur = b.mm(b.w("output.weight") or b.need("token_embd.weight"), cur)
+    cur = b.mm(b.output_weight(), cur)
     g.expand(cur, output=True)

@@ -102,7 +102,7 @@ def build_granitehybrid(b: GraphBuilder) -> None:
         inp_l = g.add(cur, ffn_inp)
     cur = b.norm(inp_l, b.need("output_norm.weight"))
     cur.output = True
-    cur = b.mm(b.w("output.weight") or b.need("token_embd.weight"), cur)
+    cur = b.mm(b.output_weight(), cur)
     if key_float(b, "logit_scale"):
         cur = g.scale(cur)
     g.expand(cur, output=True)
@@ -218,7 +218,7 @@ def build_nemotron_h(b: GraphBuilder) -> None:
         cur.output = True  # res->t_h_nextn
         cur = g.get_rows(cur, out_ids)
     cur.output = True
-    g.expand(b.mm(b.w("output.weight") or b.need("token_embd.weight"), cur), output=True)
+    g.expand(b.mm(b.output_weight(), cur), output=True)
 
 
 # -- plamo2 ---------------------------------------------------------------------------------------------------------

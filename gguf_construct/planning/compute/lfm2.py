@@ -98,5 +98,5 @@ def build_lfm2(b: GraphBuilder) -> None:
         cur = g.add(cur, ffn_out)
     cur = b.norm(cur, b.need("token_embd_norm.weight"))
     cur.output = True
-    cur = b.mm(b.w("output.weight") or b.need("token_embd.weight"), cur)
+    cur = b.mm(b.output_weight(), cur)
     g.expand(cur, output=True)
